@@ -1,0 +1,221 @@
+//! Compaction: copy the live contents of a store into a new file while the old one keeps
+//! taking writes, catch up on what was written meanwhile, and swap the files atomically.
+//!
+//! 1. Copy every tree of a snapshot into `<file>.compact`, in key order (values pass through
+//!    the caller's [`ValueRewriter`], which copies the blobs they refer to). Headers written
+//!    meanwhile carry the "compacting" flag, so they are never opened.
+//! 2. Catch up: the difference between the copied snapshot and a newer one is found by
+//!    comparing the two trees (unchanged subtrees share pointers) and applied to the copy.
+//! 3. On the writer thread, so that nothing commits meanwhile: catch up the last changes,
+//!    commit the copy without the flag, sync, rename it over the old file, sync the
+//!    directory, and continue writing to the new file.
+//!
+//! A crash before the rename leaves the old file (the stray copy is deleted on open); after
+//! it, the new one, which holds every commit. Snapshots of the old file keep reading it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::backend::{sync_dir, FileBackend};
+use crate::error::{Error, Result};
+use crate::file::{BlobRef, StoreFile};
+use crate::format::{Header, FLAG_COMPACTING};
+use crate::snapshot::Snapshot;
+use crate::store::{init_file, Shared, Store};
+use crate::tree::diff::diff;
+use crate::tree::{Action, RangeOptions};
+use crate::txn::{Appender, WriterState};
+
+/// Entries per batched modification while copying.
+const COPY_BATCH: usize = 4096;
+/// The copy commits (with the compacting flag) after this many appended bytes, which bounds
+/// how much a later open has to verify.
+const COPY_COMMIT_BYTES: u64 = 64 << 20;
+/// Catch-up rounds outside the writer before the final, exclusive one.
+const CATCH_UP_ROUNDS: usize = 8;
+/// A catch-up round this small is followed directly by the final one.
+const SMALL_DELTA: usize = 1000;
+
+/// Where the copy of `path` is built.
+pub(crate) fn compact_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".compact");
+    PathBuf::from(name)
+}
+
+/// Rewrites values while they are copied, so that blob references point into the new file.
+pub trait ValueRewriter: Send + Sync {
+    /// The value to store for `key` of `tree` in the new file, or `None` to keep `value`.
+    fn rewrite(&self, tree: usize, key: &[u8], value: &[u8], blobs: &mut BlobCopier<'_>) -> Result<Option<Vec<u8>>>;
+}
+
+/// For stores whose values refer to no blobs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoBlobs;
+
+impl ValueRewriter for NoBlobs {
+    fn rewrite(&self, _: usize, _: &[u8], _: &[u8], _: &mut BlobCopier<'_>) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+}
+
+/// Copies blobs from the file being compacted into the new one.
+pub struct BlobCopier<'a> {
+    from: &'a StoreFile,
+    to: &'a mut WriterState,
+}
+
+impl BlobCopier<'_> {
+    /// Copies one blob as stored (no recompression) and returns its new reference.
+    pub fn copy(&mut self, blob: &BlobRef) -> Result<BlobRef> {
+        let (kind, payload) = self.from.read_record(blob.ptr())?;
+        self.to.append_raw_blob(kind, &payload, blob.len)
+    }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactStats {
+    /// Size of the old file when the swap happened.
+    pub old_size: u64,
+    /// Size of the new file right after the swap.
+    pub new_size: u64,
+    /// Entries copied from the first snapshot.
+    pub copied: u64,
+    /// Changes applied while catching up.
+    pub caught_up: u64,
+}
+
+struct Copy {
+    new: WriterState,
+    rewriter: Arc<dyn ValueRewriter>,
+    stats: CompactStats,
+}
+
+impl Copy {
+    /// Applies `actions` to `tree` of the copy, rewriting values read from `from`.
+    fn apply(&mut self, from: &StoreFile, tree: usize, mut actions: Vec<Action>) -> Result<()> {
+        for action in &mut actions {
+            if let Action::Put(k, v) = action {
+                let mut blobs = BlobCopier { from, to: &mut self.new };
+                if let Some(nv) = self.rewriter.rewrite(tree, k, v, &mut blobs)? {
+                    *v = nv;
+                }
+            }
+        }
+        self.new.modify(tree, &actions)?;
+        if self.new.app.appended() >= COPY_COMMIT_BYTES {
+            self.new.commit(FLAG_COMPACTING)?;
+        }
+        Ok(())
+    }
+
+    /// Copies every entry of `snap`.
+    fn copy_all(&mut self, snap: &Snapshot, progress: &dyn Fn(u64, u64)) -> Result<()> {
+        let total: u64 = snap.state.header.roots.iter().flatten().map(|r| r.count).sum();
+        for tree in 0..snap.state.schema.len() {
+            let mut batch = Vec::with_capacity(COPY_BATCH);
+            for entry in snap.range(tree, RangeOptions::default())? {
+                let entry = entry?;
+                batch.push(Action::Put(entry.key().to_vec(), entry.value().to_vec()));
+                if batch.len() == COPY_BATCH {
+                    self.stats.copied += batch.len() as u64;
+                    self.apply(&snap.state.file, tree, std::mem::take(&mut batch))?;
+                    progress(self.stats.copied, total);
+                }
+            }
+            self.stats.copied += batch.len() as u64;
+            self.apply(&snap.state.file, tree, batch)?;
+        }
+        progress(self.stats.copied, total);
+        self.new.meta = snap.meta().to_vec();
+        self.new.commit(FLAG_COMPACTING)?;
+        Ok(())
+    }
+
+    /// Applies the changes between two headers of the old file; returns how many.
+    fn catch_up(&mut self, from: &StoreFile, old: &Header, new: &Header) -> Result<usize> {
+        let mut changes = 0;
+        for tree in 0..self.new.schema.len() {
+            let root = |h: &Header| h.roots.get(tree).cloned().flatten();
+            let actions = diff(from, root(old).as_ref(), root(new).as_ref())?;
+            changes += actions.len();
+            if !actions.is_empty() {
+                self.apply(from, tree, actions)?;
+            }
+        }
+        self.new.meta = new.meta.clone();
+        self.stats.caught_up += changes as u64;
+        Ok(changes)
+    }
+}
+
+impl Store {
+    /// Compacts the store while it stays readable and writable. `progress` is told entries
+    /// copied so far and the total to copy.
+    pub fn compact(&self, rewriter: Arc<dyn ValueRewriter>, progress: &dyn Fn(u64, u64)) -> Result<CompactStats> {
+        let shared = self.shared().clone();
+        if shared.compacting.swap(true, Ordering::SeqCst) {
+            return Err(Error::CompactionRunning);
+        }
+        let result = self.compact_inner(&shared, rewriter, progress);
+        shared.compacting.store(false, Ordering::SeqCst);
+        if result.is_err() {
+            let _ = std::fs::remove_file(compact_path(&shared.path));
+        }
+        result
+    }
+
+    fn compact_inner(&self, shared: &Arc<Shared>, rewriter: Arc<dyn ValueRewriter>, progress: &dyn Fn(u64, u64)) -> Result<CompactStats> {
+        let target = compact_path(&shared.path);
+        let _ = std::fs::remove_file(&target);
+        let backend = Arc::new(FileBackend::create(&target).map_err(Error::io("create compaction file"))?);
+        let (header, end) = init_file(backend.as_ref(), shared.schema.len())?;
+        let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone()));
+        let opts = &shared.options;
+        let new = WriterState::new(Appender::new(file, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
+        let mut copy = Copy { new, rewriter, stats: CompactStats::default() };
+
+        let mut last = self.snapshot();
+        copy.copy_all(&last, progress)?;
+        for _ in 0..CATCH_UP_ROUNDS {
+            let now = self.snapshot();
+            if now.generation() == last.generation() {
+                break;
+            }
+            let changes = copy.catch_up(&now.state.file, &last.state.header, &now.state.header)?;
+            copy.new.commit(FLAG_COMPACTING)?;
+            last = now;
+            if changes < SMALL_DELTA {
+                break;
+            }
+        }
+
+        let (tx, rx) = oneshot::channel();
+        self.exclusive(Box::new(move |state, shared| {
+            let _ = tx.send(finish(state, shared, copy, &last));
+        }))?;
+        rx.recv().unwrap_or(Err(Error::Closed))
+    }
+}
+
+/// The last step, on the writer thread with nothing uncommitted: final catch-up, commit,
+/// rename, and switch the writer and new snapshots to the new file.
+fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snapshot) -> Result<CompactStats> {
+    let old_file = state.app.file.clone();
+    copy.catch_up(&old_file, &last.state.header, &state.header)?;
+    copy.new.commit(0)?;
+    let target = compact_path(&shared.path);
+    copy.stats.old_size = old_file.backend.len().map_err(Error::io("file length"))?;
+    copy.stats.new_size = copy.new.app.file.backend.len().map_err(Error::io("file length"))?;
+    std::fs::rename(&target, &shared.path).map_err(Error::io("rename compacted file"))?;
+    // From here on the path names the new file: the writer must follow it whatever happens.
+    *state = copy.new;
+    shared.publish(state);
+    if let Some(dir) = shared.path.parent() {
+        sync_dir(dir).map_err(Error::io("sync directory after compaction"))?;
+    }
+    Ok(copy.stats)
+}

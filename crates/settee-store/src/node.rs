@@ -1,0 +1,243 @@
+//! B+tree nodes: their payload encoding and their decoded, immutable in-memory form.
+//!
+//! ```text
+//! Leaf payload:  varint n, then n times: varint key length, key, varint value length, value
+//! Inner payload: varint n, then n times: varint key length, key (the child's largest key),
+//!                varint child offset, varint child record length, varint child entry count,
+//!                varint reduction length, reduction (the reducer's value over the child)
+//! ```
+//!
+//! A decoded node keeps its payload in one buffer and spans into it, so decoding allocates
+//! twice however many entries there are, and reading an entry copies nothing.
+
+use crate::error::{Error, Result};
+use crate::format::{put_bytes, put_varint, varint_len, Ptr, Reader, RecordKind};
+
+/// A span (start, length) into a node's buffer.
+type Span = (u32, u32);
+
+/// A decoded node. Immutable: a node once written is never modified.
+#[derive(Debug)]
+pub(crate) struct Node {
+    buf: Box<[u8]>,
+    body: Body,
+}
+
+#[derive(Debug)]
+enum Body {
+    Leaf(Vec<(Span, Span)>),
+    Inner(Vec<Child>),
+}
+
+/// One child pointer of an inner node, as stored.
+#[derive(Debug, Clone, Copy)]
+struct Child {
+    key: Span,
+    ptr: Ptr,
+    count: u64,
+    red: Span,
+}
+
+/// An owned child entry, used while building inner nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChildEntry {
+    /// Largest key in the child's subtree.
+    pub key: Vec<u8>,
+    /// Where the child is stored.
+    pub ptr: Ptr,
+    /// Entries in the child's subtree.
+    pub count: u64,
+    /// Reduction over the child's subtree.
+    pub red: Vec<u8>,
+}
+
+impl ChildEntry {
+    /// Bytes this entry adds to an inner node's payload.
+    pub fn encoded_len(&self) -> usize {
+        varint_len(self.key.len() as u64)
+            + self.key.len()
+            + varint_len(self.ptr.offset)
+            + varint_len(u64::from(self.ptr.len))
+            + varint_len(self.count)
+            + varint_len(self.red.len() as u64)
+            + self.red.len()
+    }
+}
+
+/// Bytes a leaf entry adds to a leaf's payload.
+pub(crate) fn leaf_entry_len(key: &[u8], value: &[u8]) -> usize {
+    varint_len(key.len() as u64) + key.len() + varint_len(value.len() as u64) + value.len()
+}
+
+/// Encodes a leaf payload.
+pub(crate) fn encode_leaf(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let size: usize = entries.iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
+    let mut out = Vec::with_capacity(size + 10);
+    put_varint(&mut out, entries.len() as u64);
+    for (k, v) in entries {
+        put_bytes(&mut out, k);
+        put_bytes(&mut out, v);
+    }
+    out
+}
+
+/// Encodes an inner payload.
+pub(crate) fn encode_inner(children: &[ChildEntry]) -> Vec<u8> {
+    let size: usize = children.iter().map(ChildEntry::encoded_len).sum();
+    let mut out = Vec::with_capacity(size + 10);
+    put_varint(&mut out, children.len() as u64);
+    for c in children {
+        put_bytes(&mut out, &c.key);
+        put_varint(&mut out, c.ptr.offset);
+        put_varint(&mut out, u64::from(c.ptr.len));
+        put_varint(&mut out, c.count);
+        put_bytes(&mut out, &c.red);
+    }
+    out
+}
+
+impl Node {
+    /// Decodes a node payload read from the record at `offset`. Never panics on any input.
+    pub fn decode(kind: RecordKind, payload: &[u8], offset: u64) -> Result<Node> {
+        let buf: Box<[u8]> = payload.into();
+        let mut r = Reader::new(&buf, offset);
+        let n = r.varint()?;
+        // Every entry takes at least two bytes, which bounds the allocation below.
+        if n == 0 || n > buf.len() as u64 / 2 {
+            return Err(Error::corrupted(offset, format!("node claims {n} entries")));
+        }
+        let body = match kind {
+            RecordKind::Leaf => {
+                let mut entries = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    entries.push((r.span()?, r.span()?));
+                }
+                Body::Leaf(entries)
+            }
+            RecordKind::Inner => {
+                let mut children = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let key = r.span()?;
+                    let child_offset = r.varint()?;
+                    let len = u32::try_from(r.varint()?)
+                        .map_err(|_| Error::corrupted(offset, "child length too large"))?;
+                    if child_offset >= offset {
+                        return Err(Error::corrupted(offset, "child pointer does not point back"));
+                    }
+                    let count = r.varint()?;
+                    let red = r.span()?;
+                    children.push(Child { key, ptr: Ptr { offset: child_offset, len }, count, red });
+                }
+                Body::Inner(children)
+            }
+            _ => return Err(Error::corrupted(offset, "record is a blob, not a node")),
+        };
+        if !r.is_empty() {
+            return Err(Error::corrupted(offset, "trailing bytes after node entries"));
+        }
+        Ok(Node { buf, body })
+    }
+
+    fn span(&self, s: Span) -> &[u8] {
+        &self.buf[s.0 as usize..(s.0 + s.1) as usize]
+    }
+
+    /// True for leaves.
+    pub fn is_leaf(&self) -> bool {
+        matches!(self.body, Body::Leaf(_))
+    }
+
+    /// Number of entries (leaf) or children (inner).
+    pub fn len(&self) -> usize {
+        match &self.body {
+            Body::Leaf(e) => e.len(),
+            Body::Inner(c) => c.len(),
+        }
+    }
+
+    /// Key of entry `i`: a leaf's key, or an inner child's largest key.
+    pub fn key(&self, i: usize) -> &[u8] {
+        match &self.body {
+            Body::Leaf(e) => self.span(e[i].0),
+            Body::Inner(c) => self.span(c[i].key),
+        }
+    }
+
+    /// Value of leaf entry `i`.
+    pub fn value(&self, i: usize) -> &[u8] {
+        match &self.body {
+            Body::Leaf(e) => self.span(e[i].1),
+            Body::Inner(_) => panic!("value() on an inner node"),
+        }
+    }
+
+    /// Pointer to inner child `i`.
+    pub fn child_ptr(&self, i: usize) -> Ptr {
+        self.child(i).ptr
+    }
+
+    /// Entry count of inner child `i`'s subtree.
+    pub fn child_count(&self, i: usize) -> u64 {
+        self.child(i).count
+    }
+
+    /// Reduction of inner child `i`'s subtree.
+    pub fn child_red(&self, i: usize) -> &[u8] {
+        self.span(self.child(i).red)
+    }
+
+    fn child(&self, i: usize) -> &Child {
+        match &self.body {
+            Body::Inner(c) => &c[i],
+            Body::Leaf(_) => panic!("child() on a leaf"),
+        }
+    }
+
+    /// Inner child `i` as an owned entry.
+    pub fn child_entry(&self, i: usize) -> ChildEntry {
+        ChildEntry {
+            key: self.key(i).to_vec(),
+            ptr: self.child_ptr(i),
+            count: self.child_count(i),
+            red: self.child_red(i).to_vec(),
+        }
+    }
+
+    /// Memory this node holds, for the cache's budget.
+    pub fn weight(&self) -> u64 {
+        let spans = match &self.body {
+            Body::Leaf(e) => e.len() * std::mem::size_of::<(Span, Span)>(),
+            Body::Inner(c) => c.len() * std::mem::size_of::<Child>(),
+        };
+        (self.buf.len() + spans + 64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaf_and_inner_round_trip() {
+        let leaf = encode_leaf(&[(b"a", b"1"), (b"bb", b"")]);
+        let n = Node::decode(RecordKind::Leaf, &leaf, 100).unwrap();
+        assert!(n.is_leaf());
+        assert_eq!((n.len(), n.key(1), n.value(0)), (2, &b"bb"[..], &b"1"[..]));
+
+        let child = ChildEntry { key: b"k".to_vec(), ptr: Ptr { offset: 5, len: 20 }, count: 9, red: vec![3] };
+        let inner = encode_inner(std::slice::from_ref(&child));
+        assert_eq!(inner.len(), 1 + child.encoded_len());
+        let n = Node::decode(RecordKind::Inner, &inner, 100).unwrap();
+        assert_eq!(n.child_entry(0), child);
+    }
+
+    #[test]
+    fn rejects_garbage_without_panicking() {
+        for bytes in [&b""[..], &[0], &[5, 1], &[1, 0x80], &[1, 1, b'a', 9, 0]] {
+            assert!(Node::decode(RecordKind::Leaf, bytes, 0).is_err());
+            assert!(Node::decode(RecordKind::Inner, bytes, 0).is_err());
+        }
+        let forward = encode_inner(&[ChildEntry { key: vec![1], ptr: Ptr { offset: 50, len: 9 }, count: 1, red: vec![] }]);
+        assert!(Node::decode(RecordKind::Inner, &forward, 10).is_err(), "pointer must point backwards");
+    }
+}

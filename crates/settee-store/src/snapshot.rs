@@ -1,0 +1,114 @@
+//! Snapshots: a committed header and the file it belongs to, readable from any thread.
+//!
+//! Reading never takes a lock the writer holds and never waits for a write or a sync: nodes
+//! come from the shared cache or from a positional read of bytes that are immutable once
+//! committed.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
+use crate::format::{Header, Ptr, Root};
+use crate::node::Node;
+use crate::tree::cursor::{lookup, Entry, Range};
+use crate::tree::reduce::{fold_groups, reduce_range, Group, GroupBy, KeyRange};
+use crate::tree::{Bound, RangeOptions, Reduction, TreeSpec};
+
+pub(crate) struct SnapState {
+    pub file: Arc<StoreFile>,
+    pub header: Header,
+    pub schema: Arc<[TreeSpec]>,
+}
+
+/// A consistent, read-only view of a store as of one commit. Cheap to clone and to send to
+/// other threads; it keeps its file open even after a compaction replaced it.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub(crate) state: Arc<SnapState>,
+}
+
+impl NodeSource for Snapshot {
+    fn node(&self, ptr: Ptr) -> Result<Arc<Node>> {
+        self.state.file.node(ptr)
+    }
+}
+
+impl Snapshot {
+    fn tree(&self, tree: usize) -> Result<(&TreeSpec, Option<&Root>)> {
+        let spec = self.state.schema.get(tree).ok_or(Error::NoSuchTree(tree))?;
+        Ok((spec, self.state.header.roots.get(tree).and_then(Option::as_ref)))
+    }
+
+    /// The commit number of this snapshot (0 for a new, empty file).
+    pub fn generation(&self) -> u64 {
+        self.state.header.generation
+    }
+
+    /// The caller's metadata as of this commit.
+    pub fn meta(&self) -> &[u8] {
+        &self.state.header.meta
+    }
+
+    /// Number of entries in `tree`.
+    pub fn count(&self, tree: usize) -> Result<u64> {
+        Ok(self.tree(tree)?.1.map_or(0, |r| r.count))
+    }
+
+    /// Count and reduction of the whole of `tree`, without reading any node.
+    pub fn total(&self, tree: usize) -> Result<Reduction> {
+        let (spec, root) = self.tree(tree)?;
+        match root {
+            Some(r) => Ok(Reduction { count: r.count, value: r.reduction.clone() }),
+            None => Ok(Reduction { count: 0, value: spec.reducer.reduce(&[]).map_err(Error::Reduce)? }),
+        }
+    }
+
+    /// The entry for `key`.
+    pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
+        let (spec, root) = self.tree(tree)?;
+        lookup(self, spec, root, key)
+    }
+
+    /// The entries for many keys, in the order asked.
+    pub fn get_many<K: AsRef<[u8]>>(&self, tree: usize, keys: &[K]) -> Result<Vec<Option<Entry>>> {
+        let (spec, root) = self.tree(tree)?;
+        keys.iter().map(|k| lookup(self, spec, root, k.as_ref())).collect()
+    }
+
+    /// Entries of a range, in either direction, with skip and limit.
+    pub fn range(&self, tree: usize, opts: RangeOptions) -> Result<Range<'static>> {
+        let (spec, root) = self.tree(tree)?;
+        Range::new(Box::new(self.clone()), spec, root, opts)
+    }
+
+    /// Count and reduction of the entries between `lo` and `hi` in ascending key order.
+    pub fn reduce(&self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+        let (spec, root) = self.tree(tree)?;
+        reduce_range(self, spec, root, &KeyRange { lo, hi })
+    }
+
+    /// Reductions of each group of keys in the range of `opts` (its skip and limit are not
+    /// used), in walk order; `emit` returns false to stop.
+    pub fn fold_groups(
+        &self,
+        tree: usize,
+        opts: &RangeOptions,
+        group_by: &dyn GroupBy,
+        emit: &mut dyn FnMut(Group) -> Result<bool>,
+    ) -> Result<()> {
+        let (spec, root) = self.tree(tree)?;
+        let range = KeyRange::from_walk(&opts.start, &opts.end, opts.direction);
+        fold_groups(self, spec, root, &range, opts.direction, group_by, emit)
+    }
+
+    /// Reads a blob.
+    pub fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
+        let (kind, payload) = self.state.file.read_record(blob.ptr())?;
+        blob_bytes(kind, payload, blob)
+    }
+
+    /// Reads a large blob stored as a list of chunks, one chunk at a time.
+    pub fn read_chunks<'a>(&'a self, chunks: &'a [BlobRef]) -> impl Iterator<Item = Result<Vec<u8>>> + 'a {
+        chunks.iter().map(move |c| self.read_blob(c))
+    }
+}

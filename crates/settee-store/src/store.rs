@@ -1,0 +1,399 @@
+//! A store: one file, one writer thread, any number of concurrent readers.
+//!
+//! Updates are closures run on the writer thread against a [`Txn`]. Closures that arrive
+//! while a commit is being synced wait in the queue and are all applied and committed
+//! together next (group commit); each caller is answered once its change is durable, or at
+//! once for [`Durability::Batch`], whose changes are committed within the batch delay.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use crate::backend::{sync_dir, Backend, FileBackend};
+use crate::cache::NodeCache;
+use crate::error::{Error, Result};
+use crate::file::{recover, BlobRef, StoreFile};
+use crate::format::Header;
+use crate::snapshot::{SnapState, Snapshot};
+use crate::tree::TreeSpec;
+use crate::txn::{Appender, Txn, WriterState};
+
+/// Default target size of a node's payload, chosen by the node-size benchmark.
+pub const DEFAULT_NODE_SIZE: usize = 4096;
+
+/// How a store is opened.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// One spec per tree slot; the file's headers hold one root per slot.
+    pub trees: Vec<TreeSpec>,
+    /// The node cache, usually shared by every store of the process.
+    pub cache: NodeCache,
+    /// Target node payload size in bytes.
+    pub node_size: usize,
+    /// How long batched (non-durable) changes may wait before they are committed.
+    pub batch_delay: Duration,
+    /// Whether blobs are lz4-compressed when that saves space.
+    pub compress_blobs: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            trees: vec![TreeSpec::default()],
+            cache: NodeCache::default(),
+            node_size: DEFAULT_NODE_SIZE,
+            batch_delay: Duration::from_millis(50),
+            compress_blobs: true,
+        }
+    }
+}
+
+/// When an update's caller is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// After the change is committed and synced to disk.
+    Durable,
+    /// As soon as the change is applied; it is committed within the batch delay (CouchDB's
+    /// `batch=ok`), and lost if the process dies first.
+    Batch,
+}
+
+/// Called once a job's fate is known: `None` if its change is committed (or, for batched
+/// jobs, applied), the commit's error otherwise.
+type Completion = Box<dyn FnOnce(Option<&Error>) + Send>;
+/// A job runs on the writer thread; it reports whether it succeeded and how to answer.
+type Job = Box<dyn FnOnce(&mut Txn) -> (bool, Completion) + Send>;
+/// Work that needs the writer thread to itself (the last step of a compaction).
+pub(crate) type Exclusive = Box<dyn FnOnce(&mut WriterState, &Shared) + Send>;
+
+enum Request {
+    Update { job: Job, durability: Durability },
+    Exclusive(Exclusive),
+}
+
+pub(crate) struct Shared {
+    pub current: ArcSwap<SnapState>,
+    /// Set while a compaction runs; only one may.
+    pub compacting: AtomicBool,
+    pub path: PathBuf,
+    pub options: StoreOptions,
+    pub schema: Arc<[TreeSpec]>,
+}
+
+impl Shared {
+    pub fn publish(&self, state: &WriterState) {
+        self.current.store(Arc::new(SnapState {
+            file: state.app.file.clone(),
+            header: state.header.clone(),
+            schema: self.schema.clone(),
+        }));
+    }
+}
+
+/// An open store file. Dropping it commits pending batched changes and stops the writer.
+pub struct Store {
+    shared: Arc<Shared>,
+    tx: Mutex<Option<mpsc::Sender<Request>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The answer to a submitted update: wait for it, or `.await` it.
+pub struct Pending<T, E> {
+    rx: oneshot::Receiver<Result<T, E>>,
+}
+
+impl<T, E: From<Error>> Pending<T, E> {
+    /// Blocks until the update is answered.
+    pub fn wait(self) -> Result<T, E> {
+        self.rx.recv().unwrap_or_else(|_| Err(lost().into()))
+    }
+}
+
+impl<T, E: From<Error>> std::future::Future for Pending<T, E> {
+    type Output = Result<T, E>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| r.unwrap_or_else(|_| Err(lost().into())))
+    }
+}
+
+fn lost() -> Error {
+    Error::Panicked("the update closure panicked; its changes were rolled back".into())
+}
+
+fn random_salt() -> [u8; 16] {
+    let mut salt = [0u8; 16];
+    for half in salt.chunks_mut(8) {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u128(Instant::now().elapsed().as_nanos() ^ u128::from(std::process::id()));
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    salt
+}
+
+/// Writes the first header of a new file and syncs it; returns it and where it ends.
+pub(crate) fn init_file(backend: &dyn Backend, slots: usize) -> Result<(Header, u64)> {
+    let header = Header {
+        salt: random_salt(),
+        flags: 0,
+        generation: 0,
+        data_start: 0,
+        region_crc: crc32fast::hash(&[]),
+        roots: vec![None; slots],
+        meta: Vec::new(),
+    };
+    let bytes = header.encode();
+    backend.write_all_at(&bytes, 0).map_err(Error::io("create"))?;
+    backend.sync().map_err(Error::io("create"))?;
+    Ok((header, bytes.len() as u64))
+}
+
+impl Store {
+    /// Creates a new store file at `path`; fails if something is there already. The file
+    /// appears under its name only once complete.
+    pub fn create(path: &Path, options: StoreOptions) -> Result<Store> {
+        let tmp = path.with_extension("creating");
+        let _ = std::fs::remove_file(&tmp);
+        let backend = FileBackend::create(&tmp).map_err(Error::io("create"))?;
+        init_file(&backend, options.trees.len())?;
+        let linked = std::fs::hard_link(&tmp, path).map_err(Error::io("create"));
+        let _ = std::fs::remove_file(&tmp);
+        linked?;
+        if let Some(dir) = path.parent() {
+            sync_dir(dir).map_err(Error::io("sync directory"))?;
+        }
+        Store::open(path, options)
+    }
+
+    /// Opens an existing store file at its newest valid commit, cutting off any torn tail.
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Store> {
+        let _ = std::fs::remove_file(crate::compact::compact_path(path));
+        let backend = FileBackend::open(path).map_err(Error::io("open"))?;
+        Store::open_backend(Arc::new(backend), path, options)
+    }
+
+    /// Makes an empty backend a new store and opens it (tests use the in-memory backend).
+    pub fn create_backend(backend: Arc<dyn Backend>, path: &Path, options: StoreOptions) -> Result<Store> {
+        if backend.len().map_err(Error::io("create"))? != 0 {
+            let exists = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "backend is not empty");
+            return Err(Error::Io { op: "create", source: exists });
+        }
+        init_file(backend.as_ref(), options.trees.len())?;
+        Store::open_backend(backend, path, options)
+    }
+
+    /// Opens a store over any backend (tests use the in-memory one). `path` names it in errors.
+    pub fn open_backend(backend: Arc<dyn Backend>, path: &Path, options: StoreOptions) -> Result<Store> {
+        let found = recover(backend.as_ref(), path)?;
+        if backend.len().map_err(Error::io("file length"))? > found.end {
+            backend.truncate(found.end).map_err(Error::io("truncate torn tail"))?;
+            backend.sync().map_err(Error::io("truncate torn tail"))?;
+        }
+        let file = Arc::new(StoreFile::new(backend, options.cache.clone()));
+        let schema: Arc<[TreeSpec]> = options.trees.clone().into();
+        let app = Appender::new(file, found.end);
+        let state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
+        let shared = Arc::new(Shared {
+            current: ArcSwap::from_pointee(SnapState { file: state.app.file.clone(), header: state.header.clone(), schema: schema.clone() }),
+            compacting: AtomicBool::new(false),
+            path: path.to_path_buf(),
+            options,
+            schema,
+        });
+        let (tx, rx) = mpsc::channel();
+        let thread_shared = shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("settee-store-writer".into())
+            .spawn(move || run_writer(state, rx, &thread_shared))
+            .map_err(Error::io("start writer thread"))?;
+        Ok(Store { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+    }
+
+    /// Creates the store if the file does not exist, else opens it.
+    pub fn open_or_create(path: &Path, options: StoreOptions) -> Result<Store> {
+        if path.exists() {
+            Store::open(path, options)
+        } else {
+            Store::create(path, options)
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The newest committed state. Never waits for the writer.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot { state: self.shared.current.load_full() }
+    }
+
+    fn send(&self, req: Request) -> Result<()> {
+        let tx = self.tx.lock().expect("sender lock");
+        tx.as_ref().ok_or(Error::Closed)?.send(req).map_err(|_| Error::Closed)
+    }
+
+    /// Queues an update; the closure runs on the writer thread. If it returns an error or
+    /// panics, its changes are rolled back and the other updates of its group are unaffected.
+    pub fn submit<T, E, F>(&self, durability: Durability, f: F) -> Pending<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |txn| match f(txn) {
+            Ok(v) => (true, Box::new(move |err: Option<&Error>| {
+                let answer = match err {
+                    None => Ok(v),
+                    Some(e) => Err(E::from(e.duplicate())),
+                };
+                let _ = tx.send(answer);
+            }) as Completion),
+            Err(e) => (false, Box::new(move |_: Option<&Error>| {
+                let _ = tx.send(Err(e));
+            }) as Completion),
+        });
+        if let Err(e) = self.send(Request::Update { job, durability }) {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Err(E::from(e)));
+            return Pending { rx };
+        }
+        Pending { rx }
+    }
+
+    /// Runs an update and waits for its answer.
+    pub fn update<T, E, F>(&self, durability: Durability, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+    {
+        self.submit(durability, f).wait()
+    }
+
+    /// Appends a blob without asking for a commit: the next commit makes it durable. For
+    /// streaming large data in before the update that refers to it.
+    pub fn append_blob(&self, data: Vec<u8>) -> Result<BlobRef> {
+        self.update(Durability::Batch, move |txn| txn.write_blob(&data))
+    }
+
+    /// Commits whatever batched changes are pending and waits until they are durable.
+    pub fn flush(&self) -> Result<()> {
+        self.update(Durability::Durable, |_| Ok(()))
+    }
+
+    pub(crate) fn exclusive(&self, work: Exclusive) -> Result<()> {
+        self.send(Request::Exclusive(work))
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.tx.lock().expect("sender lock").take();
+        if let Some(handle) = self.writer.lock().expect("writer lock").take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Error {
+    /// A copy of an error for each caller of a failed group commit.
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { op, source } => Error::Io { op, source: std::io::Error::new(source.kind(), source.to_string()) },
+            Error::Corrupted { offset, what } => Error::Corrupted { offset: *offset, what: what.clone() },
+            Error::NotAStore { path } => Error::NotAStore { path: path.clone() },
+            Error::UnsupportedVersion { path, version } => Error::UnsupportedVersion { path: path.clone(), version: *version },
+            Error::Reduce(s) => Error::Reduce(s.clone()),
+            Error::NoSuchTree(t) => Error::NoSuchTree(*t),
+            Error::Closed => Error::Closed,
+            Error::CompactionRunning => Error::CompactionRunning,
+            Error::Panicked(s) => Error::Panicked(s.clone()),
+        }
+    }
+}
+
+/// The writer loop: apply every queued request, commit once, answer, repeat.
+fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shared) {
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let first = match deadline {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+        };
+        let first = match first {
+            Ok(req) => req,
+            Err(RecvTimeoutError::Timeout) => {
+                commit_and_answer(&mut state, shared, Vec::new());
+                deadline = None;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut waiting: Vec<Completion> = Vec::new();
+        for req in std::iter::once(first).chain(rx.try_iter()) {
+            match req {
+                Request::Update { job, durability } => {
+                    let completion = apply(&mut state, job);
+                    match (completion, durability) {
+                        (Some(c), Durability::Durable) => waiting.push(c),
+                        (Some(c), Durability::Batch) => c(None),
+                        (None, _) => {}
+                    }
+                }
+                Request::Exclusive(work) => {
+                    commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
+                    work(&mut state, shared);
+                }
+            }
+        }
+        if !waiting.is_empty() {
+            commit_and_answer(&mut state, shared, waiting);
+            deadline = None;
+        } else if state.dirty && deadline.is_none() {
+            deadline = Some(Instant::now() + shared.options.batch_delay);
+        }
+    }
+    if state.dirty {
+        commit_and_answer(&mut state, shared, Vec::new());
+    }
+}
+
+/// Runs one job. A failed job's changes are undone; its completion still answers it. A
+/// panicking job is undone too, and its caller learns of it from the dropped channel.
+fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
+    let saved = (state.roots.clone(), state.meta.clone(), state.dirty);
+    let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut Txn { state: &mut *state })));
+    match outcome {
+        Ok((true, completion)) => Some(completion),
+        Ok((false, completion)) => {
+            (state.roots, state.meta, state.dirty) = saved;
+            completion(None);
+            None
+        }
+        Err(_) => {
+            (state.roots, state.meta, state.dirty) = saved;
+            None
+        }
+    }
+}
+
+fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Completion>) {
+    let result = if state.dirty { state.commit(0).map(|_| shared.publish(state)) } else { Ok(()) };
+    let err = result.err();
+    for c in waiting {
+        c(err.as_ref());
+    }
+}

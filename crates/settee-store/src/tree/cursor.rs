@@ -1,0 +1,316 @@
+//! A position in a tree that walks entries in either direction and skips whole subtrees by
+//! their stored counts.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::{within_end, Bound, Direction, RangeOptions, TreeSpec};
+use crate::error::{Error, Result};
+use crate::file::NodeSource;
+use crate::format::Root;
+use crate::node::Node;
+
+/// One entry of a tree, borrowed from its (shared, immutable) leaf.
+#[derive(Clone)]
+pub struct Entry {
+    leaf: Arc<Node>,
+    idx: usize,
+}
+
+impl Entry {
+    pub(crate) fn new(leaf: Arc<Node>, idx: usize) -> Entry {
+        Entry { leaf, idx }
+    }
+
+    /// The entry's key.
+    pub fn key(&self) -> &[u8] {
+        self.leaf.key(self.idx)
+    }
+    /// The entry's value.
+    pub fn value(&self) -> &[u8] {
+        self.leaf.value(self.idx)
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry").field("key", &self.key()).field("value", &self.value()).finish()
+    }
+}
+
+/// A path from the root to one leaf entry. Empty stack = past the end.
+pub(crate) struct Cursor<S> {
+    src: S,
+    stack: Vec<(Arc<Node>, usize)>,
+}
+
+impl<S: NodeSource> Cursor<S> {
+    /// A cursor at the first entry `bound` admits, walking in `dir`.
+    pub fn seek(src: S, spec: &TreeSpec, root: Option<&Root>, bound: &Bound, dir: Direction) -> Result<Cursor<S>> {
+        let mut c = Cursor { src, stack: Vec::new() };
+        let Some(root) = root else { return Ok(c) };
+        let mut node = c.src.node(root.ptr)?;
+        loop {
+            let idx = first_at_or_after(spec, &node, bound, dir);
+            if node.is_leaf() {
+                return c.settle_leaf(node, idx, dir);
+            }
+            let Some(idx) = idx else {
+                return Ok(Cursor { stack: Vec::new(), ..c });
+            };
+            let child = c.src.node(node.child_ptr(idx))?;
+            c.stack.push((node, idx));
+            node = child;
+        }
+    }
+
+    /// Places the cursor in `leaf` at the candidate index the seek found.
+    fn settle_leaf(mut self, leaf: Arc<Node>, idx: Option<usize>, dir: Direction) -> Result<Cursor<S>> {
+        match (dir, idx) {
+            (_, Some(i)) => {
+                self.stack.push((leaf, i));
+                Ok(self)
+            }
+            (Direction::Forward, None) => {
+                // Only possible on a rightmost leaf: nothing at or after the bound.
+                self.stack.clear();
+                Ok(self)
+            }
+            (Direction::Backward, None) => {
+                self.stack.push((leaf, 0));
+                self.step_back()?;
+                Ok(self)
+            }
+        }
+    }
+
+    /// The entry under the cursor, if any.
+    pub fn entry(&self) -> Option<Entry> {
+        self.stack.last().map(|(leaf, idx)| Entry { leaf: leaf.clone(), idx: *idx })
+    }
+
+    /// Moves `n` entries in `dir`, skipping whole subtrees by count where it can.
+    pub fn skip(&mut self, n: u64, dir: Direction) -> Result<()> {
+        match dir {
+            Direction::Forward => self.skip_forward(n),
+            Direction::Backward => self.skip_backward(n),
+        }
+    }
+
+    fn skip_forward(&mut self, mut n: u64) -> Result<()> {
+        let Some((leaf, idx)) = self.stack.last_mut() else { return Ok(()) };
+        let left = (leaf.len() - *idx) as u64;
+        if n < left {
+            *idx += n as usize;
+            return Ok(());
+        }
+        n -= left;
+        self.stack.pop();
+        while let Some((node, idx)) = self.stack.last_mut() {
+            let mut c = *idx + 1;
+            while c < node.len() && node.child_count(c) <= n {
+                n -= node.child_count(c);
+                c += 1;
+            }
+            if c < node.len() {
+                *idx = c;
+                let child = node.child_ptr(c);
+                return self.descend(child, n, Direction::Forward);
+            }
+            self.stack.pop();
+        }
+        Ok(())
+    }
+
+    fn skip_backward(&mut self, mut n: u64) -> Result<()> {
+        let Some((_, idx)) = self.stack.last_mut() else { return Ok(()) };
+        if n <= *idx as u64 {
+            *idx -= n as usize;
+            return Ok(());
+        }
+        n -= *idx as u64 + 1;
+        self.stack.pop();
+        while let Some((node, idx)) = self.stack.last_mut() {
+            let mut c = *idx;
+            while c > 0 && node.child_count(c - 1) <= n {
+                n -= node.child_count(c - 1);
+                c -= 1;
+            }
+            if c > 0 {
+                *idx = c - 1;
+                let child = node.child_ptr(c - 1);
+                return self.descend(child, n, Direction::Backward);
+            }
+            self.stack.pop();
+        }
+        Ok(())
+    }
+
+    fn step_back(&mut self) -> Result<()> {
+        self.skip_backward(1)
+    }
+
+    /// Pushes the path to the entry `n` places from the start (in `dir`) of the subtree.
+    fn descend(&mut self, ptr: crate::format::Ptr, mut n: u64, dir: Direction) -> Result<()> {
+        let mut node = self.src.node(ptr)?;
+        loop {
+            let len = node.len();
+            if node.is_leaf() {
+                if n >= len as u64 {
+                    return Err(Error::corrupted(ptr.offset, "subtree count disagrees with its leaves"));
+                }
+                let idx = match dir {
+                    Direction::Forward => n as usize,
+                    Direction::Backward => len - 1 - n as usize,
+                };
+                self.stack.push((node, idx));
+                return Ok(());
+            }
+            let order: Box<dyn Iterator<Item = usize>> = match dir {
+                Direction::Forward => Box::new(0..len),
+                Direction::Backward => Box::new((0..len).rev()),
+            };
+            let mut chosen = None;
+            for c in order {
+                let count = node.child_count(c);
+                if n < count {
+                    chosen = Some(c);
+                    break;
+                }
+                n -= count;
+            }
+            let c = chosen.ok_or_else(|| Error::corrupted(ptr.offset, "subtree count disagrees with its children"))?;
+            let child = self.src.node(node.child_ptr(c))?;
+            self.stack.push((node, c));
+            node = child;
+        }
+    }
+}
+
+/// In `node`, the index of the entry (or child) where a walk in `dir` starting at `bound`
+/// begins. Forward: the first key at or after the bound. Backward, in a leaf: the last key at
+/// or before it; in an inner node: the child that may hold that key. `None` when the walk
+/// begins outside this node.
+fn first_at_or_after(spec: &TreeSpec, node: &Node, bound: &Bound, dir: Direction) -> Option<usize> {
+    let len = node.len();
+    let (key, inclusive) = match bound {
+        Bound::Unbounded => {
+            return match dir {
+                Direction::Forward => Some(0),
+                Direction::Backward => Some(len - 1),
+            }
+        }
+        Bound::Included(k) => (k.as_slice(), true),
+        Bound::Excluded(k) => (k.as_slice(), false),
+    };
+    // Number of keys strictly before the start (forward) or not after it (backward, leaf).
+    let below = |strict: bool| {
+        partition(len, |i| match spec.cmp(node.key(i), key) {
+            Ordering::Less => true,
+            Ordering::Equal => !strict,
+            Ordering::Greater => false,
+        })
+    };
+    match dir {
+        Direction::Forward => {
+            let p = below(inclusive);
+            (p < len).then_some(p)
+        }
+        Direction::Backward if node.is_leaf() => below(!inclusive).checked_sub(1),
+        Direction::Backward => Some(below(true).min(len - 1)),
+    }
+}
+
+fn partition(len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// What a range reads nodes through: an owned snapshot, or a borrowed transaction.
+pub(crate) type BoxSource<'a> = Box<dyn NodeSource + Send + Sync + 'a>;
+
+/// The entries of a key range, in walk order. Each item borrows nothing from the caller;
+/// a range taken from a snapshot keeps that snapshot alive by itself.
+pub struct Range<'a> {
+    cursor: Cursor<BoxSource<'a>>,
+    spec: TreeSpec,
+    end: Bound,
+    dir: Direction,
+    remaining: u64,
+    /// Entries to move past before the next one is read: the skip, then 1 after each entry.
+    pending: u64,
+    failed: bool,
+}
+
+impl<'a> Range<'a> {
+    pub(crate) fn new(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions) -> Result<Range<'a>> {
+        let cursor = Cursor::seek(src, spec, root, &opts.start, opts.direction)?;
+        Ok(Range {
+            cursor,
+            spec: spec.clone(),
+            end: opts.end,
+            dir: opts.direction,
+            remaining: opts.limit.unwrap_or(u64::MAX),
+            pending: opts.skip,
+            failed: false,
+        })
+    }
+
+    fn advance(&mut self) -> Result<Option<Entry>> {
+        if self.remaining == 0 {
+            return Ok(None);
+        }
+        if self.pending > 0 {
+            self.cursor.skip(std::mem::take(&mut self.pending), self.dir)?;
+        }
+        let entry = self.cursor.entry().filter(|e| within_end(&self.spec, e.key(), &self.end, self.dir));
+        let Some(entry) = entry else {
+            self.remaining = 0;
+            return Ok(None);
+        };
+        self.remaining -= 1;
+        self.pending = 1;
+        Ok(Some(entry))
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.failed {
+            return None;
+        }
+        match self.advance() {
+            Ok(e) => e.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The entry for exactly `key`, found by one descent.
+pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option<&Root>, key: &[u8]) -> Result<Option<Entry>> {
+    let Some(root) = root else { return Ok(None) };
+    let mut node = src.node(root.ptr)?;
+    loop {
+        let i = partition(node.len(), |i| spec.cmp(node.key(i), key) == Ordering::Less);
+        if i == node.len() {
+            return Ok(None);
+        }
+        if node.is_leaf() {
+            return Ok((spec.cmp(node.key(i), key) == Ordering::Equal).then(|| Entry::new(node, i)));
+        }
+        node = src.node(node.child_ptr(i))?;
+    }
+}

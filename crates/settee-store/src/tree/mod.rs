@@ -1,0 +1,204 @@
+//! Copy-on-write B+trees over byte keys and values, with reductions kept in inner nodes.
+//!
+//! A tree is a root pointer plus its [`TreeSpec`]: how keys compare and how values reduce.
+//! Every inner node stores, per child, the child's largest key, its entry count and its
+//! reduction, so counts, range reductions and grouped reductions read O(log n) nodes per
+//! range end and per group instead of scanning. Depth is the same along every path.
+
+pub(crate) mod cursor;
+pub(crate) mod diff;
+pub(crate) mod modify;
+pub(crate) mod reduce;
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+/// Orders keys. Documents use bytewise order; views plug in CouchDB's collation.
+pub trait Comparator: Send + Sync + 'static {
+    /// Compares two keys.
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
+}
+
+/// Plain byte-string order.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Bytewise;
+
+impl Comparator for Bytewise {
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+}
+
+impl<F: Fn(&[u8], &[u8]) -> Ordering + Send + Sync + 'static> Comparator for F {
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        self(a, b)
+    }
+}
+
+/// Combines values into a reduction stored beside each child pointer (CouchDB's reduce and
+/// rereduce). The tree always keeps an entry count besides; a reducer adds whatever else the
+/// caller needs. Errors abort the modification that needed the value.
+pub trait Reducer: Send + Sync + 'static {
+    /// Reduces the entries of one leaf (or of part of one, for range queries).
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String>;
+    /// Combines reductions of adjacent key ranges.
+    fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String>;
+}
+
+/// A reducer that keeps nothing beyond the tree's own entry count.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoReduce;
+
+impl Reducer for NoReduce {
+    fn reduce(&self, _: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        Ok(Vec::new())
+    }
+    fn rereduce(&self, _: &[&[u8]]) -> Result<Vec<u8>, String> {
+        Ok(Vec::new())
+    }
+}
+
+/// The built-in reducer for document trees: total bytes of keys plus values, as a
+/// little-endian u64 (the count comes with every tree). [`SizeReduce::decode`] reads it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SizeReduce;
+
+impl SizeReduce {
+    /// The total size stored in a reduction made by this reducer.
+    pub fn decode(reduction: &[u8]) -> u64 {
+        reduction.try_into().map(u64::from_le_bytes).unwrap_or(0)
+    }
+}
+
+impl Reducer for SizeReduce {
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        let total: u64 = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        Ok(total.to_le_bytes().to_vec())
+    }
+    fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
+        let total: u64 = reductions.iter().map(|r| SizeReduce::decode(r)).sum();
+        Ok(total.to_le_bytes().to_vec())
+    }
+}
+
+/// How one tree of a store orders and reduces. Cheap to clone.
+#[derive(Clone)]
+pub struct TreeSpec {
+    /// Key order.
+    pub comparator: Arc<dyn Comparator>,
+    /// Reduction kept in inner nodes.
+    pub reducer: Arc<dyn Reducer>,
+}
+
+impl TreeSpec {
+    /// A tree in bytewise key order with the given reducer.
+    pub fn bytewise(reducer: impl Reducer) -> TreeSpec {
+        TreeSpec { comparator: Arc::new(Bytewise), reducer: Arc::new(reducer) }
+    }
+
+    /// A tree with a custom comparator and reducer.
+    pub fn new(comparator: impl Comparator, reducer: impl Reducer) -> TreeSpec {
+        TreeSpec { comparator: Arc::new(comparator), reducer: Arc::new(reducer) }
+    }
+
+    pub(crate) fn cmp(&self, a: &[u8], b: &[u8]) -> Ordering {
+        self.comparator.compare(a, b)
+    }
+}
+
+impl fmt::Debug for TreeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TreeSpec")
+    }
+}
+
+impl Default for TreeSpec {
+    fn default() -> TreeSpec {
+        TreeSpec::bytewise(NoReduce)
+    }
+}
+
+/// One change in a batched modification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Insert or replace the value of a key.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove a key (nothing happens if it is absent).
+    Delete(Vec<u8>),
+}
+
+impl Action {
+    /// The key this action touches.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Action::Put(k, _) | Action::Delete(k) => k,
+        }
+    }
+}
+
+/// One end of a key range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// No limit on this side.
+    Unbounded,
+    /// Up to and including this key.
+    Included(Vec<u8>),
+    /// Up to but excluding this key.
+    Excluded(Vec<u8>),
+}
+
+/// Which way a fold walks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// Ascending key order.
+    #[default]
+    Forward,
+    /// Descending key order.
+    Backward,
+}
+
+/// What a range fold returns: `start` is where the fold begins in its direction (the upper
+/// end when walking backward), like CouchDB's `startkey` with `descending=true`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct RangeOptions {
+    /// Where to begin.
+    pub start: Bound,
+    /// Where to stop.
+    pub end: Bound,
+    /// Walk direction.
+    pub direction: Direction,
+    /// Entries to pass over first; whole subtrees are skipped by their counts.
+    pub skip: u64,
+    /// Most entries to return.
+    pub limit: Option<u64>,
+}
+
+impl Default for Bound {
+    fn default() -> Bound {
+        Bound::Unbounded
+    }
+}
+
+/// A count and a reducer value over some entries.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Reduction {
+    /// How many entries.
+    pub count: u64,
+    /// The reducer's value over them.
+    pub value: Vec<u8>,
+}
+
+/// Whether `key` lies on the allowed side of a range's end `bound`, for walks in `dir`.
+pub(crate) fn within_end(spec: &TreeSpec, key: &[u8], bound: &Bound, dir: Direction) -> bool {
+    let (b, inclusive) = match bound {
+        Bound::Unbounded => return true,
+        Bound::Included(b) => (b, true),
+        Bound::Excluded(b) => (b, false),
+    };
+    match (spec.cmp(key, b), dir) {
+        (Ordering::Equal, _) => inclusive,
+        (Ordering::Less, Direction::Forward) | (Ordering::Greater, Direction::Backward) => true,
+        _ => false,
+    }
+}

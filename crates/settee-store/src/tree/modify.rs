@@ -1,0 +1,183 @@
+//! Batched copy-on-write modification (CouchDB's `query_modify`): one pass down the paths
+//! the batch touches, rewriting only those nodes, and reporting the values it replaced.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::{Action, TreeSpec};
+use crate::error::{Error, Result};
+use crate::file::NodeSource;
+use crate::format::{Ptr, RecordKind, Root};
+use crate::node::{encode_inner, encode_leaf, leaf_entry_len, ChildEntry, Node};
+
+/// Where new nodes go: the writer's pending region. Nodes written must be readable back
+/// through the same value as a [`NodeSource`].
+pub(crate) trait NodeSink: NodeSource {
+    /// Appends a node record and returns where it went.
+    fn write_node(&mut self, kind: RecordKind, payload: Vec<u8>) -> Result<Ptr>;
+    /// Target node payload size in bytes.
+    fn node_size(&self) -> usize;
+}
+
+/// An action with its position in the caller's batch.
+type Indexed<'a> = (usize, &'a Action);
+
+/// Applies `actions` to the tree at `root`; same-key actions apply in batch order. Returns the
+/// new root and, per action, the value its key had just before it.
+pub(crate) fn modify<S: NodeSink>(
+    sink: &mut S,
+    spec: &TreeSpec,
+    root: Option<&Root>,
+    actions: &[Action],
+) -> Result<(Option<Root>, Vec<Option<Vec<u8>>>)> {
+    let mut sorted: Vec<Indexed> = actions.iter().enumerate().collect();
+    sorted.sort_by(|a, b| spec.cmp(a.1.key(), b.1.key()));
+    let mut old = vec![None; actions.len()];
+    let Some(root) = root else {
+        let entries = modify_leaf(spec, None, &sorted, &mut old);
+        let children = write_leaves(sink, spec, &entries)?;
+        return Ok((build_root(sink, spec, children)?, old));
+    };
+    if sorted.is_empty() {
+        return Ok((Some(root.clone()), old));
+    }
+    let children = modify_subtree(sink, spec, root.ptr, &sorted, &mut old)?;
+    Ok((build_root(sink, spec, children)?, old))
+}
+
+/// Rewrites the subtree at `ptr` under `actions` (all of which belong to it) and returns the
+/// entries that replace its one entry in the parent: none, one, or several after a split.
+fn modify_subtree<S: NodeSink>(
+    sink: &mut S,
+    spec: &TreeSpec,
+    ptr: Ptr,
+    actions: &[Indexed],
+    old: &mut [Option<Vec<u8>>],
+) -> Result<Vec<ChildEntry>> {
+    let node = sink.node(ptr)?;
+    if node.is_leaf() {
+        let entries = modify_leaf(spec, Some(&node), actions, old);
+        return write_leaves(sink, spec, &entries);
+    }
+    let mut children = Vec::with_capacity(node.len() + 2);
+    let mut rest = actions;
+    for i in 0..node.len() {
+        let last = i + 1 == node.len();
+        let take = if last { rest.len() } else { rest.partition_point(|(_, a)| spec.cmp(a.key(), node.key(i)) != Ordering::Greater) };
+        let (mine, after) = rest.split_at(take);
+        rest = after;
+        if mine.is_empty() {
+            children.push(node.child_entry(i));
+        } else {
+            children.extend(modify_subtree(sink, spec, node.child_ptr(i), mine, old)?);
+        }
+    }
+    write_inners(sink, spec, children)
+}
+
+/// Merges a leaf's entries with the actions for its key range.
+fn modify_leaf<'a>(
+    spec: &TreeSpec,
+    leaf: Option<&'a Arc<Node>>,
+    actions: &[Indexed<'a>],
+    old: &mut [Option<Vec<u8>>],
+) -> Vec<(&'a [u8], &'a [u8])> {
+    let n = leaf.map_or(0, |l| l.len());
+    let entry = |i: usize| {
+        let l = leaf.expect("entries exist only in a leaf");
+        (l.key(i), l.value(i))
+    };
+    let mut out = Vec::with_capacity(n + actions.len());
+    let (mut i, mut j) = (0, 0);
+    while j < actions.len() {
+        let key = actions[j].1.key();
+        while i < n && spec.cmp(entry(i).0, key) == Ordering::Less {
+            out.push(entry(i));
+            i += 1;
+        }
+        let mut current = None;
+        if i < n && spec.cmp(entry(i).0, key) == Ordering::Equal {
+            current = Some(entry(i).1);
+            i += 1;
+        }
+        while j < actions.len() && spec.cmp(actions[j].1.key(), key) == Ordering::Equal {
+            let (idx, action) = actions[j];
+            old[idx] = current.map(<[u8]>::to_vec);
+            current = match action {
+                Action::Put(_, v) => Some(v.as_slice()),
+                Action::Delete(_) => None,
+            };
+            j += 1;
+        }
+        if let Some(v) = current {
+            out.push((key, v));
+        }
+    }
+    out.extend((i..n).map(entry));
+    out
+}
+
+/// Writes leaf entries as leaves of about the node size.
+pub(crate) fn write_leaves<S: NodeSink>(sink: &mut S, spec: &TreeSpec, entries: &[(&[u8], &[u8])]) -> Result<Vec<ChildEntry>> {
+    let ranges = split(entries.iter().map(|(k, v)| leaf_entry_len(k, v)), sink.node_size(), 1, entries.len());
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let chunk = &entries[r];
+        let red = spec.reducer.reduce(chunk).map_err(Error::Reduce)?;
+        let ptr = sink.write_node(RecordKind::Leaf, encode_leaf(chunk))?;
+        let key = chunk.last().expect("chunks are non-empty").0.to_vec();
+        out.push(ChildEntry { key, ptr, count: chunk.len() as u64, red });
+    }
+    Ok(out)
+}
+
+/// Writes child entries as inner nodes of about the node size.
+fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: Vec<ChildEntry>) -> Result<Vec<ChildEntry>> {
+    let ranges = split(children.iter().map(ChildEntry::encoded_len), sink.node_size(), 2, children.len());
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let chunk = &children[r];
+        let reds: Vec<&[u8]> = chunk.iter().map(|c| c.red.as_slice()).collect();
+        let red = spec.reducer.rereduce(&reds).map_err(Error::Reduce)?;
+        let ptr = sink.write_node(RecordKind::Inner, encode_inner(chunk))?;
+        let key = chunk.last().expect("chunks are non-empty").key.clone();
+        out.push(ChildEntry { key, ptr, count: chunk.iter().map(|c| c.count).sum(), red });
+    }
+    Ok(out)
+}
+
+/// Greedy split of `len` items by encoded size; every run but possibly the last has at least
+/// `min` items.
+fn split(sizes: impl Iterator<Item = usize>, limit: usize, min: usize, len: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, s) in sizes.enumerate() {
+        if i - start >= min && size + s > limit {
+            out.push(start..i);
+            start = i;
+            size = 0;
+        }
+        size += s;
+    }
+    if start < len {
+        out.push(start..len);
+    }
+    out
+}
+
+/// Stacks levels of inner nodes on `children` until one root remains.
+pub(crate) fn build_root<S: NodeSink>(sink: &mut S, spec: &TreeSpec, mut children: Vec<ChildEntry>) -> Result<Option<Root>> {
+    while children.len() > 1 {
+        children = write_inners(sink, spec, children)?;
+    }
+    let Some(mut top) = children.pop() else { return Ok(None) };
+    // A root with a single child adds a level for nothing: the child becomes the root.
+    loop {
+        let node = sink.node(top.ptr)?;
+        if node.is_leaf() || node.len() > 1 {
+            break;
+        }
+        top = node.child_entry(0);
+    }
+    Ok(Some(Root { ptr: top.ptr, count: top.count, reduction: top.red }))
+}

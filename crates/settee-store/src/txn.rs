@@ -1,0 +1,302 @@
+//! The writer's state and the transaction that update closures work on.
+//!
+//! Appended bytes collect in a buffer (flushed to the file, unsynced, past 1 MiB) with a
+//! running checksum of everything since the last commit. Nodes written since the last
+//! commit are kept decoded in `pending`; a commit moves them into the shared cache, so a
+//! freshly written node is never read back from disk.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
+use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
+use crate::node::Node;
+use crate::tree::cursor::{Cursor, Entry, Range};
+use crate::tree::modify::{modify, NodeSink};
+use crate::tree::reduce::{reduce_range, KeyRange};
+use crate::tree::{Action, Bound, Direction, RangeOptions, Reduction, TreeSpec};
+
+/// Unsynced appended bytes are written to the file once the buffer holds this many.
+const FLUSH_BYTES: usize = 1 << 20;
+
+/// Blobs are stored compressed only when that saves at least 1/8 of their size.
+fn worth_compressing(raw: usize, compressed: usize) -> bool {
+    compressed + raw / 8 <= raw
+}
+
+/// The append position of a file: what has been appended since the last commit.
+pub(crate) struct Appender {
+    pub file: Arc<StoreFile>,
+    committed_end: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+    crc: crc32fast::Hasher,
+    pending: HashMap<u64, Arc<Node>>,
+}
+
+impl Appender {
+    pub fn new(file: Arc<StoreFile>, committed_end: u64) -> Appender {
+        Appender {
+            file,
+            committed_end,
+            buf: Vec::new(),
+            buf_start: committed_end,
+            crc: crc32fast::Hasher::new(),
+            pending: HashMap::new(),
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.buf_start + self.buf.len() as u64
+    }
+
+    /// Bytes appended since the last commit.
+    pub fn appended(&self) -> u64 {
+        self.end() - self.committed_end
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= FLUSH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file.backend.write_all_at(&self.buf, self.buf_start).map_err(Error::io("append"))?;
+            self.buf_start += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Appends one record and returns where it is.
+    pub fn append(&mut self, kind: RecordKind, payload: &[u8]) -> Result<Ptr> {
+        let offset = self.end();
+        let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
+        encode_record(&mut rec, kind, payload);
+        self.push(&rec)?;
+        Ok(Ptr { offset, len: rec.len() as u32 })
+    }
+
+    /// Reads a record, whether committed, flushed-but-uncommitted or still buffered.
+    pub fn read_record(&self, ptr: Ptr) -> Result<(RecordKind, Vec<u8>)> {
+        if ptr.offset < self.buf_start {
+            return self.file.read_record(ptr);
+        }
+        let start = (ptr.offset - self.buf_start) as usize;
+        let bytes = self.buf.get(start..start + ptr.len as usize)
+            .ok_or_else(|| Error::corrupted(ptr.offset, "pointer past the end of the file"))?;
+        let (kind, payload) = crate::format::decode_record(bytes, ptr.offset)?;
+        Ok((kind, payload.to_vec()))
+    }
+
+    /// Writes padding and `header`, filling in its region fields, and syncs. On success the
+    /// appended nodes join the cache.
+    pub fn commit(&mut self, header: &mut Header) -> Result<u64> {
+        let pad = (BLOCK - self.end() % BLOCK) % BLOCK;
+        self.push(&vec![0u8; pad as usize])?;
+        header.data_start = self.committed_end;
+        header.region_crc = std::mem::take(&mut self.crc).finalize();
+        let bytes = header.encode();
+        self.buf.extend_from_slice(&bytes);
+        self.flush()?;
+        self.file.backend.sync().map_err(Error::io("sync"))?;
+        self.committed_end = self.end();
+        for (offset, node) in self.pending.drain() {
+            self.file.cache.insert(self.file.cache_id, offset, node);
+        }
+        Ok(self.committed_end)
+    }
+
+    /// Forgets everything appended since the last commit and cuts it off the file.
+    pub fn rollback(&mut self) {
+        self.buf.clear();
+        self.buf_start = self.committed_end;
+        self.crc = crc32fast::Hasher::new();
+        self.pending.clear();
+        // Best effort: if this fails, recovery still ignores the uncommitted tail, and the
+        // next commit overwrites it.
+        let _ = self.file.backend.truncate(self.committed_end);
+    }
+}
+
+/// Everything the single writer of a file owns.
+pub(crate) struct WriterState {
+    pub app: Appender,
+    pub schema: Arc<[TreeSpec]>,
+    pub header: Header,
+    pub roots: Vec<Option<Root>>,
+    pub meta: Vec<u8>,
+    pub node_size: usize,
+    pub compress_blobs: bool,
+    pub dirty: bool,
+}
+
+impl WriterState {
+    pub fn new(app: Appender, schema: Arc<[TreeSpec]>, header: Header, node_size: usize, compress_blobs: bool) -> WriterState {
+        let mut roots = header.roots.clone();
+        if roots.len() < schema.len() {
+            roots.resize(schema.len(), None);
+        }
+        let meta = header.meta.clone();
+        WriterState { app, schema, header, roots, meta, node_size, compress_blobs, dirty: false }
+    }
+
+    pub fn spec(&self, tree: usize) -> Result<&TreeSpec> {
+        self.schema.get(tree).ok_or(Error::NoSuchTree(tree))
+    }
+
+    /// Commits all pending changes with `flags`; on failure the state returns to the last
+    /// commit and the error is returned.
+    pub fn commit(&mut self, flags: u32) -> Result<Header> {
+        let mut header = Header {
+            salt: self.header.salt,
+            flags,
+            generation: self.header.generation + 1,
+            data_start: 0,
+            region_crc: 0,
+            roots: self.roots.clone(),
+            meta: self.meta.clone(),
+        };
+        match self.app.commit(&mut header) {
+            Ok(_) => {
+                self.header = header.clone();
+                self.dirty = false;
+                Ok(header)
+            }
+            Err(e) => {
+                self.abandon();
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops every change since the last commit.
+    pub fn abandon(&mut self) {
+        self.app.rollback();
+        self.roots = self.header.roots.clone();
+        self.roots.resize(self.roots.len().max(self.schema.len()), None);
+        self.meta = self.header.meta.clone();
+        self.dirty = false;
+    }
+
+    pub fn write_blob(&mut self, data: &[u8]) -> Result<BlobRef> {
+        let compressed = self.compress_blobs.then(|| lz4_flex::block::compress(data));
+        let ptr = match compressed {
+            Some(c) if worth_compressing(data.len(), c.len()) => self.app.append(RecordKind::BlobLz4, &c)?,
+            _ => self.app.append(RecordKind::Blob, data)?,
+        };
+        self.dirty = true;
+        Ok(BlobRef { offset: ptr.offset, stored_len: ptr.len, len: data.len() as u64 })
+    }
+
+    /// Appends a blob record exactly as stored elsewhere (compaction's copy).
+    pub fn append_raw_blob(&mut self, kind: RecordKind, payload: &[u8], len: u64) -> Result<BlobRef> {
+        let ptr = self.app.append(kind, payload)?;
+        self.dirty = true;
+        Ok(BlobRef { offset: ptr.offset, stored_len: ptr.len, len })
+    }
+
+    pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
+        let spec = self.spec(tree)?.clone();
+        let root = self.roots[tree].clone();
+        let (new_root, old) = modify(self, &spec, root.as_ref(), actions)?;
+        self.roots[tree] = new_root;
+        self.dirty = true;
+        Ok(old)
+    }
+}
+
+impl NodeSource for WriterState {
+    fn node(&self, ptr: Ptr) -> Result<Arc<Node>> {
+        if let Some(node) = self.app.pending.get(&ptr.offset) {
+            return Ok(node.clone());
+        }
+        if ptr.offset >= self.app.committed_end {
+            let (kind, payload) = self.app.read_record(ptr)?;
+            return Ok(Arc::new(Node::decode(kind, &payload, ptr.offset)?));
+        }
+        self.app.file.node(ptr)
+    }
+}
+
+impl NodeSink for WriterState {
+    fn write_node(&mut self, kind: RecordKind, payload: Vec<u8>) -> Result<Ptr> {
+        let ptr = self.app.append(kind, &payload)?;
+        let node = Node::decode(kind, &payload, ptr.offset)?;
+        self.app.pending.insert(ptr.offset, Arc::new(node));
+        Ok(ptr)
+    }
+
+    fn node_size(&self) -> usize {
+        self.node_size
+    }
+}
+
+/// The view of a store that an update closure gets: reads see the closure's own changes
+/// and those of closures before it in the same group commit.
+pub struct Txn<'a> {
+    pub(crate) state: &'a mut WriterState,
+}
+
+impl Txn<'_> {
+    /// Inserts, replaces and removes many keys of `tree` in one pass. Returns, per action,
+    /// the value the key had just before that action.
+    pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.state.modify(tree, actions)
+    }
+
+    /// The entry for `key` in `tree`.
+    pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
+        let spec = self.state.spec(tree)?;
+        let root = self.state.roots[tree].as_ref();
+        let bound = Bound::Included(key.to_vec());
+        let cursor = Cursor::seek(&*self.state, spec, root, &bound, Direction::Forward)?;
+        Ok(cursor.entry().filter(|e| spec.cmp(e.key(), key).is_eq()))
+    }
+
+    /// Entries of `tree` in a range, seeing this transaction's changes.
+    pub fn range(&self, tree: usize, opts: RangeOptions) -> Result<Range<'_>> {
+        let spec = self.state.spec(tree)?;
+        Range::new(Box::new(&*self.state), spec, self.state.roots[tree].as_ref(), opts)
+    }
+
+    /// Count and reduction of `tree` between `lo` and `hi` (ascending key order).
+    pub fn reduce(&self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+        let spec = self.state.spec(tree)?;
+        reduce_range(&*self.state, spec, self.state.roots[tree].as_ref(), &KeyRange { lo, hi })
+    }
+
+    /// Appends a blob (lz4-compressed if the store compresses blobs and it pays).
+    pub fn write_blob(&mut self, data: &[u8]) -> Result<BlobRef> {
+        self.state.write_blob(data)
+    }
+
+    /// Reads a blob back, including one written earlier in this transaction.
+    pub fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
+        let (kind, payload) = self.state.app.read_record(blob.ptr())?;
+        blob_bytes(kind, payload, blob)
+    }
+
+    /// The caller's metadata as this transaction sees it.
+    pub fn meta(&self) -> &[u8] {
+        &self.state.meta
+    }
+
+    /// Replaces the caller's metadata.
+    pub fn set_meta(&mut self, meta: Vec<u8>) {
+        self.state.meta = meta;
+        self.state.dirty = true;
+    }
+
+    /// Number of entries in `tree`.
+    pub fn count(&self, tree: usize) -> Result<u64> {
+        self.state.spec(tree)?;
+        Ok(self.state.roots[tree].as_ref().map_or(0, |r| r.count))
+    }
+}

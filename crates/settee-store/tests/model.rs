@@ -1,0 +1,249 @@
+//! Property tests: every answer of the B+tree equals the answer of a sorted in-memory model,
+//! across random batched modifications, reopenings, and queries of every kind.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use settee_store::{
+    Action, Bound, Direction, MemBackend, NodeCache, RangeOptions, Reducer, Store, StoreOptions, TreeSpec,
+};
+
+/// Sums the first byte of every value; together with the count this catches any reduction
+/// that covers the wrong entries.
+struct FirstByteSum;
+
+impl Reducer for FirstByteSum {
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        let s: u64 = entries.iter().map(|(_, v)| u64::from(v.first().copied().unwrap_or(0))).sum();
+        Ok(s.to_le_bytes().to_vec())
+    }
+    fn rereduce(&self, reds: &[&[u8]]) -> Result<Vec<u8>, String> {
+        let s: u64 = reds.iter().map(|r| u64::from_le_bytes((*r).try_into().unwrap())).sum();
+        Ok(s.to_le_bytes().to_vec())
+    }
+}
+
+fn sum_of(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let s: u64 = entries.iter().map(|(_, v)| u64::from(v.first().copied().unwrap_or(0))).sum();
+    s.to_le_bytes().to_vec()
+}
+
+type Cmp = fn(&[u8], &[u8]) -> Ordering;
+
+fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+    a.cmp(b)
+}
+
+/// A non-bytewise order: by length first, then reversed bytes.
+fn odd_order(a: &[u8], b: &[u8]) -> Ordering {
+    a.len().cmp(&b.len()).then_with(|| b.cmp(a))
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    Reopen,
+}
+
+#[derive(Debug, Clone)]
+struct Query {
+    lo: (u8, Vec<u8>),
+    hi: (u8, Vec<u8>),
+    backward: bool,
+    skip: u64,
+    limit: Option<u64>,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(b"abcdef".to_vec()), 1..4)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let action = (key(), prop::option::weighted(0.75, prop::collection::vec(any::<u8>(), 0..24)));
+    prop_oneof![
+        8 => prop::collection::vec(action, 1..120).prop_map(Op::Batch),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn query() -> impl Strategy<Value = Query> {
+    ((0u8..3, key()), (0u8..3, key()), any::<bool>(), prop_oneof![Just(0u64), 0u64..40], prop::option::of(0u64..30))
+        .prop_map(|(lo, hi, backward, skip, limit)| Query { lo, hi, backward, skip, limit })
+}
+
+fn bound((kind, k): &(u8, Vec<u8>)) -> Bound {
+    match kind {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(k.clone()),
+        _ => Bound::Excluded(k.clone()),
+    }
+}
+
+/// Whether `k` is above the lower bound `b` (or below the upper bound, with `upper`).
+fn admits(cmp: Cmp, b: &Bound, k: &[u8], upper: bool) -> bool {
+    let (bk, incl) = match b {
+        Bound::Unbounded => return true,
+        Bound::Included(x) => (x, true),
+        Bound::Excluded(x) => (x, false),
+    };
+    match (cmp(k, bk), upper) {
+        (Ordering::Equal, _) => incl,
+        (Ordering::Greater, false) | (Ordering::Less, true) => true,
+        _ => false,
+    }
+}
+
+struct Model {
+    cmp: Cmp,
+    map: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Model {
+    fn sorted(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut v: Vec<_> = self.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        v.sort_by(|a, b| (self.cmp)(&a.0, &b.0));
+        v
+    }
+
+    fn in_range(&self, lo: &Bound, hi: &Bound) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.sorted().into_iter().filter(|(k, _)| admits(self.cmp, lo, k, false) && admits(self.cmp, hi, k, true)).collect()
+    }
+}
+
+fn options(cmp: Cmp, node_size: usize, cache: &NodeCache) -> StoreOptions {
+    StoreOptions {
+        trees: vec![TreeSpec::new(cmp, FirstByteSum), TreeSpec::new(cmp, FirstByteSum)],
+        cache: cache.clone(),
+        node_size,
+        ..StoreOptions::default()
+    }
+}
+
+fn check_queries(store: &Store, model: &Model, queries: &[Query]) -> Result<(), TestCaseError> {
+    let snap = store.snapshot();
+    let all = model.sorted();
+    prop_assert_eq!(snap.count(0).unwrap(), all.len() as u64);
+    prop_assert_eq!(snap.total(0).unwrap().value, sum_of(&all));
+    for q in queries {
+        let (lo, hi) = (bound(&q.lo), bound(&q.hi));
+        let mut expected = model.in_range(&lo, &hi);
+        let dir = if q.backward { Direction::Backward } else { Direction::Forward };
+        if q.backward {
+            expected.reverse();
+        }
+        let (start, end) = if q.backward { (hi.clone(), lo.clone()) } else { (lo.clone(), hi.clone()) };
+        let opts = RangeOptions { start: start.clone(), end: end.clone(), direction: dir, skip: q.skip, limit: q.limit };
+        let got: Vec<(Vec<u8>, Vec<u8>)> =
+            snap.range(0, opts.clone()).unwrap().map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec()))).collect::<Result<_, _>>().unwrap();
+        let want: Vec<_> = expected.iter().skip(q.skip as usize).take(q.limit.map_or(usize::MAX, |l| l as usize)).cloned().collect();
+        prop_assert_eq!(&got, &want, "range {:?}", q);
+
+        let in_range = model.in_range(&lo, &hi);
+        let red = snap.reduce(0, &lo, &hi).unwrap();
+        prop_assert_eq!(red.count, in_range.len() as u64, "reduce count {:?}", q);
+        prop_assert_eq!(red.value, sum_of(&in_range), "reduce value {:?}", q);
+
+        // Grouped by first byte (contiguous in both orders used here).
+        let mut groups: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
+        let by_first = |a: &[u8], b: &[u8]| a.len() == b.len() && a[0] == b[0];
+        let group_by: &dyn settee_store::GroupBy = if std::ptr::fn_addr_eq(model.cmp, bytewise as Cmp) { &|a: &[u8], b: &[u8]| a[0] == b[0] } else { &by_first };
+        snap.fold_groups(0, &opts, group_by, &mut |g| {
+            groups.push((g.first.key().to_vec(), g.reduction.count, g.reduction.value));
+            Ok(true)
+        }).unwrap();
+        let mut want_groups: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
+        let mut members: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::new();
+        for (k, v) in &expected {
+            match want_groups.last() {
+                Some((first, _, _)) if group_by.same_group(first, k) => members.last_mut().unwrap().push((k.clone(), v.clone())),
+                _ => {
+                    want_groups.push((k.clone(), 0, Vec::new()));
+                    members.push(vec![(k.clone(), v.clone())]);
+                }
+            }
+        }
+        for (g, m) in want_groups.iter_mut().zip(&members) {
+            g.1 = m.len() as u64;
+            g.2 = sum_of(m);
+        }
+        prop_assert_eq!(groups, want_groups, "groups {:?}", q);
+
+        // Point lookups of both bounds' keys.
+        for k in [&q.lo.1, &q.hi.1] {
+            let got = snap.get(0, k).unwrap().map(|e| e.value().to_vec());
+            prop_assert_eq!(got, model.map.get(k).cloned());
+        }
+    }
+    Ok(())
+}
+
+fn run(cmp: Cmp, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: Vec<Query>) -> Result<(), TestCaseError> {
+    let cache = NodeCache::new(cache_bytes);
+    let backend = MemBackend::new();
+    let path = Path::new("model.settee");
+    let open = |backend: &MemBackend| {
+        let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
+        Store::open_backend(b, path, options(cmp, node_size, &cache))
+    };
+    assert!(matches!(open(&backend), Err(settee_store::Error::NotAStore { .. })), "an empty file is not a store");
+    let mut store = create_mem(&backend, cmp, node_size, &cache);
+    let mut model = Model { cmp, map: BTreeMap::new() };
+    for op in ops {
+        match op {
+            Op::Reopen => {
+                drop(store);
+                store = open(&backend).unwrap();
+            }
+            Op::Batch(batch) => {
+                let actions: Vec<Action> = batch
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Some(v) => Action::Put(k.clone(), v.clone()),
+                        None => Action::Delete(k.clone()),
+                    })
+                    .collect();
+                let mut want_old = Vec::new();
+                for (k, v) in &batch {
+                    want_old.push(match v {
+                        Some(v) => model.map.insert(k.clone(), v.clone()),
+                        None => model.map.remove(k),
+                    });
+                }
+                let old = store
+                    .update(settee_store::Durability::Durable, move |txn| txn.modify(0, &actions))
+                    .unwrap();
+                prop_assert_eq!(old, want_old);
+            }
+        }
+        check_queries(&store, &model, &queries)?;
+    }
+    Ok(())
+}
+
+/// A new store on an in-memory backend.
+fn create_mem(backend: &MemBackend, cmp: Cmp, node_size: usize, cache: &NodeCache) -> Store {
+    let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
+    Store::create_backend(b, Path::new("model.settee"), options(cmp, node_size, cache)).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    #[test]
+    fn bytewise_tree_matches_model(ops in prop::collection::vec(op(), 1..14), queries in prop::collection::vec(query(), 1..10)) {
+        run(bytewise, 96, 1 << 20, ops, queries)?;
+    }
+
+    #[test]
+    fn custom_order_tree_matches_model(ops in prop::collection::vec(op(), 1..10), queries in prop::collection::vec(query(), 1..8)) {
+        run(odd_order, 64, 1 << 20, ops, queries)?;
+    }
+
+    #[test]
+    fn tiny_cache_matches_model(ops in prop::collection::vec(op(), 1..8), queries in prop::collection::vec(query(), 1..6)) {
+        run(bytewise, 128, 2048, ops, queries)?;
+    }
+}
