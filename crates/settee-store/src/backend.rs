@@ -32,16 +32,26 @@ pub struct FileBackend {
 }
 
 impl FileBackend {
-    /// Opens an existing file for reading and appending.
+    /// Opens an existing file for reading and appending, locked against other writers.
     pub fn open(path: &Path) -> io::Result<FileBackend> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        Ok(FileBackend { file })
+        FileBackend::locked(file)
     }
 
-    /// Creates a new file, failing if one exists.
+    /// Creates a new file, failing if one exists, locked against other writers.
     pub fn create(path: &Path) -> io::Result<FileBackend> {
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
-        Ok(FileBackend { file })
+        FileBackend::locked(file)
+    }
+
+    fn locked(file: File) -> io::Result<FileBackend> {
+        match file.try_lock() {
+            Ok(()) => Ok(FileBackend { file }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(io::Error::new(io::ErrorKind::ResourceBusy, "the store file is open in another writer"))
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
     }
 }
 
@@ -66,6 +76,14 @@ impl Backend for FileBackend {
 /// Makes a directory entry change (create, rename) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Makes the directory entry of `path` durable (its parent, or `.` for a bare name).
+pub fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => sync_dir(dir),
+        _ => sync_dir(Path::new(".")),
+    }
 }
 
 /// An in-memory file for tests, with fault injection and crash simulation.

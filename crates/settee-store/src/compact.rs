@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::backend::{sync_dir, FileBackend};
+use crate::backend::FileBackend;
 use crate::error::{Error, Result};
 use crate::file::{BlobRef, StoreFile};
 use crate::format::{Header, FLAG_COMPACTING};
@@ -140,7 +140,8 @@ impl Copy {
         let mut changes = 0;
         for tree in 0..self.new.schema.len() {
             let root = |h: &Header| h.roots.get(tree).cloned().flatten();
-            let actions = diff(from, root(old).as_ref(), root(new).as_ref())?;
+            let spec = self.new.schema[tree].clone();
+            let actions = diff(from, &spec, root(old).as_ref(), root(new).as_ref())?;
             changes += actions.len();
             if !actions.is_empty() {
                 self.apply(from, tree, actions)?;
@@ -160,11 +161,19 @@ impl Store {
         if shared.compacting.swap(true, Ordering::SeqCst) {
             return Err(Error::CompactionRunning);
         }
-        let result = self.compact_inner(&shared, rewriter, progress);
-        shared.compacting.store(false, Ordering::SeqCst);
-        if result.is_err() {
-            let _ = std::fs::remove_file(compact_path(&shared.path));
+        /// Clears the flag and removes an unfinished copy however the compaction ends.
+        struct Guard<'a>(&'a Shared, bool);
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    let _ = std::fs::remove_file(compact_path(&self.0.path));
+                }
+                self.0.compacting.store(false, Ordering::SeqCst);
+            }
         }
+        let mut guard = Guard(&shared, false);
+        let result = self.compact_inner(&shared, rewriter, progress);
+        guard.1 = result.is_ok();
         result
     }
 
@@ -173,7 +182,7 @@ impl Store {
         let _ = std::fs::remove_file(&target);
         let backend = Arc::new(FileBackend::create(&target).map_err(Error::io("create compaction file"))?);
         let (header, end) = init_file(backend.as_ref(), shared.schema.len())?;
-        let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone()));
+        let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone(), end));
         let opts = &shared.options;
         let new = WriterState::new(Appender::new(file, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
         let mut copy = Copy { new, rewriter, stats: CompactStats::default() };
@@ -206,16 +215,18 @@ impl Store {
 fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snapshot) -> Result<CompactStats> {
     let old_file = state.app.file.clone();
     copy.catch_up(&old_file, &last.state.header, &state.header)?;
+    // Commit numbers go on from the old file's, so they never repeat.
+    copy.new.header.generation = state.header.generation;
     copy.new.commit(0)?;
     let target = compact_path(&shared.path);
     copy.stats.old_size = old_file.backend.len().map_err(Error::io("file length"))?;
     copy.stats.new_size = copy.new.app.file.backend.len().map_err(Error::io("file length"))?;
     std::fs::rename(&target, &shared.path).map_err(Error::io("rename compacted file"))?;
     // From here on the path names the new file: the writer must follow it whatever happens.
+    // Until the rename is durable, no commit may be acknowledged (see WriterState::commit).
     *state = copy.new;
+    state.unsynced_rename = Some(shared.path.clone());
     shared.publish(state);
-    if let Some(dir) = shared.path.parent() {
-        sync_dir(dir).map_err(Error::io("sync directory after compaction"))?;
-    }
+    state.sync_rename()?;
     Ok(copy.stats)
 }

@@ -39,6 +39,16 @@ pub enum Error {
         /// The version found in its header.
         version: u32,
     },
+    /// A record (a value, a node or a blob) larger than the format's 4 GiB limit.
+    #[error("record of {len} bytes is larger than a store record may be")]
+    TooLarge {
+        /// The length asked for.
+        len: u64,
+    },
+    /// A loose blob was appended to a file version that no longer exists (its commit
+    /// failed, or a compaction replaced the file); write it again.
+    #[error("the blob was lost to a failed commit or a compaction; write it again")]
+    StaleBlob,
     /// A caller-supplied reducer failed.
     #[error("reduce failed: {0}")]
     Reduce(String),

@@ -2,6 +2,7 @@
 //! the shared cache, blobs, and recovery of the newest valid header when a file is opened.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
@@ -38,15 +39,31 @@ pub(crate) struct StoreFile {
     pub backend: Arc<dyn Backend>,
     pub cache: NodeCache,
     pub cache_id: u64,
+    /// End of the last commit: no committed pointer reaches past it.
+    committed: AtomicU64,
 }
 
 impl StoreFile {
-    pub fn new(backend: Arc<dyn Backend>, cache: NodeCache) -> StoreFile {
-        StoreFile { backend, cache, cache_id: NodeCache::new_file_id() }
+    pub fn new(backend: Arc<dyn Backend>, cache: NodeCache, committed: u64) -> StoreFile {
+        StoreFile { backend, cache, cache_id: NodeCache::new_file_id(), committed: AtomicU64::new(committed) }
     }
 
-    /// Reads and checks the whole record at `ptr`.
+    /// Records that the file's commits now end at `end`.
+    pub fn set_committed(&self, end: u64) {
+        self.committed.store(end, Ordering::Release);
+    }
+
+    /// Reads and checks the whole committed record at `ptr`.
     pub fn read_record(&self, ptr: Ptr) -> Result<(RecordKind, Vec<u8>)> {
+        self.read_record_below(ptr, self.committed.load(Ordering::Acquire))
+    }
+
+    /// Reads and checks the whole record at `ptr`, which must end by `limit` (a damaged
+    /// pointer must not make us allocate gigabytes).
+    pub fn read_record_below(&self, ptr: Ptr, limit: u64) -> Result<(RecordKind, Vec<u8>)> {
+        if ptr.offset.checked_add(u64::from(ptr.len)).is_none_or(|end| end > limit) {
+            return Err(Error::corrupted(ptr.offset, "pointer past the end of the committed file"));
+        }
         let mut buf = vec![0u8; ptr.len as usize];
         self.backend.read_exact_at(&mut buf, ptr.offset).map_err(Error::io("read record"))?;
         let (kind, payload) = decode_record(&buf, ptr.offset)?;
@@ -120,7 +137,8 @@ pub(crate) fn blob_bytes(kind: RecordKind, payload: Vec<u8>, blob: &BlobRef) -> 
     let bytes = match kind {
         RecordKind::Blob => payload,
         RecordKind::BlobLz4 => {
-            if blob.len > u64::from(u32::MAX) {
+            // lz4 expands at most ~255 times; a larger claim is damage, not data.
+            if blob.len > (payload.len() as u64 + 16) * 255 {
                 return Err(Error::corrupted(blob.offset, "compressed blob too long"));
             }
             lz4_flex::block::decompress(&payload, blob.len as usize)
@@ -189,9 +207,14 @@ fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path: &Path) -> 
         Err(_) => return Ok(None),
     };
     if version != FORMAT_VERSION {
+        if offset > 0 {
+            // Stored bytes may look like a header of another version; only the first counts.
+            return Ok(None);
+        }
         return Err(Error::UnsupportedVersion { path: path.to_path_buf(), version });
     }
-    let roots_point_back = header.roots.iter().flatten().all(|r| r.ptr.offset + u64::from(r.ptr.len) <= offset);
+    let roots_point_back =
+        header.roots.iter().flatten().all(|r| r.ptr.offset.checked_add(u64::from(r.ptr.len)).is_some_and(|e| e <= offset));
     if header.data_start > offset || !roots_point_back {
         return damaged(offset, "header points past itself");
     }

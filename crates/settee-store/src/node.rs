@@ -121,7 +121,7 @@ impl Node {
                     let child_offset = r.varint()?;
                     let len = u32::try_from(r.varint()?)
                         .map_err(|_| Error::corrupted(offset, "child length too large"))?;
-                    if child_offset >= offset {
+                    if child_offset.checked_add(u64::from(len)).is_none_or(|end| end > offset) {
                         return Err(Error::corrupted(offset, "child pointer does not point back"));
                     }
                     let count = r.varint()?;

@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
-use crate::backend::{sync_dir, Backend, FileBackend};
+use crate::backend::{sync_parent, Backend, FileBackend};
 use crate::cache::NodeCache;
 use crate::error::{Error, Result};
-use crate::file::{recover, BlobRef, StoreFile};
+use crate::file::{recover, StoreFile};
 use crate::format::Header;
 use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
-use crate::txn::{Appender, Txn, WriterState};
+use crate::txn::{Appender, LooseBlob, Txn, WriterState};
 
 /// Default target size of a node's payload, chosen by the node-size benchmark.
 pub const DEFAULT_NODE_SIZE: usize = 4096;
@@ -161,21 +161,25 @@ impl Store {
     pub fn create(path: &Path, options: StoreOptions) -> Result<Store> {
         let tmp = path.with_extension("creating");
         let _ = std::fs::remove_file(&tmp);
-        let backend = FileBackend::create(&tmp).map_err(Error::io("create"))?;
-        init_file(&backend, options.trees.len())?;
+        {
+            let backend = FileBackend::create(&tmp).map_err(Error::io("create"))?;
+            init_file(&backend, options.trees.len())?;
+        }
         let linked = std::fs::hard_link(&tmp, path).map_err(Error::io("create"));
         let _ = std::fs::remove_file(&tmp);
         linked?;
-        if let Some(dir) = path.parent() {
-            sync_dir(dir).map_err(Error::io("sync directory"))?;
-        }
+        sync_parent(path).map_err(Error::io("sync directory"))?;
         Store::open(path, options)
     }
 
     /// Opens an existing store file at its newest valid commit, cutting off any torn tail.
+    ///
+    /// The file is locked while open: a second open of the same file, in this process or
+    /// another, fails until the store and every snapshot of it are dropped.
     pub fn open(path: &Path, options: StoreOptions) -> Result<Store> {
-        let _ = std::fs::remove_file(crate::compact::compact_path(path));
         let backend = FileBackend::open(path).map_err(Error::io("open"))?;
+        // Holding the lock, any compaction copy left beside the file is a dead one's.
+        let _ = std::fs::remove_file(crate::compact::compact_path(path));
         Store::open_backend(Arc::new(backend), path, options)
     }
 
@@ -196,7 +200,7 @@ impl Store {
             backend.truncate(found.end).map_err(Error::io("truncate torn tail"))?;
             backend.sync().map_err(Error::io("truncate torn tail"))?;
         }
-        let file = Arc::new(StoreFile::new(backend, options.cache.clone()));
+        let file = Arc::new(StoreFile::new(backend, options.cache.clone(), found.end));
         let schema: Arc<[TreeSpec]> = options.trees.clone().into();
         let app = Appender::new(file, found.end);
         let state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
@@ -283,10 +287,11 @@ impl Store {
         self.submit(durability, f).wait()
     }
 
-    /// Appends a blob without asking for a commit: the next commit makes it durable. For
-    /// streaming large data in before the update that refers to it.
-    pub fn append_blob(&self, data: Vec<u8>) -> Result<BlobRef> {
-        self.update(Durability::Batch, move |txn| txn.write_blob(&data))
+    /// Appends a blob without asking for a commit, for streaming large data in before the
+    /// update that refers to it; that update calls [`Txn::adopt`] and its commit makes the
+    /// blob durable.
+    pub fn append_blob(&self, data: Vec<u8>) -> Result<LooseBlob> {
+        self.update(Durability::Batch, move |txn| txn.write_loose_blob(&data))
     }
 
     /// Commits whatever batched changes are pending and waits until they are durable.
@@ -317,6 +322,8 @@ impl Error {
             Error::NotAStore { path } => Error::NotAStore { path: path.clone() },
             Error::UnsupportedVersion { path, version } => Error::UnsupportedVersion { path: path.clone(), version: *version },
             Error::Reduce(s) => Error::Reduce(s.clone()),
+            Error::TooLarge { len } => Error::TooLarge { len: *len },
+            Error::StaleBlob => Error::StaleBlob,
             Error::NoSuchTree(t) => Error::NoSuchTree(*t),
             Error::Closed => Error::Closed,
             Error::CompactionRunning => Error::CompactionRunning,
@@ -355,11 +362,13 @@ fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shar
                 }
                 Request::Exclusive(work) => {
                     commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
-                    work(&mut state, shared);
+                    // The work answers its caller itself; a panic in it must not end the writer.
+                    let _ = catch_unwind(AssertUnwindSafe(|| work(&mut state, shared)));
                 }
             }
         }
-        if !waiting.is_empty() {
+        let overdue = deadline.is_some_and(|d| d <= Instant::now());
+        if !waiting.is_empty() || overdue {
             commit_and_answer(&mut state, shared, waiting);
             deadline = None;
         } else if state.dirty && deadline.is_none() {

@@ -17,6 +17,20 @@ use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
 use crate::tree::{Action, Bound, Direction, RangeOptions, Reduction, TreeSpec};
 
+static NEXT_INCARNATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_incarnation() -> u64 {
+    NEXT_INCARNATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A blob appended by [`crate::Store::append_blob`] ahead of the update that refers to it.
+/// Only [`Txn::adopt`] turns it into a [`BlobRef`], checking that it still exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LooseBlob {
+    blob: BlobRef,
+    incarnation: u64,
+}
+
 /// Unsynced appended bytes are written to the file once the buffer holds this many.
 const FLUSH_BYTES: usize = 1 << 20;
 
@@ -28,6 +42,9 @@ fn worth_compressing(raw: usize, compressed: usize) -> bool {
 /// The append position of a file: what has been appended since the last commit.
 pub(crate) struct Appender {
     pub file: Arc<StoreFile>,
+    /// Changes whenever appended-but-uncommitted bytes are thrown away, so that references
+    /// to them can be recognised as stale. Unique across files too.
+    pub incarnation: u64,
     committed_end: u64,
     buf: Vec<u8>,
     buf_start: u64,
@@ -39,6 +56,7 @@ impl Appender {
     pub fn new(file: Arc<StoreFile>, committed_end: u64) -> Appender {
         Appender {
             file,
+            incarnation: next_incarnation(),
             committed_end,
             buf: Vec::new(),
             buf_start: committed_end,
@@ -76,6 +94,9 @@ impl Appender {
 
     /// Appends one record and returns where it is.
     pub fn append(&mut self, kind: RecordKind, payload: &[u8]) -> Result<Ptr> {
+        if payload.len() > (u32::MAX as usize) - RECORD_HEAD {
+            return Err(Error::TooLarge { len: payload.len() as u64 });
+        }
         let offset = self.end();
         let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
         encode_record(&mut rec, kind, payload);
@@ -86,10 +107,10 @@ impl Appender {
     /// Reads a record, whether committed, flushed-but-uncommitted or still buffered.
     pub fn read_record(&self, ptr: Ptr) -> Result<(RecordKind, Vec<u8>)> {
         if ptr.offset < self.buf_start {
-            return self.file.read_record(ptr);
+            return self.file.read_record_below(ptr, self.buf_start);
         }
         let start = (ptr.offset - self.buf_start) as usize;
-        let bytes = self.buf.get(start..start + ptr.len as usize)
+        let bytes = start.checked_add(ptr.len as usize).and_then(|end| self.buf.get(start..end))
             .ok_or_else(|| Error::corrupted(ptr.offset, "pointer past the end of the file"))?;
         let (kind, payload) = crate::format::decode_record(bytes, ptr.offset)?;
         Ok((kind, payload.to_vec()))
@@ -107,6 +128,7 @@ impl Appender {
         self.flush()?;
         self.file.backend.sync().map_err(Error::io("sync"))?;
         self.committed_end = self.end();
+        self.file.set_committed(self.committed_end);
         for (offset, node) in self.pending.drain() {
             self.file.cache.insert(self.file.cache_id, offset, node);
         }
@@ -115,13 +137,17 @@ impl Appender {
 
     /// Forgets everything appended since the last commit and cuts it off the file.
     pub fn rollback(&mut self) {
+        self.incarnation = next_incarnation();
         self.buf.clear();
         self.buf_start = self.committed_end;
         self.crc = crc32fast::Hasher::new();
         self.pending.clear();
-        // Best effort: if this fails, recovery still ignores the uncommitted tail, and the
-        // next commit overwrites it.
-        let _ = self.file.backend.truncate(self.committed_end);
+        // Best effort, synced so that a commit reported as failed cannot reappear after a
+        // crash. If this fails, recovery still checks the tail, and the next commit
+        // overwrites it.
+        if self.file.backend.truncate(self.committed_end).is_ok() {
+            let _ = self.file.backend.sync();
+        }
     }
 }
 
@@ -135,6 +161,8 @@ pub(crate) struct WriterState {
     pub node_size: usize,
     pub compress_blobs: bool,
     pub dirty: bool,
+    /// A file renamed into place whose directory entry is not yet known to be durable.
+    pub unsynced_rename: Option<std::path::PathBuf>,
 }
 
 impl WriterState {
@@ -144,7 +172,7 @@ impl WriterState {
             roots.resize(schema.len(), None);
         }
         let meta = header.meta.clone();
-        WriterState { app, schema, header, roots, meta, node_size, compress_blobs, dirty: false }
+        WriterState { app, schema, header, roots, meta, node_size, compress_blobs, dirty: false, unsynced_rename: None }
     }
 
     pub fn spec(&self, tree: usize) -> Result<&TreeSpec> {
@@ -163,8 +191,8 @@ impl WriterState {
             roots: self.roots.clone(),
             meta: self.meta.clone(),
         };
-        match self.app.commit(&mut header) {
-            Ok(_) => {
+        match self.app.commit(&mut header).and_then(|_| self.sync_rename()) {
+            Ok(()) => {
                 self.header = header.clone();
                 self.dirty = false;
                 Ok(header)
@@ -174,6 +202,15 @@ impl WriterState {
                 Err(e)
             }
         }
+    }
+
+    /// Makes a pending rename of this file durable.
+    pub fn sync_rename(&mut self) -> Result<()> {
+        if let Some(path) = &self.unsynced_rename {
+            crate::backend::sync_parent(path).map_err(Error::io("sync directory after compaction"))?;
+            self.unsynced_rename = None;
+        }
+        Ok(())
     }
 
     /// Drops every change since the last commit.
@@ -275,6 +312,22 @@ impl Txn<'_> {
     /// Appends a blob (lz4-compressed if the store compresses blobs and it pays).
     pub fn write_blob(&mut self, data: &[u8]) -> Result<BlobRef> {
         self.state.write_blob(data)
+    }
+
+    /// The reference to a blob appended earlier with [`crate::Store::append_blob`], or
+    /// [`Error::StaleBlob`] if a failed commit or a compaction has discarded it since.
+    pub fn adopt(&self, loose: &LooseBlob) -> Result<BlobRef> {
+        if loose.incarnation == self.state.app.incarnation {
+            Ok(loose.blob)
+        } else {
+            Err(Error::StaleBlob)
+        }
+    }
+
+    /// Appends a blob that will be adopted by a later update.
+    pub(crate) fn write_loose_blob(&mut self, data: &[u8]) -> Result<LooseBlob> {
+        let blob = self.state.write_blob(data)?;
+        Ok(LooseBlob { blob, incarnation: self.state.app.incarnation })
     }
 
     /// Reads a blob back, including one written earlier in this transaction.

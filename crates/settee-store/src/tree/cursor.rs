@@ -58,6 +58,9 @@ impl<S: NodeSource> Cursor<S> {
             let Some(idx) = idx else {
                 return Ok(Cursor { stack: Vec::new(), ..c });
             };
+            if c.stack.len() > super::MAX_DEPTH {
+                return Err(super::too_deep(root.ptr));
+            }
             let child = c.src.node(node.child_ptr(idx))?;
             c.stack.push((node, idx));
             node = child;
@@ -180,6 +183,9 @@ impl<S: NodeSource> Cursor<S> {
                 n -= count;
             }
             let c = chosen.ok_or_else(|| Error::corrupted(ptr.offset, "subtree count disagrees with its children"))?;
+            if self.stack.len() > super::MAX_DEPTH {
+                return Err(super::too_deep(ptr));
+            }
             let child = self.src.node(node.child_ptr(c))?;
             self.stack.push((node, c));
             node = child;
@@ -303,7 +309,7 @@ impl Iterator for Range<'_> {
 pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option<&Root>, key: &[u8]) -> Result<Option<Entry>> {
     let Some(root) = root else { return Ok(None) };
     let mut node = src.node(root.ptr)?;
-    loop {
+    for _ in 0..=super::MAX_DEPTH {
         let i = partition(node.len(), |i| spec.cmp(node.key(i), key) == Ordering::Less);
         if i == node.len() {
             return Ok(None);
@@ -313,4 +319,5 @@ pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option<&Root
         }
         node = src.node(node.child_ptr(i))?;
     }
+    Err(super::too_deep(root.ptr))
 }

@@ -14,6 +14,14 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
+/// No tree is deeper than this: with at least two children per inner node it would hold
+/// more than 2^64 entries. A deeper chain of nodes is a damaged (or hostile) file.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+pub(crate) fn too_deep(ptr: crate::format::Ptr) -> crate::error::Error {
+    crate::error::Error::corrupted(ptr.offset, "tree deeper than any valid tree")
+}
+
 /// Orders keys. Documents use bytewise order; views plug in CouchDB's collation.
 pub trait Comparator: Send + Sync + 'static {
     /// Compares two keys.

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::{Action, TreeSpec};
+use super::{too_deep, Action, TreeSpec, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::{Ptr, RecordKind, Root};
@@ -41,7 +41,7 @@ pub(crate) fn modify<S: NodeSink>(
     if sorted.is_empty() {
         return Ok((Some(root.clone()), old));
     }
-    let children = modify_subtree(sink, spec, root.ptr, &sorted, &mut old)?;
+    let children = modify_subtree(sink, spec, root.ptr, &sorted, &mut old, 0)?;
     Ok((build_root(sink, spec, children)?, old))
 }
 
@@ -53,7 +53,11 @@ fn modify_subtree<S: NodeSink>(
     ptr: Ptr,
     actions: &[Indexed],
     old: &mut [Option<Vec<u8>>],
+    depth: usize,
 ) -> Result<Vec<ChildEntry>> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep(ptr));
+    }
     let node = sink.node(ptr)?;
     if node.is_leaf() {
         let entries = modify_leaf(spec, Some(&node), actions, old);
@@ -69,7 +73,7 @@ fn modify_subtree<S: NodeSink>(
         if mine.is_empty() {
             children.push(node.child_entry(i));
         } else {
-            children.extend(modify_subtree(sink, spec, node.child_ptr(i), mine, old)?);
+            children.extend(modify_subtree(sink, spec, node.child_ptr(i), mine, old, depth + 1)?);
         }
     }
     write_inners(sink, spec, children)
@@ -95,23 +99,23 @@ fn modify_leaf<'a>(
             out.push(entry(i));
             i += 1;
         }
+        // The entry for this key as it stands: (key bytes, value). Keys may compare equal
+        // while differing in bytes; the bytes of whatever put the final value are kept.
         let mut current = None;
         if i < n && spec.cmp(entry(i).0, key) == Ordering::Equal {
-            current = Some(entry(i).1);
+            current = Some(entry(i));
             i += 1;
         }
         while j < actions.len() && spec.cmp(actions[j].1.key(), key) == Ordering::Equal {
             let (idx, action) = actions[j];
-            old[idx] = current.map(<[u8]>::to_vec);
+            old[idx] = current.map(|(_, v)| v.to_vec());
             current = match action {
-                Action::Put(_, v) => Some(v.as_slice()),
+                Action::Put(k, v) => Some((k.as_slice(), v.as_slice())),
                 Action::Delete(_) => None,
             };
             j += 1;
         }
-        if let Some(v) = current {
-            out.push((key, v));
-        }
+        out.extend(current);
     }
     out.extend((i..n).map(entry));
     out
@@ -141,7 +145,8 @@ fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: Vec<ChildE
         let red = spec.reducer.rereduce(&reds).map_err(Error::Reduce)?;
         let ptr = sink.write_node(RecordKind::Inner, encode_inner(chunk))?;
         let key = chunk.last().expect("chunks are non-empty").key.clone();
-        out.push(ChildEntry { key, ptr, count: chunk.iter().map(|c| c.count).sum(), red });
+        let count = chunk.iter().fold(0u64, |n, c| n.saturating_add(c.count));
+        out.push(ChildEntry { key, ptr, count, red });
     }
     Ok(out)
 }
@@ -172,7 +177,7 @@ pub(crate) fn build_root<S: NodeSink>(sink: &mut S, spec: &TreeSpec, mut childre
     }
     let Some(mut top) = children.pop() else { return Ok(None) };
     // A root with a single child adds a level for nothing: the child becomes the root.
-    loop {
+    for _ in 0..=MAX_DEPTH {
         let node = sink.node(top.ptr)?;
         if node.is_leaf() || node.len() > 1 {
             break;

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::cursor::Entry;
-use super::{Bound, Direction, Reduction, TreeSpec};
+use super::{too_deep, Bound, Direction, Reduction, TreeSpec, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::{Ptr, Root};
@@ -85,7 +85,7 @@ pub(crate) fn reduce_range<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option
         if matches!((range.lo, range.hi), (Bound::Unbounded, Bound::Unbounded)) {
             return Ok(Reduction { count: root.count, value: root.reduction.clone() });
         }
-        reduce_subtree(src, spec, root.ptr, None, range, &mut parts)?;
+        reduce_subtree(src, spec, root.ptr, None, range, &mut parts, 0)?;
     }
     parts.finish(spec)
 }
@@ -119,7 +119,10 @@ impl Parts {
     }
 }
 
-fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, ptr: Ptr, after: Option<&[u8]>, range: &KeyRange, parts: &mut Parts) -> Result<()> {
+fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, ptr: Ptr, after: Option<&[u8]>, range: &KeyRange, parts: &mut Parts, depth: usize) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep(ptr));
+    }
     let node = src.node(ptr)?;
     if node.is_leaf() {
         let entries: Vec<(&[u8], &[u8])> =
@@ -132,10 +135,10 @@ fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, ptr: Ptr, after: Opti
             Overlap::Below => {}
             Overlap::Above => break,
             Overlap::Inside => {
-                parts.count += node.child_count(i);
+                parts.count = parts.count.saturating_add(node.child_count(i));
                 parts.reds.push(node.child_red(i).to_vec());
             }
-            Overlap::Partial => reduce_subtree(src, spec, node.child_ptr(i), before, range, parts)?,
+            Overlap::Partial => reduce_subtree(src, spec, node.child_ptr(i), before, range, parts, depth + 1)?,
         }
     }
     Ok(())
@@ -175,7 +178,7 @@ pub(crate) fn fold_groups<S: NodeSource>(
 ) -> Result<()> {
     let Some(root) = root else { return Ok(()) };
     let mut w = GroupWalk { src, spec, range, dir, group_by, emit, current: None };
-    if w.subtree(root.ptr, None)? {
+    if w.subtree(root.ptr, None, 0)? {
         w.flush()?;
     }
     Ok(())
@@ -193,7 +196,10 @@ struct GroupWalk<'a, S> {
 
 impl<S: NodeSource> GroupWalk<'_, S> {
     /// Walks one subtree; false once the caller asked to stop.
-    fn subtree(&mut self, ptr: Ptr, after: Option<&[u8]>) -> Result<bool> {
+    fn subtree(&mut self, ptr: Ptr, after: Option<&[u8]>, depth: usize) -> Result<bool> {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(ptr));
+        }
         let node = self.src.node(ptr)?;
         if node.is_leaf() {
             return self.leaf(&node);
@@ -209,11 +215,11 @@ impl<S: NodeSource> GroupWalk<'_, S> {
                 (Overlap::Below, Direction::Backward) | (Overlap::Above, Direction::Forward) => break,
                 (Overlap::Inside, _) if self.child_in_current_group(before, node.key(i)) => {
                     let parts = &mut self.current.as_mut().expect("a current group").1;
-                    parts.count += node.child_count(i);
+                    parts.count = parts.count.saturating_add(node.child_count(i));
                     parts.reds.push(node.child_red(i).to_vec());
                 }
                 _ => {
-                    if !self.subtree(node.child_ptr(i), before)? {
+                    if !self.subtree(node.child_ptr(i), before, depth + 1)? {
                         return Ok(false);
                     }
                 }

@@ -1,0 +1,172 @@
+//! Regression tests, one per defect found in review of the storage engine.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use settee_store::format::{Header, HEADER_HEAD};
+use settee_store::{
+    Action, Backend, BlobCopier, Durability, Error, MemBackend, NoBlobs, NodeCache, RangeOptions, Store, StoreOptions,
+    TreeSpec, ValueRewriter,
+};
+
+fn options() -> StoreOptions {
+    StoreOptions { trees: vec![TreeSpec::default()], cache: NodeCache::new(1 << 20), compress_blobs: false, ..StoreOptions::default() }
+}
+
+fn keys(store: &Store) -> Vec<Vec<u8>> {
+    store.snapshot().range(0, RangeOptions::default()).unwrap().map(|e| e.unwrap().key().to_vec()).collect()
+}
+
+/// A header-shaped byte string: `version` in the version field, a valid checksum.
+fn fake_header(version: u32, salt: [u8; 16]) -> Vec<u8> {
+    let h = Header { salt, flags: 0, generation: 99, data_start: 0, region_crc: 0, roots: vec![None], meta: vec![] };
+    let mut bytes = h.encode();
+    bytes[HEADER_HEAD + 16..HEADER_HEAD + 20].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[HEADER_HEAD..]);
+    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Stored bytes that look like a header at a block boundary, in a torn tail, must not stop
+/// the file from opening at its last real commit.
+#[test]
+fn header_lookalike_in_a_torn_tail_is_ignored() {
+    for fake in [fake_header(7, [1; 16]), fake_header(1, [2; 16])] {
+        let backend = MemBackend::new();
+        let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), options()).unwrap();
+        store.update(Durability::Durable, |t| t.modify(0, &[Action::Put(b"real".to_vec(), b"1".to_vec())]).map(drop)).unwrap();
+        let committed = backend.len().unwrap();
+        let f = fake.clone();
+        store.update(Durability::Durable, move |t| -> Result<(), Error> {
+            // A filler blob puts the next blob's bytes exactly on a block boundary.
+            let first = t.write_blob(b"x")?;
+            let next = first.offset + u64::from(first.stored_len);
+            let filler = (4096 - (next + 18) % 4096) % 4096;
+            let filled = t.write_blob(&vec![0u8; filler as usize])?;
+            let fake_at = t.write_blob(&f)?.offset + 9;
+            assert_eq!(fake_at % 4096, 0, "{filled:?}");
+            Ok(())
+        }).unwrap();
+        drop(store);
+        // Crash before the second commit's header: the tail holds the lookalike.
+        let bytes = backend.durable_bytes();
+        let tail_end = bytes.len() - 100;
+        let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(bytes[..tail_end].to_vec())), Path::new("f"), options()).unwrap();
+        assert_eq!(keys(&reopened), [b"real".to_vec()]);
+        assert!(committed <= tail_end as u64);
+    }
+}
+
+/// Compaction must continue the commit numbering, never restart it.
+#[test]
+fn generation_keeps_growing_across_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(&dir.path().join("g.settee"), options()).unwrap();
+    for i in 0..5u8 {
+        store.update(Durability::Durable, move |t| t.modify(0, &[Action::Put(vec![i], vec![i])]).map(drop)).unwrap();
+    }
+    let before = store.snapshot().generation();
+    store.compact(Arc::new(NoBlobs), &|_, _| {}).unwrap();
+    assert!(store.snapshot().generation() > before);
+}
+
+fn case_insensitive(a: &[u8], b: &[u8]) -> Ordering {
+    a.to_ascii_lowercase().cmp(&b.to_ascii_lowercase())
+}
+
+/// A rewriter that, while the first snapshot is being copied, replaces key "a" by the
+/// equal-comparing "A", so that the catch-up must carry a changed key spelling.
+struct RespellDuringCopy {
+    store: Mutex<Option<Arc<Store>>>,
+}
+
+impl ValueRewriter for RespellDuringCopy {
+    fn rewrite(&self, _: usize, _: &[u8], _: &[u8], _: &mut BlobCopier<'_>) -> settee_store::Result<Option<Vec<u8>>> {
+        if let Some(store) = self.store.lock().unwrap().take() {
+            store.update(Durability::Durable, |t| t.modify(0, &[Action::Put(b"A".to_vec(), b"new".to_vec())]).map(drop))?;
+        }
+        Ok(None)
+    }
+}
+
+#[test]
+fn catch_up_keeps_keys_that_compare_equal_but_differ_in_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions { trees: vec![TreeSpec::new(case_insensitive, settee_store::NoReduce)], ..options() };
+    let store = Arc::new(Store::create(&dir.path().join("ci.settee"), opts).unwrap());
+    store.update(Durability::Durable, |t| t.modify(0, &[Action::Put(b"a".to_vec(), b"old".to_vec())]).map(drop)).unwrap();
+    assert_eq!(keys(&store), [b"a".to_vec()]);
+    let rewriter = Arc::new(RespellDuringCopy { store: Mutex::new(Some(store.clone())) });
+    store.compact(rewriter, &|_, _| {}).unwrap();
+    let snap = store.snapshot();
+    let e = snap.get(0, b"a").unwrap().expect("the entry survives compaction");
+    assert_eq!((e.key(), e.value()), (&b"A"[..], &b"new"[..]));
+}
+
+#[test]
+fn modify_keeps_the_key_bytes_of_the_last_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions { trees: vec![TreeSpec::new(case_insensitive, settee_store::NoReduce)], ..options() };
+    let store = Store::create(&dir.path().join("k.settee"), opts).unwrap();
+    let actions = vec![Action::Delete(b"x".to_vec()), Action::Put(b"X".to_vec(), b"1".to_vec())];
+    store.update(Durability::Durable, move |t| t.modify(0, &actions).map(drop)).unwrap();
+    assert_eq!(keys(&store), [b"X".to_vec()]);
+}
+
+/// A loose blob whose bytes were thrown away by a failed commit must not be adopted.
+#[test]
+fn loose_blob_is_stale_after_a_failed_commit() {
+    let backend = MemBackend::new();
+    let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), options()).unwrap();
+    let loose = store.append_blob(b"chunk one".to_vec()).unwrap();
+    backend.fail_syncs(1);
+    store.flush().unwrap_err();
+    let r = store.update(Durability::Durable, move |t| t.adopt(&loose));
+    assert!(matches!(r, Err(Error::StaleBlob)), "{r:?}");
+    // A fresh one works, and reads back after the commit that adopts it.
+    let loose = store.append_blob(b"chunk two".to_vec()).unwrap();
+    let blob = store.update(Durability::Durable, move |t| -> Result<_, Error> {
+        let b = t.adopt(&loose)?;
+        t.modify(0, &[Action::Put(b"att".to_vec(), b.encode().to_vec())])?;
+        Ok(b)
+    }).unwrap();
+    assert_eq!(store.snapshot().read_blob(&blob).unwrap(), b"chunk two");
+}
+
+#[test]
+fn loose_blob_is_stale_after_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(&dir.path().join("lb.settee"), options()).unwrap();
+    let loose = store.append_blob(b"chunk".to_vec()).unwrap();
+    store.compact(Arc::new(NoBlobs), &|_, _| {}).unwrap();
+    let r = store.update(Durability::Durable, move |t| t.adopt(&loose));
+    assert!(matches!(r, Err(Error::StaleBlob)));
+}
+
+/// Steady batched traffic must not postpone the batch commit for ever.
+#[test]
+fn batched_updates_commit_under_steady_traffic() {
+    let opts = StoreOptions { batch_delay: Duration::from_millis(30), ..options() };
+    let store = Store::create_backend(Arc::new(MemBackend::new()), Path::new("f"), opts).unwrap();
+    let start = Instant::now();
+    let mut i = 0u32;
+    while store.snapshot().generation() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no commit after {i} batched updates");
+        let a = vec![Action::Put(i.to_be_bytes().to_vec(), vec![])];
+        store.update(Durability::Batch, move |t| t.modify(0, &a).map(drop)).unwrap();
+        i += 1;
+    }
+}
+
+#[test]
+fn a_store_file_is_opened_by_one_writer_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lock.settee");
+    let store = Store::create(&path, options()).unwrap();
+    let second = Store::open(&path, options());
+    assert!(matches!(&second, Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::ResourceBusy));
+    drop(store);
+    Store::open(&path, options()).unwrap();
+}
