@@ -106,7 +106,7 @@ impl Copy {
             }
         }
         self.new.modify(tree, &actions)?;
-        if self.new.app.appended() >= COPY_COMMIT_BYTES {
+        if self.new.uncommitted_bytes() >= COPY_COMMIT_BYTES {
             self.new.commit(FLAG_COMPACTING)?;
         }
         Ok(())

@@ -198,7 +198,7 @@ fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path: &Path) -> 
     }
     let mut body = vec![0u8; body_len];
     backend.read_exact_at(&mut body, offset + HEADER_HEAD as u64).map_err(Error::io("read header"))?;
-    if crc32fast::hash(&body) != crc {
+    if !crate::format::checksum_ok(crc32fast::hash(&body), crc) {
         return damaged(offset, "header checksum mismatch");
     }
     let (header, version) = match Header::decode_body(&body, offset) {
@@ -241,5 +241,5 @@ fn region_intact(backend: &dyn Backend, header: &Header, header_offset: u64) -> 
         crc.update(&buf[..n]);
         pos += n as u64;
     }
-    Ok(crc.finalize() == header.region_crc)
+    Ok(crate::format::checksum_ok(crc.finalize(), header.region_crc))
 }

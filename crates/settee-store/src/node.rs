@@ -10,28 +10,64 @@
 //! A decoded node keeps its payload in one buffer and spans into it, so decoding allocates
 //! twice however many entries there are, and reading an entry copies nothing.
 
+use std::sync::{Arc, OnceLock};
+
 use crate::error::{Error, Result};
+use crate::file::NodeSource;
 use crate::format::{put_bytes, put_varint, varint_len, Ptr, Reader, RecordKind};
 
 /// A span (start, length) into a node's buffer.
 type Span = (u32, u32);
 
 /// A decoded node. Immutable: a node once written is never modified.
+///
+/// An inner node also remembers its inner children once they are loaded (`pinned`), so
+/// that descents through the inner levels, which every query makes, skip the shared cache.
+/// Leaves are never pinned: they are the bulk of the data and stay under the cache's budget.
 #[derive(Debug)]
 pub(crate) struct Node {
     buf: Box<[u8]>,
     body: Body,
+    pinned: Box<[OnceLock<Arc<Node>>]>,
+}
+
+/// A child reached from an inner node: borrowed if pinned, else owned.
+pub(crate) enum ChildNode<'a> {
+    /// A pinned inner child, borrowed from its parent.
+    Inner(&'a Node),
+    /// A leaf from the cache or the disk.
+    Leaf(Arc<Node>),
 }
 
 #[derive(Debug)]
 enum Body {
-    Leaf(Vec<(Span, Span)>),
+    Leaf(Vec<Slot>),
     Inner(Vec<Child>),
+}
+
+/// One leaf entry: its key's first eight bytes inline (big-endian, zero-padded), so that a
+/// bytewise search decides most probes without touching the key bytes elsewhere.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    prefix: u64,
+    key: Span,
+    value: Span,
+}
+
+/// The first eight bytes of `key` as a big-endian number, zero-padded. Two keys whose
+/// prefixes differ are ordered bytewise as their prefixes are.
+#[inline]
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// One child pointer of an inner node, as stored.
 #[derive(Debug, Clone, Copy)]
 struct Child {
+    prefix: u64,
     key: Span,
     ptr: Ptr,
     count: u64,
@@ -110,7 +146,9 @@ impl Node {
             RecordKind::Leaf => {
                 let mut entries = Vec::with_capacity(n as usize);
                 for _ in 0..n {
-                    entries.push((r.span()?, r.span()?));
+                    let (key, value) = (r.span()?, r.span()?);
+                    let prefix = key_prefix(&buf[key.0 as usize..(key.0 + key.1) as usize]);
+                    entries.push(Slot { prefix, key, value });
                 }
                 Body::Leaf(entries)
             }
@@ -126,7 +164,8 @@ impl Node {
                     }
                     let count = r.varint()?;
                     let red = r.span()?;
-                    children.push(Child { key, ptr: Ptr { offset: child_offset, len }, count, red });
+                    let prefix = key_prefix(&buf[key.0 as usize..(key.0 + key.1) as usize]);
+                    children.push(Child { prefix, key, ptr: Ptr { offset: child_offset, len }, count, red });
                 }
                 Body::Inner(children)
             }
@@ -135,11 +174,20 @@ impl Node {
         if !r.is_empty() {
             return Err(Error::corrupted(offset, "trailing bytes after node entries"));
         }
-        Ok(Node { buf, body })
+        let pinned = match &body {
+            Body::Inner(c) => (0..c.len()).map(|_| OnceLock::new()).collect(),
+            Body::Leaf(_) => Box::default(),
+        };
+        Ok(Node { buf, body, pinned })
     }
 
     fn span(&self, s: Span) -> &[u8] {
         &self.buf[s.0 as usize..(s.0 + s.1) as usize]
+    }
+
+    /// The node's payload as stored.
+    pub fn payload(&self) -> &[u8] {
+        &self.buf
     }
 
     /// True for leaves.
@@ -158,7 +206,7 @@ impl Node {
     /// Key of entry `i`: a leaf's key, or an inner child's largest key.
     pub fn key(&self, i: usize) -> &[u8] {
         match &self.body {
-            Body::Leaf(e) => self.span(e[i].0),
+            Body::Leaf(e) => self.span(e[i].key),
             Body::Inner(c) => self.span(c[i].key),
         }
     }
@@ -166,31 +214,78 @@ impl Node {
     /// Value of leaf entry `i`.
     pub fn value(&self, i: usize) -> &[u8] {
         match &self.body {
-            Body::Leaf(e) => self.span(e[i].1),
+            Body::Leaf(e) => self.span(e[i].value),
             Body::Inner(_) => panic!("value() on an inner node"),
         }
     }
 
+    /// In bytewise order, the index of the first key not less than `key` (`len()` if none).
+    pub fn lower_bound_bytewise(&self, key: &[u8]) -> usize {
+        let want = key_prefix(key);
+        let probe = |prefix: u64, i: usize| match prefix.cmp(&want) {
+            std::cmp::Ordering::Equal => crate::tree::bytewise(self.key(i), key).is_lt(),
+            o => o.is_lt(),
+        };
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let prefix = match &self.body {
+                Body::Leaf(e) => e[mid].prefix,
+                Body::Inner(c) => c[mid].prefix,
+            };
+            if probe(prefix, mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Pointer to inner child `i`.
     pub fn child_ptr(&self, i: usize) -> Ptr {
-        self.child(i).ptr
+        self.stored_child(i).ptr
     }
 
     /// Entry count of inner child `i`'s subtree.
     pub fn child_count(&self, i: usize) -> u64 {
-        self.child(i).count
+        self.stored_child(i).count
     }
 
     /// Reduction of inner child `i`'s subtree.
     pub fn child_red(&self, i: usize) -> &[u8] {
-        self.span(self.child(i).red)
+        self.span(self.stored_child(i).red)
     }
 
-    fn child(&self, i: usize) -> &Child {
+    fn stored_child(&self, i: usize) -> &Child {
         match &self.body {
             Body::Inner(c) => &c[i],
             Body::Leaf(_) => panic!("child() on a leaf"),
         }
+    }
+
+    /// Inner child `i`'s node, pinned here if it is an inner node.
+    pub fn child<S: NodeSource + ?Sized>(&self, i: usize, src: &S) -> Result<Arc<Node>> {
+        if let Some(n) = self.pinned[i].get() {
+            return Ok(n.clone());
+        }
+        let n = src.node(self.child_ptr(i))?;
+        if !n.is_leaf() {
+            let _ = self.pinned[i].set(n.clone());
+        }
+        Ok(n)
+    }
+
+    /// Inner child `i`'s node without touching reference counts when it is pinned.
+    pub fn child_ref<S: NodeSource + ?Sized>(&self, i: usize, src: &S) -> Result<ChildNode<'_>> {
+        if let Some(n) = self.pinned[i].get() {
+            return Ok(ChildNode::Inner(n));
+        }
+        let n = self.child(i, src)?;
+        Ok(match self.pinned[i].get() {
+            Some(pinned) => ChildNode::Inner(pinned),
+            None => ChildNode::Leaf(n),
+        })
     }
 
     /// Inner child `i` as an owned entry.
@@ -206,10 +301,11 @@ impl Node {
     /// Memory this node holds, for the cache's budget.
     pub fn weight(&self) -> u64 {
         let spans = match &self.body {
-            Body::Leaf(e) => e.len() * std::mem::size_of::<(Span, Span)>(),
+            Body::Leaf(e) => e.len() * std::mem::size_of::<Slot>(),
             Body::Inner(c) => c.len() * std::mem::size_of::<Child>(),
         };
-        (self.buf.len() + spans + 64) as u64
+        let pins = self.pinned.len() * std::mem::size_of::<OnceLock<Arc<Node>>>();
+        (self.buf.len() + spans + pins + 64) as u64
     }
 }
 
@@ -229,6 +325,20 @@ mod tests {
         assert_eq!(inner.len(), 1 + child.encoded_len());
         let n = Node::decode(RecordKind::Inner, &inner, 100).unwrap();
         assert_eq!(n.child_entry(0), child);
+    }
+
+    #[test]
+    fn bytewise_lower_bound_agrees_with_plain_search() {
+        let keys: Vec<Vec<u8>> = vec![b"".to_vec(), b"a".to_vec(), b"ab".to_vec(), b"ab\0".to_vec(), b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(), b"abcdefghi".to_vec(), b"abcdefgi".to_vec(), b"b".to_vec(), vec![0xff; 12]];
+        let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &b"v"[..])).collect();
+        let n = Node::decode(RecordKind::Leaf, &encode_leaf(&entries), 0).unwrap();
+        let mut probes = keys.clone();
+        probes.extend([b"aa".to_vec(), b"abcdefgh\x01".to_vec(), b"c".to_vec(), vec![0xff; 13], vec![0]]);
+        for p in probes {
+            let want = keys.iter().position(|k| k.as_slice() >= p.as_slice()).unwrap_or(keys.len());
+            assert_eq!(n.lower_bound_bytewise(&p), want, "{p:?}");
+        }
     }
 
     #[test]

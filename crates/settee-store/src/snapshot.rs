@@ -4,7 +4,7 @@
 //! come from the shared cache or from a positional read of bytes that are immutable once
 //! committed.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
@@ -18,6 +18,15 @@ pub(crate) struct SnapState {
     pub file: Arc<StoreFile>,
     pub header: Header,
     pub schema: Arc<[TreeSpec]>,
+    /// Each tree's root node, loaded once per snapshot.
+    roots: Box<[OnceLock<Arc<Node>>]>,
+}
+
+impl SnapState {
+    pub fn new(file: Arc<StoreFile>, header: Header, schema: Arc<[TreeSpec]>) -> SnapState {
+        let roots = (0..header.roots.len()).map(|_| OnceLock::new()).collect();
+        SnapState { file, header, schema, roots }
+    }
 }
 
 /// A consistent, read-only view of a store as of one commit. Cheap to clone and to send to
@@ -63,16 +72,29 @@ impl Snapshot {
         }
     }
 
+    /// The root node of `tree`, if the tree has entries.
+    fn root_node(&self, tree: usize) -> Result<Option<&Arc<Node>>> {
+        let Some(root) = self.tree(tree)?.1 else { return Ok(None) };
+        let slot = &self.state.roots[tree];
+        if let Some(node) = slot.get() {
+            return Ok(Some(node));
+        }
+        let node = self.state.file.node(root.ptr)?;
+        Ok(Some(slot.get_or_init(|| node)))
+    }
+
     /// The entry for `key`.
     pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
-        let (spec, root) = self.tree(tree)?;
-        lookup(self, spec, root, key)
+        let spec = self.tree(tree)?.0;
+        match self.root_node(tree)? {
+            Some(root) => lookup(self, spec, root, key),
+            None => Ok(None),
+        }
     }
 
     /// The entries for many keys, in the order asked.
     pub fn get_many<K: AsRef<[u8]>>(&self, tree: usize, keys: &[K]) -> Result<Vec<Option<Entry>>> {
-        let (spec, root) = self.tree(tree)?;
-        keys.iter().map(|k| lookup(self, spec, root, k.as_ref())).collect()
+        keys.iter().map(|k| self.get(tree, k.as_ref())).collect()
     }
 
     /// Entries of a range, in either direction, with skip and limit.

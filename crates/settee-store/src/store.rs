@@ -26,6 +26,9 @@ use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Txn, WriterState};
 
+/// A commit is made early once this much is waiting in memory.
+const MAX_UNCOMMITTED_BYTES: u64 = 64 << 20;
+
 /// Default target size of a node's payload, chosen by the node-size benchmark.
 pub const DEFAULT_NODE_SIZE: usize = 4096;
 
@@ -90,11 +93,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn publish(&self, state: &WriterState) {
-        self.current.store(Arc::new(SnapState {
-            file: state.app.file.clone(),
-            header: state.header.clone(),
-            schema: self.schema.clone(),
-        }));
+        self.current.store(Arc::new(SnapState::new(state.app.file.clone(), state.header.clone(), self.schema.clone())));
     }
 }
 
@@ -205,7 +204,7 @@ impl Store {
         let app = Appender::new(file, found.end);
         let state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
         let shared = Arc::new(Shared {
-            current: ArcSwap::from_pointee(SnapState { file: state.app.file.clone(), header: state.header.clone(), schema: schema.clone() }),
+            current: ArcSwap::from_pointee(SnapState::new(state.app.file.clone(), state.header.clone(), schema.clone())),
             compacting: AtomicBool::new(false),
             path: path.to_path_buf(),
             options,
@@ -354,6 +353,11 @@ fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shar
             match req {
                 Request::Update { job, durability } => {
                     let completion = apply(&mut state, job);
+                    if state.uncommitted_bytes() >= MAX_UNCOMMITTED_BYTES {
+                        // Bound the memory a long batch window holds: commit early.
+                        commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
+                        deadline = None;
+                    }
                     match (completion, durability) {
                         (Some(c), Durability::Durable) => waiting.push(c),
                         (Some(c), Durability::Batch) => c(None),

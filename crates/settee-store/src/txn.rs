@@ -11,11 +11,11 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
-use crate::node::Node;
-use crate::tree::cursor::{Cursor, Entry, Range};
+use crate::node::{encode_inner, Node};
+use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
-use crate::tree::{Action, Bound, Direction, RangeOptions, Reduction, TreeSpec};
+use crate::tree::{Action, Bound, RangeOptions, Reduction, TreeSpec};
 
 static NEXT_INCARNATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -49,7 +49,6 @@ pub(crate) struct Appender {
     buf: Vec<u8>,
     buf_start: u64,
     crc: crc32fast::Hasher,
-    pending: HashMap<u64, Arc<Node>>,
 }
 
 impl Appender {
@@ -61,7 +60,6 @@ impl Appender {
             buf: Vec::new(),
             buf_start: committed_end,
             crc: crc32fast::Hasher::new(),
-            pending: HashMap::new(),
         }
     }
 
@@ -116,8 +114,7 @@ impl Appender {
         Ok((kind, payload.to_vec()))
     }
 
-    /// Writes padding and `header`, filling in its region fields, and syncs. On success the
-    /// appended nodes join the cache.
+    /// Writes padding and `header`, filling in its region fields, and syncs.
     pub fn commit(&mut self, header: &mut Header) -> Result<u64> {
         let pad = (BLOCK - self.end() % BLOCK) % BLOCK;
         self.push(&vec![0u8; pad as usize])?;
@@ -129,9 +126,6 @@ impl Appender {
         self.file.backend.sync().map_err(Error::io("sync"))?;
         self.committed_end = self.end();
         self.file.set_committed(self.committed_end);
-        for (offset, node) in self.pending.drain() {
-            self.file.cache.insert(self.file.cache_id, offset, node);
-        }
         Ok(self.committed_end)
     }
 
@@ -141,7 +135,6 @@ impl Appender {
         self.buf.clear();
         self.buf_start = self.committed_end;
         self.crc = crc32fast::Hasher::new();
-        self.pending.clear();
         // Best effort, synced so that a commit reported as failed cannot reappear after a
         // crash. If this fails, recovery still checks the tail, and the next commit
         // overwrites it.
@@ -151,9 +144,22 @@ impl Appender {
     }
 }
 
+/// Nodes built since the last commit live only in memory, under offsets from here up, so
+/// that a commit writes only the nodes its roots still reach (a group of updates that all
+/// rewrite one path writes it once).
+const VIRTUAL_BASE: u64 = 1 << 62;
+
+fn is_virtual(ptr: Ptr) -> bool {
+    ptr.offset >= VIRTUAL_BASE
+}
+
 /// Everything the single writer of a file owns.
 pub(crate) struct WriterState {
     pub app: Appender,
+    /// Nodes built since the last commit, by virtual offset.
+    virtual_nodes: HashMap<u64, Arc<Node>>,
+    next_virtual: u64,
+    virtual_bytes: u64,
     pub schema: Arc<[TreeSpec]>,
     pub header: Header,
     pub roots: Vec<Option<Root>>,
@@ -172,28 +178,59 @@ impl WriterState {
             roots.resize(schema.len(), None);
         }
         let meta = header.meta.clone();
-        WriterState { app, schema, header, roots, meta, node_size, compress_blobs, dirty: false, unsynced_rename: None }
+        WriterState {
+            app,
+            virtual_nodes: HashMap::new(),
+            next_virtual: VIRTUAL_BASE,
+            virtual_bytes: 0,
+            schema,
+            header,
+            roots,
+            meta,
+            node_size,
+            compress_blobs,
+            dirty: false,
+            unsynced_rename: None,
+        }
     }
 
     pub fn spec(&self, tree: usize) -> Result<&TreeSpec> {
         self.schema.get(tree).ok_or(Error::NoSuchTree(tree))
     }
 
+    /// Bytes a commit now would write, at most (appended blobs plus in-memory nodes).
+    pub fn uncommitted_bytes(&self) -> u64 {
+        self.app.appended() + self.virtual_bytes
+    }
+
     /// Commits all pending changes with `flags`; on failure the state returns to the last
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
-        let mut header = Header {
-            salt: self.header.salt,
-            flags,
-            generation: self.header.generation + 1,
-            data_start: 0,
-            region_crc: 0,
-            roots: self.roots.clone(),
-            meta: self.meta.clone(),
-        };
-        match self.app.commit(&mut header).and_then(|_| self.sync_rename()) {
-            Ok(()) => {
+        let mut written = Vec::new();
+        let result = self.write_reachable(&mut written).and_then(|roots| {
+            let mut header = Header {
+                salt: self.header.salt,
+                flags,
+                generation: self.header.generation + 1,
+                data_start: 0,
+                region_crc: 0,
+                roots,
+                meta: self.meta.clone(),
+            };
+            self.app.commit(&mut header)?;
+            self.sync_rename()?;
+            Ok(header)
+        });
+        match result {
+            Ok(header) => {
+                let file = &self.app.file;
+                for (offset, node) in written {
+                    file.cache.insert(file.cache_id, offset, node);
+                }
                 self.header = header.clone();
+                self.roots = header.roots.clone();
+                self.roots.resize(self.roots.len().max(self.schema.len()), None);
+                self.clear_virtual();
                 self.dirty = false;
                 Ok(header)
             }
@@ -202,6 +239,51 @@ impl WriterState {
                 Err(e)
             }
         }
+    }
+
+    /// Appends every in-memory node the roots reach, children first, and returns the roots
+    /// with real pointers. `written` collects the new nodes for the cache.
+    fn write_reachable(&mut self, written: &mut Vec<(u64, Arc<Node>)>) -> Result<Vec<Option<Root>>> {
+        let mut done = HashMap::new();
+        let mut roots = self.roots.clone();
+        for root in roots.iter_mut().flatten() {
+            root.ptr = self.write_node_tree(root.ptr, &mut done, written)?;
+        }
+        Ok(roots)
+    }
+
+    fn write_node_tree(&mut self, ptr: Ptr, done: &mut HashMap<u64, Ptr>, written: &mut Vec<(u64, Arc<Node>)>) -> Result<Ptr> {
+        if !is_virtual(ptr) {
+            return Ok(ptr);
+        }
+        if let Some(real) = done.get(&ptr.offset) {
+            return Ok(*real);
+        }
+        let node = self.virtual_nodes.get(&ptr.offset).cloned()
+            .ok_or_else(|| Error::corrupted(ptr.offset, "in-memory node missing"))?;
+        let (real, stored) = if node.is_leaf() {
+            let real = self.app.append(RecordKind::Leaf, node.payload())?;
+            (real, node)
+        } else {
+            let mut children = Vec::with_capacity(node.len());
+            for i in 0..node.len() {
+                let mut c = node.child_entry(i);
+                c.ptr = self.write_node_tree(c.ptr, done, written)?;
+                children.push(c);
+            }
+            let payload = encode_inner(&children);
+            let real = self.app.append(RecordKind::Inner, &payload)?;
+            (real, Arc::new(Node::decode(RecordKind::Inner, &payload, real.offset)?))
+        };
+        done.insert(ptr.offset, real);
+        written.push((real.offset, stored));
+        Ok(real)
+    }
+
+    fn clear_virtual(&mut self) {
+        self.virtual_nodes.clear();
+        self.next_virtual = VIRTUAL_BASE;
+        self.virtual_bytes = 0;
     }
 
     /// Makes a pending rename of this file durable.
@@ -216,6 +298,7 @@ impl WriterState {
     /// Drops every change since the last commit.
     pub fn abandon(&mut self) {
         self.app.rollback();
+        self.clear_virtual();
         self.roots = self.header.roots.clone();
         self.roots.resize(self.roots.len().max(self.schema.len()), None);
         self.meta = self.header.meta.clone();
@@ -251,12 +334,9 @@ impl WriterState {
 
 impl NodeSource for WriterState {
     fn node(&self, ptr: Ptr) -> Result<Arc<Node>> {
-        if let Some(node) = self.app.pending.get(&ptr.offset) {
-            return Ok(node.clone());
-        }
-        if ptr.offset >= self.app.committed_end {
-            let (kind, payload) = self.app.read_record(ptr)?;
-            return Ok(Arc::new(Node::decode(kind, &payload, ptr.offset)?));
+        if is_virtual(ptr) {
+            return self.virtual_nodes.get(&ptr.offset).cloned()
+                .ok_or_else(|| Error::corrupted(ptr.offset, "in-memory node missing"));
         }
         self.app.file.node(ptr)
     }
@@ -264,9 +344,15 @@ impl NodeSource for WriterState {
 
 impl NodeSink for WriterState {
     fn write_node(&mut self, kind: RecordKind, payload: Vec<u8>) -> Result<Ptr> {
-        let ptr = self.app.append(kind, &payload)?;
+        let len = (payload.len() + RECORD_HEAD) as u64;
+        if len > u64::from(u32::MAX) {
+            return Err(Error::TooLarge { len });
+        }
+        let ptr = Ptr { offset: self.next_virtual, len: len as u32 };
         let node = Node::decode(kind, &payload, ptr.offset)?;
-        self.app.pending.insert(ptr.offset, Arc::new(node));
+        self.virtual_nodes.insert(ptr.offset, Arc::new(node));
+        self.next_virtual += len;
+        self.virtual_bytes += len;
         Ok(ptr)
     }
 
@@ -291,10 +377,10 @@ impl Txn<'_> {
     /// The entry for `key` in `tree`.
     pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
         let spec = self.state.spec(tree)?;
-        let root = self.state.roots[tree].as_ref();
-        let bound = Bound::Included(key.to_vec());
-        let cursor = Cursor::seek(&*self.state, spec, root, &bound, Direction::Forward)?;
-        Ok(cursor.entry().filter(|e| spec.cmp(e.key(), key).is_eq()))
+        match &self.state.roots[tree] {
+            Some(root) => lookup(&*self.state, spec, &self.state.node(root.ptr)?, key),
+            None => Ok(None),
+        }
     }
 
     /// Entries of `tree` in a range, seeing this transaction's changes.

@@ -8,7 +8,7 @@ use super::{within_end, Bound, Direction, RangeOptions, TreeSpec};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::Root;
-use crate::node::Node;
+use crate::node::{ChildNode, Node};
 
 /// One entry of a tree, borrowed from its (shared, immutable) leaf.
 #[derive(Clone)]
@@ -61,7 +61,7 @@ impl<S: NodeSource> Cursor<S> {
             if c.stack.len() > super::MAX_DEPTH {
                 return Err(super::too_deep(root.ptr));
             }
-            let child = c.src.node(node.child_ptr(idx))?;
+            let child = node.child(idx, &c.src)?;
             c.stack.push((node, idx));
             node = child;
         }
@@ -117,8 +117,8 @@ impl<S: NodeSource> Cursor<S> {
             }
             if c < node.len() {
                 *idx = c;
-                let child = node.child_ptr(c);
-                return self.descend(child, n, Direction::Forward);
+                let (ptr, child) = (node.child_ptr(c), node.child(c, &self.src)?);
+                return self.descend(ptr, child, n, Direction::Forward);
             }
             self.stack.pop();
         }
@@ -141,8 +141,8 @@ impl<S: NodeSource> Cursor<S> {
             }
             if c > 0 {
                 *idx = c - 1;
-                let child = node.child_ptr(c - 1);
-                return self.descend(child, n, Direction::Backward);
+                let (ptr, child) = (node.child_ptr(c - 1), node.child(c - 1, &self.src)?);
+                return self.descend(ptr, child, n, Direction::Backward);
             }
             self.stack.pop();
         }
@@ -154,8 +154,7 @@ impl<S: NodeSource> Cursor<S> {
     }
 
     /// Pushes the path to the entry `n` places from the start (in `dir`) of the subtree.
-    fn descend(&mut self, ptr: crate::format::Ptr, mut n: u64, dir: Direction) -> Result<()> {
-        let mut node = self.src.node(ptr)?;
+    fn descend(&mut self, ptr: crate::format::Ptr, mut node: Arc<Node>, mut n: u64, dir: Direction) -> Result<()> {
         loop {
             let len = node.len();
             if node.is_leaf() {
@@ -186,7 +185,7 @@ impl<S: NodeSource> Cursor<S> {
             if self.stack.len() > super::MAX_DEPTH {
                 return Err(super::too_deep(ptr));
             }
-            let child = self.src.node(node.child_ptr(c))?;
+            let child = node.child(c, &self.src)?;
             self.stack.push((node, c));
             node = child;
         }
@@ -305,19 +304,33 @@ impl Iterator for Range<'_> {
     }
 }
 
-/// The entry for exactly `key`, found by one descent.
-pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option<&Root>, key: &[u8]) -> Result<Option<Entry>> {
-    let Some(root) = root else { return Ok(None) };
-    let mut node = src.node(root.ptr)?;
-    for _ in 0..=super::MAX_DEPTH {
-        let i = partition(node.len(), |i| spec.cmp(node.key(i), key) == Ordering::Less);
+/// The entry for exactly `key`, found by one descent from `root`. Inner levels are walked
+/// by reference through pinned children; only the leaf is taken from the cache.
+pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, key: &[u8]) -> Result<Option<Entry>> {
+    let find = |node: &Node| {
+        if spec.is_bytewise() {
+            node.lower_bound_bytewise(key)
+        } else {
+            partition(node.len(), |i| spec.cmp(node.key(i), key) == Ordering::Less)
+        }
+    };
+    let in_leaf = |leaf: Arc<Node>| {
+        let i = find(&leaf);
+        Ok((i < leaf.len() && spec.cmp(leaf.key(i), key) == Ordering::Equal).then(|| Entry::new(leaf, i)))
+    };
+    if root.is_leaf() {
+        return in_leaf(root.clone());
+    }
+    let mut node: &Node = root;
+    for _ in 0..super::MAX_DEPTH {
+        let i = find(node);
         if i == node.len() {
             return Ok(None);
         }
-        if node.is_leaf() {
-            return Ok((spec.cmp(node.key(i), key) == Ordering::Equal).then(|| Entry::new(node, i)));
+        match node.child_ref(i, src)? {
+            ChildNode::Inner(child) => node = child,
+            ChildNode::Leaf(leaf) => return in_leaf(leaf),
         }
-        node = src.node(node.child_ptr(i))?;
     }
-    Err(super::too_deep(root.ptr))
+    Err(Error::corrupted(0, "tree deeper than any valid tree"))
 }

@@ -34,7 +34,7 @@ pub struct Bytewise;
 
 impl Comparator for Bytewise {
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        a.cmp(b)
+        bytewise(a, b)
     }
 }
 
@@ -81,38 +81,92 @@ impl SizeReduce {
 
 impl Reducer for SizeReduce {
     fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
-        let total: u64 = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        let total = entries.iter().fold(0u64, |t, (k, v)| t.saturating_add((k.len() + v.len()) as u64));
         Ok(total.to_le_bytes().to_vec())
     }
     fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
-        let total: u64 = reductions.iter().map(|r| SizeReduce::decode(r)).sum();
+        // Saturating: reductions read from a damaged file may hold any value.
+        let total = reductions.iter().fold(0u64, |t, r| t.saturating_add(SizeReduce::decode(r)));
         Ok(total.to_le_bytes().to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_reduce_saturates_on_damaged_values() {
+        let max = u64::MAX.to_le_bytes();
+        let r = SizeReduce.rereduce(&[&max, &max, &5u64.to_le_bytes()]).unwrap();
+        assert_eq!(SizeReduce::decode(&r), u64::MAX);
+        let r = SizeReduce.rereduce(&[&3u64.to_le_bytes(), &4u64.to_le_bytes(), b"short"]).unwrap();
+        assert_eq!(SizeReduce::decode(&r), 7, "a malformed reduction counts as zero");
     }
 }
 
 /// How one tree of a store orders and reduces. Cheap to clone.
 #[derive(Clone)]
 pub struct TreeSpec {
-    /// Key order.
-    pub comparator: Arc<dyn Comparator>,
+    /// Key order; `None` is bytewise order, compared inline on the hot paths.
+    comparator: Option<Arc<dyn Comparator>>,
     /// Reduction kept in inner nodes.
-    pub reducer: Arc<dyn Reducer>,
+    pub(crate) reducer: Arc<dyn Reducer>,
 }
 
 impl TreeSpec {
     /// A tree in bytewise key order with the given reducer.
     pub fn bytewise(reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: Arc::new(Bytewise), reducer: Arc::new(reducer) }
+        TreeSpec { comparator: None, reducer: Arc::new(reducer) }
     }
 
     /// A tree with a custom comparator and reducer.
     pub fn new(comparator: impl Comparator, reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: Arc::new(comparator), reducer: Arc::new(reducer) }
+        TreeSpec { comparator: Some(Arc::new(comparator)), reducer: Arc::new(reducer) }
     }
 
-    pub(crate) fn cmp(&self, a: &[u8], b: &[u8]) -> Ordering {
-        self.comparator.compare(a, b)
+    /// The tree's reducer.
+    pub fn reducer(&self) -> &Arc<dyn Reducer> {
+        &self.reducer
     }
+
+    /// True for trees in plain bytewise order.
+    #[inline]
+    pub(crate) fn is_bytewise(&self) -> bool {
+        self.comparator.is_none()
+    }
+
+    /// Compares two keys in the tree's order.
+    #[inline]
+    pub fn cmp(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match &self.comparator {
+            None => bytewise(a, b),
+            Some(c) => c.compare(a, b),
+        }
+    }
+}
+
+/// Bytewise order without a library call: keys are short, and a call to `memcmp` costs
+/// more than comparing them eight bytes at a time.
+#[inline]
+pub(crate) fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    let (mut x, mut y) = (&a[..n], &b[..n]);
+    while x.len() >= 8 {
+        let (xa, xr) = x.split_at(8);
+        let (ya, yr) = y.split_at(8);
+        let (p, q) = (u64::from_be_bytes(xa.try_into().expect("8 bytes")), u64::from_be_bytes(ya.try_into().expect("8 bytes")));
+        if p != q {
+            return p.cmp(&q);
+        }
+        (x, y) = (xr, yr);
+    }
+    for (p, q) in x.iter().zip(y) {
+        if p != q {
+            return p.cmp(q);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 impl fmt::Debug for TreeSpec {

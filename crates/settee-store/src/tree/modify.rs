@@ -41,7 +41,8 @@ pub(crate) fn modify<S: NodeSink>(
     if sorted.is_empty() {
         return Ok((Some(root.clone()), old));
     }
-    let children = modify_subtree(sink, spec, root.ptr, &sorted, &mut old, 0)?;
+    let root_node = sink.node(root.ptr)?;
+    let children = modify_subtree(sink, spec, root_node, &sorted, &mut old, 0)?;
     Ok((build_root(sink, spec, children)?, old))
 }
 
@@ -50,15 +51,14 @@ pub(crate) fn modify<S: NodeSink>(
 fn modify_subtree<S: NodeSink>(
     sink: &mut S,
     spec: &TreeSpec,
-    ptr: Ptr,
+    node: Arc<Node>,
     actions: &[Indexed],
     old: &mut [Option<Vec<u8>>],
     depth: usize,
 ) -> Result<Vec<ChildEntry>> {
     if depth > MAX_DEPTH {
-        return Err(too_deep(ptr));
+        return Err(too_deep(Ptr { offset: 0, len: 0 }));
     }
-    let node = sink.node(ptr)?;
     if node.is_leaf() {
         let entries = modify_leaf(spec, Some(&node), actions, old);
         return write_leaves(sink, spec, &entries);
@@ -73,7 +73,8 @@ fn modify_subtree<S: NodeSink>(
         if mine.is_empty() {
             children.push(node.child_entry(i));
         } else {
-            children.extend(modify_subtree(sink, spec, node.child_ptr(i), mine, old, depth + 1)?);
+            let child = node.child(i, &*sink)?;
+            children.extend(modify_subtree(sink, spec, child, mine, old, depth + 1)?);
         }
     }
     write_inners(sink, spec, children)

@@ -46,6 +46,20 @@ impl KeyRange<'_> {
         }
     }
 
+    /// The children of inner `node` that may hold keys of the range, as `first..end`: any
+    /// child strictly between the first and the last of them lies wholly inside it.
+    fn overlapping(&self, spec: &TreeSpec, node: &Node) -> (usize, usize) {
+        let len = node.len();
+        let first = partition(len, |i| !self.above_lo(spec, node.key(i)));
+        let hi_clear = |k: &[u8]| match self.hi {
+            Bound::Unbounded => false,
+            Bound::Included(b) | Bound::Excluded(b) => spec.cmp(k, b) != Ordering::Less,
+        };
+        // Child i lies wholly above the range once child i-1's largest key reaches its end.
+        let end = 1 + partition(len - 1, |j| !hi_clear(node.key(j)));
+        (first, end.max(first))
+    }
+
     /// How a child whose keys lie in (`after`, `max`] relates to the range.
     fn classify(&self, spec: &TreeSpec, after: Option<&[u8]>, max: &[u8]) -> Overlap {
         if !self.above_lo(spec, max) {
@@ -85,7 +99,7 @@ pub(crate) fn reduce_range<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option
         if matches!((range.lo, range.hi), (Bound::Unbounded, Bound::Unbounded)) {
             return Ok(Reduction { count: root.count, value: root.reduction.clone() });
         }
-        reduce_subtree(src, spec, root.ptr, None, range, &mut parts, 0)?;
+        reduce_subtree(src, spec, src.node(root.ptr)?, None, range, &mut parts, 0)?;
     }
     parts.finish(spec)
 }
@@ -119,29 +133,58 @@ impl Parts {
     }
 }
 
-fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, ptr: Ptr, after: Option<&[u8]>, range: &KeyRange, parts: &mut Parts, depth: usize) -> Result<()> {
+fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, node: Arc<Node>, after: Option<&[u8]>, range: &KeyRange, parts: &mut Parts, depth: usize) -> Result<()> {
     if depth > MAX_DEPTH {
-        return Err(too_deep(ptr));
+        return Err(too_deep(Ptr { offset: 0, len: 0 }));
     }
-    let node = src.node(ptr)?;
     if node.is_leaf() {
         let entries: Vec<(&[u8], &[u8])> =
             (0..node.len()).map(|i| (node.key(i), node.value(i))).filter(|(k, _)| range.admits(spec, k)).collect();
         return parts.add_entries(spec, &entries);
     }
-    for i in 0..node.len() {
+    let (first, end) = range.overlapping(spec, &node);
+    let edge = |i: usize, parts: &mut Parts| -> Result<()> {
         let before = if i == 0 { after } else { Some(node.key(i - 1)) };
         match range.classify(spec, before, node.key(i)) {
-            Overlap::Below => {}
-            Overlap::Above => break,
+            Overlap::Below | Overlap::Above => Ok(()),
             Overlap::Inside => {
                 parts.count = parts.count.saturating_add(node.child_count(i));
                 parts.reds.push(node.child_red(i).to_vec());
+                Ok(())
             }
-            Overlap::Partial => reduce_subtree(src, spec, node.child_ptr(i), before, range, parts, depth + 1)?,
+            Overlap::Partial => reduce_subtree(src, spec, node.child(i, src)?, before, range, parts, depth + 1),
         }
+    };
+    if first >= end {
+        return Ok(());
+    }
+    edge(first, parts)?;
+    if end - first > 2 {
+        // The children between the two edges lie wholly inside: one rereduce of their
+        // stored reductions.
+        let middle = first + 1..end - 1;
+        let reds: Vec<&[u8]> = middle.clone().map(|c| node.child_red(c)).collect();
+        parts.reds.push(spec.reducer.rereduce(&reds).map_err(Error::Reduce)?);
+        parts.count = middle.fold(parts.count, |n, c| n.saturating_add(node.child_count(c)));
+    }
+    if end - first > 1 {
+        edge(end - 1, parts)?;
     }
     Ok(())
+}
+
+/// Number of leading indices in `0..len` for which `pred` holds (it must hold for a prefix).
+fn partition(len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// Decides whether two keys belong to the same group. Groups must be contiguous in key order
@@ -178,7 +221,7 @@ pub(crate) fn fold_groups<S: NodeSource>(
 ) -> Result<()> {
     let Some(root) = root else { return Ok(()) };
     let mut w = GroupWalk { src, spec, range, dir, group_by, emit, current: None };
-    if w.subtree(root.ptr, None, 0)? {
+    if w.subtree(src.node(root.ptr)?, None, 0)? {
         w.flush()?;
     }
     Ok(())
@@ -196,11 +239,10 @@ struct GroupWalk<'a, S> {
 
 impl<S: NodeSource> GroupWalk<'_, S> {
     /// Walks one subtree; false once the caller asked to stop.
-    fn subtree(&mut self, ptr: Ptr, after: Option<&[u8]>, depth: usize) -> Result<bool> {
+    fn subtree(&mut self, node: Arc<Node>, after: Option<&[u8]>, depth: usize) -> Result<bool> {
         if depth > MAX_DEPTH {
-            return Err(too_deep(ptr));
+            return Err(too_deep(Ptr { offset: 0, len: 0 }));
         }
-        let node = self.src.node(ptr)?;
         if node.is_leaf() {
             return self.leaf(&node);
         }
@@ -219,7 +261,7 @@ impl<S: NodeSource> GroupWalk<'_, S> {
                     parts.reds.push(node.child_red(i).to_vec());
                 }
                 _ => {
-                    if !self.subtree(node.child_ptr(i), before, depth + 1)? {
+                    if !self.subtree(node.child(i, self.src)?, before, depth + 1)? {
                         return Ok(false);
                     }
                 }
