@@ -2,7 +2,7 @@
 //!
 //! Options: `--entries N` (default 1,000,000), `--seconds S` per timed phase (default 3),
 //! `--node-sizes A,B,..` to compare node sizes (default: the engine's default only),
-//! `--quick` (100,000 entries, 1 s phases). Every phase checks its answers and aborts on a
+//! `--phases tree,commits,reads` (default: all), `--quick` (100,000 entries, 1 s phases). Every phase checks its answers and aborts on a
 //! wrong one. Prints a Markdown table.
 
 use std::io::Write;
@@ -20,13 +20,14 @@ use settee_store::{
 };
 
 struct Args {
+    phases: Vec<String>,
     entries: u64,
     seconds: f64,
     node_sizes: Vec<usize>,
 }
 
 fn args() -> Args {
-    let mut a = Args { entries: 1_000_000, seconds: 3.0, node_sizes: vec![DEFAULT_NODE_SIZE] };
+    let mut a = Args { phases: vec!["tree".into(), "commits".into(), "reads".into()], entries: 1_000_000, seconds: 3.0, node_sizes: vec![DEFAULT_NODE_SIZE] };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -35,6 +36,7 @@ fn args() -> Args {
             "--node-sizes" => {
                 a.node_sizes = it.next().expect("--node-sizes A,B").split(',').map(|s| s.parse().expect("a size")).collect()
             }
+            "--phases" => a.phases = it.next().expect("--phases tree,commits,reads").split(',').map(String::from).collect(),
             "--quick" => {
                 a.entries = 100_000;
                 a.seconds = 1.0;
@@ -337,11 +339,18 @@ fn main() -> Result<(), Error> {
     let a = args();
     let dir = tempfile::tempdir_in(std::env::var("SETTEE_BENCH_DIR").unwrap_or_else(|_| ".".into())).expect("bench dir");
     println!("## settee-store benchmark\n\n{} cores; {} entries; {} s per timed phase", std::thread::available_parallelism().map_or(0, |c| c.get()), fmt(a.entries as f64), a.seconds);
-    println!("\nOne dependent random read from memory (512 MiB working set): {:.0} ns", memory_latency_ns());
-    for &ns in &a.node_sizes {
-        bench_node_size(dir.path(), &a, ns)?;
+    let run = |p: &str| a.phases.iter().any(|x| x == p);
+    if run("tree") {
+        println!("\nOne dependent random read from memory (512 MiB working set): {:.0} ns", memory_latency_ns());
+        for &ns in &a.node_sizes {
+            bench_node_size(dir.path(), &a, ns)?;
+        }
     }
-    bench_commits(dir.path(), &a)?;
-    bench_read_under_write(dir.path(), &a)?;
+    if run("commits") {
+        bench_commits(dir.path(), &a)?;
+    }
+    if run("reads") {
+        bench_read_under_write(dir.path(), &a)?;
+    }
     Ok(())
 }

@@ -68,6 +68,9 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
 #[derive(Debug, Clone, Copy)]
 struct Child {
     prefix: u64,
+    /// The child's whole encoding within the payload, copied verbatim when a rewritten
+    /// parent keeps this child unchanged.
+    enc: Span,
     key: Span,
     ptr: Ptr,
     count: u64,
@@ -118,16 +121,72 @@ pub(crate) fn encode_leaf(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
 }
 
 /// Encodes an inner payload.
+#[cfg(test)]
 pub(crate) fn encode_inner(children: &[ChildEntry]) -> Vec<u8> {
-    let size: usize = children.iter().map(ChildEntry::encoded_len).sum();
+    let pieces: Vec<ChildPiece> = children.iter().map(ChildPiece::New).collect();
+    encode_pieces(&pieces)
+}
+
+/// A child of an inner node being built: an unchanged child of an existing node (its
+/// encoding is copied as it is), or a new entry.
+#[derive(Clone, Copy)]
+pub(crate) enum ChildPiece<'a> {
+    /// Child `i` of a decoded inner node.
+    Kept(&'a Node, usize),
+    /// A new or changed child.
+    New(&'a ChildEntry),
+}
+
+impl ChildPiece<'_> {
+    /// Bytes this child adds to an inner payload.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            ChildPiece::Kept(n, i) => n.stored_child(*i).enc.1 as usize,
+            ChildPiece::New(c) => c.encoded_len(),
+        }
+    }
+    /// The child's largest key.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            ChildPiece::Kept(n, i) => n.key(*i),
+            ChildPiece::New(c) => &c.key,
+        }
+    }
+    /// Entries in the child's subtree.
+    pub fn count(&self) -> u64 {
+        match self {
+            ChildPiece::Kept(n, i) => n.child_count(*i),
+            ChildPiece::New(c) => c.count,
+        }
+    }
+    /// The child's reduction.
+    pub fn red(&self) -> &[u8] {
+        match self {
+            ChildPiece::Kept(n, i) => n.child_red(*i),
+            ChildPiece::New(c) => &c.red,
+        }
+    }
+}
+
+/// Encodes an inner payload from pieces.
+pub(crate) fn encode_pieces(children: &[ChildPiece]) -> Vec<u8> {
+    let size: usize = children.iter().map(ChildPiece::encoded_len).sum();
     let mut out = Vec::with_capacity(size + 10);
     put_varint(&mut out, children.len() as u64);
-    for c in children {
-        put_bytes(&mut out, &c.key);
-        put_varint(&mut out, c.ptr.offset);
-        put_varint(&mut out, u64::from(c.ptr.len));
-        put_varint(&mut out, c.count);
-        put_bytes(&mut out, &c.red);
+    for piece in children {
+        match piece {
+            ChildPiece::Kept(n, i) => {
+                let (start, len) = n.stored_child(*i).enc;
+                out.extend_from_slice(&n.buf[start as usize..(start + len) as usize]);
+            }
+            ChildPiece::New(c) => {
+                put_bytes(&mut out, &c.key);
+                put_varint(&mut out, c.ptr.offset);
+                put_varint(&mut out, u64::from(c.ptr.len));
+                put_varint(&mut out, c.count);
+                put_bytes(&mut out, &c.red);
+            }
+        }
     }
     out
 }
@@ -155,6 +214,7 @@ impl Node {
             RecordKind::Inner => {
                 let mut children = Vec::with_capacity(n as usize);
                 for _ in 0..n {
+                    let start = r.pos();
                     let key = r.span()?;
                     let child_offset = r.varint()?;
                     let len = u32::try_from(r.varint()?)
@@ -165,7 +225,8 @@ impl Node {
                     let count = r.varint()?;
                     let red = r.span()?;
                     let prefix = key_prefix(&buf[key.0 as usize..(key.0 + key.1) as usize]);
-                    children.push(Child { prefix, key, ptr: Ptr { offset: child_offset, len }, count, red });
+                    let enc = (start as u32, (r.pos() - start) as u32);
+                    children.push(Child { prefix, enc, key, ptr: Ptr { offset: child_offset, len }, count, red });
                 }
                 Body::Inner(children)
             }

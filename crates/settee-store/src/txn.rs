@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
-use crate::node::{encode_inner, Node};
+use crate::node::{encode_pieces, ChildPiece, Node};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
@@ -265,13 +265,25 @@ impl WriterState {
             let real = self.app.append(RecordKind::Leaf, node.payload())?;
             (real, node)
         } else {
-            let mut children = Vec::with_capacity(node.len());
+            let mut rewritten = Vec::new();
             for i in 0..node.len() {
-                let mut c = node.child_entry(i);
-                c.ptr = self.write_node_tree(c.ptr, done, written)?;
-                children.push(c);
+                if is_virtual(node.child_ptr(i)) {
+                    let mut c = node.child_entry(i);
+                    c.ptr = self.write_node_tree(c.ptr, done, written)?;
+                    rewritten.push((i, c));
+                }
             }
-            let payload = encode_inner(&children);
+            let mut next = rewritten.iter().peekable();
+            let pieces: Vec<ChildPiece> = (0..node.len())
+                .map(|i| match next.peek() {
+                    Some((at, c)) if *at == i => {
+                        next.next();
+                        ChildPiece::New(c)
+                    }
+                    _ => ChildPiece::Kept(&node, i),
+                })
+                .collect();
+            let payload = encode_pieces(&pieces);
             let real = self.app.append(RecordKind::Inner, &payload)?;
             (real, Arc::new(Node::decode(RecordKind::Inner, &payload, real.offset)?))
         };

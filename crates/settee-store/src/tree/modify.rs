@@ -8,7 +8,7 @@ use super::{too_deep, Action, TreeSpec, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::{Ptr, RecordKind, Root};
-use crate::node::{encode_inner, encode_leaf, leaf_entry_len, ChildEntry, Node};
+use crate::node::{encode_leaf, encode_pieces, leaf_entry_len, ChildEntry, ChildPiece, Node};
 
 /// Where new nodes go: the writer's pending region. Nodes written must be readable back
 /// through the same value as a [`NodeSource`].
@@ -63,21 +63,31 @@ fn modify_subtree<S: NodeSink>(
         let entries = modify_leaf(spec, Some(&node), actions, old);
         return write_leaves(sink, spec, &entries);
     }
-    let mut children = Vec::with_capacity(node.len() + 2);
+    // Rewritten children, by position; every other child is kept as it is encoded.
+    let mut replaced: Vec<(usize, Vec<ChildEntry>)> = Vec::new();
     let mut rest = actions;
     for i in 0..node.len() {
         let last = i + 1 == node.len();
         let take = if last { rest.len() } else { rest.partition_point(|(_, a)| spec.cmp(a.key(), node.key(i)) != Ordering::Greater) };
         let (mine, after) = rest.split_at(take);
         rest = after;
-        if mine.is_empty() {
-            children.push(node.child_entry(i));
-        } else {
+        if !mine.is_empty() {
             let child = node.child(i, &*sink)?;
-            children.extend(modify_subtree(sink, spec, child, mine, old, depth + 1)?);
+            replaced.push((i, modify_subtree(sink, spec, child, mine, old, depth + 1)?));
         }
     }
-    write_inners(sink, spec, children)
+    let mut pieces = Vec::with_capacity(node.len() + 2);
+    let mut next = replaced.iter().peekable();
+    for i in 0..node.len() {
+        match next.peek() {
+            Some((at, entries)) if *at == i => {
+                pieces.extend(entries.iter().map(ChildPiece::New));
+                next.next();
+            }
+            _ => pieces.push(ChildPiece::Kept(&node, i)),
+        }
+    }
+    write_inners(sink, spec, &pieces)
 }
 
 /// Merges a leaf's entries with the actions for its key range.
@@ -136,17 +146,17 @@ pub(crate) fn write_leaves<S: NodeSink>(sink: &mut S, spec: &TreeSpec, entries: 
     Ok(out)
 }
 
-/// Writes child entries as inner nodes of about the node size.
-fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: Vec<ChildEntry>) -> Result<Vec<ChildEntry>> {
-    let ranges = split(children.iter().map(ChildEntry::encoded_len), sink.node_size(), 2, children.len());
+/// Writes children as inner nodes of about the node size.
+fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: &[ChildPiece]) -> Result<Vec<ChildEntry>> {
+    let ranges = split(children.iter().map(ChildPiece::encoded_len), sink.node_size(), 2, children.len());
     let mut out = Vec::with_capacity(ranges.len());
     for r in ranges {
         let chunk = &children[r];
-        let reds: Vec<&[u8]> = chunk.iter().map(|c| c.red.as_slice()).collect();
+        let reds: Vec<&[u8]> = chunk.iter().map(ChildPiece::red).collect();
         let red = spec.reducer.rereduce(&reds).map_err(Error::Reduce)?;
-        let ptr = sink.write_node(RecordKind::Inner, encode_inner(chunk))?;
-        let key = chunk.last().expect("chunks are non-empty").key.clone();
-        let count = chunk.iter().fold(0u64, |n, c| n.saturating_add(c.count));
+        let ptr = sink.write_node(RecordKind::Inner, encode_pieces(chunk))?;
+        let key = chunk.last().expect("chunks are non-empty").key().to_vec();
+        let count = chunk.iter().fold(0u64, |n, c| n.saturating_add(c.count()));
         out.push(ChildEntry { key, ptr, count, red });
     }
     Ok(out)
@@ -174,7 +184,8 @@ fn split(sizes: impl Iterator<Item = usize>, limit: usize, min: usize, len: usiz
 /// Stacks levels of inner nodes on `children` until one root remains.
 pub(crate) fn build_root<S: NodeSink>(sink: &mut S, spec: &TreeSpec, mut children: Vec<ChildEntry>) -> Result<Option<Root>> {
     while children.len() > 1 {
-        children = write_inners(sink, spec, children)?;
+        let pieces: Vec<ChildPiece> = children.iter().map(ChildPiece::New).collect();
+        children = write_inners(sink, spec, &pieces)?;
     }
     let Some(mut top) = children.pop() else { return Ok(None) };
     // A root with a single child adds a level for nothing: the child becomes the root.
