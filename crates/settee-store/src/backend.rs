@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Positional file access used by the engine. Reads may run on any thread at any time.
+#[allow(clippy::len_without_is_empty)] // a file's length, not a collection's
 pub trait Backend: Send + Sync + 'static {
     /// Fills `buf` from `offset`; a short file is an `UnexpectedEof` error.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;

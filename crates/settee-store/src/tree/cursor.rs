@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::{within_end, Bound, Direction, RangeOptions, TreeSpec};
+use super::{partition, within_end, Bound, Direction, RangeOptions, TreeSpec};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::Root;
@@ -226,18 +226,6 @@ fn first_at_or_after(spec: &TreeSpec, node: &Node, bound: &Bound, dir: Direction
     }
 }
 
-fn partition(len: usize, pred: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, len);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if pred(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
 
 /// What a range reads nodes through: an owned snapshot, or a borrowed transaction.
 pub(crate) type BoxSource<'a> = Box<dyn NodeSource + Send + Sync + 'a>;

@@ -200,9 +200,10 @@ impl Action {
 }
 
 /// One end of a key range.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Bound {
     /// No limit on this side.
+    #[default]
     Unbounded,
     /// Up to and including this key.
     Included(Vec<u8>),
@@ -236,12 +237,6 @@ pub struct RangeOptions {
     pub limit: Option<u64>,
 }
 
-impl Default for Bound {
-    fn default() -> Bound {
-        Bound::Unbounded
-    }
-}
-
 /// A count and a reducer value over some entries.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Reduction {
@@ -249,6 +244,21 @@ pub struct Reduction {
     pub count: u64,
     /// The reducer's value over them.
     pub value: Vec<u8>,
+}
+
+/// Number of leading indices in `0..len` for which `pred` holds (it must hold for a
+/// prefix of them): binary search over a node's entries.
+pub(crate) fn partition(len: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// Whether `key` lies on the allowed side of a range's end `bound`, for walks in `dir`.

@@ -22,6 +22,9 @@ pub(crate) trait NodeSink: NodeSource {
 /// An action with its position in the caller's batch.
 type Indexed<'a> = (usize, &'a Action);
 
+/// Per action of a batch, the value its key had just before it.
+pub(crate) type Replaced = Vec<Option<Vec<u8>>>;
+
 /// Applies `actions` to the tree at `root`; same-key actions apply in batch order. Returns the
 /// new root and, per action, the value its key had just before it.
 pub(crate) fn modify<S: NodeSink>(
@@ -29,7 +32,7 @@ pub(crate) fn modify<S: NodeSink>(
     spec: &TreeSpec,
     root: Option<&Root>,
     actions: &[Action],
-) -> Result<(Option<Root>, Vec<Option<Vec<u8>>>)> {
+) -> Result<(Option<Root>, Replaced)> {
     let mut sorted: Vec<Indexed> = actions.iter().enumerate().collect();
     sorted.sort_by(|a, b| spec.cmp(a.1.key(), b.1.key()));
     let mut old = vec![None; actions.len()];

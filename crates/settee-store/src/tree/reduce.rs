@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::cursor::Entry;
-use super::{too_deep, Bound, Direction, Reduction, TreeSpec, MAX_DEPTH};
+use super::{partition, too_deep, Bound, Direction, Reduction, TreeSpec, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::{Ptr, Root};
@@ -173,19 +173,6 @@ fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, node: Arc<Node>, afte
     Ok(())
 }
 
-/// Number of leading indices in `0..len` for which `pred` holds (it must hold for a prefix).
-fn partition(len: usize, pred: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, len);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if pred(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
 
 /// Decides whether two keys belong to the same group. Groups must be contiguous in key order
 /// (any key between two keys of a group is in it), as key prefixes are.
