@@ -245,7 +245,7 @@ fn a_group_commit_writes_each_rewritten_node_once() {
     let g = gate.clone();
     let blocker = store.submit(Durability::Durable, move |_| -> Result<(), Error> {
         g.wait();
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(300));
         Ok(())
     });
     gate.wait();

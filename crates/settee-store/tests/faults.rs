@@ -72,7 +72,7 @@ fn failing_and_panicking_closures_are_rolled_back_alone() {
     let g = gate.clone();
     let blocker = store.submit(Durability::Durable, move |txn| -> Result<(), Error> {
         g.wait();
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(300));
         txn.modify(0, &[Action::Put(b"first".to_vec(), b"1".to_vec())]).map(drop)
     });
     gate.wait();
