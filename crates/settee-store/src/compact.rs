@@ -30,8 +30,8 @@ use crate::txn::{Appender, WriterState};
 
 /// Entries per batched modification while copying.
 const COPY_BATCH: usize = 4096;
-/// The copy commits (with the compacting flag) after this many appended bytes, which bounds
-/// how much a later open has to verify.
+/// The copy commits (with the compacting flag) once this many bytes wait to be written,
+/// which bounds both memory and how much a later open has to verify.
 const COPY_COMMIT_BYTES: u64 = 64 << 20;
 /// Catch-up rounds outside the writer before the final, exclusive one.
 const CATCH_UP_ROUNDS: usize = 8;

@@ -26,9 +26,6 @@ use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Txn, WriterState};
 
-/// A commit is made early once this much is waiting in memory.
-const MAX_UNCOMMITTED_BYTES: u64 = 64 << 20;
-
 /// Default target size of a node's payload, chosen by the node-size benchmark.
 pub const DEFAULT_NODE_SIZE: usize = 4096;
 
@@ -45,6 +42,8 @@ pub struct StoreOptions {
     pub batch_delay: Duration,
     /// Whether blobs are lz4-compressed when that saves space.
     pub compress_blobs: bool,
+    /// A commit is made early once about this many bytes wait in memory.
+    pub max_uncommitted_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -55,6 +54,7 @@ impl Default for StoreOptions {
             node_size: DEFAULT_NODE_SIZE,
             batch_delay: Duration::from_millis(50),
             compress_blobs: true,
+            max_uncommitted_bytes: 64 << 20,
         }
     }
 }
@@ -352,16 +352,16 @@ fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shar
         for req in std::iter::once(first).chain(rx.try_iter()) {
             match req {
                 Request::Update { job, durability } => {
-                    let completion = apply(&mut state, job);
-                    if state.uncommitted_bytes() >= MAX_UNCOMMITTED_BYTES {
-                        // Bound the memory a long batch window holds: commit early.
-                        commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
-                        deadline = None;
-                    }
-                    match (completion, durability) {
+                    match (apply(&mut state, job), durability) {
                         (Some(c), Durability::Durable) => waiting.push(c),
                         (Some(c), Durability::Batch) => c(None),
                         (None, _) => {}
+                    }
+                    if state.uncommitted_bytes() >= shared.options.max_uncommitted_bytes {
+                        // Bound the memory a long group holds: commit early, answering
+                        // every durable job it covers (this one included).
+                        commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
+                        deadline = None;
                     }
                 }
                 Request::Exclusive(work) => {
@@ -392,14 +392,23 @@ fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
     match outcome {
         Ok((true, completion)) => Some(completion),
         Ok((false, completion)) => {
-            (state.roots, state.meta, state.dirty) = saved;
+            undo(state, saved);
             completion(None);
             None
         }
         Err(_) => {
-            (state.roots, state.meta, state.dirty) = saved;
+            undo(state, saved);
             None
         }
+    }
+}
+
+/// Restores the state a failed job started from. With nothing else uncommitted, the roots
+/// are the last commit's again and the job's in-memory nodes can go now.
+fn undo(state: &mut WriterState, (roots, meta, dirty): (Vec<Option<crate::format::Root>>, Vec<u8>, bool)) {
+    (state.roots, state.meta, state.dirty) = (roots, meta, dirty);
+    if !state.dirty {
+        state.clear_virtual();
     }
 }
 

@@ -1,9 +1,9 @@
 //! The writer's state and the transaction that update closures work on.
 //!
 //! Appended bytes collect in a buffer (flushed to the file, unsynced, past 1 MiB) with a
-//! running checksum of everything since the last commit. Nodes written since the last
-//! commit are kept decoded in `pending`; a commit moves them into the shared cache, so a
-//! freshly written node is never read back from disk.
+//! running checksum of everything since the last commit. Tree nodes built since the last
+//! commit stay in memory under virtual offsets; a commit appends the ones its roots reach
+//! and moves them into the shared cache, so a freshly written node is never read back.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -292,7 +292,8 @@ impl WriterState {
         Ok(real)
     }
 
-    fn clear_virtual(&mut self) {
+    /// Forgets every in-memory node; only valid when no root refers to one.
+    pub fn clear_virtual(&mut self) {
         self.virtual_nodes.clear();
         self.next_virtual = VIRTUAL_BASE;
         self.virtual_bytes = 0;

@@ -170,3 +170,21 @@ fn a_store_file_is_opened_by_one_writer_only() {
     drop(store);
     Store::open(&path, options()).unwrap();
 }
+
+/// An early commit (memory bound reached) that fails must fail the durable update it
+/// covered, never answer it as committed.
+#[test]
+fn failed_early_commit_fails_the_update_it_covered() {
+    let backend = MemBackend::new();
+    let opts = StoreOptions { max_uncommitted_bytes: 1024, ..options() };
+    let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), opts).unwrap();
+    backend.fail_syncs(1);
+    let big: Vec<Action> = (0..200u32).map(|i| Action::Put(i.to_be_bytes().to_vec(), vec![7; 50])).collect();
+    let r = store.update(Durability::Durable, move |t| t.modify(0, &big).map(drop));
+    assert!(matches!(r, Err(Error::Io { op: "sync", .. })), "{r:?}");
+    assert!(keys(&store).is_empty());
+    store.update(Durability::Durable, |t| t.modify(0, &[Action::Put(b"next".to_vec(), b"1".to_vec())]).map(drop)).unwrap();
+    drop(store);
+    let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), Path::new("f"), options()).unwrap();
+    assert_eq!(keys(&reopened), [b"next".to_vec()]);
+}

@@ -13,7 +13,7 @@ use crate::node::{encode_leaf, encode_pieces, leaf_entry_len, ChildEntry, ChildP
 /// Where new nodes go: the writer's pending region. Nodes written must be readable back
 /// through the same value as a [`NodeSource`].
 pub(crate) trait NodeSink: NodeSource {
-    /// Appends a node record and returns where it went.
+    /// Takes a new node and returns the pointer that refers to it until the next commit.
     fn write_node(&mut self, kind: RecordKind, payload: Vec<u8>) -> Result<Ptr>;
     /// Target node payload size in bytes.
     fn node_size(&self) -> usize;
