@@ -105,17 +105,22 @@ fn timed_threads(threads: usize, secs: f64, f: impl Fn(usize, &AtomicBool) -> u6
     per_sec(total, start.elapsed())
 }
 
+/// 1,000 random lookups on `snap`, each answer checked.
+fn checked_lookups(snap: &settee_store::Snapshot, rng: &mut rand::rngs::StdRng, n: u64) -> u64 {
+    for _ in 0..1000 {
+        let i = rng.gen_range(0..n);
+        check_value(i, snap.get(0, &key(i)).unwrap().expect("every key is present").value());
+    }
+    1000
+}
+
+/// Lookups on one snapshot until told to stop.
 fn lookups(store: &Store, n: u64, seed: u64, stop: &AtomicBool) -> u64 {
     let snap = store.snapshot();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut done = 0;
     while !stop.load(Ordering::Relaxed) {
-        for _ in 0..1000 {
-            let i = rng.gen_range(0..n);
-            let e = snap.get(0, &key(i)).unwrap().expect("every key is present");
-            check_value(i, e.value());
-        }
-        done += 1000;
+        done += checked_lookups(&snap, &mut rng, n);
     }
     done
 }
@@ -304,14 +309,9 @@ fn bench_read_under_write(dir: &Path, a: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// 1,000 lookups on a fresh snapshot, so that readers follow a writer.
 fn lookups_batch(store: &Store, n: u64, seed: u64) -> u64 {
-    let snap = store.snapshot();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    for _ in 0..1000 {
-        let i = rng.gen_range(0..n);
-        check_value(i, snap.get(0, &key(i)).unwrap().expect("present").value());
-    }
-    1000
+    checked_lookups(&store.snapshot(), &mut rand::rngs::StdRng::seed_from_u64(seed), n)
 }
 
 /// Average latency of dependent random reads over 512 MiB: the cost of one cache miss to
