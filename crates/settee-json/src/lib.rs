@@ -1,0 +1,22 @@
+//! The JSON side of CouchDB's document model, shared by the database layer and the HTTP API.
+//!
+//! * [`Rev`] and [`RevId`]: revision identifiers as CouchDB writes and parses them
+//!   (`"3-1a2b…"`), ordered the way CouchDB picks a winning revision.
+//! * [`new_rev_id`]: the content-derived revision id, computed as CouchDB does (an MD5 of the
+//!   Erlang external term of the edit), so the same edit gives the same id on any server.
+//! * [`body`]: stored document bodies are compact JSON objects without the `_`-prefixed
+//!   metadata; [`body::splice`] puts `_id`/`_rev` back in front without parsing them.
+//!
+//! This crate knows JSON and CouchDB's conventions; it knows nothing of storage or HTTP.
+
+pub mod body;
+mod error;
+mod rev;
+mod term;
+
+pub use error::Error;
+pub use rev::{Rev, RevId};
+pub use term::{new_rev_id, AttDigest, EditTerm};
+
+/// Re-exported so dependants name one JSON value type.
+pub use serde_json::{Map, Value};

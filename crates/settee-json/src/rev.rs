@@ -1,0 +1,131 @@
+//! Revision identifiers: `<pos>-<id>`, where `pos` is the depth of the revision in its
+//! document's tree and `id` is usually a 16-byte MD5 rendered as 32 lowercase hex digits.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use crate::Error;
+
+/// The part of a revision after the dash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RevId {
+    /// A 16-byte hash, written as 32 lowercase hex digits.
+    Hash([u8; 16]),
+    /// Any other text, kept verbatim (CouchDB accepts e.g. `1-abc` from replication).
+    Text(Box<str>),
+}
+
+impl RevId {
+    /// The bytes CouchDB compares and hashes: the raw hash, or the text's UTF-8.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            RevId::Hash(h) => h,
+            RevId::Text(t) => t.as_bytes(),
+        }
+    }
+
+    /// Parses the text after the dash: 32 hex digits become a hash, anything else is kept.
+    pub fn parse(s: &str) -> Result<RevId, Error> {
+        if s.len() != 32 {
+            return Ok(RevId::Text(s.into()));
+        }
+        let mut out = [0u8; 16];
+        for (i, pair) in s.as_bytes().chunks(2).enumerate() {
+            out[i] = (hex_digit(pair[0])? << 4) | hex_digit(pair[1])?;
+        }
+        Ok(RevId::Hash(out))
+    }
+}
+
+fn hex_digit(c: u8) -> Result<u8, Error> {
+    match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        b'A'..=b'F' => Ok(c - b'A' + 10),
+        _ => Err(Error::BadRev),
+    }
+}
+
+impl Ord for RevId {
+    fn cmp(&self, other: &RevId) -> Ordering {
+        self.bytes().cmp(other.bytes())
+    }
+}
+
+impl PartialOrd for RevId {
+    fn partial_cmp(&self, other: &RevId) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for RevId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RevId::Hash(h) => h.iter().try_for_each(|b| write!(f, "{b:02x}")),
+            RevId::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// A full revision: depth and id. Orders by depth, then id, as CouchDB ranks leaves.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rev {
+    /// Depth in the document's revision tree; 1 for a document's first revision.
+    pub pos: u64,
+    /// The id at that depth.
+    pub id: RevId,
+}
+
+impl Rev {
+    /// Parses `"<pos>-<id>"`, refusing what CouchDB refuses with "Invalid rev format".
+    pub fn parse(s: &str) -> Result<Rev, Error> {
+        let (pos, id) = s.split_once('-').ok_or(Error::BadRev)?;
+        if pos.is_empty() || !pos.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::BadRev);
+        }
+        let pos = pos.parse().map_err(|_| Error::BadRev)?;
+        Ok(Rev { pos, id: RevId::parse(id)? })
+    }
+}
+
+impl fmt::Display for Rev {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.pos, self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_hash_revs() {
+        let s = "3-967a00dff5e02add41819138abb3284d";
+        let rev = Rev::parse(s).unwrap();
+        assert_eq!(rev.pos, 3);
+        assert!(matches!(rev.id, RevId::Hash(_)));
+        assert_eq!(rev.to_string(), s);
+        assert_eq!(Rev::parse("3-967A00DFF5E02ADD41819138ABB3284D").unwrap(), rev, "hex is case-insensitive");
+    }
+
+    #[test]
+    fn keeps_other_ids_verbatim() {
+        assert_eq!(Rev::parse("1-abc").unwrap().to_string(), "1-abc");
+        assert_eq!(Rev::parse("2-").unwrap().id, RevId::Text("".into()));
+    }
+
+    #[test]
+    fn refuses_bad_formats() {
+        for bad in ["", "abc", "-1", "x-abc", "1", " 1-a", "1a-b", "3-zz7a00dff5e02add41819138abb3284d"] {
+            assert_eq!(Rev::parse(bad), Err(Error::BadRev), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn orders_by_depth_then_id() {
+        let a = Rev::parse("2-aa").unwrap();
+        let b = Rev::parse("2-ab").unwrap();
+        let c = Rev::parse("10-00").unwrap();
+        assert!(a < b && b < c);
+    }
+}
