@@ -1,0 +1,139 @@
+//! A database: `q` shard files, each document in the shard its id hashes to.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use settee_store::{Durability, StoreOptions};
+use tokio::sync::watch;
+
+use crate::doc::{is_local, NewDoc};
+use crate::error::{Error, Result};
+use crate::read::DbSnapshot;
+use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
+
+/// File name of shard `i`.
+fn shard_file(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("shard-{i}.settee"))
+}
+
+/// An open database.
+pub struct Database {
+    name: String,
+    dir: PathBuf,
+    shards: Vec<Shard>,
+    /// Bumped after every write, so change feeds wake without polling.
+    changed: watch::Sender<u64>,
+}
+
+impl Database {
+    /// Creates the shard files of a new database in the empty directory `dir`.
+    pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions) -> Result<Database> {
+        let shards = (0..q).map(|i| Shard::open(&shard_file(dir, i), options.clone(), true)).collect::<Result<_>>()?;
+        Ok(Database::new(dir, name, shards))
+    }
+
+    /// Opens the database stored in `dir`.
+    pub(crate) fn open(dir: &Path, name: &str, options: &StoreOptions) -> Result<Database> {
+        let mut shards = Vec::new();
+        while shard_file(dir, shards.len()).exists() {
+            shards.push(Shard::open(&shard_file(dir, shards.len()), options.clone(), false)?);
+        }
+        if shards.is_empty() {
+            return Err(Error::NoDatabase);
+        }
+        Ok(Database::new(dir, name, shards))
+    }
+
+    fn new(dir: &Path, name: &str, shards: Vec<Shard>) -> Database {
+        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed: watch::channel(0).0 }
+    }
+
+    /// The database name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The directory holding the shard files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of shards.
+    pub fn q(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The shards, in order.
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    /// The shard holding `id`: CouchDB's placement, the CRC-32 of the id on a ring of `q`
+    /// equal ranges.
+    pub fn shard_for(&self, id: &str) -> usize {
+        shard_index(id, self.shards.len())
+    }
+
+    /// A consistent view of every shard, for reading.
+    pub fn snapshot(&self) -> DbSnapshot {
+        DbSnapshot::new(self.shards.iter().map(Shard::snapshot).collect())
+    }
+
+    /// Waits for writes: the value changes after each one.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Applies edits and answers per document, in the order given. Edits of one shard are
+    /// applied in one job (one commit at most); shards work in parallel.
+    pub async fn update(&self, docs: Vec<NewDoc>, mode: EditMode, durability: Durability) -> Result<Vec<EditResult>> {
+        let q = self.shards.len();
+        let mut groups: Vec<(Vec<usize>, Vec<Arc<NewDoc>>)> = vec![(Vec::new(), Vec::new()); q * 2];
+        for (i, doc) in docs.into_iter().enumerate() {
+            let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
+            groups[g].0.push(i);
+            groups[g].1.push(Arc::new(doc));
+        }
+        let total: usize = groups.iter().map(|g| g.0.len()).sum();
+        let mut pending = Vec::new();
+        for (g, (slots, docs)) in groups.into_iter().enumerate().filter(|(_, g)| !g.0.is_empty()) {
+            let shard = &self.shards[g % q];
+            let p = if g < q { shard.update_docs(docs, mode, durability) } else { shard.update_local(docs, durability) };
+            pending.push((slots, p));
+        }
+        let mut results: Vec<Option<EditResult>> = (0..total).map(|_| None).collect();
+        let mut failure = None;
+        for (slots, p) in pending {
+            match p.await {
+                Ok(answers) => slots.into_iter().zip(answers).for_each(|(s, a)| results[s] = Some(a)),
+                Err(e) => failure = Some(e),
+            }
+        }
+        self.changed.send_modify(|v| *v += 1);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(results.into_iter().map(|r| r.expect("every slot answered")).collect())
+    }
+
+    /// Changes the metadata of every shard (security object, revs limit).
+    pub async fn update_meta(&self, f: impl Fn(&mut ShardMeta) + Clone + Send + 'static) -> Result<()> {
+        let pending: Vec<_> = self.shards.iter().map(|s| s.update_meta(f.clone())).collect();
+        for p in pending {
+            p.await?;
+        }
+        Ok(())
+    }
+
+    /// Commits batched writes of every shard and waits until they are durable.
+    pub fn flush(&self) -> Result<()> {
+        self.shards.iter().try_for_each(|s| s.store().flush().map_err(Error::from))
+    }
+}
+
+/// The shard of `q` that holds `id`.
+pub fn shard_index(id: &str, q: usize) -> usize {
+    let q = q.max(1) as u64;
+    let width = (1u64 << 32) / q;
+    ((u64::from(crc32fast::hash(id.as_bytes())) / width).min(q - 1)) as usize
+}

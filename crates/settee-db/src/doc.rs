@@ -1,0 +1,199 @@
+//! Documents as clients send them: validation of ids and `_`-members, and the split into
+//! stored body and revision metadata.
+
+use serde_json::{Map, Value};
+use settee_json::{body, EditTerm, Rev, RevId};
+
+use crate::error::{Error, Result};
+
+/// Prefix of design document ids.
+pub const DESIGN_PREFIX: &str = "_design/";
+/// Prefix of local (non-replicated) document ids.
+pub const LOCAL_PREFIX: &str = "_local/";
+
+/// Members starting with `_` that a document may carry and that are kept in its body
+/// (the replicator's bookkeeping).
+const KEPT_SPECIAL: [&str; 5] = [
+    "_replication_state",
+    "_replication_state_time",
+    "_replication_state_reason",
+    "_replication_id",
+    "_replication_stats",
+];
+
+/// Members accepted and ignored on input (they are produced on output).
+const IGNORED_SPECIAL: [&str; 4] = ["_revs_info", "_local_seq", "_conflicts", "_deleted_conflicts"];
+
+/// Checks a document id by CouchDB's rules.
+pub fn validate_id(id: &str) -> Result<()> {
+    let bad = |reason: &str| Err(Error::IllegalDocId(reason.to_string()));
+    if id.is_empty() {
+        return bad("Document id must not be empty");
+    }
+    if id == "_design/" || id == "_local/" {
+        return bad(&format!("Illegal document id `{id}`"));
+    }
+    if id.starts_with('_') && !id.starts_with(DESIGN_PREFIX) && !id.starts_with(LOCAL_PREFIX) {
+        return bad("Only reserved document ids may start with underscore.");
+    }
+    Ok(())
+}
+
+/// Whether an id names a local document.
+pub fn is_local(id: &str) -> bool {
+    id.starts_with(LOCAL_PREFIX)
+}
+
+/// A document edit as received, validated and ready to apply.
+#[derive(Clone, Debug)]
+pub struct NewDoc {
+    /// The document id.
+    pub id: String,
+    /// The revision history the client gave, newest first: `_rev` alone, or the whole
+    /// `_revisions` list. Empty for a new document.
+    pub revs: Vec<Rev>,
+    /// Whether this edit deletes the document.
+    pub deleted: bool,
+    /// The stored body: the document's own members as compact JSON.
+    pub body: Vec<u8>,
+    /// The revision-id term of this edit.
+    pub edit: EditTerm,
+}
+
+/// Limits applied while reading a document.
+#[derive(Clone, Copy, Debug)]
+pub struct DocLimits {
+    /// Largest encoded body accepted (`[couchdb] max_document_size`).
+    pub max_document_size: usize,
+}
+
+impl Default for DocLimits {
+    fn default() -> DocLimits {
+        DocLimits { max_document_size: 8_000_000 }
+    }
+}
+
+impl NewDoc {
+    /// Reads a document from JSON. `url_id` (from the request path) wins over a body `_id`;
+    /// without either, `new_id` supplies one.
+    pub fn from_json(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: DocLimits) -> Result<NewDoc> {
+        let Value::Object(map) = value else {
+            return Err(Error::BadRequest("Document must be a JSON object".into()));
+        };
+        let mut id = None;
+        let mut rev = None;
+        let mut revisions = None;
+        let mut deleted = false;
+        let mut body = Map::new();
+        for (key, value) in map {
+            if !key.starts_with('_') || KEPT_SPECIAL.contains(&key.as_str()) {
+                body.insert(key, value);
+                continue;
+            }
+            match (key.as_str(), value) {
+                ("_id", Value::String(s)) => id = Some(s),
+                ("_id", _) => return Err(Error::IllegalDocId("Document id must be a string".into())),
+                ("_rev", v) => rev = Some(v),
+                ("_revisions", v) => revisions = Some(v),
+                ("_deleted", Value::Bool(b)) => deleted = b,
+                ("_attachments", Value::Object(atts)) if atts.is_empty() => {}
+                ("_attachments", _) => return Err(Error::BadRequest("attachments are not supported yet".into())),
+                (k, _) if IGNORED_SPECIAL.contains(&k) => {}
+                (k, _) => return Err(Error::DocValidation(format!("Bad special document member: {k}"))),
+            }
+        }
+        if let Some(body_id) = &id {
+            validate_id(body_id)?;
+        }
+        let id = match url_id {
+            Some(u) => u.to_string(),
+            None => id.unwrap_or_else(new_id),
+        };
+        validate_id(&id)?;
+        let revs = match revisions {
+            Some(r) => parse_revisions(r)?,
+            None => match rev {
+                Some(Value::String(s)) => vec![Rev::parse(&s).map_err(bad_rev)?],
+                Some(Value::Null) | None => Vec::new(),
+                Some(_) => return Err(Error::BadRequest("Invalid rev format".into())),
+            },
+        };
+        let encoded = body::encode(&body);
+        if encoded.len() > limits.max_document_size {
+            return Err(Error::DocumentTooLarge(id));
+        }
+        let edit = EditTerm::new(&body, &[]);
+        Ok(NewDoc { id, revs, deleted, body: encoded, edit })
+    }
+}
+
+fn bad_rev(_: settee_json::Error) -> Error {
+    Error::BadRequest("Invalid rev format".into())
+}
+
+/// Reads `_revisions: {"start": N, "ids": [...]}` into revisions, newest first.
+fn parse_revisions(v: Value) -> Result<Vec<Rev>> {
+    let invalid = |m: &str| Error::DocValidation(m.to_string());
+    let Value::Object(obj) = v else { return Err(invalid("_revisions isn't an object.")) };
+    let start = obj.get("start").and_then(Value::as_u64).ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
+    let Some(Value::Array(ids)) = obj.get("ids") else { return Err(invalid("_revisions.ids isn't a array.")) };
+    if ids.len() as u64 > start {
+        return Err(invalid("_revisions.start is smaller than the number of ids."));
+    }
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let s = id.as_str().ok_or_else(|| invalid("RevId isn't a string"))?;
+            let id = RevId::parse(s).map_err(|_| invalid("RevId isn't a valid hexadecimal"))?;
+            Ok(Rev { pos: start - i as u64, id })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<NewDoc> {
+        NewDoc::from_json(v, None, || "generated".into(), DocLimits::default())
+    }
+
+    #[test]
+    fn splits_metadata_from_body() {
+        let d = parse(json!({"_id": "a", "x": 1, "_rev": "1-abc", "_conflicts": [], "y": {"z": null}})).unwrap();
+        assert_eq!(d.id, "a");
+        assert_eq!(d.revs, vec![Rev::parse("1-abc").unwrap()]);
+        assert_eq!(d.body, br#"{"x":1,"y":{"z":null}}"#);
+        assert_eq!(parse(json!({})).unwrap().id, "generated");
+    }
+
+    #[test]
+    fn revisions_win_over_rev() {
+        let d = parse(json!({"_rev": "9-x", "_revisions": {"start": 3, "ids": ["c", "b", "a"]}})).unwrap();
+        let revs: Vec<String> = d.revs.iter().map(ToString::to_string).collect();
+        assert_eq!(revs, ["3-c", "2-b", "1-a"]);
+    }
+
+    #[test]
+    fn refuses_what_couchdb_refuses() {
+        let reason = |v: Value| parse(v).unwrap_err().to_string();
+        assert_eq!(reason(json!([1])), "Document must be a JSON object");
+        assert_eq!(reason(json!({"_foo": 1})), "Bad special document member: _foo");
+        assert_eq!(reason(json!({"_deleted": "yes"})), "Bad special document member: _deleted");
+        assert_eq!(reason(json!({"_id": "_bad"})), "Only reserved document ids may start with underscore.");
+        assert_eq!(reason(json!({"_id": ""})), "Document id must not be empty");
+        assert_eq!(reason(json!({"_id": 5})), "Document id must be a string");
+        assert_eq!(reason(json!({"_rev": "x"})), "Invalid rev format");
+        assert_eq!(reason(json!({"_revisions": {"start": "1", "ids": []}})), "_revisions.start isn't an integer.");
+        let big = NewDoc::from_json(json!({"a": "0123456789"}), Some("d"), String::new, DocLimits { max_document_size: 8 });
+        assert!(matches!(big, Err(Error::DocumentTooLarge(id)) if id == "d"));
+    }
+
+    #[test]
+    fn url_id_wins_but_body_id_is_still_checked() {
+        let d = NewDoc::from_json(json!({"_id": "b"}), Some("a"), String::new, DocLimits::default()).unwrap();
+        assert_eq!(d.id, "a");
+        assert!(NewDoc::from_json(json!({"_id": "_x"}), Some("a"), String::new, DocLimits::default()).is_err());
+    }
+}

@@ -1,0 +1,32 @@
+//! Databases as CouchDB defines them, on Settee's storage engine.
+//!
+//! A [`Catalog`] owns the databases of a data directory. A [`Database`] is `q` shard files;
+//! each shard keeps documents by id with their full revision trees, a by-sequence index for
+//! change feeds, and local documents (see `shard` and `record` for the stored formats).
+//! Edits are validated ([`NewDoc`]), routed to their shard, and applied on the shard's writer
+//! thread, where concurrent edits share one durable commit. Reads go through a
+//! [`DbSnapshot`] and never wait for a writer.
+//!
+//! This crate knows CouchDB's document model; it knows nothing of HTTP.
+
+mod catalog;
+mod codec;
+mod database;
+mod doc;
+mod error;
+mod read;
+mod record;
+mod revtree;
+mod seq;
+mod shard;
+
+pub use catalog::{validate_name, Catalog, CatalogOptions, SYSTEM_DATABASES};
+pub use database::{shard_index, Database};
+pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PREFIX};
+pub use error::{Error, Result};
+pub use read::{AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions, DbSnapshot, DocOptions, DocRow};
+pub use record::{Body, Counts, DocRecord, RevInfo};
+pub use revtree::{Merged, RevNode, RevTree};
+pub use seq::SeqVector;
+pub use shard::{EditMode, EditResult, ShardMeta};
+pub use settee_store::Durability;

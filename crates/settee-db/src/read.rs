@@ -1,0 +1,447 @@
+//! Reading a database: documents, `_all_docs` ranges and change feeds, from one snapshot of
+//! every shard. Nothing here waits for a writer.
+
+use std::collections::HashSet;
+
+use settee_json::{body, Rev};
+use settee_store::{Bound, Direction, Entry, Range, RangeOptions, Snapshot};
+
+use crate::database::shard_index;
+use crate::error::{Error, Result};
+use crate::record::{peek_winner, Body, Counts, DocRecord, RevInfo, SeqEntry};
+use crate::seq::SeqVector;
+use crate::shard::{decode_local, ShardMeta, BY_ID, BY_SEQ, LOCAL};
+
+/// What to add to a document beyond its body.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DocOptions {
+    /// `_revisions`: the revision path.
+    pub revs: bool,
+    /// `_revs_info`: the path with each revision's availability.
+    pub revs_info: bool,
+    /// `_conflicts`: other live leaves.
+    pub conflicts: bool,
+    /// `_deleted_conflicts`: other deleted leaves.
+    pub deleted_conflicts: bool,
+    /// `_local_seq`: the sequence of the revision.
+    pub local_seq: bool,
+}
+
+/// Every shard of a database as of one moment.
+#[derive(Clone)]
+pub struct DbSnapshot {
+    shards: Vec<Snapshot>,
+}
+
+impl DbSnapshot {
+    pub(crate) fn new(shards: Vec<Snapshot>) -> DbSnapshot {
+        DbSnapshot { shards }
+    }
+
+    fn shard(&self, id: &str) -> &Snapshot {
+        &self.shards[shard_index(id, self.shards.len())]
+    }
+
+    /// The database sequence.
+    pub fn seq(&self) -> Result<SeqVector> {
+        self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.update_seq)).collect::<Result<_>>().map(SeqVector)
+    }
+
+    /// The metadata of the first shard (security object, revs limit).
+    pub fn meta(&self) -> Result<ShardMeta> {
+        ShardMeta::decode(self.shards[0].meta())
+    }
+
+    /// Live and deleted document counts and sizes over every shard.
+    pub fn counts(&self) -> Result<Counts> {
+        let mut total = Counts::default();
+        for s in &self.shards {
+            let c = Counts::decode(&s.total(BY_ID)?.value);
+            total.live += c.live;
+            total.deleted += c.deleted;
+            total.external += c.external;
+        }
+        Ok(total)
+    }
+
+    /// A document's stored record.
+    pub fn record(&self, id: &str) -> Result<Option<DocRecord>> {
+        self.shard(id).get(BY_ID, id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()
+    }
+
+    /// The body of one revision of `id`.
+    pub fn body(&self, id: &str, info: &RevInfo) -> Result<Vec<u8>> {
+        match &info.body {
+            Body::Inline(b) => Ok(b.clone()),
+            Body::Blob(blob, _) => Ok(self.shard(id).read_blob(blob)?),
+        }
+    }
+
+    /// The JSON of revision `rev` of a document (its winner when `None`). A deleted winner
+    /// is `not_found` "deleted"; an explicitly asked-for tombstone is returned.
+    pub fn open_doc(&self, id: &str, rev: Option<&Rev>, opts: &DocOptions) -> Result<Vec<u8>> {
+        let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
+        let i = match rev {
+            Some(r) => rec.tree.find(r).filter(|&i| rec.tree.nodes[i].info.is_some()).ok_or(Error::NotFound("missing"))?,
+            None => {
+                let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+                if rec.tree.nodes[w].deleted {
+                    return Err(Error::NotFound("deleted"));
+                }
+                w
+            }
+        };
+        self.render(id, &rec, i, opts)
+    }
+
+    /// The JSON of node `i` of a record.
+    pub fn render(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<Vec<u8>> {
+        let node = &rec.tree.nodes[i];
+        let info = node.info.as_ref().ok_or(Error::NotFound("missing"))?;
+        let stored = self.body(id, info)?;
+        let mut out = Vec::with_capacity(stored.len() + id.len() + 64);
+        body::begin(&mut out, id, Some(&node.rev.to_string()), &stored);
+        if node.deleted {
+            body::member(&mut out, "_deleted", b"true");
+        }
+        if opts.local_seq {
+            body::member(&mut out, "_local_seq", info.seq.to_string().as_bytes());
+        }
+        if opts.revs {
+            let ids: Vec<String> = rec.tree.path(i).iter().map(|&p| rec.tree.nodes[p].rev.id.to_string()).collect();
+            body::member(&mut out, "_revisions", &serde_json::to_vec(&serde_json::json!({"start": node.rev.pos, "ids": ids})).expect("json"));
+        }
+        if opts.revs_info {
+            let infos: Vec<serde_json::Value> = rec
+                .tree
+                .path(i)
+                .iter()
+                .map(|&p| {
+                    let n = &rec.tree.nodes[p];
+                    let status = if n.info.is_none() { "missing" } else if n.deleted { "deleted" } else { "available" };
+                    serde_json::json!({"rev": n.rev.to_string(), "status": status})
+                })
+                .collect();
+            body::member(&mut out, "_revs_info", &serde_json::to_vec(&infos).expect("json"));
+        }
+        for (wanted, deleted, key) in [(opts.conflicts, false, "_conflicts"), (opts.deleted_conflicts, true, "_deleted_conflicts")] {
+            if !wanted {
+                continue;
+            }
+            let winner = rec.tree.winner();
+            let revs: Vec<String> = rec
+                .tree
+                .leaves()
+                .into_iter()
+                .filter(|&l| Some(l) != winner && rec.tree.nodes[l].deleted == deleted)
+                .map(|l| rec.tree.nodes[l].rev.to_string())
+                .collect();
+            if !revs.is_empty() {
+                body::member(&mut out, key, &serde_json::to_vec(&revs).expect("json"));
+            }
+        }
+        body::end(&mut out);
+        Ok(out)
+    }
+
+    /// A local document: its revision counter and body.
+    pub fn local(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>> {
+        self.shard(id).get(LOCAL, id.as_bytes())?.map(|e| decode_local(e.value())).transpose()
+    }
+
+    /// Documents in id order (see [`AllDocsOptions`]); deleted documents are left out.
+    pub fn all_docs(&self, opts: AllDocsOptions) -> Result<AllDocs> {
+        let (tree, direction) = (if opts.local { LOCAL } else { BY_ID }, if opts.descending { Direction::Backward } else { Direction::Forward });
+        let start = opts.start.clone().map_or(Bound::Unbounded, |s| Bound::Included(s.into_bytes()));
+        let end = match opts.end.clone() {
+            None => Bound::Unbounded,
+            Some(e) if opts.inclusive_end => Bound::Included(e.into_bytes()),
+            Some(e) => Bound::Excluded(e.into_bytes()),
+        };
+        let ranges = self
+            .shards
+            .iter()
+            .map(|s| s.range(tree, RangeOptions { start: start.clone(), end: end.clone(), direction, skip: 0, limit: None }))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(AllDocs { snap: self.clone(), merge: Merge::new(ranges, opts.descending), skip: opts.skip, limit: opts.limit, opts })
+    }
+
+    /// How many live documents sort before `id` (CouchDB's `offset`).
+    pub fn offset_of(&self, id: Option<&str>, descending: bool) -> Result<u64> {
+        let Some(id) = id else { return Ok(0) };
+        let mut total = 0;
+        for s in &self.shards {
+            let (lo, hi) = if descending { (Bound::Excluded(id.as_bytes().to_vec()), Bound::Unbounded) } else { (Bound::Unbounded, Bound::Excluded(id.as_bytes().to_vec())) };
+            total += Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value).live;
+        }
+        Ok(total)
+    }
+
+    /// Changes after `since` in sequence order (or before it, descending).
+    pub fn changes(&self, since: &SeqVector, opts: ChangesOptions) -> Result<Changes> {
+        if since.0.len() != self.shards.len() {
+            return Err(Error::BadSequence);
+        }
+        let direction = if opts.descending { Direction::Backward } else { Direction::Forward };
+        let ranges = self
+            .shards
+            .iter()
+            .zip(&since.0)
+            .map(|(s, &from)| {
+                let (start, end) = if opts.descending { (Bound::Unbounded, Bound::Unbounded) } else { (Bound::Excluded(from.to_be_bytes().to_vec()), Bound::Unbounded) };
+                s.range(BY_SEQ, RangeOptions { start, end, direction, skip: 0, limit: None })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let position = if opts.descending { self.seq()? } else { since.clone() };
+        Ok(Changes { snap: self.clone(), merge: Merge::new(ranges, opts.descending), position, remaining: opts.limit, opts })
+    }
+
+    /// Changes not yet seen by a reader at `position`.
+    pub fn pending(&self, position: &SeqVector) -> Result<u64> {
+        let mut n = 0;
+        for (s, &from) in self.shards.iter().zip(&position.0) {
+            n += s.reduce(BY_SEQ, &Bound::Excluded(from.to_be_bytes().to_vec()), &Bound::Unbounded)?.count;
+        }
+        Ok(n)
+    }
+}
+
+/// The entries of every shard's range, merged into one key order.
+struct Merge {
+    ranges: Vec<Range<'static>>,
+    heads: Vec<Option<Entry>>,
+    descending: bool,
+}
+
+impl Merge {
+    fn new(ranges: Vec<Range<'static>>, descending: bool) -> Merge {
+        let heads = vec![None; ranges.len()];
+        Merge { ranges, heads, descending }
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        for (i, r) in self.ranges.iter_mut().enumerate() {
+            if self.heads[i].is_none() {
+                self.heads[i] = r.next().transpose()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next entry and the shard it came from.
+    fn next(&mut self) -> Result<Option<(usize, Entry)>> {
+        self.fill()?;
+        let mut best: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            let Some(h) = h else { continue };
+            let better = match best {
+                None => true,
+                Some(b) => {
+                    let bk = self.heads[b].as_ref().expect("best is filled").key();
+                    if self.descending { h.key() > bk } else { h.key() < bk }
+                }
+            };
+            if better {
+                best = Some(i);
+            }
+        }
+        Ok(best.map(|b| (b, self.heads[b].take().expect("best is filled"))))
+    }
+}
+
+/// Which documents `_all_docs` lists.
+#[derive(Clone, Debug, Default)]
+pub struct AllDocsOptions {
+    /// First id (in walk direction), inclusive.
+    pub start: Option<String>,
+    /// Last id (in walk direction).
+    pub end: Option<String>,
+    /// Whether `end` itself is listed.
+    pub inclusive_end: bool,
+    /// Walk in descending id order.
+    pub descending: bool,
+    /// Rows to leave out first.
+    pub skip: u64,
+    /// Most rows to list.
+    pub limit: Option<u64>,
+    /// Add each document's JSON.
+    pub include_docs: bool,
+    /// Options for included documents.
+    pub doc: DocOptions,
+    /// List local documents instead.
+    pub local: bool,
+}
+
+/// One `_all_docs` row.
+#[derive(Clone, Debug)]
+pub struct DocRow {
+    /// Document id.
+    pub id: String,
+    /// Winning revision.
+    pub rev: Rev,
+    /// The document, when asked for.
+    pub doc: Option<Vec<u8>>,
+}
+
+/// The rows of an `_all_docs` request.
+pub struct AllDocs {
+    snap: DbSnapshot,
+    merge: Merge,
+    skip: u64,
+    limit: Option<u64>,
+    opts: AllDocsOptions,
+}
+
+impl AllDocs {
+    fn row(&self, entry: &Entry) -> Result<Option<DocRow>> {
+        let id = std::str::from_utf8(entry.key()).map_err(|_| Error::Corrupted("document id"))?.to_string();
+        if self.opts.local {
+            let (n, stored) = decode_local(entry.value())?;
+            let rev = Rev { pos: 0, id: settee_json::RevId::Text(n.to_string().into()) };
+            let doc = self.opts.include_docs.then(|| {
+                let mut out = Vec::new();
+                body::begin(&mut out, &id, Some(&rev.to_string()), &stored);
+                body::end(&mut out);
+                out
+            });
+            return Ok(Some(DocRow { id, rev, doc }));
+        }
+        let (rev, deleted) = peek_winner(entry.value())?;
+        if deleted {
+            return Ok(None);
+        }
+        let doc = if self.opts.include_docs {
+            let rec = DocRecord::decode(entry.value())?;
+            let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+            Some(self.snap.render(&id, &rec, w, &self.opts.doc)?)
+        } else {
+            None
+        };
+        Ok(Some(DocRow { id, rev, doc }))
+    }
+}
+
+impl Iterator for AllDocs {
+    type Item = Result<DocRow>;
+
+    fn next(&mut self) -> Option<Result<DocRow>> {
+        loop {
+            if self.limit == Some(0) {
+                return None;
+            }
+            let (_, entry) = match self.merge.next() {
+                Ok(Some(e)) => e,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.row(&entry) {
+                Ok(None) => continue,
+                Ok(Some(_)) if self.skip > 0 => self.skip -= 1,
+                Ok(Some(row)) => {
+                    self.limit = self.limit.map(|l| l - 1);
+                    return Some(Ok(row));
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// Which changes a feed lists.
+#[derive(Clone, Debug, Default)]
+pub struct ChangesOptions {
+    /// Newest first.
+    pub descending: bool,
+    /// Most rows to list.
+    pub limit: Option<u64>,
+    /// Add each document's JSON.
+    pub include_docs: bool,
+    /// Options for included documents.
+    pub doc: DocOptions,
+    /// List every leaf revision, not just the winner (`style=all_docs`).
+    pub all_leaves: bool,
+    /// Only these document ids (`filter=_doc_ids`).
+    pub doc_ids: Option<HashSet<String>>,
+    /// Only design documents (`filter=_design`).
+    pub design_only: bool,
+}
+
+/// One change row.
+#[derive(Clone, Debug)]
+pub struct ChangeRow {
+    /// Position after this row.
+    pub seq: SeqVector,
+    /// Document id.
+    pub id: String,
+    /// Revisions listed, winner first.
+    pub revs: Vec<Rev>,
+    /// Whether the document is deleted.
+    pub deleted: bool,
+    /// The document, when asked for.
+    pub doc: Option<Vec<u8>>,
+}
+
+/// The rows of a change feed; [`Changes::position`] is where the feed got to.
+pub struct Changes {
+    snap: DbSnapshot,
+    merge: Merge,
+    position: SeqVector,
+    remaining: Option<u64>,
+    opts: ChangesOptions,
+}
+
+impl Changes {
+    /// The position after the last row read (the feed's `last_seq`).
+    pub fn position(&self) -> &SeqVector {
+        &self.position
+    }
+
+    fn wanted(&self, id: &str) -> bool {
+        (!self.opts.design_only || id.starts_with(crate::doc::DESIGN_PREFIX)) && self.opts.doc_ids.as_ref().is_none_or(|ids| ids.contains(id))
+    }
+
+    fn row(&self, entry: SeqEntry) -> Result<ChangeRow> {
+        let deleted = entry.deleted();
+        let revs = if self.opts.all_leaves { entry.leaves.into_iter().map(|(r, _)| r).collect() } else { entry.leaves.into_iter().take(1).map(|(r, _)| r).collect() };
+        let doc = if self.opts.include_docs {
+            match self.snap.record(&entry.id)? {
+                Some(rec) => {
+                    let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+                    Some(self.snap.render(&entry.id, &rec, w, &self.opts.doc)?)
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
+        Ok(ChangeRow { seq: self.position.clone(), id: entry.id, revs, deleted, doc })
+    }
+}
+
+impl Iterator for Changes {
+    type Item = Result<ChangeRow>;
+
+    fn next(&mut self) -> Option<Result<ChangeRow>> {
+        loop {
+            if self.remaining == Some(0) {
+                return None;
+            }
+            let (shard, entry) = match self.merge.next() {
+                Ok(Some(e)) => e,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            };
+            let seq = entry.key().try_into().map(u64::from_be_bytes).unwrap_or(0);
+            self.position.0[shard] = seq;
+            let parsed = match SeqEntry::decode(entry.value()) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            if !self.wanted(&parsed.id) {
+                continue;
+            }
+            self.remaining = self.remaining.map(|r| r - 1);
+            return Some(self.row(parsed));
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! What a shard stores per document, and the reducer that counts documents.
+//!
+//! `by_id` value (a [`DocRecord`]):
+//!
+//! ```text
+//! 0  u8   version (1)
+//! 1  u8   flags: bit 0 = the document is deleted (its winner is a tombstone)
+//! 2  u64  LE shard sequence of the document's latest change
+//! 10 u32  LE size of the winner's body (CouchDB's "external" size)
+//! 14 rev  the winning revision (varint depth, tag, id)
+//!    varint node count, then per node, parents first:
+//!         rev; varint parent index + 1 (0 = root); u8 flags (1 deleted, 2 stored, 4 blob);
+//!         if stored: varint sequence; inline body (varint length, bytes)
+//!                    or blob (20-byte blob reference, varint length)
+//! ```
+//!
+//! `by_seq` value (a [`SeqEntry`]): varint id length, id, then the leaves, winner first,
+//! each as u8 deleted and rev. It holds what a `_changes` row shows, so a feed without
+//! `include_docs` never reads `by_id`.
+
+use settee_json::Rev;
+use settee_store::{BlobRef, Reducer};
+
+use crate::codec::{put_bytes, put_rev, put_varint, Reader};
+use crate::error::{Error, Result};
+use crate::revtree::{RevNode, RevTree};
+
+/// Where a revision's body is kept.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// In the record itself (small bodies).
+    Inline(Vec<u8>),
+    /// In a blob of the shard file, with the body's length.
+    Blob(BlobRef, u64),
+}
+
+impl Body {
+    /// The body's length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Inline(b) => b.len() as u64,
+            Body::Blob(_, n) => *n,
+        }
+    }
+
+    /// Whether the body is empty (never, for a stored JSON object).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What is stored for one revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RevInfo {
+    /// Its body.
+    pub body: Body,
+    /// The shard sequence at which it was written.
+    pub seq: u64,
+}
+
+/// A document's stored state: its revision tree and latest sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocRecord {
+    /// Every known revision.
+    pub tree: RevTree<RevInfo>,
+    /// The shard sequence of the latest change.
+    pub seq: u64,
+}
+
+const VERSION: u8 = 1;
+const DELETED: u8 = 1;
+const STORED: u8 = 2;
+const BLOB: u8 = 4;
+const FIXED: usize = 14;
+
+impl DocRecord {
+    /// Encodes for the `by_id` tree.
+    pub fn encode(&self) -> Vec<u8> {
+        let winner = self.tree.winner().expect("a stored document has a revision");
+        let w = &self.tree.nodes[winner];
+        let size = w.info.as_ref().map_or(0, |i| i.body.len()).min(u64::from(u32::MAX)) as u32;
+        let mut out = Vec::with_capacity(64 + size as usize);
+        out.push(VERSION);
+        out.push(if w.deleted { DELETED } else { 0 });
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+        put_rev(&mut out, &w.rev);
+        put_varint(&mut out, self.tree.nodes.len() as u64);
+        for n in &self.tree.nodes {
+            encode_node(&mut out, n);
+        }
+        out
+    }
+
+    /// Decodes a `by_id` value.
+    pub fn decode(bytes: &[u8]) -> Result<DocRecord> {
+        let mut r = Reader::new(bytes, "document record");
+        if r.u8()? != VERSION {
+            return Err(Error::Corrupted("document record version"));
+        }
+        r.u8()?;
+        let seq = r.u64_le()?;
+        r.take(4)?;
+        r.rev()?;
+        let count = r.len()?;
+        let mut nodes = Vec::with_capacity(count.min(4096));
+        for i in 0..count {
+            nodes.push(decode_node(&mut r, i)?);
+        }
+        if nodes.is_empty() {
+            return Err(Error::Corrupted("document record without revisions"));
+        }
+        Ok(DocRecord { tree: RevTree { nodes }, seq })
+    }
+}
+
+/// The winner of a `by_id` value, read without decoding the tree (for `_all_docs`).
+pub fn peek_winner(bytes: &[u8]) -> Result<(Rev, bool)> {
+    let mut r = Reader::new(bytes, "document record");
+    if r.u8()? != VERSION {
+        return Err(Error::Corrupted("document record version"));
+    }
+    let deleted = r.u8()? & DELETED != 0;
+    r.take(FIXED - 2)?;
+    Ok((r.rev()?, deleted))
+}
+
+fn encode_node(out: &mut Vec<u8>, n: &RevNode<RevInfo>) {
+    put_rev(out, &n.rev);
+    put_varint(out, n.parent.map_or(0, |p| p as u64 + 1));
+    let mut flags = if n.deleted { DELETED } else { 0 };
+    match &n.info {
+        None => out.push(flags),
+        Some(info) => {
+            flags |= STORED;
+            if matches!(info.body, Body::Blob(..)) {
+                flags |= BLOB;
+            }
+            out.push(flags);
+            put_varint(out, info.seq);
+            match &info.body {
+                Body::Inline(b) => put_bytes(out, b),
+                Body::Blob(blob, len) => {
+                    out.extend_from_slice(&blob.encode());
+                    put_varint(out, *len);
+                }
+            }
+        }
+    }
+}
+
+fn decode_node(r: &mut Reader<'_>, index: usize) -> Result<RevNode<RevInfo>> {
+    let rev = r.rev()?;
+    let parent = match r.varint()? {
+        0 => None,
+        p if (p as usize) <= index => Some(p as usize - 1),
+        _ => return Err(Error::Corrupted("revision parent after its child")),
+    };
+    let flags = r.u8()?;
+    let info = if flags & STORED == 0 {
+        None
+    } else {
+        let seq = r.varint()?;
+        let body = if flags & BLOB == 0 {
+            Body::Inline(r.bytes()?.to_vec())
+        } else {
+            let blob = BlobRef::decode(r.take(BlobRef::ENCODED_LEN)?).ok_or(Error::Corrupted("blob reference"))?;
+            Body::Blob(blob, r.varint()?)
+        };
+        Some(RevInfo { body, seq })
+    };
+    Ok(RevNode { rev, parent, deleted: flags & DELETED != 0, info })
+}
+
+/// A `by_seq` entry: the document id and its leaves, winner first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeqEntry {
+    /// Document id.
+    pub id: String,
+    /// Leaf revisions and whether each is deleted; the winner first.
+    pub leaves: Vec<(Rev, bool)>,
+}
+
+impl SeqEntry {
+    /// The entry describing a record's current state.
+    pub fn of(id: &str, record: &DocRecord) -> SeqEntry {
+        let t = &record.tree;
+        SeqEntry { id: id.to_string(), leaves: t.leaves().into_iter().map(|i| (t.nodes[i].rev.clone(), t.nodes[i].deleted)).collect() }
+    }
+
+    /// Encodes for the `by_seq` tree.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.id.len() + 24 * self.leaves.len() + 4);
+        put_bytes(&mut out, self.id.as_bytes());
+        put_varint(&mut out, self.leaves.len() as u64);
+        for (rev, deleted) in &self.leaves {
+            out.push(u8::from(*deleted));
+            put_rev(&mut out, rev);
+        }
+        out
+    }
+
+    /// Decodes a `by_seq` value.
+    pub fn decode(bytes: &[u8]) -> Result<SeqEntry> {
+        let mut r = Reader::new(bytes, "sequence entry");
+        let id = r.str()?.to_string();
+        let n = r.len()?;
+        let mut leaves = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            let deleted = r.u8()? != 0;
+            leaves.push((r.rev()?, deleted));
+        }
+        if leaves.is_empty() {
+            return Err(Error::Corrupted("sequence entry without revisions"));
+        }
+        Ok(SeqEntry { id, leaves })
+    }
+
+    /// Whether the document is deleted.
+    pub fn deleted(&self) -> bool {
+        self.leaves[0].1
+    }
+}
+
+/// Counts live and deleted documents and their external size in `by_id`, so database info
+/// and `_all_docs` offsets are logarithmic. Reduction: three little-endian u64s.
+pub struct DocCounts;
+
+/// Live documents, deleted documents and total size of live bodies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Documents whose winner is not deleted.
+    pub live: u64,
+    /// Deleted documents.
+    pub deleted: u64,
+    /// Bytes of the winners' bodies.
+    pub external: u64,
+}
+
+impl Counts {
+    /// Reads a reduction made by [`DocCounts`] (zeros if malformed).
+    pub fn decode(bytes: &[u8]) -> Counts {
+        let word = |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        Counts { live: word(0), deleted: word(1), external: word(2) }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        [self.live, self.deleted, self.external].iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    fn add(mut self, o: Counts) -> Counts {
+        self.live = self.live.saturating_add(o.live);
+        self.deleted = self.deleted.saturating_add(o.deleted);
+        self.external = self.external.saturating_add(o.external);
+        self
+    }
+}
+
+impl Reducer for DocCounts {
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        let total = entries.iter().fold(Counts::default(), |c, (_, v)| {
+            let deleted = v.get(1).is_some_and(|f| f & DELETED != 0);
+            let size = v.get(10..14).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+            c.add(Counts { live: u64::from(!deleted), deleted: u64::from(deleted), external: if deleted { 0 } else { u64::from(size) } })
+        });
+        Ok(total.encode())
+    }
+
+    fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
+        Ok(reductions.iter().fold(Counts::default(), |c, r| c.add(Counts::decode(r))).encode())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use settee_json::RevId;
+
+    fn sample() -> DocRecord {
+        let mut tree = RevTree::default();
+        let a = tree.add_child(None, RevId::Text("a".into()), false, RevInfo { body: Body::Inline(b"{}".to_vec()), seq: 1 });
+        tree.add_child(Some(a), RevId::Hash([7; 16]), true, RevInfo { body: Body::Inline(b"{\"x\":1}".to_vec()), seq: 2 });
+        tree.merge_path(&[Rev::parse("3-c").unwrap(), Rev::parse("2-b").unwrap()], false, RevInfo { body: Body::Inline(b"{}".to_vec()), seq: 3 });
+        DocRecord { tree, seq: 3 }
+    }
+
+    #[test]
+    fn records_round_trip_and_peek_the_winner() {
+        let rec = sample();
+        let bytes = rec.encode();
+        assert_eq!(DocRecord::decode(&bytes).unwrap(), rec);
+        assert_eq!(peek_winner(&bytes).unwrap(), (Rev::parse("3-c").unwrap(), false));
+        for cut in 0..bytes.len() {
+            assert!(DocRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn seq_entries_round_trip() {
+        let e = SeqEntry::of("doc", &sample());
+        assert_eq!(e.leaves.len(), 2);
+        assert_eq!(SeqEntry::decode(&e.encode()).unwrap(), e);
+        assert!(!e.deleted());
+    }
+
+    #[test]
+    fn counts_live_and_deleted_documents() {
+        let live = sample().encode();
+        let mut dead = sample();
+        dead.tree.nodes.truncate(2);
+        let dead = dead.encode();
+        let r = DocCounts.reduce(&[(b"a", &live), (b"b", &dead), (b"c", &live)]).unwrap();
+        let c = Counts::decode(&DocCounts.rereduce(&[&r, &r]).unwrap());
+        assert_eq!(c, Counts { live: 4, deleted: 2, external: 8 });
+    }
+}

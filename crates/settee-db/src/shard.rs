@@ -1,0 +1,276 @@
+//! One shard of a database: a store file with three trees and the update job that applies
+//! document edits to them on the file's writer thread.
+//!
+//! Trees: `by_id` (document id -> [`DocRecord`]), `by_seq` (big-endian shard sequence ->
+//! [`SeqEntry`]) and `local` (`_local/` id -> revision counter and body). The header
+//! metadata holds a [`ShardMeta`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use settee_json::{new_rev_id, Rev, RevId};
+use settee_store::{Action, Durability, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn};
+
+use crate::codec::{put_bytes, put_varint, Reader};
+use crate::doc::NewDoc;
+use crate::error::{Error, Result};
+use crate::record::{Body, DocCounts, DocRecord, RevInfo, SeqEntry};
+use crate::revtree::{Merged, RevTree};
+
+/// Tree slot of the document-id tree.
+pub const BY_ID: usize = 0;
+/// Tree slot of the sequence tree.
+pub const BY_SEQ: usize = 1;
+/// Tree slot of local documents.
+pub const LOCAL: usize = 2;
+
+/// Bodies up to this size are kept in the document record; larger ones in blobs.
+const INLINE_MAX: usize = 768;
+
+/// Per-shard state kept in each commit's header.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardMeta {
+    /// Sequence of the latest document change in this shard.
+    pub update_seq: u64,
+    /// Number of purges applied.
+    pub purge_seq: u64,
+    /// How many revisions each document path keeps.
+    pub revs_limit: u64,
+    /// The database's security object, as JSON text.
+    pub security: Vec<u8>,
+}
+
+impl Default for ShardMeta {
+    fn default() -> ShardMeta {
+        ShardMeta { update_seq: 0, purge_seq: 0, revs_limit: 1000, security: Vec::new() }
+    }
+}
+
+impl ShardMeta {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = vec![1];
+        put_varint(&mut out, self.update_seq);
+        put_varint(&mut out, self.purge_seq);
+        put_varint(&mut out, self.revs_limit);
+        put_bytes(&mut out, &self.security);
+        out
+    }
+
+    /// Reads the metadata of a commit (defaults for a new file).
+    pub fn decode(bytes: &[u8]) -> Result<ShardMeta> {
+        if bytes.is_empty() {
+            return Ok(ShardMeta::default());
+        }
+        let mut r = Reader::new(bytes, "shard metadata");
+        if r.u8()? != 1 {
+            return Err(Error::Corrupted("shard metadata version"));
+        }
+        Ok(ShardMeta { update_seq: r.varint()?, purge_seq: r.varint()?, revs_limit: r.varint()?, security: r.bytes()?.to_vec() })
+    }
+}
+
+/// The store layout of a shard file.
+pub fn tree_specs() -> Vec<TreeSpec> {
+    vec![TreeSpec::bytewise(DocCounts), TreeSpec::default(), TreeSpec::default()]
+}
+
+/// How an edit is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EditMode {
+    /// A client edit: it must extend a current leaf (`new_edits=true`).
+    Interactive,
+    /// A replicated revision: merged into the tree as given (`new_edits=false`).
+    Replicated,
+}
+
+/// The outcome of one document edit.
+pub type EditResult = Result<Rev>;
+
+/// An open shard.
+pub struct Shard {
+    store: Store,
+}
+
+impl Shard {
+    /// Opens an existing shard file, or creates it when `create` is set.
+    pub fn open(path: &Path, options: StoreOptions, create: bool) -> Result<Shard> {
+        let options = StoreOptions { trees: tree_specs(), ..options };
+        let store = if create { Store::create(path, options)? } else { Store::open(path, options)? };
+        Ok(Shard { store })
+    }
+
+    /// The newest committed state.
+    pub fn snapshot(&self) -> Snapshot {
+        self.store.snapshot()
+    }
+
+    /// The underlying store (for compaction and flushing).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Applies document edits in one job; answers in the order given.
+    pub fn update_docs(&self, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability) -> Pending<Vec<EditResult>, Error> {
+        self.store.submit(durability, move |txn| apply_docs(txn, &docs, mode))
+    }
+
+    /// Writes local documents.
+    pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability) -> Pending<Vec<EditResult>, Error> {
+        self.store.submit(durability, move |txn| apply_local(txn, &docs))
+    }
+
+    /// Changes the shard metadata.
+    pub fn update_meta(&self, f: impl FnOnce(&mut ShardMeta) + Send + 'static) -> Pending<(), Error> {
+        self.store.submit(Durability::Durable, move |txn| {
+            let mut meta = ShardMeta::decode(txn.meta())?;
+            f(&mut meta);
+            txn.set_meta(meta.encode());
+            Ok(())
+        })
+    }
+}
+
+/// Applies a batch of edits: reads each record once, applies edits in order (a later edit of
+/// the same id sees the earlier one), then writes both trees in one modification each.
+fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
+    let mut meta = ShardMeta::decode(txn.meta())?;
+    // Each touched id's current record, and whether this job changed it.
+    let mut records: HashMap<&str, (Option<DocRecord>, bool)> = HashMap::new();
+    let mut seq_changes: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
+    let mut results = Vec::with_capacity(docs.len());
+    for doc in docs {
+        if !records.contains_key(doc.id.as_str()) {
+            let old = txn.get(BY_ID, doc.id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()?;
+            records.insert(&doc.id, (old, false));
+        }
+        let (slot, dirty) = records.get_mut(doc.id.as_str()).expect("just inserted");
+        let old_seq = slot.as_ref().map(|r| r.seq);
+        let next_seq = meta.update_seq + 1;
+        let body = if doc.body.len() <= INLINE_MAX { Body::Inline(doc.body.clone()) } else { Body::Blob(txn.write_blob(&doc.body)?, doc.body.len() as u64) };
+        let info = RevInfo { body, seq: next_seq };
+        match edit(slot.as_ref().map(|r| &r.tree), doc, mode, info, meta.revs_limit) {
+            Ok(Some((tree, rev))) => {
+                meta.update_seq = next_seq;
+                if let Some(old) = old_seq {
+                    if seq_changes.remove(&old).is_none() {
+                        seq_changes.insert(old, None);
+                    }
+                }
+                let record = DocRecord { tree, seq: next_seq };
+                seq_changes.insert(next_seq, Some(SeqEntry::of(&doc.id, &record).encode()));
+                *slot = Some(record);
+                *dirty = true;
+                results.push(Ok(rev));
+            }
+            Ok(None) => results.push(Ok(doc.revs[0].clone())),
+            Err(e) => results.push(Err(e)),
+        }
+    }
+    let mut by_id: Vec<Action> =
+        records.into_iter().filter(|(_, (_, dirty))| *dirty).filter_map(|(id, (rec, _))| Some(Action::Put(id.as_bytes().to_vec(), rec?.encode()))).collect();
+    by_id.sort_by(|a, b| a.key().cmp(b.key()));
+    txn.modify(BY_ID, &by_id)?;
+    let by_seq: Vec<Action> = seq_changes
+        .into_iter()
+        .map(|(seq, v)| match v {
+            Some(v) => Action::Put(seq.to_be_bytes().to_vec(), v),
+            None => Action::Delete(seq.to_be_bytes().to_vec()),
+        })
+        .collect();
+    txn.modify(BY_SEQ, &by_seq)?;
+    txn.set_meta(meta.encode());
+    Ok(results)
+}
+
+/// Applies one edit to a document's tree. `Ok(None)` means a replicated revision that was
+/// already present (nothing to write).
+fn edit(old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditMode, info: RevInfo, revs_limit: u64) -> Result<Option<(RevTree<RevInfo>, Rev)>> {
+    let mut tree = old.cloned().unwrap_or_default();
+    let leaf = match mode {
+        EditMode::Replicated => match tree.merge_path(&doc.revs, doc.deleted, info) {
+            Merged::Exists => return Ok(None),
+            Merged::Added(i) => i,
+        },
+        EditMode::Interactive => {
+            let parent = match doc.revs.first() {
+                None if tree.nodes.is_empty() => None,
+                // Recreating a deleted document continues its winning tombstone.
+                None if tree.is_deleted() => tree.winner(),
+                None => return Err(Error::Conflict),
+                Some(rev) => match tree.find(rev) {
+                    Some(i) if tree.is_leaf(i) => Some(i),
+                    _ => return Err(Error::Conflict),
+                },
+            };
+            let parent_rev = parent.map(|p| tree.nodes[p].rev.clone());
+            let id: RevId = new_rev_id(doc.deleted, parent_rev.as_ref(), &doc.edit);
+            let pos = parent_rev.as_ref().map_or(1, |r| r.pos + 1);
+            if tree.find(&Rev { pos, id: id.clone() }).is_some() {
+                return Err(Error::Conflict);
+            }
+            tree.add_child(parent, id, doc.deleted, info)
+        }
+    };
+    let rev = tree.nodes[leaf].rev.clone();
+    tree.stem(usize::try_from(revs_limit).unwrap_or(usize::MAX));
+    Ok(Some((tree, rev)))
+}
+
+/// Local documents: revisions `0-N` counting writes, no history, no sequence.
+fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
+    let mut current: HashMap<&str, Option<(u64, Vec<u8>)>> = HashMap::new();
+    let mut results = Vec::with_capacity(docs.len());
+    for doc in docs {
+        if !current.contains_key(doc.id.as_str()) {
+            let old = txn.get(LOCAL, doc.id.as_bytes())?.map(|e| decode_local(e.value())).transpose()?;
+            current.insert(&doc.id, old);
+        }
+        let slot = current.get_mut(doc.id.as_str()).expect("just inserted");
+        let have = slot.as_ref().map(|(n, _)| *n);
+        let given = match doc.revs.first() {
+            None => None,
+            Some(Rev { pos: 0, id: RevId::Text(t) }) => Some(t.parse::<u64>().map_err(|_| Error::BadRequest("Invalid rev format".into()))?),
+            Some(_) => {
+                results.push(Err(Error::Conflict));
+                continue;
+            }
+        };
+        if given != have && !(given.is_none() && have.is_none()) {
+            results.push(Err(if have.is_none() && doc.deleted { Error::NotFound("missing") } else { Error::Conflict }));
+            continue;
+        }
+        if doc.deleted {
+            *slot = None;
+            results.push(Ok(Rev { pos: 0, id: RevId::Text("0".into()) }));
+        } else {
+            let n = have.unwrap_or(0) + 1;
+            *slot = Some((n, doc.body.clone()));
+            results.push(Ok(Rev { pos: 0, id: RevId::Text(n.to_string().into()) }));
+        }
+    }
+    let mut actions: Vec<Action> = current
+        .into_iter()
+        .map(|(id, v)| match v {
+            Some((n, body)) => Action::Put(id.as_bytes().to_vec(), encode_local(n, &body)),
+            None => Action::Delete(id.as_bytes().to_vec()),
+        })
+        .collect();
+    actions.sort_by(|a, b| a.key().cmp(b.key()));
+    txn.modify(LOCAL, &actions)?;
+    Ok(results)
+}
+
+fn encode_local(n: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 10);
+    put_varint(&mut out, n);
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads a `local` tree value: the revision counter and the body.
+pub fn decode_local(bytes: &[u8]) -> Result<(u64, Vec<u8>)> {
+    let mut r = Reader::new(bytes, "local document");
+    let n = r.varint()?;
+    Ok((n, r.rest().to_vec()))
+}

@@ -1,0 +1,161 @@
+//! The database layer end to end on real files: edits, conflicts, history, feeds, reopening.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+use settee_db::{AllDocsOptions, Catalog, CatalogOptions, ChangesOptions, DocLimits, DocOptions, Durability, EditMode, Error, NewDoc, SeqVector};
+use settee_json::Rev;
+
+fn doc(v: Value) -> NewDoc {
+    NewDoc::from_json(v, None, || "generated".into(), DocLimits::default()).unwrap()
+}
+
+async fn put(db: &settee_db::Database, v: Value) -> Result<Rev, Error> {
+    db.update(vec![doc(v)], EditMode::Interactive, Durability::Durable).await.unwrap().pop().unwrap()
+}
+
+fn get(db: &settee_db::Database, id: &str) -> Result<Value, Error> {
+    db.snapshot().open_doc(id, None, &DocOptions::default()).map(|b| serde_json::from_slice(&b).unwrap())
+}
+
+#[tokio::test]
+async fn edits_follow_couchdb_revision_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("people", None).unwrap();
+    assert!(matches!(catalog.create("people", None), Err(Error::DatabaseExists)));
+
+    let r1 = put(&db, json!({"_id": "ann", "age": 30})).await.unwrap();
+    assert_eq!(r1.pos, 1);
+    assert_eq!(get(&db, "ann").unwrap(), json!({"_id": "ann", "_rev": r1.to_string(), "age": 30}));
+    assert!(matches!(put(&db, json!({"_id": "ann", "age": 31})).await, Err(Error::Conflict)), "no rev on a live doc");
+    let r2 = put(&db, json!({"_id": "ann", "_rev": r1.to_string(), "age": 31})).await.unwrap();
+    assert_eq!(r2.pos, 2);
+    assert!(matches!(put(&db, json!({"_id": "ann", "_rev": r1.to_string(), "age": 32})).await, Err(Error::Conflict)), "stale rev");
+    // The same edit on the same parent gives the same revision id.
+    let other = catalog.create("other", None).unwrap();
+    assert_eq!(put(&other, json!({"_id": "ann", "age": 30})).await.unwrap(), r1);
+
+    let r3 = put(&db, json!({"_id": "ann", "_rev": r2.to_string(), "_deleted": true})).await.unwrap();
+    assert!(matches!(get(&db, "ann"), Err(Error::NotFound("deleted"))));
+    let tomb: Value = serde_json::from_slice(&db.snapshot().open_doc("ann", Some(&r3), &DocOptions::default()).unwrap()).unwrap();
+    assert_eq!(tomb["_deleted"], true);
+    // Recreating a deleted document continues its history.
+    let r4 = put(&db, json!({"_id": "ann", "back": true})).await.unwrap();
+    assert_eq!(r4.pos, 4);
+    let with_revs: Value = serde_json::from_slice(&db.snapshot().open_doc("ann", None, &DocOptions { revs: true, revs_info: true, ..Default::default() }).unwrap()).unwrap();
+    assert_eq!(with_revs["_revisions"]["start"], 4);
+    assert_eq!(with_revs["_revisions"]["ids"].as_array().unwrap().len(), 4);
+    assert_eq!(with_revs["_revs_info"][1]["status"], "deleted");
+    assert!(matches!(get(&db, "nobody"), Err(Error::NotFound("missing"))));
+}
+
+#[tokio::test]
+async fn replicated_edits_make_conflicts_and_a_deterministic_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("r", Some(1)).unwrap();
+    let base = put(&db, json!({"_id": "d", "v": 0})).await.unwrap();
+    let branch = |id: &str, v: i64| doc(json!({"_id": "d", "v": v, "_revisions": {"start": 2, "ids": [id, base.id.to_string()]}}));
+    let results = db.update(vec![branch("aaaa", 1), branch("bbbb", 2), branch("aaaa", 1)], EditMode::Replicated, Durability::Durable).await.unwrap();
+    assert!(results.iter().all(Result::is_ok));
+    let doc: Value = serde_json::from_slice(&db.snapshot().open_doc("d", None, &DocOptions { conflicts: true, ..Default::default() }).unwrap()).unwrap();
+    assert_eq!(doc["_rev"], "2-bbbb", "the higher revision id wins");
+    assert_eq!(doc["_conflicts"], json!(["2-aaaa"]));
+    // Deleting the winner lets the other branch win.
+    put(&db, json!({"_id": "d", "_rev": "2-bbbb", "_deleted": true})).await.unwrap();
+    assert_eq!(get(&db, "d").unwrap()["_rev"], "2-aaaa");
+    let seq = db.snapshot().seq().unwrap();
+    assert_eq!(seq.total(), 4, "create, two branches, delete: the repeated branch took no sequence");
+}
+
+#[tokio::test]
+async fn all_docs_and_changes_merge_shards_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("many", Some(3)).unwrap();
+    let docs: Vec<NewDoc> = (0..200).map(|i| doc(json!({"_id": format!("doc{i:03}"), "i": i}))).collect();
+    let results = db.update(docs, EditMode::Interactive, Durability::Durable).await.unwrap();
+    assert!(results.iter().all(Result::is_ok));
+    put(&db, json!({"_id": "doc005", "_rev": results[5].as_ref().unwrap().to_string(), "_deleted": true})).await.unwrap();
+
+    let snap = db.snapshot();
+    assert_eq!(snap.counts().unwrap().live, 199);
+    let ids: Vec<String> = snap.all_docs(AllDocsOptions::default()).unwrap().map(|r| r.unwrap().id).collect();
+    let mut want: Vec<String> = (0..200).filter(|&i| i != 5).map(|i| format!("doc{i:03}")).collect();
+    assert_eq!(ids, want);
+    let page: Vec<String> = snap
+        .all_docs(AllDocsOptions { start: Some("doc010".into()), end: Some("doc003".into()), descending: true, skip: 2, limit: Some(3), inclusive_end: true, ..Default::default() })
+        .unwrap()
+        .map(|r| r.unwrap().id)
+        .collect();
+    assert_eq!(page, ["doc008", "doc007", "doc006"]);
+    assert_eq!(snap.offset_of(Some("doc010"), false).unwrap(), 9);
+
+    // Changes: every document once, latest edit last; resuming from any row's seq.
+    let all: Vec<_> = snap.changes(&SeqVector::zero(3), ChangesOptions::default()).unwrap().map(Result::unwrap).collect();
+    assert_eq!(all.len(), 200);
+    assert!(all.iter().any(|r| r.id == "doc005" && r.deleted));
+    for cut in [0, 17, 150, 199] {
+        let rest: HashSet<String> = snap.changes(&all[cut].seq, ChangesOptions::default()).unwrap().map(|r| r.unwrap().id).collect();
+        let want: HashSet<String> = all[cut + 1..].iter().map(|r| r.id.clone()).collect();
+        assert_eq!(rest, want, "resume after row {cut}");
+        let encoded = SeqVector::parse(&all[cut].seq.encode(), 3).unwrap();
+        assert_eq!(encoded, all[cut].seq);
+    }
+    assert_eq!(snap.pending(&all[150].seq).unwrap(), 49);
+    let only: Vec<_> = snap
+        .changes(&SeqVector::zero(3), ChangesOptions { doc_ids: Some(["doc001".to_string()].into()), include_docs: true, ..Default::default() })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(only.len(), 1);
+    assert_eq!(serde_json::from_slice::<Value>(only[0].doc.as_ref().unwrap()).unwrap()["i"], 1);
+
+    // Everything survives a reopen.
+    let seq = snap.seq().unwrap();
+    drop((snap, db, catalog));
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.get("many").unwrap();
+    assert_eq!(db.snapshot().seq().unwrap(), seq);
+    want.truncate(3);
+    let ids: Vec<String> = db.snapshot().all_docs(AllDocsOptions { limit: Some(3), ..Default::default() }).unwrap().map(|r| r.unwrap().id).collect();
+    assert_eq!(ids, want);
+}
+
+#[tokio::test]
+async fn local_documents_count_their_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("l", None).unwrap();
+    let r = put(&db, json!({"_id": "_local/cp", "seq": 1})).await.unwrap();
+    assert_eq!(r.to_string(), "0-1");
+    assert!(matches!(put(&db, json!({"_id": "_local/cp", "seq": 2})).await, Err(Error::Conflict)));
+    let r = put(&db, json!({"_id": "_local/cp", "_rev": "0-1", "seq": 2})).await.unwrap();
+    assert_eq!(r.to_string(), "0-2");
+    assert_eq!(db.snapshot().local("_local/cp").unwrap().unwrap(), (2, br#"{"seq":2}"#.to_vec()));
+    assert_eq!(db.snapshot().seq().unwrap().total(), 0, "local docs take no sequence");
+    let r = put(&db, json!({"_id": "_local/cp", "_rev": "0-2", "_deleted": true})).await.unwrap();
+    assert_eq!(r.to_string(), "0-0");
+    assert!(db.snapshot().local("_local/cp").unwrap().is_none());
+}
+
+#[tokio::test]
+async fn catalog_lists_deletes_and_bounds_open_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions { max_dbs_open: 3, ..Default::default() }).unwrap();
+    for i in 0..10 {
+        let db = catalog.create(&format!("db{i}/x"), Some(1)).unwrap();
+        put(&db, json!({"_id": "a"})).await.unwrap();
+    }
+    assert!(catalog.open_count() <= 3, "{} open", catalog.open_count());
+    assert_eq!(catalog.list().unwrap().len(), 10);
+    assert_eq!(catalog.list().unwrap()[0], "db0/x");
+    let db = catalog.get("db0/x").unwrap();
+    assert!(get(&db, "a").is_ok(), "reopened transparently");
+    catalog.delete("db3/x").unwrap();
+    assert!(matches!(catalog.get("db3/x"), Err(Error::NoDatabase)));
+    assert!(matches!(catalog.delete("db3/x"), Err(Error::NoDatabase)));
+    assert!(matches!(catalog.create("Bad", None), Err(Error::IllegalDatabaseName(_))));
+    assert_eq!(catalog.list().unwrap().len(), 9);
+}
