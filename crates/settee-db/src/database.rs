@@ -1,6 +1,7 @@
 //! A database: `q` shard files, each document in the shard its id hashes to.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use settee_store::{Durability, StoreOptions};
@@ -23,6 +24,8 @@ pub struct Database {
     shards: Vec<Shard>,
     /// Bumped after every write, so change feeds wake without polling.
     changed: watch::Sender<u64>,
+    /// Set while a compaction runs.
+    compacting: Arc<AtomicBool>,
 }
 
 impl Database {
@@ -45,7 +48,7 @@ impl Database {
     }
 
     fn new(dir: &Path, name: &str, shards: Vec<Shard>) -> Database {
-        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed: watch::channel(0).0 }
+        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed: watch::channel(0).0, compacting: Arc::new(AtomicBool::new(false)) }
     }
 
     /// The database name.
@@ -123,6 +126,29 @@ impl Database {
             p.await?;
         }
         Ok(())
+    }
+
+    /// Whether a compaction is running.
+    pub fn compact_running(&self) -> bool {
+        self.compacting.load(Ordering::Acquire)
+    }
+
+    /// Starts compacting every shard in the background (dropping the bodies of superseded
+    /// revisions); false if one is already running.
+    pub fn start_compaction(self: &Arc<Self>) -> bool {
+        if self.compacting.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let db = self.clone();
+        std::thread::spawn(move || {
+            for shard in &db.shards {
+                if let Err(e) = shard.store().compact(Arc::new(crate::shard::DocRewriter), &|_, _| {}) {
+                    eprintln!("compaction of {} failed: {e}", db.name);
+                }
+            }
+            db.compacting.store(false, Ordering::Release);
+        });
+        true
     }
 
     /// Commits batched writes of every shard and waits until they are durable.

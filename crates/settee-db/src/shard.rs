@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use settee_json::{new_rev_id, Rev, RevId};
-use settee_store::{Action, Durability, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn};
+use settee_store::{Action, BlobCopier, Durability, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn, ValueRewriter};
 
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::doc::NewDoc;
@@ -273,4 +273,28 @@ pub fn decode_local(bytes: &[u8]) -> Result<(u64, Vec<u8>)> {
     let mut r = Reader::new(bytes, "local document");
     let n = r.varint()?;
     Ok((n, r.rest().to_vec()))
+}
+
+/// Compaction of a shard: copies the bodies of leaf revisions (and their blobs) and drops
+/// the bodies of superseded revisions, which then read as "missing", as in CouchDB.
+pub struct DocRewriter;
+
+impl ValueRewriter for DocRewriter {
+    fn rewrite(&self, tree: usize, _key: &[u8], value: &[u8], blobs: &mut BlobCopier<'_>) -> settee_store::Result<Option<Vec<u8>>> {
+        if tree != BY_ID {
+            return Ok(None);
+        }
+        let Ok(mut record) = DocRecord::decode(value) else { return Ok(None) };
+        let leaves: std::collections::HashSet<usize> = record.tree.leaves().into_iter().collect();
+        for (i, node) in record.tree.nodes.iter_mut().enumerate() {
+            if !leaves.contains(&i) {
+                node.info = None;
+                continue;
+            }
+            if let Some(RevInfo { body: Body::Blob(blob, _), .. }) = &mut node.info {
+                *blob = blobs.copy(blob)?;
+            }
+        }
+        Ok(Some(record.encode()))
+    }
 }

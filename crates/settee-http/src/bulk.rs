@@ -1,0 +1,146 @@
+//! Many documents per request: `_bulk_docs`, `_bulk_get`, `_revs_diff`, `_missing_revs`.
+
+use std::sync::Arc;
+
+use hyper::Method;
+use serde_json::{json, Map, Value};
+use settee_db::{DbSnapshot, DocOptions, Durability, EditMode, NewDoc};
+use settee_json::Rev;
+
+use crate::db::open;
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Response};
+use crate::request::Req;
+use crate::server::State;
+
+fn post_json(req: &Req) -> HttpResult<()> {
+    if req.method != Method::POST {
+        return Err(HttpError::method_not_allowed("POST"));
+    }
+    req.require_json()
+}
+
+/// `POST /{db}/_bulk_docs`.
+pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    post_json(req)?;
+    let db = open(state, name)?;
+    let mut body = req.json_object(state.max_request).await?;
+    let docs = match body.remove("docs") {
+        Some(Value::Array(d)) => d,
+        Some(_) => return Err(HttpError::bad_request("`docs` parameter must be an array.")),
+        None => return Err(HttpError::bad_request("POST body must include `docs` parameter.")),
+    };
+    let new_edits = match body.get("new_edits") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(HttpError::bad_request("`new_edits` parameter must be a boolean.")),
+    };
+    let parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), state.limits)).collect::<Result<Vec<_>, _>>()?;
+    if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
+        return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
+    }
+    let ids: Vec<String> = parsed.iter().map(|d| d.id.clone()).collect();
+    let mode = if new_edits { EditMode::Interactive } else { EditMode::Replicated };
+    let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
+    let results = db.update(parsed, mode, durability).await?;
+    let mut out = Vec::with_capacity(results.len());
+    for (id, result) in ids.into_iter().zip(results) {
+        match result {
+            Ok(rev) if new_edits => out.push(json!({"ok": true, "id": id, "rev": rev.to_string()})),
+            Ok(_) => {}
+            Err(e) => {
+                let h = HttpError::from(e);
+                out.push(json!({"id": id, "error": h.error, "reason": h.reason}));
+            }
+        }
+    }
+    Ok(reply::json(201, &json!(out)))
+}
+
+/// `POST /{db}/_bulk_get`.
+pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    post_json(req)?;
+    for p in ["rev", "open_revs", "new_edits", "w", "atts_since"] {
+        if req.query.get(p).is_some() {
+            return Err(HttpError::bad_request(format!("\"{p}\" query parameter is not acceptable")));
+        }
+    }
+    let db = open(state, name)?;
+    let body = req.json_object(state.max_request).await?;
+    let Some(Value::Array(wanted)) = body.get("docs") else {
+        return Err(HttpError::bad_request("Missing JSON list of 'docs'."));
+    };
+    let opts = DocOptions { revs: req.query.flag("revs")?, ..Default::default() };
+    let snap = db.snapshot();
+    let results: Vec<Value> = wanted.iter().map(|w| bulk_get_one(&snap, w, &opts)).collect::<HttpResult<_>>()?;
+    Ok(reply::json(200, &json!({"results": results})))
+}
+
+fn bulk_get_one(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions) -> HttpResult<Value> {
+    let error = |id: &Value, rev: &Value, e: &str, r: &str| json!({"error": {"id": id, "rev": rev, "error": e, "reason": r}});
+    let Some(id) = wanted.get("id").and_then(Value::as_str) else {
+        let rev = wanted.get("rev").cloned().unwrap_or(Value::Null);
+        return Ok(json!({"id": Value::Null, "docs": [error(&Value::Null, &rev, "bad_request", "document id missed")]}));
+    };
+    let idv = json!(id);
+    let record = snap.record(id)?;
+    let docs: Vec<Value> = match wanted.get("rev") {
+        Some(rev_value) => {
+            let text = rev_value.as_str().unwrap_or("");
+            let Ok(rev) = Rev::parse(text) else {
+                return Ok(json!({"id": id, "docs": [error(&idv, rev_value, "bad_request", "Invalid rev format")]}));
+            };
+            let found = record.as_ref().and_then(|rec| rec.tree.find(&rev).filter(|&i| rec.tree.nodes[i].info.is_some()).map(|i| (rec, i)));
+            match found {
+                Some((rec, i)) => vec![json!({"ok": parse(&snap.render(id, rec, i, opts)?)?})],
+                None => vec![error(&idv, rev_value, "not_found", "missing")],
+            }
+        }
+        None => match &record {
+            None => vec![error(&idv, &json!("undefined"), "not_found", "missing")],
+            Some(rec) => rec.tree.leaves().into_iter().map(|l| Ok(json!({"ok": parse(&snap.render(id, rec, l, opts)?)?}))).collect::<HttpResult<_>>()?,
+        },
+    };
+    Ok(json!({"id": id, "docs": docs}))
+}
+
+fn parse(bytes: &[u8]) -> HttpResult<Value> {
+    serde_json::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
+}
+
+/// `POST /{db}/_revs_diff` (and the older `_missing_revs` shape).
+pub async fn revs_diff(state: &Arc<State>, req: &mut Req, name: &str, missing_revs: bool) -> HttpResult<Response> {
+    post_json(req)?;
+    let db = open(state, name)?;
+    let body = req.json_object(state.max_request).await?;
+    let snap = db.snapshot();
+    let mut out = Map::new();
+    for (id, revs) in body {
+        let Value::Array(revs) = revs else { return Err(HttpError::bad_request("Invalid list of revisions")) };
+        let revs: Vec<Rev> = revs.iter().map(|r| r.as_str().and_then(|s| Rev::parse(s).ok()).ok_or_else(|| HttpError::bad_request("Invalid rev format"))).collect::<HttpResult<_>>()?;
+        let record = snap.record(&id)?;
+        let missing: Vec<&Rev> = match &record {
+            Some(rec) => rec.tree.missing(&revs),
+            None => revs.iter().collect(),
+        };
+        if missing.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        if missing_revs {
+            out.insert(id, json!(names));
+            continue;
+        }
+        let mut entry = json!({"missing": names});
+        if let Some(rec) = &record {
+            let max_pos = missing.iter().map(|r| r.pos).max().unwrap_or(0);
+            let ancestors: Vec<String> = rec.tree.leaves().into_iter().map(|l| &rec.tree.nodes[l].rev).filter(|r| r.pos < max_pos).map(ToString::to_string).collect();
+            if !ancestors.is_empty() {
+                entry["possible_ancestors"] = json!(ancestors);
+            }
+        }
+        out.insert(id, entry);
+    }
+    let body = if missing_revs { json!({"missing_revs": out}) } else { Value::Object(out) };
+    Ok(reply::json(200, &body))
+}

@@ -1,0 +1,233 @@
+//! `/{db}/_changes`: normal, longpoll, continuous and eventsource feeds. Feeds wait on the
+//! database's write notifications, never polling the disk; each waiting feed costs a task and
+//! a channel, so thousands can listen at once.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Method;
+use serde_json::{json, Value};
+use settee_db::{ChangeRow, ChangesOptions, Database, DocOptions, SeqVector};
+use tokio::time::Instant;
+
+use crate::db::open;
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Gone, Response, Sink};
+use crate::request::Req;
+use crate::server::State;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Feed {
+    Normal,
+    Longpoll,
+    Continuous,
+    EventSource,
+}
+
+struct Params {
+    feed: Feed,
+    since: SeqVector,
+    opts: ChangesOptions,
+    heartbeat: Option<Duration>,
+    timeout: Option<Duration>,
+}
+
+/// Handles a `_changes` request.
+pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let mut body_doc_ids = None;
+    match req.method {
+        Method::GET | Method::HEAD => {}
+        Method::POST => {
+            req.require_json()?;
+            let body = req.bytes(state.max_request).await?;
+            if !body.is_empty() {
+                let v: Value = serde_json::from_slice(&body).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
+                body_doc_ids = v.get("doc_ids").cloned();
+            }
+        }
+        _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
+    }
+    let params = params(req, &db, body_doc_ids)?;
+    let (content_type, feed) = match params.feed {
+        Feed::EventSource => ("text/event-stream", params.feed),
+        f => ("application/json", f),
+    };
+    let (resp, sink) = reply::channel(200, content_type);
+    tokio::spawn(async move {
+        let _ = run(db, params, sink, feed).await;
+    });
+    Ok(resp)
+}
+
+fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>) -> HttpResult<Params> {
+    let q = &req.query;
+    let feed = match q.get("feed").unwrap_or("normal") {
+        "normal" => Feed::Normal,
+        "longpoll" => Feed::Longpoll,
+        "continuous" | "live" => Feed::Continuous,
+        "eventsource" => Feed::EventSource,
+        _ => return Err(HttpError::bad_request("Supported `feed` types: normal, continuous, live, longpoll, eventsource")),
+    };
+    let descending = q.flag("descending")?;
+    let since_text = req.header("last-event-id").map(str::to_string).or_else(|| q.get("since").map(str::to_string));
+    let since = match since_text.as_deref().map(|s| s.trim_matches('"')) {
+        None | Some("0") | Some("") => SeqVector::zero(db.q()),
+        Some("now") => db.snapshot().seq()?,
+        Some(s) => SeqVector::parse(s, db.q())?,
+    };
+    let heartbeat = match q.get("heartbeat") {
+        None => None,
+        Some("true") => Some(Duration::from_millis(60_000)),
+        Some(v) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 => Some(Duration::from_millis(ms)),
+            _ => return Err(HttpError::bad_request("The heartbeat value should be a positive integer (in milliseconds).")),
+        },
+    };
+    let timeout = q.u64("timeout")?.map(Duration::from_millis);
+    let mut opts = ChangesOptions {
+        descending,
+        limit: q.u64("limit")?,
+        include_docs: q.flag("include_docs")?,
+        doc: DocOptions { conflicts: q.flag("conflicts")?, ..Default::default() },
+        all_leaves: q.get("style") == Some("all_docs"),
+        doc_ids: None,
+        design_only: false,
+    };
+    match q.get("filter") {
+        None => {}
+        Some("_doc_ids") => {
+            let ids = match body_doc_ids.or(q.json("doc_ids")?) {
+                Some(Value::Array(ids)) => ids.into_iter().filter_map(|v| v.as_str().map(str::to_string)).collect::<HashSet<_>>(),
+                _ => return Err(HttpError::bad_request("`doc_ids` filter parameter is not a list of doc ids.")),
+            };
+            opts.doc_ids = Some(ids);
+        }
+        Some("_design") => opts.design_only = true,
+        Some(f) => return Err(HttpError::bad_request(format!("filter `{f}` is not supported yet"))),
+    }
+    Ok(Params { feed, since, opts, heartbeat, timeout })
+}
+
+fn row_json(row: &ChangeRow) -> Vec<u8> {
+    let changes: Vec<Value> = row.revs.iter().map(|r| json!({"rev": r.to_string()})).collect();
+    let mut v = json!({"seq": row.seq.encode(), "id": row.id, "changes": changes});
+    if row.deleted {
+        v["deleted"] = json!(true);
+    }
+    let mut out = serde_json::to_vec(&v).expect("json");
+    if let Some(doc) = &row.doc {
+        out.pop();
+        out.extend_from_slice(b",\"doc\":");
+        out.extend_from_slice(doc);
+        out.push(b'}');
+    }
+    out
+}
+
+/// Writes the changes after `position` from a fresh snapshot; returns the new position and
+/// how many rows were written.
+async fn batch(db: &Arc<Database>, mut sink: Sink, position: SeqVector, opts: ChangesOptions, feed: Feed, first: bool) -> Result<(Sink, SeqVector, u64), Gone> {
+    let db = db.clone();
+    tokio::task::spawn_blocking(move || {
+        let snap = db.snapshot();
+        let mut changes = match snap.changes(&position, opts) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "reading changes");
+                return Ok((sink, position, 0));
+            }
+        };
+        let mut n = 0u64;
+        for row in changes.by_ref() {
+            let row = match row {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "reading changes");
+                    break;
+                }
+            };
+            let json = row_json(&row);
+            match feed {
+                Feed::Normal | Feed::Longpoll => {
+                    sink.write(if first && n == 0 { b"" } else { b",\r\n" })?;
+                    sink.write(&json)?;
+                }
+                Feed::Continuous => {
+                    sink.write(&json)?;
+                    sink.write(b"\n")?;
+                }
+                Feed::EventSource => {
+                    sink.write(b"data: ")?;
+                    sink.write(&json)?;
+                    sink.write(format!("\nid: \"{}\"\n\n", row.seq.encode()).as_bytes())?;
+                }
+            }
+            n += 1;
+        }
+        let position = changes.position().clone();
+        sink.flush()?;
+        Ok((sink, position, n))
+    })
+    .await
+    .unwrap_or(Err(Gone))
+}
+
+async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result<(), Gone> {
+    let mut rx = db.subscribe();
+    if matches!(feed, Feed::Normal | Feed::Longpoll) {
+        sink.write(b"{\"results\":[\n")?;
+    }
+    let waits = feed != Feed::Normal && !p.opts.descending;
+    let default_timeout = if p.heartbeat.is_some() { None } else { Some(Duration::from_millis(60_000)) };
+    let deadline = p.timeout.or(default_timeout).map(|t| Instant::now() + t);
+    let mut position = p.since.clone();
+    let mut remaining = p.opts.limit;
+    let mut first = true;
+    loop {
+        rx.borrow_and_update();
+        let opts = ChangesOptions { limit: remaining, ..p.opts.clone() };
+        let (s, pos, n) = batch(&db, sink, position, opts, feed, first).await?;
+        sink = s;
+        position = pos;
+        first &= n == 0;
+        remaining = remaining.map(|r| r.saturating_sub(n));
+        let done = !waits || remaining == Some(0) || (feed == Feed::Longpoll && n > 0);
+        if done || !wait(&mut rx, &mut sink, p.heartbeat, deadline, feed).await? {
+            break;
+        }
+    }
+    let pending = db.snapshot().pending(&position).unwrap_or(0);
+    let last = position.encode();
+    match feed {
+        Feed::Normal | Feed::Longpoll => sink.send(format!("\n],\n\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes()).await,
+        Feed::Continuous => sink.send(format!("{{\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes()).await,
+        Feed::EventSource => Ok(()),
+    }
+}
+
+/// Waits for a write, sending heartbeats; false once the feed's time is up.
+async fn wait(rx: &mut tokio::sync::watch::Receiver<u64>, sink: &mut Sink, heartbeat: Option<Duration>, deadline: Option<Instant>, feed: Feed) -> Result<bool, Gone> {
+    loop {
+        let beat = heartbeat.map(|h| Instant::now() + h);
+        let until = match (beat, deadline) {
+            (Some(b), Some(d)) => b.min(d),
+            (Some(b), None) => b,
+            (None, Some(d)) => d,
+            (None, None) => Instant::now() + Duration::from_secs(3600),
+        };
+        tokio::select! {
+            changed = rx.changed() => return Ok(changed.is_ok()),
+            _ = tokio::time::sleep_until(until) => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(false);
+                }
+                if heartbeat.is_some() {
+                    let beat: &[u8] = if feed == Feed::EventSource { b"event: heartbeat\ndata: \n\n" } else { b"\n" };
+                    sink.send(beat).await?;
+                }
+            }
+        }
+    }
+}

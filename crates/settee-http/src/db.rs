@@ -1,0 +1,299 @@
+//! Database endpoints: create, info, delete, `_all_docs` and friends, `_revs_limit`,
+//! `_security`, compaction and commits.
+
+use std::sync::Arc;
+
+use hyper::header::LOCATION;
+use hyper::Method;
+use serde_json::{json, Value};
+use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
+
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Response, Sink};
+use crate::request::Req;
+use crate::server::{require_admin, State};
+
+/// `PUT/GET/HEAD/DELETE/POST /{db}`.
+pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    match req.method {
+        Method::PUT => {
+            require_admin(req)?;
+            let q = req.query.u64("q")?.map(|q| q as usize);
+            if q == Some(0) {
+                return Err(HttpError::bad_request("`q` must be a positive integer"));
+            }
+            let st = state.clone();
+            let n = name.to_string();
+            tokio::task::spawn_blocking(move || st.catalog.create(&n, q)).await.map_err(join_error)??;
+            Ok(reply::with_header(reply::json(201, &json!({"ok": true})), LOCATION, &format!("/{name}")))
+        }
+        Method::GET | Method::HEAD => {
+            let db = open(state, name)?;
+            Ok(reply::json(200, &db_info(&db)?))
+        }
+        Method::DELETE => {
+            require_admin(req)?;
+            if req.query.get("rev").is_some() {
+                return Err(HttpError::bad_request("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?"));
+            }
+            let st = state.clone();
+            let n = name.to_string();
+            tokio::task::spawn_blocking(move || st.catalog.delete(&n)).await.map_err(join_error)??;
+            Ok(reply::ok())
+        }
+        Method::POST => crate::doc::post(state, req, name).await,
+        _ => Err(HttpError::method_not_allowed("DELETE,GET,HEAD,POST,PUT")),
+    }
+}
+
+/// An open database, or 404.
+pub fn open(state: &State, name: &str) -> HttpResult<Arc<Database>> {
+    Ok(state.catalog.get(name)?)
+}
+
+/// A blocking task that failed to finish.
+pub fn join_error(_: tokio::task::JoinError) -> HttpError {
+    HttpError::new(500, "unknown_error", "the operation failed")
+}
+
+/// CouchDB's database information object.
+pub fn db_info(db: &Database) -> HttpResult<Value> {
+    let snap = db.snapshot();
+    let counts = snap.counts()?;
+    let file: u64 = db.shards().iter().filter_map(|s| std::fs::metadata(s.store().path()).ok()).map(|m| m.len()).sum();
+    let meta = snap.meta()?;
+    let purge = settee_db::SeqVector(vec![meta.purge_seq; db.q()]).encode();
+    Ok(json!({
+        "db_name": db.name(),
+        "purge_seq": purge,
+        "update_seq": snap.seq()?.encode(),
+        "sizes": {"file": file, "external": counts.external, "active": counts.external},
+        "props": {},
+        "doc_del_count": counts.deleted,
+        "doc_count": counts.live,
+        "disk_format_version": 8,
+        "compact_running": db.compact_running(),
+        "cluster": {"q": db.q(), "n": 1, "w": 1, "r": 1},
+        "instance_start_time": "0",
+    }))
+}
+
+fn key_param(req: &Req, names: &[&str]) -> HttpResult<Option<String>> {
+    match req.query.json_any(names)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(HttpError::query_parse("Document ids in _all_docs keys must be strings")),
+    }
+}
+
+/// `GET/POST /{db}/_all_docs`, `_design_docs` and `_local_docs`.
+pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let mut keys: Option<Vec<Value>> = match req.query.json("keys")? {
+        Some(Value::Array(k)) => Some(k),
+        Some(_) => return Err(HttpError::bad_request("`keys` parameter must be an array.")),
+        None => None,
+    };
+    match req.method {
+        Method::GET | Method::HEAD => {}
+        Method::POST => {
+            req.require_json()?;
+            let body = req.json_object(state.max_request).await?;
+            match body.get("keys") {
+                Some(Value::Array(k)) => keys = Some(k.clone()),
+                Some(_) => return Err(HttpError::bad_request("`keys` body member must be an array.")),
+                None => {}
+            }
+        }
+        _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
+    }
+    let q = &req.query;
+    let mut opts = AllDocsOptions {
+        start: key_param(req, &["start_key", "startkey"])?,
+        end: key_param(req, &["end_key", "endkey"])?,
+        inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
+        descending: q.flag("descending")?,
+        skip: q.u64("skip")?.unwrap_or(0),
+        limit: q.u64("limit")?,
+        include_docs: q.flag("include_docs")?,
+        doc: DocOptions { conflicts: q.flag("conflicts")?, ..Default::default() },
+        local: which == "_local_docs",
+    };
+    if let Some(key) = key_param(req, &["key"])? {
+        opts.start = Some(key.clone());
+        opts.end = Some(key);
+        opts.inclusive_end = true;
+    }
+    if which == "_design_docs" {
+        clamp_to_design(&mut opts);
+    }
+    let update_seq = q.flag("update_seq")?;
+    let snap = db.snapshot();
+    let total = snap.counts()?.live;
+    if let Some(keys) = keys {
+        return Ok(keyed_rows(snap, keys, opts, total));
+    }
+    let offset = snap.offset_of(opts.start.as_deref(), opts.descending)?;
+    let mut head = format!("{{\"total_rows\":{total},\"offset\":{},", offset + opts.skip);
+    if update_seq {
+        head.push_str(&format!("\"update_seq\":\"{}\",", snap.seq()?.encode()));
+    }
+    head.push_str("\"rows\":[\r\n");
+    let rows = snap.all_docs(opts)?;
+    Ok(reply::stream(200, move |sink| {
+        sink.write(head.as_bytes())?;
+        let mut first = true;
+        for row in rows {
+            let row = match row {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "reading _all_docs");
+                    break;
+                }
+            };
+            sink.write(if first { b"" } else { b",\r\n" })?;
+            first = false;
+            write_row(sink, &row)?;
+        }
+        sink.write(b"\r\n]}\n")
+    }))
+}
+
+fn clamp_to_design(opts: &mut AllDocsOptions) {
+    let (lo, hi) = (DESIGN_PREFIX.to_string(), "_design0".to_string());
+    let (start, end) = if opts.descending { (&mut opts.end, &mut opts.start) } else { (&mut opts.start, &mut opts.end) };
+    if start.as_ref().is_none_or(|s| *s < lo) {
+        *start = Some(lo);
+    }
+    if end.as_ref().is_none_or(|e| *e > hi) {
+        *end = Some(hi);
+        if !opts.descending {
+            opts.inclusive_end = false;
+        }
+    }
+}
+
+fn write_row(sink: &mut Sink, row: &DocRow) -> Result<(), crate::reply::Gone> {
+    let mut out = Vec::with_capacity(96 + row.doc.as_ref().map_or(0, Vec::len));
+    out.extend_from_slice(b"{\"id\":");
+    settee_json::body::write_str(&mut out, &row.id);
+    out.extend_from_slice(b",\"key\":");
+    settee_json::body::write_str(&mut out, &row.id);
+    out.extend_from_slice(b",\"value\":{\"rev\":\"");
+    out.extend_from_slice(row.rev.to_string().as_bytes());
+    out.extend_from_slice(b"\"}");
+    if let Some(doc) = &row.doc {
+        out.extend_from_slice(b",\"doc\":");
+        out.extend_from_slice(doc);
+    }
+    out.push(b'}');
+    sink.write(&out)
+}
+
+/// `_all_docs` with `keys`: rows in request order, deleted documents shown as CouchDB does.
+fn keyed_rows(snap: settee_db::DbSnapshot, keys: Vec<Value>, opts: AllDocsOptions, total: u64) -> Response {
+    reply::stream(200, move |sink| {
+        sink.write(format!("{{\"total_rows\":{total},\"offset\":null,\"rows\":[\r\n").as_bytes())?;
+        let keys: Vec<&Value> = if opts.descending { keys.iter().rev().collect() } else { keys.iter().collect() };
+        let limit = opts.limit.map_or(usize::MAX, |l| l as usize);
+        for (i, key) in keys.into_iter().skip(opts.skip as usize).take(limit).enumerate() {
+            sink.write(if i == 0 { b"" } else { b",\r\n" })?;
+            let row = keyed_row(&snap, key, &opts);
+            sink.write(&serde_json::to_vec(&row).expect("json"))?;
+        }
+        sink.write(b"\r\n]}\n")
+    })
+}
+
+fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -> Value {
+    let Some(id) = key.as_str() else { return json!({"key": key, "error": "not_found"}) };
+    let record = match snap.record(id) {
+        Ok(Some(r)) => r,
+        Ok(None) => return json!({"key": key, "error": "not_found"}),
+        Err(e) => return json!({"key": key, "error": "unknown_error", "reason": e.to_string()}),
+    };
+    let Some(w) = record.tree.winner() else { return json!({"key": key, "error": "not_found"}) };
+    let node = &record.tree.nodes[w];
+    if node.deleted {
+        let mut row = json!({"id": id, "key": id, "value": {"rev": node.rev.to_string(), "deleted": true}});
+        if opts.include_docs {
+            row["doc"] = Value::Null;
+        }
+        return row;
+    }
+    let mut row = json!({"id": id, "key": id, "value": {"rev": node.rev.to_string()}});
+    if opts.include_docs {
+        row["doc"] = snap.render(id, &record, w, &opts.doc).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
+    }
+    row
+}
+
+/// `_revs_limit` and `_security`.
+pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    match (&req.method, which) {
+        (&Method::GET | &Method::HEAD, "_revs_limit") => Ok(reply::json(200, &json!(db.snapshot().meta()?.revs_limit))),
+        (&Method::GET | &Method::HEAD, "_security") => {
+            let sec = db.snapshot().meta()?.security;
+            Ok(reply::json_bytes(200, if sec.is_empty() { b"{}".to_vec() } else { sec }))
+        }
+        (&Method::PUT, "_revs_limit") => {
+            let limit = match req.json(1 << 20).await? {
+                Value::Number(n) => n.as_u64().filter(|&n| n > 0),
+                _ => None,
+            };
+            let limit = limit.ok_or_else(|| HttpError::bad_request("`revs_limit` must be a positive integer"))?;
+            db.update_meta(move |m| m.revs_limit = limit).await?;
+            Ok(reply::ok())
+        }
+        (&Method::PUT, "_security") => {
+            let sec = req.json(state.max_request).await?;
+            validate_security(&sec)?;
+            let bytes = serde_json::to_vec(&sec).expect("json");
+            db.update_meta(move |m| m.security = bytes.clone()).await?;
+            Ok(reply::ok())
+        }
+        _ => Err(HttpError::method_not_allowed("GET,HEAD,PUT")),
+    }
+}
+
+fn validate_security(sec: &Value) -> HttpResult<()> {
+    let Value::Object(obj) = sec else { return Err(HttpError::bad_request("Security object must be a JSON object")) };
+    for part in ["admins", "members"] {
+        let Some(v) = obj.get(part) else { continue };
+        let Value::Object(group) = v else { return Err(HttpError::bad_request(format!("{part} must be a JSON object"))) };
+        for list in ["names", "roles"] {
+            match group.get(list) {
+                None => {}
+                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
+                Some(_) => return Err(HttpError::bad_request(format!("{part}.{list} must be a JSON list of strings"))),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `_compact`, `_ensure_full_commit`, `_view_cleanup`, `_purge`.
+pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+    if req.method != Method::POST {
+        return Err(HttpError::method_not_allowed("POST"));
+    }
+    let db = open(state, name)?;
+    match which {
+        "_compact" if req.segments.len() == 2 => {
+            require_admin(req)?;
+            req.require_json()?;
+            if !db.start_compaction() {
+                return Err(HttpError::new(409, "conflict", "Compaction is already running"));
+            }
+            Ok(reply::json(202, &json!({"ok": true})))
+        }
+        "_ensure_full_commit" => {
+            let d = db.clone();
+            tokio::task::spawn_blocking(move || d.flush()).await.map_err(join_error)??;
+            Ok(reply::json(201, &json!({"ok": true, "instance_start_time": "0"})))
+        }
+        "_view_cleanup" => Ok(reply::json(202, &json!({"ok": true}))),
+        _ => Err(HttpError::new(501, "not_implemented", format!("{which} is not supported yet"))),
+    }
+}

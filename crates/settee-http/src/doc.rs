@@ -1,0 +1,216 @@
+//! Document endpoints: `GET/HEAD/PUT/DELETE/COPY /{db}/{docid}` (including `_design/` and
+//! `_local/` ids) and `POST /{db}`.
+
+use std::sync::Arc;
+
+use hyper::header::{ETAG, LOCATION};
+use hyper::Method;
+use serde_json::{json, Value};
+use settee_db::{is_local, Database, DocOptions, Durability, EditMode, NewDoc};
+use settee_json::{body, Rev};
+
+use crate::db::open;
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Response};
+use crate::request::Req;
+use crate::server::State;
+
+/// Dispatches on the method.
+pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+    match req.method {
+        Method::GET | Method::HEAD => get(state, req, name, id),
+        Method::PUT => put(state, req, name, id).await,
+        Method::DELETE => delete(state, req, name, id).await,
+        _ if req.method.as_str() == "COPY" => copy(state, req, name, id).await,
+        _ => Err(HttpError::method_not_allowed("DELETE,GET,HEAD,POST,PUT,COPY")),
+    }
+}
+
+fn parse_rev(s: &str) -> HttpResult<Rev> {
+    Rev::parse(s).map_err(|_| HttpError::bad_request("Invalid rev format"))
+}
+
+/// The revision named by `If-Match`, quotes stripped.
+fn if_match(req: &Req) -> Option<String> {
+    req.header("if-match").map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
+}
+
+fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let snap = db.snapshot();
+    if is_local(id) {
+        let (n, stored) = snap.local(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+        let mut out = Vec::with_capacity(stored.len() + 48);
+        body::begin(&mut out, id, Some(&format!("0-{n}")), &stored);
+        body::end(&mut out);
+        return Ok(reply::json_bytes(200, out));
+    }
+    let q = &req.query;
+    let meta = q.flag("meta")?;
+    let opts = DocOptions {
+        revs: q.flag("revs")?,
+        revs_info: q.flag("revs_info")? || meta,
+        conflicts: q.flag("conflicts")? || meta,
+        deleted_conflicts: q.flag("deleted_conflicts")? || meta,
+        local_seq: q.flag("local_seq")?,
+    };
+    if let Some(open_revs) = q.get("open_revs") {
+        return get_open_revs(&db, id, open_revs, &opts, q.flag("latest")?);
+    }
+    let rev = q.get("rev").map(parse_rev).transpose()?;
+    let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq);
+    let doc = snap.open_doc(id, rev.as_ref(), &opts)?;
+    let rev_text = extract_rev(&doc);
+    if plain {
+        if let (Some(inm), Some(r)) = (req.header("if-none-match"), rev_text.as_deref()) {
+            if inm.trim().trim_start_matches("W/").trim_matches('"') == r {
+                return Ok(reply::with_header(reply::empty(304), ETAG, &format!("\"{r}\"")));
+            }
+        }
+    }
+    let resp = reply::json_bytes(200, doc);
+    Ok(match (plain, rev_text) {
+        (true, Some(r)) => reply::with_header(resp, ETAG, &format!("\"{r}\"")),
+        _ => resp,
+    })
+}
+
+/// The `_rev` of a rendered document (it is always the second member).
+fn extract_rev(doc: &[u8]) -> Option<String> {
+    let at = doc.windows(8).position(|w| w == b"\"_rev\":\"")? + 8;
+    let end = doc[at..].iter().position(|&b| b == b'"')?;
+    Some(String::from_utf8_lossy(&doc[at..at + end]).into_owned())
+}
+
+fn get_open_revs(db: &Database, id: &str, open_revs: &str, opts: &DocOptions, _latest: bool) -> HttpResult<Response> {
+    let snap = db.snapshot();
+    let record = snap.record(id)?;
+    let mut out = Vec::new();
+    if open_revs == "all" {
+        let record = record.ok_or_else(|| HttpError::not_found("missing"))?;
+        for leaf in record.tree.leaves() {
+            out.push(json!({"ok": parse_doc(&snap.render(id, &record, leaf, opts)?)?}));
+        }
+    } else {
+        let revs: Vec<String> = serde_json::from_str(open_revs).map_err(|_| HttpError::bad_request("Invalid list of revisions"))?;
+        for r in revs {
+            let rev = parse_rev(&r)?;
+            let found = record.as_ref().and_then(|rec| rec.tree.find(&rev).filter(|&i| rec.tree.nodes[i].info.is_some()).map(|i| (rec, i)));
+            match found {
+                Some((rec, i)) => out.push(json!({"ok": parse_doc(&snap.render(id, rec, i, opts)?)?})),
+                None => out.push(json!({"missing": r})),
+            }
+        }
+    }
+    Ok(reply::json(200, &json!(out)))
+}
+
+fn parse_doc(bytes: &[u8]) -> HttpResult<Value> {
+    serde_json::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
+}
+
+/// Edit mode and durability from `new_edits` and `batch`.
+fn write_options(req: &Req) -> HttpResult<(EditMode, Durability)> {
+    let mode = if req.query.bool("new_edits")? == Some(false) { EditMode::Replicated } else { EditMode::Interactive };
+    let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
+    Ok((mode, durability))
+}
+
+/// Reads a document body and reconciles its `_rev` with `?rev=` and `If-Match`.
+async fn read_doc(state: &State, req: &mut Req, id: Option<&str>) -> HttpResult<NewDoc> {
+    let limit = state.max_request.min(state.limits.max_document_size.saturating_mul(2).max(1 << 20));
+    let mut value = match req.json(limit).await {
+        Err(e) if e.status == 413 => return Err(HttpError::new(413, "document_too_large", id.unwrap_or("").to_string())),
+        other => other?,
+    };
+    if let Value::Object(map) = &mut value {
+        let body_rev = map.get("_rev").and_then(Value::as_str).map(str::to_string);
+        let query_rev = req.query.get("rev").map(str::to_string);
+        if let (Some(b), Some(q)) = (&body_rev, &query_rev) {
+            if b != q {
+                return Err(HttpError::bad_request("Document rev from request body and query string have different values"));
+            }
+        }
+        let rev = body_rev.or(query_rev);
+        if let Some(etag) = if_match(req) {
+            if rev.as_ref().is_some_and(|r| *r != etag) {
+                return Err(HttpError::bad_request("Document rev and etag have different values"));
+            }
+            map.insert("_rev".into(), Value::String(etag));
+        } else if let Some(r) = rev {
+            map.insert("_rev".into(), Value::String(r));
+        }
+    }
+    Ok(NewDoc::from_json(value, id, || state.new_uuid(), state.limits)?)
+}
+
+/// Applies one edit and answers as CouchDB does for a single-document write.
+async fn write_one(db: &Database, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
+    let id = doc.id.clone();
+    if mode == EditMode::Replicated && doc.revs.is_empty() {
+        return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
+    }
+    let result = db.update(vec![doc], mode, durability).await?.pop().expect("one answer");
+    let rev = result?;
+    if durability == Durability::Batch {
+        return Ok(reply::json(202, &json!({"ok": true, "id": id})));
+    }
+    let resp = reply::json(status, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
+    let resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
+    let location = format!("/{}/{}", name, percent_encoding::utf8_percent_encode(&id, percent_encoding::NON_ALPHANUMERIC));
+    Ok(reply::with_header(resp, LOCATION, &location))
+}
+
+async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let (mode, durability) = write_options(req)?;
+    let doc = read_doc(state, req, Some(id)).await?;
+    let status = if doc.deleted { 200 } else { 201 };
+    write_one(&db, doc, mode, durability, status, name).await
+}
+
+/// `POST /{db}`: a new document with a generated id unless it names one.
+pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    req.require_json()?;
+    let db = open(state, name)?;
+    let (_, durability) = write_options(req)?;
+    let doc = read_doc(state, req, None).await?;
+    write_one(&db, doc, EditMode::Interactive, durability, 201, name).await
+}
+
+async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let rev = req.query.get("rev").map(str::to_string).or_else(|| if_match(req));
+    let Some(rev) = rev else {
+        let snap = db.snapshot();
+        let exists = if is_local(id) { snap.local(id)?.is_some() } else { snap.record(id)?.is_some_and(|r| !r.tree.is_deleted()) };
+        return Err(if exists { HttpError::new(409, "conflict", "Document update conflict.") } else { HttpError::not_found("missing") });
+    };
+    parse_rev(&rev)?;
+    let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, state.limits)?;
+    let (_, durability) = write_options(req)?;
+    write_one(&db, doc, EditMode::Interactive, durability, 200, name).await
+}
+
+/// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.
+async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let dest = req.header("destination").ok_or_else(|| HttpError::bad_request("Destination header is mandatory for COPY."))?.to_string();
+    let (dest_id, dest_rev) = match dest.split_once("?rev=") {
+        Some((d, r)) => (d.to_string(), Some(r.to_string())),
+        None => (dest, None),
+    };
+    let dest_id = percent_encoding::percent_decode_str(&dest_id).decode_utf8_lossy().into_owned();
+    let rev = req.query.get("rev").map(parse_rev).transpose()?;
+    let source = db.snapshot().open_doc(id, rev.as_ref(), &DocOptions::default())?;
+    let mut value = parse_doc(&source)?;
+    if let Value::Object(map) = &mut value {
+        map.remove("_id");
+        map.remove("_rev");
+        if let Some(r) = dest_rev {
+            map.insert("_rev".into(), Value::String(r));
+        }
+    }
+    let doc = NewDoc::from_json(value, Some(&dest_id), String::new, state.limits)?;
+    write_one(&db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
+}

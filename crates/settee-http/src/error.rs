@@ -1,0 +1,110 @@
+//! The one table from every failure to CouchDB's status code, `error` and `reason`.
+
+use settee_db::Error as DbError;
+
+/// A failed request as CouchDB reports it: `{"error": …, "reason": …}` with a status code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// HTTP status code.
+    pub status: u16,
+    /// CouchDB's error name.
+    pub error: String,
+    /// Human-readable reason.
+    pub reason: String,
+    /// Methods to list in `Allow` (for 405).
+    pub allow: Option<&'static str>,
+}
+
+impl HttpError {
+    /// Any error.
+    pub fn new(status: u16, error: &str, reason: impl Into<String>) -> HttpError {
+        HttpError { status, error: error.to_string(), reason: reason.into(), allow: None }
+    }
+
+    /// 400 `bad_request`.
+    pub fn bad_request(reason: impl Into<String>) -> HttpError {
+        HttpError::new(400, "bad_request", reason)
+    }
+
+    /// 400 `query_parse_error`.
+    pub fn query_parse(reason: impl Into<String>) -> HttpError {
+        HttpError::new(400, "query_parse_error", reason)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(reason: impl Into<String>) -> HttpError {
+        HttpError::new(404, "not_found", reason)
+    }
+
+    /// 405 with the allowed methods, e.g. `"GET,HEAD"`.
+    pub fn method_not_allowed(allow: &'static str) -> HttpError {
+        HttpError { allow: Some(allow), ..HttpError::new(405, "method_not_allowed", format!("Only {allow} allowed")) }
+    }
+
+    /// 415 for a body that is not JSON.
+    pub fn bad_content_type() -> HttpError {
+        HttpError::new(415, "bad_content_type", "Content-Type must be application/json")
+    }
+
+    /// 401 for a caller who must be a server admin.
+    pub fn not_admin() -> HttpError {
+        HttpError::new(401, "unauthorized", "You are not a server admin.")
+    }
+
+    /// The JSON body (without the trailing newline).
+    pub fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({"error": self.error, "reason": self.reason})).expect("json")
+    }
+}
+
+impl From<DbError> for HttpError {
+    fn from(e: DbError) -> HttpError {
+        let reason = e.to_string();
+        match e {
+            DbError::NoDatabase => HttpError::not_found(reason),
+            DbError::DatabaseExists => HttpError::new(412, "file_exists", reason),
+            DbError::IllegalDatabaseName(_) => HttpError::new(400, "illegal_database_name", reason),
+            DbError::NotFound(r) => HttpError::not_found(r),
+            DbError::Conflict => HttpError::new(409, "conflict", reason),
+            DbError::BadRequest(r) => HttpError::bad_request(r),
+            DbError::DocValidation(r) => HttpError::new(400, "doc_validation", r),
+            DbError::IllegalDocId(r) => HttpError::new(400, "illegal_docid", r),
+            DbError::DocumentTooLarge(id) => HttpError::new(413, "document_too_large", id),
+            DbError::BadSequence => HttpError::bad_request(reason),
+            DbError::Corrupted(_) | DbError::Store(_) | DbError::Io { .. } => {
+                tracing::error!(error = %reason, "storage failure");
+                HttpError::new(500, "unknown_error", reason)
+            }
+        }
+    }
+}
+
+/// Result of a request handler.
+pub type HttpResult<T> = Result<T, HttpError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_database_error_has_couchdbs_status_and_name() {
+        let table: Vec<(DbError, u16, &str, &str)> = vec![
+            (DbError::NoDatabase, 404, "not_found", "Database does not exist."),
+            (DbError::DatabaseExists, 412, "file_exists", "The database could not be created, the file already exists."),
+            (DbError::IllegalDatabaseName("A".into()), 400, "illegal_database_name", "Name: 'A'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter."),
+            (DbError::NotFound("missing"), 404, "not_found", "missing"),
+            (DbError::NotFound("deleted"), 404, "not_found", "deleted"),
+            (DbError::Conflict, 409, "conflict", "Document update conflict."),
+            (DbError::BadRequest("Invalid rev format".into()), 400, "bad_request", "Invalid rev format"),
+            (DbError::DocValidation("Bad special document member: _x".into()), 400, "doc_validation", "Bad special document member: _x"),
+            (DbError::IllegalDocId("Document id must not be empty".into()), 400, "illegal_docid", "Document id must not be empty"),
+            (DbError::DocumentTooLarge("big".into()), 413, "document_too_large", "big"),
+            (DbError::BadSequence, 400, "bad_request", "Malformed sequence supplied in 'since' parameter."),
+            (DbError::Corrupted("x"), 500, "unknown_error", "stored data is damaged: x"),
+        ];
+        for (err, status, name, reason) in table {
+            let h = HttpError::from(err);
+            assert_eq!((h.status, h.error.as_str(), h.reason.as_str()), (status, name, reason));
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Apache CouchDB 3.x's HTTP API over Settee's databases.
+//!
+//! [`State::prepare`] reads the configuration (creating the first admin when there is none)
+//! and opens the data directory; [`serve`] answers connections. Requests are authenticated
+//! (`auth`), routed by path segment (`server`), handled by resource (`node`, `db`, `doc`,
+//! `bulk`, `changes`) and answered with CouchDB's JSON, status codes and errors (`error` holds
+//! the one table that maps failures to them). Large results stream (`reply`).
+//!
+//! This is the only crate that knows HTTP.
+
+mod auth;
+mod bulk;
+mod changes;
+pub mod config;
+mod db;
+mod doc;
+mod error;
+mod node;
+mod reply;
+mod request;
+mod server;
+mod uuids;
+
+pub use auth::{hash_password, verify_password};
+pub use config::Config;
+pub use error::HttpError;
+pub use server::{serve, Prepared, ServerOptions, State, VERSION};

@@ -1,0 +1,213 @@
+//! Server-level endpoints: welcome, `_up`, `_uuids`, `_session`, `_all_dbs`, `_dbs_info`,
+//! `_active_tasks`, `_membership` and `_node/_local[/_config]`.
+
+use std::sync::Arc;
+
+use hyper::header::SET_COOKIE;
+use hyper::Method;
+use serde_json::{json, Value};
+
+use crate::auth;
+use crate::db::db_info;
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Response};
+use crate::request::Req;
+use crate::server::State;
+
+/// This node's name.
+pub const NODE: &str = "settee@127.0.0.1";
+
+fn only(req: &Req, methods: &[Method], allow: &'static str) -> HttpResult<()> {
+    if methods.contains(&req.method) {
+        Ok(())
+    } else {
+        Err(HttpError::method_not_allowed(allow))
+    }
+}
+
+/// `GET /`.
+pub fn welcome(state: &State, req: &Req) -> HttpResult<Response> {
+    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    Ok(reply::json_bytes(200, state.welcome.to_vec()))
+}
+
+/// `GET /_up`.
+pub fn up(req: &Req) -> HttpResult<Response> {
+    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    Ok(reply::json(200, &json!({"status": "ok", "seeds": {}})))
+}
+
+/// `GET /_uuids?count=N`.
+pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
+    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    let count = req.query.u64("count")?.unwrap_or(1);
+    let max = state.config.read().expect("config lock").get_or("uuids", "max_count", 1000u64);
+    if count > max {
+        return Err(HttpError::new(400, "bad_request", "count parameter too large"));
+    }
+    let mut gen = state.uuids.lock().expect("uuid lock");
+    let ids: Vec<String> = (0..count).map(|_| gen.next()).collect();
+    Ok(reply::json(200, &json!({"uuids": ids})))
+}
+
+/// `/_session`: log in (JSON or form), see who you are, log out.
+pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let (name, roles) = req.user.as_ref().map_or((Value::Null, vec![]), |u| (json!(u.name), u.roles.clone()));
+            let how = if req.header("authorization").is_some() { "default" } else { "cookie" };
+            let mut info = json!({"authentication_handlers": ["cookie", "default"]});
+            if req.user.is_some() {
+                info["authenticated"] = json!(how);
+            }
+            Ok(reply::json(200, &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info})))
+        }
+        Method::POST => login(state, req).await,
+        Method::DELETE => Ok(reply::with_header(reply::ok(), SET_COOKIE, "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0")),
+        _ => Err(HttpError::method_not_allowed("GET,HEAD,POST,DELETE")),
+    }
+}
+
+async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
+    let form = req.header("content-type").is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+    let (name, password) = if form {
+        let body = req.bytes(1 << 20).await?;
+        let q = crate::request::Query::parse(Some(&String::from_utf8_lossy(&body)));
+        (q.get("name").unwrap_or("").to_string(), q.get("password").unwrap_or("").to_string())
+    } else {
+        let body = req.json_object(1 << 20).await?;
+        let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        (text("name"), text("password"))
+    };
+    let st = state.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        let config = st.config.read().expect("config lock");
+        st.auth.check(&config, &name, &password).map(|u| (u, config.get("admins", &name).unwrap_or("").to_string()))
+    })
+    .await
+    .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
+    let Some((user, stored)) = checked else {
+        return Err(HttpError::new(401, "unauthorized", "Name or password is incorrect."));
+    };
+    let cookie = auth::make_cookie(&state.secret, &stored, &user.name);
+    let resp = reply::json(200, &json!({"ok": true, "name": user.name, "roles": user.roles}));
+    Ok(reply::with_header(resp, SET_COOKIE, &format!("AuthSession={cookie}; Version=1; Path=/; HttpOnly")))
+}
+
+/// Admin-only server endpoints.
+pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
+    let segs: Vec<String> = req.segments.clone();
+    match segs.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["_all_dbs"] => all_dbs(state, req),
+        ["_dbs_info"] => dbs_info(state, req).await,
+        ["_active_tasks"] => {
+            only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+            Ok(reply::json(200, &json!([])))
+        }
+        ["_membership"] => {
+            only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+            Ok(reply::json(200, &json!({"all_nodes": [NODE], "cluster_nodes": [NODE]})))
+        }
+        ["_node", node] if is_local(node) => {
+            only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+            Ok(reply::json(200, &json!({"name": NODE})))
+        }
+        ["_node", node, "_config", ref rest @ ..] if is_local(node) => config(state, req, rest).await,
+        ["_node", node, ..] if !is_local(node) => Err(HttpError::not_found(format!("unknown node {node}"))),
+        _ => Err(HttpError::bad_request("Database names must begin with a letter or be a system database.")),
+    }
+}
+
+fn is_local(node: &str) -> bool {
+    node == "_local" || node == NODE
+}
+
+fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
+    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    let q = &req.query;
+    let key = |names: &[&str]| -> HttpResult<Option<String>> {
+        match q.json_any(names)? {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(HttpError::query_parse("Keys of _all_dbs must be strings")),
+        }
+    };
+    let (start, end) = (key(&["start_key", "startkey"])?, key(&["end_key", "endkey"])?);
+    let descending = q.flag("descending")?;
+    let mut names = state.catalog.list()?;
+    if descending {
+        names.reverse();
+    }
+    let within = |n: &String| {
+        let after_start = start.as_ref().is_none_or(|s| if descending { n <= s } else { n >= s });
+        let before_end = end.as_ref().is_none_or(|e| if descending { n >= e } else { n <= e });
+        after_start && before_end
+    };
+    let skip = q.u64("skip")?.unwrap_or(0) as usize;
+    let limit = q.u64("limit")?.map_or(usize::MAX, |l| l as usize);
+    let names: Vec<&String> = names.iter().filter(|n| within(n)).skip(skip).take(limit).collect();
+    Ok(reply::json(200, &json!(names)))
+}
+
+async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
+    let keys: Vec<String> = match req.method {
+        Method::GET | Method::HEAD => state.catalog.list()?,
+        Method::POST => {
+            req.require_json()?;
+            let body = req.json_object(state.max_request).await?;
+            match body.get("keys") {
+                Some(Value::Array(keys)) => keys.iter().map(|k| k.as_str().map(str::to_string).ok_or_else(|| HttpError::bad_request("`keys` member must be an array of strings."))).collect::<HttpResult<_>>()?,
+                _ => return Err(HttpError::bad_request("`keys` member must exist.")),
+            }
+        }
+        _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
+    };
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        match state.catalog.get(&key) {
+            Ok(db) => out.push(json!({"key": key, "info": db_info(&db)?})),
+            Err(_) => out.push(json!({"key": key, "error": "not_found"})),
+        }
+    }
+    Ok(reply::json(200, &json!(out)))
+}
+
+async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Response> {
+    let io = |e: std::io::Error| HttpError::new(500, "unknown_error", format!("could not write the configuration: {e}"));
+    match (&req.method, rest) {
+        (&Method::GET | &Method::HEAD, []) => {
+            let config = state.config.read().expect("config lock");
+            let all: serde_json::Map<String, Value> = config.sections().iter().map(|(s, kv)| (s.clone(), section_json(kv))).collect();
+            Ok(reply::json(200, &Value::Object(all)))
+        }
+        (&Method::GET | &Method::HEAD, [section]) => {
+            let config = state.config.read().expect("config lock");
+            Ok(reply::json(200, &section_json(config.section(section).unwrap_or(&[]))))
+        }
+        (&Method::GET | &Method::HEAD, [section, key]) => {
+            let config = state.config.read().expect("config lock");
+            let v = config.get(section, key).ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
+            Ok(reply::json(200, &json!(v)))
+        }
+        (&Method::PUT, [section, key]) => {
+            let value = match req.json(1 << 20).await? {
+                Value::String(s) => s,
+                _ => return Err(HttpError::bad_request("config values must be strings")),
+            };
+            let value = if *section == "admins" && !auth::is_hashed(&value) { auth::hash_password(&value, auth::DEFAULT_ITERATIONS) } else { value };
+            let old = state.config.write().expect("config lock").set(section, key, &value).map_err(io)?;
+            Ok(reply::json(200, &json!(old.unwrap_or_default())))
+        }
+        (&Method::DELETE, [section, key]) => {
+            let old = state.config.write().expect("config lock").delete(section, key).map_err(io)?;
+            let old = old.ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
+            Ok(reply::json(200, &json!(old)))
+        }
+        (_, [_, _]) => Err(HttpError::method_not_allowed("GET,PUT,DELETE")),
+        _ => Err(HttpError::method_not_allowed("GET")),
+    }
+}
+
+fn section_json(kv: &[(String, String)]) -> Value {
+    Value::Object(kv.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+}

@@ -1,0 +1,145 @@
+//! Building responses: compact JSON followed by a newline, CouchDB's standard headers, and
+//! streamed bodies fed from a blocking producer (for `_all_docs` and change feeds).
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Frame;
+use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::StatusCode;
+use tokio::sync::mpsc;
+
+use crate::error::HttpError;
+
+/// Response body: whole or streamed.
+pub type Body = BoxBody<Bytes, Infallible>;
+/// A response.
+pub type Response = hyper::Response<Body>;
+
+/// A response with a JSON body (the bytes given plus a newline).
+pub fn json_bytes(status: u16, mut bytes: Vec<u8>) -> Response {
+    bytes.push(b'\n');
+    let mut resp = hyper::Response::new(Full::new(Bytes::from(bytes)).boxed());
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_headers(&mut resp);
+    resp
+}
+
+/// A response with a JSON value.
+pub fn json(status: u16, value: &serde_json::Value) -> Response {
+    json_bytes(status, serde_json::to_vec(value).expect("a JSON value serializes"))
+}
+
+/// `{"ok":true}`.
+pub fn ok() -> Response {
+    json_bytes(200, b"{\"ok\":true}".to_vec())
+}
+
+/// A response without a body.
+pub fn empty(status: u16) -> Response {
+    let mut resp = hyper::Response::new(Empty::new().boxed());
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp
+}
+
+fn json_headers(resp: &mut Response) {
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("must-revalidate"));
+}
+
+/// The error response for `e`.
+pub fn error(e: &HttpError) -> Response {
+    let mut resp = json_bytes(e.status, e.body());
+    if let Some(allow) = e.allow {
+        resp.headers_mut().insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+    }
+    resp
+}
+
+/// Adds a header (ignored if the value is not a valid header value).
+pub fn with_header(mut resp: Response, name: HeaderName, value: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(name, v);
+    }
+    resp
+}
+
+/// A body fed through a channel.
+struct ChannelBody {
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// Where a streamed response's producer writes. Bytes are sent in chunks; a write fails
+/// once the client has gone, so producers stop early.
+pub struct Sink {
+    tx: mpsc::Sender<Bytes>,
+    buf: Vec<u8>,
+}
+
+const CHUNK: usize = 32 * 1024;
+
+/// The client went away.
+#[derive(Debug)]
+pub struct Gone;
+
+impl Sink {
+    /// Appends bytes, sending a chunk when enough have gathered.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends what has gathered now (for feeds that must not wait).
+    pub fn flush(&mut self) -> Result<(), Gone> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        self.tx.blocking_send(chunk).map_err(|_| Gone)
+    }
+
+    /// Sends from async code.
+    pub async fn send(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.buf.extend_from_slice(bytes);
+        let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        self.tx.send(chunk).await.map_err(|_| Gone)
+    }
+}
+
+/// A streamed response and the sink that feeds it.
+pub fn channel(status: u16, content_type: &'static str) -> (Response, Sink) {
+    let (tx, rx) = mpsc::channel(4);
+    let mut resp = hyper::Response::new(ChannelBody { rx }.boxed());
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    json_headers(&mut resp);
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    (resp, Sink { tx, buf: Vec::with_capacity(CHUNK) })
+}
+
+/// A JSON response produced by `f` on a blocking thread while the client receives it.
+pub fn stream(status: u16, f: impl FnOnce(&mut Sink) -> Result<(), Gone> + Send + 'static) -> Response {
+    let (resp, mut sink) = channel(status, "application/json");
+    tokio::task::spawn_blocking(move || {
+        if f(&mut sink).is_ok() {
+            let _ = sink.flush();
+        }
+    });
+    resp
+}

@@ -1,0 +1,178 @@
+//! An incoming request as handlers see it: decoded path segments, query parameters with
+//! CouchDB's parsing rules, headers, the body (read on demand, with a size limit) and the
+//! authenticated user.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Method};
+use percent_encoding::percent_decode_str;
+use serde_json::Value;
+
+use crate::auth::User;
+use crate::error::{HttpError, HttpResult};
+
+/// Query parameters in request order, decoded.
+#[derive(Debug, Default, Clone)]
+pub struct Query(pub Vec<(String, String)>);
+
+fn decode(s: &str) -> String {
+    percent_decode_str(&s.replace('+', " ")).decode_utf8_lossy().into_owned()
+}
+
+impl Query {
+    /// Parses a raw query string.
+    pub fn parse(raw: Option<&str>) -> Query {
+        let pairs = raw
+            .unwrap_or("")
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) => (decode(k), decode(v)),
+                None => (decode(p), String::new()),
+            })
+            .collect();
+        Query(pairs)
+    }
+
+    /// The last value given for `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean parameter: `true` or `false`, else `query_parse_error`.
+    pub fn bool(&self, key: &str) -> HttpResult<Option<bool>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some("true") => Ok(Some(true)),
+            Some("false") => Ok(Some(false)),
+            Some(v) => Err(HttpError::query_parse(format!("Invalid boolean parameter: \"{v}\""))),
+        }
+    }
+
+    /// A boolean parameter that is off unless given as `true`.
+    pub fn flag(&self, key: &str) -> HttpResult<bool> {
+        Ok(self.bool(key)?.unwrap_or(false))
+    }
+
+    /// A non-negative integer parameter.
+    pub fn u64(&self, key: &str) -> HttpResult<Option<u64>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) if n >= 0 => Ok(Some(n as u64)),
+                Ok(_) => Err(HttpError::query_parse(format!("Invalid value for positive integer: \"{v}\""))),
+                Err(_) => Err(HttpError::query_parse(format!("Invalid value for integer: \"{v}\""))),
+            },
+        }
+    }
+
+    /// A JSON-valued parameter (such as `startkey`).
+    pub fn json(&self, key: &str) -> HttpResult<Option<Value>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => serde_json::from_str(v).map(Some).map_err(|_| HttpError::bad_request(format!("Invalid JSON in parameter `{key}`"))),
+        }
+    }
+
+    /// The first of several aliases that is present, as JSON.
+    pub fn json_any(&self, keys: &[&str]) -> HttpResult<Option<Value>> {
+        for k in keys {
+            if let Some(v) = self.json(k)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A request being handled.
+pub struct Req {
+    /// The method.
+    pub method: Method,
+    /// Path segments, percent-decoded one by one (so `%2F` inside an id stays in it).
+    pub segments: Vec<String>,
+    /// Query parameters.
+    pub query: Query,
+    /// Request headers.
+    pub headers: HeaderMap,
+    /// The body, until read.
+    pub body: Option<Incoming>,
+    /// The authenticated caller.
+    pub user: Option<User>,
+}
+
+impl Req {
+    /// A header's value as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Whether the caller is a server admin.
+    pub fn is_admin(&self) -> bool {
+        self.user.as_ref().is_some_and(User::is_admin)
+    }
+
+    /// Fails unless the body is declared as JSON (CouchDB's 415 for POST endpoints).
+    pub fn require_json(&self) -> HttpResult<()> {
+        match self.header("content-type") {
+            Some(ct) if ct.to_ascii_lowercase().starts_with("application/json") => Ok(()),
+            _ => Err(HttpError::bad_content_type()),
+        }
+    }
+
+    /// Reads the whole body, refusing more than `limit` bytes with 413.
+    pub async fn bytes(&mut self, limit: usize) -> HttpResult<Bytes> {
+        let Some(body) = self.body.take() else { return Ok(Bytes::new()) };
+        match Limited::new(body, limit).collect().await {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(HttpError::new(413, "too_large", "the request entity is too large")),
+            Err(_) => Err(HttpError::bad_request("the request body could not be read")),
+        }
+    }
+
+    /// Reads the body as JSON.
+    pub async fn json(&mut self, limit: usize) -> HttpResult<Value> {
+        let bytes = self.bytes(limit).await?;
+        if bytes.is_empty() {
+            return Err(HttpError::bad_request("Missing request body"));
+        }
+        serde_json::from_slice(&bytes).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))
+    }
+
+    /// Reads the body as a JSON object.
+    pub async fn json_object(&mut self, limit: usize) -> HttpResult<serde_json::Map<String, Value>> {
+        match self.json(limit).await? {
+            Value::Object(m) => Ok(m),
+            _ => Err(HttpError::bad_request("Request body must be a JSON object")),
+        }
+    }
+}
+
+/// Splits a raw path into decoded segments (empty segments dropped).
+pub fn segments(path: &str) -> Vec<String> {
+    path.split('/').filter(|s| !s.is_empty()).map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_parse_like_couchdb() {
+        let q = Query::parse(Some("limit=5&descending=true&startkey=%22a%20b%22&bad=x&neg=-1&skip=zz&k=a+b"));
+        assert_eq!(q.u64("limit").unwrap(), Some(5));
+        assert_eq!(q.bool("descending").unwrap(), Some(true));
+        assert_eq!(q.json("startkey").unwrap(), Some(Value::String("a b".into())));
+        assert_eq!(q.bool("bad").unwrap_err().reason, "Invalid boolean parameter: \"x\"");
+        assert_eq!(q.u64("neg").unwrap_err().reason, "Invalid value for positive integer: \"-1\"");
+        assert_eq!(q.u64("skip").unwrap_err().reason, "Invalid value for integer: \"zz\"");
+        assert_eq!(q.get("k"), Some("a b"));
+    }
+
+    #[test]
+    fn path_segments_decode_separately() {
+        assert_eq!(segments("/db/a%2Fb/"), ["db", "a/b"]);
+        assert_eq!(segments("/db/_design/x"), ["db", "_design", "x"]);
+    }
+}

@@ -1,0 +1,287 @@
+//! The server: shared state, the accept loop, authentication and routing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, SERVER};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Method;
+use hyper_util::rt::TokioIo;
+use settee_db::{Catalog, CatalogOptions, DocLimits};
+use settee_store::{NodeCache, StoreOptions};
+use tokio::net::TcpListener;
+
+use crate::auth::{self, Authenticator, User};
+use crate::config::Config;
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Response};
+use crate::request::{segments, Query, Req};
+use crate::uuids::Uuids;
+use crate::{bulk, changes, db, doc, node};
+
+/// The version this server reports, and the CouchDB version whose API it speaks.
+pub const VERSION: &str = "3.5.0";
+
+/// Everything requests share.
+pub struct State {
+    /// The databases.
+    pub catalog: Catalog,
+    /// The configuration file.
+    pub config: RwLock<Config>,
+    /// Admin credential checks.
+    pub auth: Authenticator,
+    /// This installation's id.
+    pub uuid: String,
+    /// The welcome body, built once.
+    pub welcome: Bytes,
+    /// Server header value, built once.
+    pub server_header: HeaderValue,
+    /// Cookie signing secret.
+    pub secret: Vec<u8>,
+    /// Document id generator.
+    pub uuids: Mutex<Uuids>,
+    /// Document limits.
+    pub limits: DocLimits,
+    /// Largest request body (`[chttpd] max_http_request_size`).
+    pub max_request: usize,
+    /// When the server started.
+    pub started: Instant,
+}
+
+/// Where a server keeps its data and finds its configuration.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The configuration file.
+    pub config_path: PathBuf,
+}
+
+/// What preparing a server produced besides its state: an admin password generated on the
+/// first start, to show once.
+pub struct Prepared {
+    /// Shared state.
+    pub state: Arc<State>,
+    /// `(name, password)` of an admin created with a generated password.
+    pub generated_admin: Option<(String, String)>,
+}
+
+impl State {
+    /// Loads the configuration, creates the first admin if there is none (from
+    /// `SETTEE_ADMIN=user:password`, else with a random password), hashes plaintext admin
+    /// passwords, and opens the data directory.
+    pub fn prepare(opts: &ServerOptions, admin_env: Option<String>) -> Result<Prepared, String> {
+        let mut config = Config::load(&opts.config_path).map_err(|e| format!("reading {}: {e}", opts.config_path.display()))?;
+        let iterations = config.get_or("chttpd_auth", "iterations", auth::DEFAULT_ITERATIONS);
+        let save_err = |e: std::io::Error| format!("writing {}: {e}", opts.config_path.display());
+        let mut generated_admin = None;
+        if config.section("admins").is_none_or(<[_]>::is_empty) {
+            let (name, password, generated) = match admin_env.as_deref().and_then(|v| v.split_once(':')) {
+                Some((n, p)) if !n.is_empty() && !p.is_empty() => (n.to_string(), p.to_string(), false),
+                _ => ("admin".to_string(), auth::random_hex(12), true),
+            };
+            config.set("admins", &name, &auth::hash_password(&password, iterations)).map_err(save_err)?;
+            if generated {
+                generated_admin = Some((name, password));
+            }
+        }
+        let plaintext: Vec<(String, String)> = config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect();
+        for (name, password) in plaintext {
+            config.set("admins", &name, &auth::hash_password(&password, iterations)).map_err(save_err)?;
+        }
+        let uuid = match config.get("couchdb", "uuid") {
+            Some(u) => u.to_string(),
+            None => {
+                let u = auth::random_hex(16);
+                config.set("couchdb", "uuid", &u).map_err(save_err)?;
+                u
+            }
+        };
+        let secret = match config.get("chttpd_auth", "secret") {
+            Some(s) => s.as_bytes().to_vec(),
+            None => {
+                let s = auth::random_hex(32);
+                config.set("chttpd_auth", "secret", &s).map_err(save_err)?;
+                s.into_bytes()
+            }
+        };
+        let cache_mb = config.get_or("settee", "cache_mb", 1024u64);
+        let options = CatalogOptions {
+            q: config.get_or("cluster", "q", 2usize).max(1),
+            max_dbs_open: config.get_or("couchdb", "max_dbs_open", 500usize).max(1),
+            store: StoreOptions { cache: NodeCache::new(cache_mb << 20), ..StoreOptions::default() },
+        };
+        let catalog = Catalog::open(&opts.data_dir, options).map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
+        let welcome = serde_json::json!({
+            "couchdb": "Welcome",
+            "version": VERSION,
+            "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
+            "uuid": uuid,
+            "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize) };
+        let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
+        let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
+        let state = State {
+            catalog,
+            uuid,
+            welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
+            server_header: HeaderValue::from_str(&format!("Settee/{} (CouchDB/{VERSION})", env!("CARGO_PKG_VERSION"))).expect("ascii"),
+            secret,
+            uuids: Mutex::new(Uuids::new(&algorithm)),
+            limits,
+            max_request,
+            config: RwLock::new(config),
+            auth: Authenticator::default(),
+            started: Instant::now(),
+        };
+        Ok(Prepared { state: Arc::new(state), generated_admin })
+    }
+
+    /// A new document id.
+    pub fn new_uuid(&self) -> String {
+        self.uuids.lock().expect("uuid lock").next()
+    }
+
+    fn authenticate(&self, headers: &hyper::HeaderMap) -> HttpResult<Option<User>> {
+        if let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if let Some((name, password)) = auth::parse_basic(h) {
+                let config = self.config.read().expect("config lock");
+                return match self.auth.check(&config, &name, &password) {
+                    Some(u) => Ok(Some(u)),
+                    None => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
+                };
+            }
+        }
+        let cookie = headers
+            .get_all(hyper::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|c| c.trim().strip_prefix("AuthSession=").map(str::to_string));
+        if let Some(cookie) = cookie.filter(|c| !c.is_empty()) {
+            let config = self.config.read().expect("config lock");
+            let timeout = config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT);
+            return Ok(auth::check_cookie(&config, &self.secret, &cookie, timeout));
+        }
+        Ok(None)
+    }
+}
+
+/// Accepts connections until the listener fails.
+pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<()> {
+    loop {
+        let (stream, _peer): (_, SocketAddr) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
+            });
+            let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}
+
+/// Answers one request. A handler that panics is answered with a logged 500.
+async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
+    let server_header = state.server_header.clone();
+    let head_request = req.method() == Method::HEAD;
+    let mut resp = match tokio::spawn(dispatch(state, req)).await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => reply::error(&e),
+        Err(join) => {
+            tracing::error!(error = %join, "request handler panicked");
+            reply::error(&HttpError::new(500, "unknown_error", "the request handler failed"))
+        }
+    };
+    if head_request {
+        use http_body_util::BodyExt;
+        let (parts, _) = resp.into_parts();
+        resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
+    }
+    resp.headers_mut().insert(SERVER, server_header);
+    resp
+}
+
+async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResult<Response> {
+    let (parts, body) = req.into_parts();
+    let user = state.authenticate(&parts.headers)?;
+    let mut req = Req {
+        method: parts.method,
+        segments: segments(parts.uri.path()),
+        query: Query::parse(parts.uri.query()),
+        headers: parts.headers,
+        body: Some(body),
+        user,
+    };
+    route(&state, &mut req).await
+}
+
+async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
+    let first = req.segments.first().cloned();
+    match first.as_deref() {
+        None => node::welcome(state, req),
+        Some("_up") => node::up(req),
+        Some("_uuids") => node::uuids(state, req),
+        Some("_session") => node::session(state, req).await,
+        Some(name) if name.starts_with('_') && !settee_db::SYSTEM_DATABASES.contains(&name) => {
+            require_admin(req)?;
+            node::route(state, req).await
+        }
+        Some(name) => {
+            let name = name.to_string();
+            require_db_access(req)?;
+            db_route(state, req, &name).await
+        }
+    }
+}
+
+async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let second = req.segments.get(1).cloned();
+    let Some(second) = second else { return db::handle(state, req, name).await };
+    let rest = req.segments.len();
+    match second.as_str() {
+        "_all_docs" | "_design_docs" | "_local_docs" if rest == 2 => db::all_docs(state, req, name, &second).await,
+        "_bulk_docs" if rest == 2 => bulk::bulk_docs(state, req, name).await,
+        "_bulk_get" if rest == 2 => bulk::bulk_get(state, req, name).await,
+        "_revs_diff" if rest == 2 => bulk::revs_diff(state, req, name, false).await,
+        "_missing_revs" if rest == 2 => bulk::revs_diff(state, req, name, true).await,
+        "_changes" if rest == 2 => changes::handle(state, req, name).await,
+        "_revs_limit" | "_security" if rest == 2 => db::meta(state, req, name, &second).await,
+        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest <= 3 => db::maintenance(state, req, name, &second).await,
+        "_design" | "_local" if rest == 3 => {
+            let id = format!("{second}/{}", req.segments[2]);
+            doc::handle(state, req, name, &id).await
+        }
+        _ if second.starts_with('_') && second != "_design" && second != "_local" => Err(HttpError::bad_request(format!("Only reserved document ids may start with underscore."))),
+        _ if rest == 2 => doc::handle(state, req, name, &second).await,
+        _ => Err(HttpError::new(501, "not_implemented", "attachments and design-document functions are not supported yet")),
+    }
+}
+
+/// Fails unless the caller is a server admin.
+pub fn require_admin(req: &Req) -> HttpResult<()> {
+    if req.is_admin() {
+        Ok(())
+    } else {
+        Err(HttpError::not_admin())
+    }
+}
+
+/// New databases are readable by admins only until per-database security lands (CouchDB 3's
+/// `admin_only` default).
+fn require_db_access(req: &Req) -> HttpResult<()> {
+    if req.is_admin() {
+        Ok(())
+    } else {
+        Err(HttpError::new(401, "unauthorized", "You are not authorized to access this db."))
+    }
+}
