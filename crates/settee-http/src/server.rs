@@ -261,7 +261,7 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             let id = format!("{second}/{}", req.segments[2]);
             doc::handle(state, req, name, &id).await
         }
-        _ if second.starts_with('_') && second != "_design" && second != "_local" => Err(HttpError::bad_request(format!("Only reserved document ids may start with underscore."))),
+        _ if second.starts_with('_') => Err(HttpError::new(400, "illegal_docid", "Only reserved document ids may start with underscore.")),
         _ if rest == 2 => doc::handle(state, req, name, &second).await,
         _ => Err(HttpError::new(501, "not_implemented", "attachments and design-document functions are not supported yet")),
     }

@@ -1,0 +1,221 @@
+//! A real `settee` server on a random loopback port with a temporary data directory, and a
+//! small JSON client for driving it. A server log line at ERROR fails the test that started
+//! it, unless the test said it expects one.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The admin every test server is created with.
+pub const ADMIN: (&str, &str) = ("admin", "secret");
+
+/// A running server process.
+pub struct TestServer {
+    pub child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub url: String,
+    pub log: PathBuf,
+    pub allow_errors: bool,
+}
+
+impl TestServer {
+    /// Starts a server on a new data directory.
+    pub fn start() -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestServer::start_in(dir)
+    }
+
+    /// Starts a server on `dir` (which may hold data from an earlier server).
+    pub fn start_in(dir: tempfile::TempDir) -> TestServer {
+        let log = dir.path().join(format!("server-{}.log", rand::random::<u32>()));
+        let (child, url) = spawn(dir.path(), &log);
+        TestServer { child: Some(child), dir, url, log, allow_errors: false }
+    }
+
+    /// Kills the process with SIGKILL (no chance to flush anything).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills and starts again on the same data directory.
+    pub fn restart(&mut self) {
+        self.kill();
+        let (child, url) = spawn(self.dir.path(), &self.log);
+        self.child = Some(child);
+        self.url = url;
+    }
+
+    /// A client authenticated as the admin.
+    pub fn admin(&self) -> Client {
+        Client::new(&self.url, Some(ADMIN))
+    }
+
+    /// Sends raw bytes on a new connection and returns everything the server answers
+    /// (for methods and malformed requests an HTTP client library will not send).
+    pub fn raw(&self, request: &str) -> String {
+        use std::io::Write;
+        let addr = self.url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// An anonymous client.
+    pub fn anon(&self) -> Client {
+        Client::new(&self.url, None)
+    }
+}
+
+fn spawn(dir: &Path, log: &Path) -> (Child, String) {
+    let err = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
+        .args(["serve", "--data"])
+        .arg(dir)
+        .args(["--port", "0", "--bind", "127.0.0.1"])
+        .env("SETTEE_ADMIN", format!("{}:{}", ADMIN.0, ADMIN.1))
+        .env("SETTEE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("start settee");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).expect("read server output") == 0 {
+            panic!("server exited before listening; log: {}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+        if let Some(url) = line.trim().split("listening on ").nth(1) {
+            let url = url.to_string();
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                let _ = out.read_to_string(&mut sink);
+            });
+            return (child, url);
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if !self.allow_errors && !std::thread::panicking() {
+            let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+            assert!(errors.is_empty(), "unexpected server errors:\n{}", errors.join("\n"));
+        }
+    }
+}
+
+/// A response: status, headers and body.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub text: String,
+}
+
+impl Resp {
+    /// The body as JSON (panics with the body if it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts the status and CouchDB error name.
+    pub fn error(&self, status: u16, error: &str) -> &Resp {
+        assert_eq!(self.status, status, "{}", self.text);
+        assert_eq!(self.json()["error"], error, "{}", self.text);
+        self
+    }
+}
+
+/// A JSON HTTP client for one server.
+pub struct Client {
+    base: String,
+    agent: ureq::Agent,
+    auth: Option<String>,
+    pub extra: Vec<(String, String)>,
+}
+
+impl Client {
+    pub fn new(base: &str, auth: Option<(&str, &str)>) -> Client {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60))).build().into();
+        let auth = auth.map(|(u, p)| format!("Basic {}", base64(&format!("{u}:{p}"))));
+        Client { base: base.to_string(), agent, auth, extra: Vec::new() }
+    }
+
+    /// Sends a request with an optional body (JSON unless a content type header says otherwise).
+    pub fn send(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Resp {
+        let mut b = ureq::http::Request::builder().method(method).uri(format!("{}{}", self.base, path));
+        if let Some(a) = &self.auth {
+            b = b.header("Authorization", a);
+        }
+        for (k, v) in &self.extra {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        let has_ct = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        if body.is_some() && !has_ct {
+            b = b.header("Content-Type", "application/json");
+        }
+        let req = b.body(body.unwrap_or("").to_string()).expect("request");
+        let mut resp = self.agent.run(req).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let headers = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        Resp { status, headers, text }
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.send("GET", path, None, &[])
+    }
+    pub fn put(&self, path: &str, body: &str) -> Resp {
+        self.send("PUT", path, Some(body), &[])
+    }
+    pub fn post(&self, path: &str, body: &str) -> Resp {
+        self.send("POST", path, Some(body), &[])
+    }
+    pub fn delete(&self, path: &str) -> Resp {
+        self.send("DELETE", path, None, &[])
+    }
+}
+
+/// The admin's `Authorization` header value.
+pub fn admin_auth() -> String {
+    format!("Basic {}", base64(&format!("{}:{}", ADMIN.0, ADMIN.1)))
+}
+
+fn base64(s: &str) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let b = s.as_bytes();
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}

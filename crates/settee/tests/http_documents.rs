@@ -1,0 +1,242 @@
+//! Databases and documents over HTTP: CouchDB's status codes, bodies, headers and errors.
+
+mod common;
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+#[test]
+fn database_lifecycle_and_errors() {
+    let s = TestServer::start();
+    let c = s.admin();
+    let r = c.put("/db", "");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.json(), json!({"ok": true}));
+    assert_eq!(r.header("location"), Some("/db"));
+    c.put("/db", "").error(412, "file_exists");
+    c.put("/Bad", "").error(400, "illegal_database_name");
+    c.put("/_bad", "").error(400, "bad_request");
+    c.get("/nope").error(404, "not_found");
+    c.get("/nope/doc").error(404, "not_found");
+    let info = c.get("/db").json();
+    for field in ["db_name", "update_seq", "doc_count", "doc_del_count", "sizes", "purge_seq", "compact_running", "instance_start_time", "props", "cluster"] {
+        assert!(info.get(field).is_some(), "missing {field}: {info}");
+    }
+    assert_eq!(info["cluster"]["q"], 2);
+    assert_eq!(c.put("/db4?q=4", "").status, 201);
+    assert_eq!(c.get("/db4").json()["cluster"]["q"], 4);
+    assert_eq!(c.send("HEAD", "/db", None, &[]).status, 200);
+    c.send("DELETE", "/db?rev=1-x", None, &[]).error(400, "bad_request");
+    assert_eq!(c.delete("/db").json(), json!({"ok": true}));
+    c.delete("/db").error(404, "not_found");
+    c.get("/db").error(404, "not_found");
+}
+
+#[test]
+fn document_crud_follows_couchdb() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let r = c.put("/db/doc", r#"{"a":1}"#);
+    assert_eq!(r.status, 201);
+    let rev1 = r.json()["rev"].as_str().unwrap().to_string();
+    assert_eq!(rev1, "1-23202479633c2b380f79507a776743d5", "same revision id as CouchDB gives");
+    assert_eq!(r.header("etag"), Some(format!("\"{rev1}\"").as_str()));
+    assert_eq!(r.header("location"), Some("/db/doc"));
+    let got = c.get("/db/doc");
+    assert_eq!(got.text, format!("{{\"_id\":\"doc\",\"_rev\":\"{rev1}\",\"a\":1}}\n"));
+    assert_eq!(got.header("etag"), Some(format!("\"{rev1}\"").as_str()));
+    assert_eq!(c.send("GET", "/db/doc", None, &[("If-None-Match", &format!("\"{rev1}\""))]).status, 304);
+    let head = c.send("HEAD", "/db/doc", None, &[]);
+    assert_eq!((head.status, head.text.as_str()), (200, ""));
+    c.put("/db/doc", r#"{"a":2}"#).error(409, "conflict");
+    c.put("/db/doc", r#"{"_rev":"1-x","a":2}"#).error(409, "conflict");
+    c.put("/db/doc?rev=1-abc", &format!(r#"{{"_rev":"{rev1}"}}"#)).error(400, "bad_request");
+    let rev2 = c.put(&format!("/db/doc?rev={rev1}"), r#"{"a":2}"#).json()["rev"].as_str().unwrap().to_string();
+    assert!(rev2.starts_with("2-"));
+    let r = c.send("PUT", "/db/doc", Some(r#"{"a":3}"#), &[("If-Match", &format!("\"{rev2}\""))]);
+    assert_eq!(r.status, 201);
+    let rev3 = r.json()["rev"].as_str().unwrap().to_string();
+    // Older revisions stay readable until compaction.
+    assert_eq!(c.get(&format!("/db/doc?rev={rev1}")).json()["a"], 1);
+    c.get("/db/doc?rev=9-nope").error(404, "not_found");
+    c.get("/db/doc?rev=bad").error(400, "bad_request");
+    let full = c.get("/db/doc?revs=true&revs_info=true").json();
+    assert_eq!(full["_revisions"]["start"], 3);
+    assert_eq!(full["_revisions"]["ids"].as_array().unwrap().len(), 3);
+    assert_eq!(full["_revs_info"][0], json!({"rev": rev3, "status": "available"}));
+    // Deleting.
+    c.delete("/db/doc").error(409, "conflict");
+    c.delete("/db/missing").error(404, "not_found");
+    let del = c.delete(&format!("/db/doc?rev={rev3}"));
+    assert_eq!(del.status, 200);
+    let rev4 = del.json()["rev"].as_str().unwrap().to_string();
+    assert_eq!(c.get("/db/doc").error(404, "not_found").json()["reason"], "deleted");
+    assert_eq!(c.get(&format!("/db/doc?rev={rev4}")).json()["_deleted"], true);
+    assert_eq!(c.get("/db/never").json()["reason"], "missing");
+    // Recreating continues the history.
+    assert!(c.put("/db/doc", r#"{"again":true}"#).json()["rev"].as_str().unwrap().starts_with("5-"));
+    let info = c.get("/db").json();
+    assert_eq!((info["doc_count"].as_u64(), info["doc_del_count"].as_u64()), (Some(1), Some(0)));
+}
+
+#[test]
+fn ids_bodies_and_bad_input() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    for (id, path) in [("a/b", "/db/a%2Fb"), ("ünï cødé", "/db/%C3%BCn%C3%AF%20c%C3%B8d%C3%A9"), ("_design/dd", "/db/_design/dd")] {
+        assert_eq!(c.put(path, "{}").status, 201, "{id}");
+        assert_eq!(c.get(path).json()["_id"], id);
+    }
+    c.put("/db/_bad", "{}").error(400, "illegal_docid");
+    c.put("/db/x", "{not json").error(400, "bad_request");
+    c.put("/db/x", "[1]").error(400, "bad_request");
+    c.put("/db/x", r#"{"_foo":1}"#).error(400, "doc_validation");
+    c.put("/db/x", r#"{"_deleted":"yes"}"#).error(400, "doc_validation");
+    c.post("/db", r#"{"_id":""}"#).error(400, "illegal_docid");
+    c.send("POST", "/db", Some("{}"), &[("Content-Type", "text/plain")]).error(415, "bad_content_type");
+    let big = format!(r#"{{"x":"{}"}}"#, "a".repeat(9_000_000));
+    c.put("/db/big", &big).error(413, "document_too_large");
+    c.get("/db/x").error(404, "not_found");
+    c.get("/db/big").error(404, "not_found");
+    // POST creates with a generated id; the body's members keep their order and numbers.
+    let r = c.post("/db", r#"{"z":1.50,"a":[1,{"b":null}],"n":123456789012345678901234567890}"#);
+    assert_eq!(r.status, 201);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 32);
+    let text = c.get(&format!("/db/{id}")).text;
+    assert!(text.ends_with(r#","z":1.50,"a":[1,{"b":null}],"n":123456789012345678901234567890}"#.to_string().as_str().trim_end()) || text.contains(r#""z":1.50,"a":[1,{"b":null}],"n":123456789012345678901234567890}"#), "{text}");
+    // batch=ok answers 202 before the commit; the write is there afterwards.
+    let r = c.put("/db/batched?batch=ok", r#"{"b":1}"#);
+    assert_eq!(r.status, 202);
+    assert_eq!(r.json(), json!({"ok": true, "id": "batched"}));
+    assert_eq!(c.post("/db/_ensure_full_commit", "").status, 201);
+    assert_eq!(c.get("/db/batched").json()["b"], 1);
+    // COPY.
+    let r = s.raw(&format!("COPY /db/batched HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nDestination: copied\r\nConnection: close\r\n\r\n", common::admin_auth()));
+    assert!(r.starts_with("HTTP/1.1 201"), "{r}");
+    assert_eq!(c.get("/db/copied").json()["b"], 1);
+}
+
+#[test]
+fn local_documents() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    assert_eq!(c.put("/db/_local/cp", r#"{"seq":1}"#).json()["rev"], "0-1");
+    c.put("/db/_local/cp", r#"{"seq":2}"#).error(409, "conflict");
+    assert_eq!(c.put("/db/_local/cp", r#"{"_rev":"0-1","seq":2}"#).json()["rev"], "0-2");
+    assert_eq!(c.get("/db/_local/cp").json(), json!({"_id": "_local/cp", "_rev": "0-2", "seq": 2}));
+    assert_eq!(c.get("/db/_all_docs").json()["total_rows"], 0, "local docs are not listed");
+    let locals = c.get("/db/_local_docs").json();
+    assert_eq!(locals["rows"][0]["id"], "_local/cp");
+    assert_eq!(c.get("/db/_changes").json()["results"], json!([]));
+    assert_eq!(c.delete("/db/_local/cp?rev=0-2").status, 200);
+    c.get("/db/_local/cp").error(404, "not_found");
+}
+
+fn bulk(c: &common::Client, db: &str, docs: Value) -> Value {
+    let r = c.post(&format!("/{db}/_bulk_docs"), &json!({"docs": docs}).to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.json()
+}
+
+#[test]
+fn bulk_docs_all_docs_and_keys() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let docs: Vec<Value> = (0..50).map(|i| json!({"_id": format!("d{i:02}"), "i": i})).collect();
+    let res = bulk(&c, "db", json!(docs));
+    assert_eq!(res.as_array().unwrap().len(), 50);
+    assert!(res.as_array().unwrap().iter().all(|r| r["ok"] == true));
+    // Per-document results, not all-or-nothing.
+    let res = bulk(&c, "db", json!([{"_id": "d00"}, {"_id": "new"}]));
+    assert_eq!(res[0]["error"], "conflict");
+    assert_eq!(res[1]["ok"], true);
+    let rev = res[1]["rev"].as_str().unwrap();
+    bulk(&c, "db", json!([{"_id": "new", "_rev": rev, "_deleted": true}]));
+    c.post("/db/_bulk_docs", r#"{"nodocs":[]}"#).error(400, "bad_request");
+    c.post("/db/_bulk_docs", r#"{"docs":{}}"#).error(400, "bad_request");
+    c.post("/db/_bulk_docs", r#"{"docs":[{"_id":"_bad"}]}"#).error(400, "illegal_docid");
+    c.post("/db/_bulk_docs", r#"{"docs":[{"_id":"x"}],"new_edits":false}"#).error(400, "bad_request");
+
+    let all = c.get("/db/_all_docs");
+    assert!(all.text.starts_with("{\"total_rows\":50,\"offset\":0,\"rows\":[\r\n"), "{}", all.text);
+    let all = all.json();
+    assert_eq!(all["rows"].as_array().unwrap().len(), 50);
+    assert_eq!(all["rows"][0]["key"], "d00");
+    let page = c.get("/db/_all_docs?startkey=%22d10%22&endkey=%22d20%22&inclusive_end=false&skip=2&limit=3&include_docs=true").json();
+    assert_eq!(page["offset"], 12);
+    let ids: Vec<&str> = page["rows"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["d12", "d13", "d14"]);
+    assert_eq!(page["rows"][0]["doc"]["i"], 12);
+    let desc = c.get("/db/_all_docs?descending=true&limit=2&update_seq=true").json();
+    assert_eq!(desc["rows"][0]["id"], "d49");
+    assert!(desc["update_seq"].is_string());
+    assert_eq!(c.get("/db/_all_docs?key=%22d07%22").json()["rows"].as_array().unwrap().len(), 1);
+    let keyed = c.post("/db/_all_docs?include_docs=true", r#"{"keys":["d03","nope","new"]}"#).json();
+    assert_eq!(keyed["offset"], Value::Null);
+    assert_eq!(keyed["rows"][0]["doc"]["i"], 3);
+    assert_eq!(keyed["rows"][1], json!({"key": "nope", "error": "not_found"}));
+    assert_eq!(keyed["rows"][2]["value"]["deleted"], true);
+    assert_eq!(keyed["rows"][2]["doc"], Value::Null);
+    c.get("/db/_all_docs?limit=-1").error(400, "query_parse_error");
+    c.get("/db/_all_docs?descending=maybe").error(400, "query_parse_error");
+    c.post("/db/_all_docs", r#"{"keys":"d01"}"#).error(400, "bad_request");
+    c.put("/db/_design/a", "{}");
+    let design = c.get("/db/_design_docs").json();
+    assert_eq!(design["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(design["rows"][0]["id"], "_design/a");
+}
+
+#[test]
+fn replication_endpoints() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let r1 = c.put("/db/d", r#"{"v":1}"#).json()["rev"].as_str().unwrap().to_string();
+    let hash = r1.split('-').nth(1).unwrap();
+    // new_edits=false: two branches arrive from elsewhere; errors-only answer.
+    let res = c.post(
+        "/db/_bulk_docs",
+        &json!({"new_edits": false, "docs": [
+            {"_id": "d", "_revisions": {"start": 2, "ids": ["aaaa", hash]}, "v": 2},
+            {"_id": "d", "_revisions": {"start": 2, "ids": ["bbbb", hash]}, "v": 3},
+        ]})
+        .to_string(),
+    );
+    assert_eq!((res.status, res.json()), (201, json!([])));
+    let doc = c.get("/db/d?conflicts=true").json();
+    assert_eq!(doc["_rev"], "2-bbbb");
+    assert_eq!(doc["_conflicts"], json!(["2-aaaa"]));
+    let open = c.get("/db/d?open_revs=all").json();
+    assert_eq!(open.as_array().unwrap().len(), 2);
+    let some = c.get("/db/d?open_revs=%5B%222-aaaa%22,%223-zzz%22%5D").json();
+    assert_eq!(some[0]["ok"]["v"], 2);
+    assert_eq!(some[1], json!({"missing": "3-zzz"}));
+    let diff = c.post("/db/_revs_diff", r#"{"d":["2-aaaa","3-cccc"],"other":["1-x"]}"#).json();
+    assert_eq!(diff["d"]["missing"], json!(["3-cccc"]));
+    assert_eq!(diff["d"]["possible_ancestors"], json!(["2-bbbb", "2-aaaa"]));
+    assert_eq!(diff["other"]["missing"], json!(["1-x"]));
+    assert_eq!(c.post("/db/_revs_diff", r#"{"d":["2-aaaa"]}"#).json(), json!({}));
+    assert_eq!(c.post("/db/_missing_revs", r#"{"d":["2-aaaa","9-q"]}"#).json(), json!({"missing_revs": {"d": ["9-q"]}}));
+    let got = c.post("/db/_bulk_get?revs=true", r#"{"docs":[{"id":"d","rev":"2-aaaa"},{"id":"d"},{"id":"zz"},{"rev":"1-x"}]}"#).json();
+    let results = got["results"].as_array().unwrap();
+    assert_eq!(results[0]["docs"][0]["ok"]["_revisions"]["ids"], json!(["aaaa", hash]));
+    assert_eq!(results[1]["docs"].as_array().unwrap().len(), 2);
+    assert_eq!(results[2]["docs"][0]["error"]["error"], "not_found");
+    assert_eq!(results[3]["docs"][0]["error"]["reason"], "document id missed");
+    c.post("/db/_bulk_get?rev=1-x", r#"{"docs":[]}"#).error(400, "bad_request");
+    c.post("/db/_bulk_get", r#"{}"#).error(400, "bad_request");
+    // Revs limit and security are stored and returned.
+    assert_eq!(c.get("/db/_revs_limit").json(), json!(1000));
+    assert_eq!(c.put("/db/_revs_limit", "3").json(), json!({"ok": true}));
+    assert_eq!(c.get("/db/_revs_limit").json(), json!(3));
+    c.put("/db/_revs_limit", "0").error(400, "bad_request");
+    let sec = json!({"admins": {"names": ["a"], "roles": []}, "members": {"names": [], "roles": ["r"]}});
+    assert_eq!(c.put("/db/_security", &sec.to_string()).status, 200);
+    assert_eq!(c.get("/db/_security").json(), sec);
+    c.put("/db/_security", r#"{"admins":{"names":"a"}}"#).error(400, "bad_request");
+}

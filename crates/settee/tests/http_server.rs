@@ -1,0 +1,126 @@
+//! Server-level endpoints, authentication and configuration, over HTTP against the real binary.
+
+mod common;
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+#[test]
+fn welcome_up_and_uuids() {
+    let s = TestServer::start();
+    let anon = s.anon();
+    let r = anon.get("/");
+    assert_eq!(r.status, 200);
+    let w = r.json();
+    assert_eq!(w["couchdb"], "Welcome");
+    assert_eq!(w["vendor"]["name"], "Settee");
+    assert_eq!(w["uuid"].as_str().unwrap().len(), 32);
+    assert!(r.text.ends_with('\n'));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert!(r.header("server").unwrap().starts_with("Settee/"));
+    anon.send("POST", "/", Some("{}"), &[]).error(405, "method_not_allowed");
+    assert_eq!(anon.get("/_up").json()["status"], "ok");
+    let ids = anon.get("/_uuids?count=5").json();
+    let ids = ids["uuids"].as_array().unwrap();
+    assert_eq!(ids.len(), 5);
+    assert!(ids.iter().all(|i| i.as_str().unwrap().len() == 32));
+    anon.get("/_uuids?count=x").error(400, "query_parse_error");
+    // The uuid is stable per install.
+    let mut s = s;
+    s.restart();
+    assert_eq!(s.anon().get("/").json()["uuid"], w["uuid"]);
+}
+
+#[test]
+fn secure_by_default_and_sessions() {
+    let s = TestServer::start();
+    let anon = s.anon();
+    anon.get("/_all_dbs").error(401, "unauthorized");
+    anon.put("/newdb", "").error(401, "unauthorized");
+    common::Client::new(&s.url, Some(("admin", "wrong"))).get("/").error(401, "unauthorized");
+    let admin = s.admin();
+    assert_eq!(admin.put("/newdb", "").status, 201);
+    anon.get("/newdb").error(401, "unauthorized");
+    // Cookie login, JSON and form.
+    let r = anon.post("/_session", r#"{"name":"admin","password":"secret"}"#);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["roles"], json!(["_admin"]));
+    let cookie = r.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+    assert!(cookie.starts_with("AuthSession="));
+    let mut with_cookie = s.anon();
+    with_cookie.extra.push(("Cookie".into(), cookie));
+    let me = with_cookie.get("/_session").json();
+    assert_eq!(me["userCtx"]["name"], "admin");
+    assert_eq!(me["info"]["authenticated"], "cookie");
+    assert_eq!(with_cookie.get("/_all_dbs").json(), json!(["newdb"]));
+    let form = anon.send("POST", "/_session", Some("name=admin&password=secret"), &[("Content-Type", "application/x-www-form-urlencoded")]);
+    assert_eq!(form.status, 200);
+    anon.post("/_session", r#"{"name":"admin","password":"nope"}"#).error(401, "unauthorized");
+    assert_eq!(anon.get("/_session").json()["userCtx"]["name"], Value::Null);
+    let out = anon.delete("/_session");
+    assert!(out.header("set-cookie").unwrap().contains("AuthSession=;"));
+}
+
+#[test]
+fn generated_admin_password_is_printed_once_and_stored_hashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settee"))
+        .args(["serve", "--port", "0", "--data"])
+        .arg(dir.path())
+        .env_remove("SETTEE_ADMIN")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = out;
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut first).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let password = first.split('`').nth(3).expect("password shown");
+    let ini = std::fs::read_to_string(dir.path().join("settee.ini")).unwrap();
+    assert!(ini.contains("admin = -pbkdf2:sha256-"), "{ini}");
+    assert!(!ini.contains(password), "the password is not stored in plain text");
+}
+
+#[test]
+fn all_dbs_dbs_info_and_node_endpoints() {
+    let s = TestServer::start();
+    let c = s.admin();
+    for db in ["b", "a", "c/d", "e"] {
+        assert_eq!(c.put(&format!("/{}", db.replace('/', "%2F")), "").status, 201);
+    }
+    assert_eq!(c.get("/_all_dbs").json(), json!(["a", "b", "c/d", "e"]));
+    assert_eq!(c.get("/_all_dbs?descending=true&limit=2").json(), json!(["e", "c/d"]));
+    assert_eq!(c.get("/_all_dbs?start_key=%22b%22&end_key=%22c/d%22").json(), json!(["b", "c/d"]));
+    assert_eq!(c.get("/_all_dbs?skip=3").json(), json!(["e"]));
+    let info = c.post("/_dbs_info", r#"{"keys":["a","zz"]}"#).json();
+    assert_eq!(info[0]["info"]["db_name"], "a");
+    assert_eq!(info[1]["error"], "not_found");
+    assert_eq!(c.get("/_dbs_info").json().as_array().unwrap().len(), 4);
+    assert_eq!(c.get("/_active_tasks").json(), json!([]));
+    assert_eq!(c.get("/_membership").json()["all_nodes"].as_array().unwrap().len(), 1);
+    assert!(c.get("/_node/_local").json()["name"].is_string());
+    s.anon().get("/_active_tasks").error(401, "unauthorized");
+}
+
+#[test]
+fn config_is_read_written_and_persisted() {
+    let mut s = TestServer::start();
+    let c = s.admin();
+    assert!(c.get("/_node/_local/_config").json()["admins"]["admin"].as_str().unwrap().starts_with("-pbkdf2"));
+    assert_eq!(c.put("/_node/_local/_config/uuids/algorithm", r#""random""#).json(), json!(""));
+    assert_eq!(c.get("/_node/_local/_config/uuids/algorithm").json(), json!("random"));
+    assert_eq!(c.get("/_node/_local/_config/uuids").json(), json!({"algorithm": "random"}));
+    c.get("/_node/_local/_config/uuids/nope").error(404, "not_found");
+    // A plaintext admin password set through the API is stored hashed.
+    c.put("/_node/_local/_config/admins/second", r#""pw2""#);
+    assert!(c.get("/_node/_local/_config/admins/second").json().as_str().unwrap().starts_with("-pbkdf2"));
+    assert_eq!(common::Client::new(&s.url, Some(("second", "pw2"))).get("/_all_dbs").status, 200);
+    assert_eq!(c.delete("/_node/_local/_config/uuids/algorithm").json(), json!("random"));
+    c.put("/_node/_local/_config/uuids/algorithm", r#""utc_random""#);
+    s.restart();
+    assert_eq!(s.admin().get("/_node/_local/_config/uuids/algorithm").json(), json!("utc_random"));
+    s.anon().get("/_node/_local/_config").error(401, "unauthorized");
+    s.admin().put("/_node/_local/_config/a/b", "5").error(400, "bad_request");
+}
