@@ -162,6 +162,11 @@ impl Client {
 
     /// Sends a request with an optional body (JSON unless a content type header says otherwise).
     pub fn send(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Resp {
+        self.try_send(method, path, body, headers).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// Like [`Client::send`], but a failed connection is an error rather than a panic.
+    pub fn try_send(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Result<Resp, ureq::Error> {
         let mut b = ureq::http::Request::builder().method(method).uri(format!("{}{}", self.base, path));
         if let Some(a) = &self.auth {
             b = b.header("Authorization", a);
@@ -177,11 +182,11 @@ impl Client {
             b = b.header("Content-Type", "application/json");
         }
         let req = b.body(body.unwrap_or("").to_string()).expect("request");
-        let mut resp = self.agent.run(req).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let mut resp = self.agent.run(req)?;
         let headers = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
         let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string().unwrap_or_default();
-        Resp { status, headers, text }
+        let text = resp.body_mut().read_to_string()?;
+        Ok(Resp { status, headers, text })
     }
 
     pub fn get(&self, path: &str) -> Resp {

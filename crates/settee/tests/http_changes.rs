@@ -1,0 +1,147 @@
+//! Change feeds over HTTP: normal, longpoll, continuous and eventsource; resuming with
+//! `since`; filters; and feeds waking on writes rather than polling.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+fn seed(c: &common::Client, n: usize) {
+    c.put("/db", "");
+    let docs: Vec<Value> = (0..n).map(|i| json!({"_id": format!("d{i}"), "i": i})).collect();
+    assert_eq!(c.post("/db/_bulk_docs", &json!({"docs": docs}).to_string()).status, 201);
+}
+
+#[test]
+fn normal_feed_resumes_and_filters() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, 30);
+    let r = c.get("/db/_changes");
+    assert!(r.text.starts_with("{\"results\":[\n"), "{}", r.text);
+    let all = r.json();
+    let rows = all["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 30);
+    assert_eq!(all["pending"], 0);
+    assert_eq!(all["last_seq"], c.get("/db").json()["update_seq"]);
+    // Resuming from any row's seq gives exactly the rows after it.
+    let cut = rows[9]["seq"].as_str().unwrap();
+    let rest = c.get(&format!("/db/_changes?since={cut}")).json();
+    let ids: Vec<&str> = rest["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let want: Vec<&str> = rows[10..].iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, want);
+    let limited = c.get("/db/_changes?limit=5").json();
+    assert_eq!(limited["results"].as_array().unwrap().len(), 5);
+    assert_eq!(limited["pending"], 25);
+    assert_eq!(c.get(&format!("/db/_changes?since={}", all["last_seq"].as_str().unwrap())).json()["results"], json!([]));
+    assert_eq!(c.get("/db/_changes?since=now").json()["results"], json!([]));
+    let docs = c.get("/db/_changes?include_docs=true&limit=1").json();
+    assert_eq!(docs["results"][0]["doc"]["_id"], docs["results"][0]["id"]);
+    let filtered = c.post("/db/_changes?filter=_doc_ids", r#"{"doc_ids":["d3","d7"]}"#).json();
+    assert_eq!(filtered["results"].as_array().unwrap().len(), 2);
+    let filtered = c.get("/db/_changes?filter=_doc_ids&doc_ids=%5B%22d4%22%5D").json();
+    assert_eq!(filtered["results"][0]["id"], "d4");
+    c.put("/db/_design/x", "{}");
+    assert_eq!(c.get("/db/_changes?filter=_design").json()["results"][0]["id"], "_design/x");
+    let rev = c.get("/db/d1").json()["_rev"].as_str().unwrap().to_string();
+    c.delete(&format!("/db/d1?rev={rev}"));
+    let last = c.get("/db/_changes?descending=true&limit=1").json();
+    assert_eq!(last["results"][0]["id"], "d1");
+    assert_eq!(last["results"][0]["deleted"], true);
+    c.get("/db/_changes?since=garbage").error(400, "bad_request");
+    c.get("/db/_changes?feed=sideways").error(400, "bad_request");
+    c.get("/db/_changes?heartbeat=-5").error(400, "bad_request");
+    c.get("/db/_changes?filter=nope/nope").error(400, "bad_request");
+}
+
+#[test]
+fn longpoll_wakes_on_a_write() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, 3);
+    let since = c.get("/db").json()["update_seq"].as_str().unwrap().to_string();
+    let url = s.url.clone();
+    let waiter = std::thread::spawn(move || {
+        let c = common::Client::new(&url, Some(common::ADMIN));
+        let started = Instant::now();
+        let r = c.get(&format!("/db/_changes?feed=longpoll&since={since}&timeout=20000"));
+        (r.json(), started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    c.put("/db/late", "{}");
+    let (feed, took) = waiter.join().unwrap();
+    assert_eq!(feed["results"][0]["id"], "late");
+    assert!(took < Duration::from_secs(15), "woke on the write, not the timeout ({took:?})");
+    // With nothing to report it returns at the timeout with the same position.
+    let now = c.get("/db").json()["update_seq"].as_str().unwrap().to_string();
+    let idle = c.get(&format!("/db/_changes?feed=longpoll&since={now}&timeout=200")).json();
+    assert_eq!((idle["results"].clone(), idle["last_seq"].clone()), (json!([]), json!(now)));
+}
+
+/// Reads a continuous feed line by line from a raw connection.
+fn open_feed(s: &TestServer, query: &str) -> BufReader<std::net::TcpStream> {
+    let addr = s.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(stream, "GET /db/_changes?{query} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n\r\n", common::admin_auth()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            return reader;
+        }
+    }
+}
+
+/// The next non-empty JSON line of a chunked feed (chunk-size lines and heartbeats skipped).
+fn next_json(reader: &mut BufReader<std::net::TcpStream>, prefix: &str) -> Value {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "feed ended");
+        if let Some(json) = line.trim().strip_prefix(prefix) {
+            if json.starts_with('{') {
+                return serde_json::from_str(json).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn continuous_and_eventsource_feeds_stream_new_writes() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, 2);
+    let mut feed = open_feed(&s, "feed=continuous&heartbeat=100");
+    assert_eq!(next_json(&mut feed, "")["id"].as_str().unwrap().len(), 2);
+    next_json(&mut feed, "");
+    c.put("/db/live1", "{}");
+    assert_eq!(next_json(&mut feed, "")["id"], "live1");
+    c.put("/db/live2", "{}");
+    assert_eq!(next_json(&mut feed, "")["id"], "live2");
+
+    let mut events = open_feed(&s, "feed=eventsource&since=now&heartbeat=100");
+    c.put("/db/ev", "{}");
+    assert_eq!(next_json(&mut events, "data: ")["id"], "ev");
+
+    let mut ending = open_feed(&s, "feed=continuous&since=now&timeout=200");
+    let last = next_json(&mut ending, "");
+    assert!(last["last_seq"].is_string(), "{last}");
+}
+
+#[test]
+fn many_listeners_wait_cheaply() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, 1);
+    let mut feeds: Vec<_> = (0..200).map(|_| open_feed(&s, "feed=continuous&since=now&heartbeat=5000")).collect();
+    c.put("/db/wake", "{}");
+    for f in &mut feeds {
+        assert_eq!(next_json(f, "")["id"], "wake");
+    }
+}
