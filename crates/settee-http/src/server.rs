@@ -194,6 +194,7 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<
 async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     let server_header = state.server_header.clone();
     let head_request = req.method() == Method::HEAD;
+    let (method, uri) = (req.method().clone(), req.uri().clone());
     let mut resp = match tokio::spawn(dispatch(state, req)).await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
@@ -208,6 +209,7 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
         resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
     }
     resp.headers_mut().insert(SERVER, server_header);
+    tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
     resp
 }
 

@@ -1,0 +1,46 @@
+//! Real CouchDB client libraries against the real server: PouchDB (JavaScript, HTTP adapter
+//! plus in-memory databases replicating both ways) and couchdb-python. `./scripts/test`
+//! installs both into `clients/` before running the tests.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{TestServer, ADMIN};
+
+fn clients_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../clients")
+}
+
+fn run(s: &TestServer, mut cmd: Command, what: &str) {
+    let out = cmd
+        .env("SETTEE_URL", &s.url)
+        .env("SETTEE_USER", ADMIN.0)
+        .env("SETTEE_PASSWORD", ADMIN.1)
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {what}: {e}"));
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what} failed:\n{text}");
+}
+
+#[test]
+fn pouchdb_works_unmodified() {
+    let dir = clients_dir().join("js");
+    assert!(dir.join("node_modules/pouchdb-core").is_dir(), "PouchDB is not installed: run ./scripts/test, which installs it into clients/js");
+    let s = TestServer::start();
+    let mut cmd = Command::new("node");
+    cmd.arg("--test").arg("pouchdb.test.js").current_dir(&dir);
+    run(&s, cmd, "the PouchDB suite");
+}
+
+#[test]
+fn couchdb_python_works_unmodified() {
+    let dir = clients_dir().join("python");
+    let python = dir.join(".venv/bin/python");
+    assert!(python.exists(), "couchdb-python is not installed: run ./scripts/test, which creates clients/python/.venv");
+    let s = TestServer::start();
+    let mut cmd = Command::new(python);
+    cmd.arg("test_couchdb_python.py").current_dir(&dir);
+    run(&s, cmd, "the couchdb-python script");
+}
