@@ -70,16 +70,21 @@ impl DbSnapshot {
     }
 
     /// The body of one revision of `id`.
-    pub fn body(&self, id: &str, info: &RevInfo) -> Result<Vec<u8>> {
+    pub fn body<'a>(&self, id: &str, info: &'a RevInfo) -> Result<std::borrow::Cow<'a, [u8]>> {
         match &info.body {
-            Body::Inline(b) => Ok(b.clone()),
-            Body::Blob(blob, _) => Ok(self.shard(id).read_blob(blob)?),
+            Body::Inline(b) => Ok(std::borrow::Cow::Borrowed(b)),
+            Body::Blob(blob, _) => Ok(std::borrow::Cow::Owned(self.shard(id).read_blob(blob)?)),
         }
     }
 
     /// The JSON of revision `rev` of a document (its winner when `None`). A deleted winner
     /// is `not_found` "deleted"; an explicitly asked-for tombstone is returned.
     pub fn open_doc(&self, id: &str, rev: Option<&Rev>, opts: &DocOptions) -> Result<Vec<u8>> {
+        self.open_doc_rev(id, rev, opts).map(|(_, json)| json)
+    }
+
+    /// Like [`DbSnapshot::open_doc`], also returning the revision shown.
+    pub fn open_doc_rev(&self, id: &str, rev: Option<&Rev>, opts: &DocOptions) -> Result<(Rev, Vec<u8>)> {
         let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
         let i = match rev {
             Some(r) => rec.tree.find(r).filter(|&i| rec.tree.nodes[i].info.is_some()).ok_or(Error::NotFound("missing"))?,
@@ -91,7 +96,7 @@ impl DbSnapshot {
                 w
             }
         };
-        self.render(id, &rec, i, opts)
+        Ok((rec.tree.nodes[i].rev.clone(), self.render(id, &rec, i, opts)?))
     }
 
     /// The JSON of node `i` of a record.

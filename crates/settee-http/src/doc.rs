@@ -59,8 +59,8 @@ fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Response> {
     }
     let rev = q.get("rev").map(parse_rev).transpose()?;
     let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq);
-    let doc = snap.open_doc(id, rev.as_ref(), &opts)?;
-    let rev_text = extract_rev(&doc);
+    let (shown, doc) = snap.open_doc_rev(id, rev.as_ref(), &opts)?;
+    let rev_text = Some(shown.to_string());
     if plain {
         if let (Some(inm), Some(r)) = (req.header("if-none-match"), rev_text.as_deref()) {
             if inm.trim().trim_start_matches("W/").trim_matches('"') == r {
@@ -73,13 +73,6 @@ fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Response> {
         (true, Some(r)) => reply::with_header(resp, ETAG, &format!("\"{r}\"")),
         _ => resp,
     })
-}
-
-/// The `_rev` of a rendered document (it is always the second member).
-fn extract_rev(doc: &[u8]) -> Option<String> {
-    let at = doc.windows(8).position(|w| w == b"\"_rev\":\"")? + 8;
-    let end = doc[at..].iter().position(|&b| b == b'"')?;
-    Some(String::from_utf8_lossy(&doc[at..at + end]).into_owned())
 }
 
 fn get_open_revs(db: &Database, id: &str, open_revs: &str, opts: &DocOptions, _latest: bool) -> HttpResult<Response> {

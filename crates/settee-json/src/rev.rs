@@ -61,7 +61,15 @@ impl PartialOrd for RevId {
 impl fmt::Display for RevId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RevId::Hash(h) => h.iter().try_for_each(|b| write!(f, "{b:02x}")),
+            RevId::Hash(h) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut out = [0u8; 32];
+                for (i, b) in h.iter().enumerate() {
+                    out[2 * i] = HEX[usize::from(b >> 4)];
+                    out[2 * i + 1] = HEX[usize::from(b & 15)];
+                }
+                f.write_str(std::str::from_utf8(&out).expect("hex digits are ASCII"))
+            }
             RevId::Text(t) => f.write_str(t),
         }
     }

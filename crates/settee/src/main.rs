@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use settee_http::{Config, ServerOptions, State};
 
+/// Many threads allocate small, short-lived buffers per request; mimalloc's per-thread heaps
+/// avoid the contention of the system allocator's arenas.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "settee", version, about = "A document database that speaks Apache CouchDB's HTTP API")]
 struct Cli {
