@@ -1,24 +1,13 @@
-//! Small binary encoding helpers for the values this crate stores: LEB128 varints,
-//! length-prefixed bytes and revisions. Decoding never panics on damaged input.
+//! Binary encoding of the values this crate stores: the storage engine's varints and
+//! length-prefixed bytes (its `format` module), plus revisions. Decoding never panics on
+//! damaged input; damage is reported as [`Error::Corrupted`] naming what was being read.
 
 use settee_json::{Rev, RevId};
+use settee_store::format;
 
 use crate::error::{Error, Result};
 
-/// Appends `v` as an unsigned LEB128 varint.
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Appends length-prefixed bytes.
-pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
+pub use settee_store::format::{put_bytes, put_varint};
 
 /// Appends a revision: depth, then a tag (0 hash, 1 text) and the id.
 pub fn put_rev(out: &mut Vec<u8>, rev: &Rev) {
@@ -35,8 +24,9 @@ pub fn put_rev(out: &mut Vec<u8>, rev: &Rev) {
     }
 }
 
-/// Reads values written by the `put_` functions, reporting damage as [`Error::Corrupted`].
+/// Reads values written by the `put_` functions.
 pub struct Reader<'a> {
+    inner: format::Reader<'a>,
     bytes: &'a [u8],
     what: &'static str,
 }
@@ -44,72 +34,62 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Reads `bytes`, naming them `what` in errors.
     pub fn new(bytes: &'a [u8], what: &'static str) -> Reader<'a> {
-        Reader { bytes, what }
+        Reader { inner: format::Reader::new(bytes, 0), bytes, what }
     }
 
-    fn bad(&self) -> Error {
-        Error::Corrupted(self.what)
+    fn bad(&self) -> impl Fn(settee_store::Error) -> Error + '_ {
+        |_| Error::Corrupted(self.what)
     }
 
     /// Whether everything has been read.
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+        self.inner.is_empty()
     }
 
     /// Everything not yet read.
     pub fn rest(&mut self) -> &'a [u8] {
-        std::mem::take(&mut self.bytes)
+        let rest = &self.bytes[self.inner.pos()..];
+        self.inner = format::Reader::new(&[], 0);
+        self.bytes = &[];
+        rest
     }
 
     /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if n > self.bytes.len() {
-            return Err(self.bad());
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
+        self.inner.take(n).map_err(self.bad())
     }
 
     /// One byte.
     pub fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
+        self.inner.u8().map_err(self.bad())
     }
 
     /// A little-endian u64.
     pub fn u64_le(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        self.inner.u64().map_err(self.bad())
     }
 
     /// A varint.
     pub fn varint(&mut self) -> Result<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(self.bad())
+        self.inner.varint().map_err(self.bad())
     }
 
-    /// A varint used as a length or index, bounded by what remains to read.
+    /// A varint used as a count, bounded by what remains to read (each item takes a byte).
     pub fn len(&mut self) -> Result<usize> {
         let v = self.varint()?;
-        usize::try_from(v).ok().filter(|&n| n <= self.bytes.len().max(1 << 20)).ok_or_else(|| self.bad())
+        let left = self.bytes.len() - self.inner.pos();
+        usize::try_from(v).ok().filter(|&n| n <= left.max(1 << 20)).ok_or(Error::Corrupted(self.what))
     }
 
     /// Length-prefixed bytes.
     pub fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.len()?;
-        self.take(n)
+        self.inner.bytes().map_err(self.bad())
     }
 
     /// Length-prefixed UTF-8 text.
     pub fn str(&mut self) -> Result<&'a str> {
         let bytes = self.bytes()?;
-        std::str::from_utf8(bytes).map_err(|_| self.bad())
+        std::str::from_utf8(bytes).map_err(|_| Error::Corrupted(self.what))
     }
 
     /// A revision written by [`put_rev`].
@@ -118,7 +98,7 @@ impl<'a> Reader<'a> {
         let id = match self.u8()? {
             0 => RevId::Hash(self.take(16)?.try_into().expect("16 bytes")),
             1 => RevId::Text(self.str()?.into()),
-            _ => return Err(self.bad()),
+            _ => return Err(Error::Corrupted(self.what)),
         };
         Ok(Rev { pos, id })
     }

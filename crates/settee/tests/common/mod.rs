@@ -94,6 +94,7 @@ fn spawn(dir: &Path, log: &Path) -> (Child, String) {
     loop {
         line.clear();
         if out.read_line(&mut line).expect("read server output") == 0 {
+            let _ = child.wait();
             panic!("server exited before listening; log: {}", std::fs::read_to_string(log).unwrap_or_default());
         }
         if let Some(url) = line.trim().split("listening on ").nth(1) {
