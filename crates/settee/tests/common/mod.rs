@@ -77,6 +77,8 @@ impl TestServer {
     }
 }
 
+// The child is handed to `TestServer`, whose `Drop` kills and waits for it.
+#[allow(clippy::zombie_processes)]
 fn spawn(dir: &Path, log: &Path) -> (Child, String) {
     let err = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
