@@ -35,7 +35,8 @@ fn if_match(req: &Req) -> Option<String> {
     req.header("if-match").map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
 }
 
-fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Response> {
+/// `GET`/`HEAD` of a document.
+pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let snap = db.snapshot();
     if is_local(id) {

@@ -195,11 +195,11 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     let server_header = state.server_header.clone();
     let head_request = req.method() == Method::HEAD;
     let (method, uri) = (req.method().clone(), req.uri().clone());
-    let mut resp = match tokio::spawn(dispatch(state, req)).await {
+    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req)) }).await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
-        Err(join) => {
-            tracing::error!(error = %join, "request handler panicked");
+        Err(message) => {
+            tracing::error!(%method, %uri, panic = %message, "request handler panicked");
             reply::error(&HttpError::new(500, "unknown_error", "the request handler failed"))
         }
     };
@@ -211,6 +211,28 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     resp.headers_mut().insert(SERVER, server_header);
     tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
     resp
+}
+
+/// Runs a request's future, turning a panic into an error for that request alone (the
+/// connection and every other request go on).
+struct CatchPanic<F> {
+    inner: std::pin::Pin<Box<F>>,
+}
+
+impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.inner.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Err(panic) => {
+                let message = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+                std::task::Poll::Ready(Err(message))
+            }
+        }
+    }
 }
 
 async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResult<Response> {
@@ -233,10 +255,10 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         None => node::welcome(state, req),
         Some("_up") => node::up(req),
         Some("_uuids") => node::uuids(state, req),
-        Some("_session") => node::session(state, req).await,
+        Some("_session") => Box::pin(node::session(state, req)).await,
         Some(name) if name.starts_with('_') && !settee_db::SYSTEM_DATABASES.contains(&name) => {
             require_admin(req)?;
-            node::route(state, req).await
+            Box::pin(node::route(state, req)).await
         }
         Some(name) => {
             let name = name.to_string();
@@ -248,25 +270,33 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
 
 async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     let second = req.segments.get(1).cloned();
-    let Some(second) = second else { return db::handle(state, req, name).await };
+    let Some(second) = second else { return Box::pin(db::handle(state, req, name)).await };
     let rest = req.segments.len();
     match second.as_str() {
-        "_all_docs" | "_design_docs" | "_local_docs" if rest == 2 => db::all_docs(state, req, name, &second).await,
-        "_bulk_docs" if rest == 2 => bulk::bulk_docs(state, req, name).await,
-        "_bulk_get" if rest == 2 => bulk::bulk_get(state, req, name).await,
-        "_revs_diff" if rest == 2 => bulk::revs_diff(state, req, name, false).await,
-        "_missing_revs" if rest == 2 => bulk::revs_diff(state, req, name, true).await,
-        "_changes" if rest == 2 => changes::handle(state, req, name).await,
-        "_revs_limit" | "_security" if rest == 2 => db::meta(state, req, name, &second).await,
-        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest <= 3 => db::maintenance(state, req, name, &second).await,
+        "_all_docs" | "_design_docs" | "_local_docs" if rest == 2 => Box::pin(db::all_docs(state, req, name, &second)).await,
+        "_bulk_docs" if rest == 2 => Box::pin(bulk::bulk_docs(state, req, name)).await,
+        "_bulk_get" if rest == 2 => Box::pin(bulk::bulk_get(state, req, name)).await,
+        "_revs_diff" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, false)).await,
+        "_missing_revs" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, true)).await,
+        "_changes" if rest == 2 => Box::pin(changes::handle(state, req, name)).await,
+        "_revs_limit" | "_security" if rest == 2 => Box::pin(db::meta(state, req, name, &second)).await,
+        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest <= 3 => Box::pin(db::maintenance(state, req, name, &second)).await,
         "_design" | "_local" if rest == 3 => {
             let id = format!("{second}/{}", req.segments[2]);
-            doc::handle(state, req, name, &id).await
+            doc_route(state, req, name, &id).await
         }
         _ if second.starts_with('_') => Err(HttpError::new(400, "illegal_docid", "Only reserved document ids may start with underscore.")),
-        _ if rest == 2 => doc::handle(state, req, name, &second).await,
+        _ if rest == 2 => doc_route(state, req, name, &second).await,
         _ => Err(HttpError::new(501, "not_implemented", "attachments and design-document functions are not supported yet")),
     }
+}
+
+/// Documents: reads are answered without another future (the hottest path).
+async fn doc_route(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+    if req.method == Method::GET || req.method == Method::HEAD {
+        return doc::get(state, req, name, id);
+    }
+    Box::pin(doc::handle(state, req, name, id)).await
 }
 
 /// Fails unless the caller is a server admin.
