@@ -1,0 +1,122 @@
+//! Scale and maintenance under load: 10,000 keep-alive connections, 10,000 databases with
+//! bounded open files, and compaction while clients read and write.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+/// Raises this process's open-files limit so the test can hold many sockets.
+fn raise_nofile(want: u64) -> u64 {
+    // SAFETY: plain libc calls on a local struct.
+    unsafe {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max.min(want);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        lim.rlim_cur
+    }
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn ten_thousand_keep_alive_connections() {
+    let limit = raise_nofile(12_000);
+    assert!(limit >= 10_500, "the test needs 10,500 open files, the hard limit allows {limit}");
+    let s = TestServer::start();
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut conns: Vec<TcpStream> = (0..10_000).map(|i| TcpStream::connect(&addr).unwrap_or_else(|e| panic!("connection {i}: {e}"))).collect();
+    // Two requests on every connection, all held open at once.
+    for round in 0..2 {
+        for c in &mut conns {
+            c.write_all(b"GET /_up HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        }
+        for (i, c) in conns.iter_mut().enumerate() {
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let mut buf = [0u8; 512];
+            let mut got = Vec::new();
+            while !got.ends_with(b"}\n") {
+                let n = c.read(&mut buf).unwrap_or_else(|e| panic!("round {round} connection {i}: {e}"));
+                assert!(n > 0, "round {round} connection {i} closed");
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert!(got.starts_with(b"HTTP/1.1 200"), "round {round} connection {i}: {}", String::from_utf8_lossy(&got));
+        }
+    }
+}
+
+#[test]
+fn ten_thousand_databases_with_bounded_open_files() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/_node/_local/_config/couchdb/max_dbs_open", r#""100""#);
+    let mut s = s;
+    s.restart();
+    let c = s.admin();
+    let pid = s.child.as_ref().unwrap().id();
+    for i in 0..10_000 {
+        let r = c.put(&format!("/user-{i:05}?q=1"), "");
+        assert_eq!(r.status, 201, "db {i}: {}", r.text);
+        if i % 1000 == 0 {
+            assert_eq!(c.put(&format!("/user-{i:05}/doc"), r#"{"i":1}"#).status, 201);
+        }
+    }
+    let all = c.get("/_all_dbs").json();
+    assert_eq!(all.as_array().unwrap().len(), 10_000);
+    assert!(open_fds(pid) < 600, "{} files open", open_fds(pid));
+    // Every database still answers, reopened on demand.
+    for i in (0..10_000).step_by(1000) {
+        assert_eq!(c.get(&format!("/user-{i:05}/doc")).json()["i"], 1);
+    }
+    assert!(open_fds(pid) < 600, "{} files open", open_fds(pid));
+}
+
+#[test]
+fn compaction_while_clients_read_and_write_loses_nothing() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let docs: Vec<Value> = (0..5000).map(|i| json!({"_id": format!("d{i:05}"), "v": 0, "pad": "x".repeat(i % 2000)})).collect();
+    assert_eq!(c.post("/db/_bulk_docs", &json!({"docs": docs}).to_string()).status, 201);
+    let url = s.url.clone();
+    let writer = std::thread::spawn(move || {
+        let c = common::Client::new(&url, Some(common::ADMIN));
+        let mut written = Vec::new();
+        for i in 0..400 {
+            let id = format!("d{:05}", (i * 37) % 5000);
+            let cur = c.get(&format!("/db/{id}")).json();
+            let r = c.put(&format!("/db/{id}"), &json!({"_rev": cur["_rev"], "v": i + 1}).to_string());
+            assert_eq!(r.status, 201, "{}", r.text);
+            written.push((id, i + 1));
+            let new = c.put(&format!("/db/new{i}"), "{}");
+            assert_eq!(new.status, 201);
+        }
+        written
+    });
+    assert_eq!(c.post("/db/_compact", "{}").status, 202);
+    let mut compacting = true;
+    while compacting {
+        let r = c.get(&format!("/db/d{:05}", rand::random::<u32>() % 5000));
+        assert_eq!(r.status, 200);
+        compacting = c.get("/db").json()["compact_running"] == true;
+    }
+    let written = writer.join().unwrap();
+    let mut latest = std::collections::HashMap::new();
+    for (id, v) in written {
+        latest.insert(id, v);
+    }
+    for (id, v) in latest {
+        assert_eq!(c.get(&format!("/db/{id}")).json()["v"], v, "{id}");
+    }
+    let info = c.get("/db").json();
+    assert_eq!(info["doc_count"], 5400);
+    let all = c.get("/db/_all_docs").json();
+    assert_eq!(all["rows"].as_array().unwrap().len(), 5400);
+}
