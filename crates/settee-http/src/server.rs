@@ -51,6 +51,9 @@ pub struct State {
     pub max_request: usize,
     /// When the server started.
     pub started: Instant,
+    /// Test hook: `/_settee_test_panic` panics inside its handler (set by the environment
+    /// variable `SETTEE_TEST_PANIC=1` at start, for the test that a panic stays one 500).
+    pub panic_route: bool,
 }
 
 /// Where a server keeps its data and finds its configuration.
@@ -140,6 +143,7 @@ impl State {
             config: RwLock::new(config),
             auth: Authenticator::default(),
             started: Instant::now(),
+            panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
         Ok(Prepared { state: Arc::new(state), generated_admin })
     }
@@ -209,8 +213,16 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
         resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
     }
     resp.headers_mut().insert(SERVER, server_header);
+    resp.headers_mut().insert("x-couch-request-id", request_id());
     tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
     resp
+}
+
+/// Ten random lowercase hex digits, as CouchDB's `X-Couch-Request-ID`.
+fn request_id() -> HeaderValue {
+    use rand::Rng;
+    let n: u64 = rand::thread_rng().gen::<u64>() & 0xff_ffff_ffff;
+    HeaderValue::from_str(&format!("{n:010x}")).expect("hex is a valid header value")
 }
 
 /// Runs a request's future, turning a panic into an error for that request alone (the
@@ -254,6 +266,7 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     match first.as_deref() {
         None => node::welcome(state, req),
         Some("_up") => node::up(req),
+        Some("_settee_test_panic") if state.panic_route => panic!("test panic requested"),
         Some("_uuids") => node::uuids(state, req),
         Some("_session") => Box::pin(node::session(state, req)).await,
         Some(name) if name.starts_with('_') && !settee_db::SYSTEM_DATABASES.contains(&name) => {

@@ -124,3 +124,16 @@ fn config_is_read_written_and_persisted() {
     s.anon().get("/_node/_local/_config").error(401, "unauthorized");
     s.admin().put("/_node/_local/_config/a/b", "5").error(400, "bad_request");
 }
+
+#[test]
+fn a_panicking_request_is_one_logged_500() {
+    let mut s = TestServer::start();
+    s.allow_errors = true;
+    let c = s.admin();
+    let r = c.get("/_settee_test_panic");
+    r.error(500, "unknown_error");
+    assert_eq!(c.get("/").status, 200, "the server goes on");
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    assert!(log.contains("ERROR") && log.contains("test panic requested"), "{log}");
+    assert_eq!(r.header("x-couch-request-id").map(str::len), Some(10));
+}

@@ -87,6 +87,7 @@ fn spawn(dir: &Path, log: &Path) -> (Child, String) {
         .args(["--port", "0", "--bind", "127.0.0.1"])
         .env("SETTEE_ADMIN", format!("{}:{}", ADMIN.0, ADMIN.1))
         .env("SETTEE_LOG", "warn")
+        .env("SETTEE_TEST_PANIC", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::from(err))
         .spawn()
