@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 use settee_json::{body, EditTerm, Rev, RevId};
 
+use crate::att::{parse_attachments, AttPolicy, NewAtt};
 use crate::error::{Error, Result};
 
 /// Prefix of design document ids.
@@ -56,27 +57,31 @@ pub struct NewDoc {
     pub deleted: bool,
     /// The stored body: the document's own members as compact JSON.
     pub body: Vec<u8>,
-    /// The revision-id term of this edit.
+    /// The revision-id term of this edit's body.
     pub edit: EditTerm,
+    /// Its attachments (none when the body had no `_attachments`).
+    pub atts: Vec<NewAtt>,
 }
 
-/// Limits applied while reading a document.
-#[derive(Clone, Copy, Debug)]
+/// Limits and policies applied while reading a document.
+#[derive(Clone, Debug)]
 pub struct DocLimits {
     /// Largest encoded body accepted (`[couchdb] max_document_size`).
     pub max_document_size: usize,
+    /// How attachments are stored.
+    pub atts: AttPolicy,
 }
 
 impl Default for DocLimits {
     fn default() -> DocLimits {
-        DocLimits { max_document_size: 8_000_000 }
+        DocLimits { max_document_size: 8_000_000, atts: AttPolicy::default() }
     }
 }
 
 impl NewDoc {
     /// Reads a document from JSON. `url_id` (from the request path) wins over a body `_id`;
     /// without either, `new_id` supplies one.
-    pub fn from_json(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: DocLimits) -> Result<NewDoc> {
+    pub fn from_json(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits) -> Result<NewDoc> {
         let Value::Object(map) = value else {
             return Err(Error::BadRequest("Document must be a JSON object".into()));
         };
@@ -84,6 +89,7 @@ impl NewDoc {
         let mut rev = None;
         let mut revisions = None;
         let mut deleted = false;
+        let mut atts = None;
         let mut body = Map::new();
         for (key, value) in map {
             if !key.starts_with('_') || KEPT_SPECIAL.contains(&key.as_str()) {
@@ -96,8 +102,7 @@ impl NewDoc {
                 ("_rev", v) => rev = Some(v),
                 ("_revisions", v) => revisions = Some(v),
                 ("_deleted", Value::Bool(b)) => deleted = b,
-                ("_attachments", Value::Object(atts)) if atts.is_empty() => {}
-                ("_attachments", _) => return Err(Error::BadRequest("attachments are not supported yet".into())),
+                ("_attachments", v) => atts = Some(v),
                 (k, _) if IGNORED_SPECIAL.contains(&k) => {}
                 (k, _) => return Err(Error::DocValidation(format!("Bad special document member: {k}"))),
             }
@@ -122,8 +127,21 @@ impl NewDoc {
         if encoded.len() > limits.max_document_size {
             return Err(Error::DocumentTooLarge(id));
         }
-        let edit = EditTerm::new(&body, &[]);
-        Ok(NewDoc { id, revs, deleted, body: encoded, edit })
+        let edit = EditTerm::new(&body);
+        let atts = match atts {
+            Some(v) => parse_attachments(v, &limits.atts)?,
+            None => Vec::new(),
+        };
+        Ok(NewDoc { id, revs, deleted, body: encoded, edit, atts })
+    }
+}
+
+impl NewDoc {
+    /// An edit made from a stored revision: its body unchanged (`body` as stored), with the
+    /// attachments given (stubs for those kept). Used by the standalone attachment endpoints.
+    pub fn from_stored(id: &str, parent: Option<Rev>, body: Vec<u8>, atts: Vec<NewAtt>) -> Result<NewDoc> {
+        let map: Map<String, Value> = serde_json::from_slice(&body).map_err(|_| Error::Corrupted("stored body"))?;
+        Ok(NewDoc { id: id.to_string(), revs: parent.into_iter().collect(), deleted: false, edit: EditTerm::new(&map), body, atts })
     }
 }
 
@@ -156,7 +174,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<NewDoc> {
-        NewDoc::from_json(v, None, || "generated".into(), DocLimits::default())
+        NewDoc::from_json(v, None, || "generated".into(), &DocLimits::default())
     }
 
     #[test]
@@ -186,14 +204,14 @@ mod tests {
         assert_eq!(reason(json!({"_id": 5})), "Document id must be a string");
         assert_eq!(reason(json!({"_rev": "x"})), "Invalid rev format");
         assert_eq!(reason(json!({"_revisions": {"start": "1", "ids": []}})), "_revisions.start isn't an integer.");
-        let big = NewDoc::from_json(json!({"a": "0123456789"}), Some("d"), String::new, DocLimits { max_document_size: 8 });
+        let big = NewDoc::from_json(json!({"a": "0123456789"}), Some("d"), String::new, &DocLimits { max_document_size: 8, ..Default::default() });
         assert!(matches!(big, Err(Error::DocumentTooLarge(id)) if id == "d"));
     }
 
     #[test]
     fn url_id_wins_but_body_id_is_still_checked() {
-        let d = NewDoc::from_json(json!({"_id": "b"}), Some("a"), String::new, DocLimits::default()).unwrap();
+        let d = NewDoc::from_json(json!({"_id": "b"}), Some("a"), String::new, &DocLimits::default()).unwrap();
         assert_eq!(d.id, "a");
-        assert!(NewDoc::from_json(json!({"_id": "_x"}), Some("a"), String::new, DocLimits::default()).is_err());
+        assert!(NewDoc::from_json(json!({"_id": "_x"}), Some("a"), String::new, &DocLimits::default()).is_err());
     }
 }

@@ -30,6 +30,12 @@ pub enum Error {
     /// A document body over `max_document_size`; carries the document id.
     #[error("{0}")]
     DocumentTooLarge(String),
+    /// An attachment stub names nothing in the revision being edited.
+    #[error("Invalid attachment stub in {0} for {1}")]
+    MissingStub(String, String),
+    /// No such attachment.
+    #[error("Document is missing attachment")]
+    NoAttachment,
     /// A since or other sequence that this server did not issue.
     #[error("Malformed sequence supplied in 'since' parameter.")]
     BadSequence,

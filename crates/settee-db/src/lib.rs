@@ -9,6 +9,7 @@
 //!
 //! This crate knows CouchDB's document model; it knows nothing of HTTP.
 
+mod att;
 mod catalog;
 mod codec;
 mod database;
@@ -20,6 +21,7 @@ mod revtree;
 mod seq;
 mod shard;
 
+pub use att::{decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK};
 pub use catalog::{validate_name, Catalog, CatalogOptions, SYSTEM_DATABASES};
 pub use database::{shard_index, Database};
 pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PREFIX};

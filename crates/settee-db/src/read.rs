@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use settee_json::{body, Rev};
 use settee_store::{Bound, Direction, Entry, Range, RangeOptions, Snapshot};
 
+use crate::att::{decode_bytes, AttInfo};
 use crate::database::shard_index;
 use crate::error::{Error, Result};
 use crate::record::{peek_winner, Body, Counts, DocRecord, RevInfo, SeqEntry};
@@ -13,7 +14,7 @@ use crate::seq::SeqVector;
 use crate::shard::{decode_local, ShardMeta, BY_ID, BY_SEQ, LOCAL};
 
 /// What to add to a document beyond its body.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct DocOptions {
     /// `_revisions`: the revision path.
     pub revs: bool,
@@ -25,6 +26,13 @@ pub struct DocOptions {
     pub deleted_conflicts: bool,
     /// `_local_seq`: the sequence of the revision.
     pub local_seq: bool,
+    /// Attachment bytes inline (base64) instead of stubs.
+    pub attachments: bool,
+    /// With `attachments`: only bytes written after the newest of these revisions that is
+    /// an ancestor (CouchDB's `atts_since`).
+    pub atts_since: Option<Vec<Rev>>,
+    /// Add `encoding` and `encoded_length` to attachment entries.
+    pub att_encoding_info: bool,
 }
 
 /// Every shard of a database as of one moment.
@@ -109,9 +117,6 @@ impl DbSnapshot {
         if node.deleted {
             body::member(&mut out, "_deleted", b"true");
         }
-        if opts.local_seq {
-            body::member(&mut out, "_local_seq", info.seq.to_string().as_bytes());
-        }
         if opts.revs {
             let ids: Vec<String> = rec.tree.path(i).iter().map(|&p| rec.tree.nodes[p].rev.id.to_string()).collect();
             body::member(&mut out, "_revisions", &serde_json::to_vec(&serde_json::json!({"start": node.rev.pos, "ids": ids})).expect("json"));
@@ -145,8 +150,54 @@ impl DbSnapshot {
                 body::member(&mut out, key, &serde_json::to_vec(&revs).expect("json"));
             }
         }
+        if opts.local_seq {
+            body::member(&mut out, "_local_seq", info.seq.to_string().as_bytes());
+        }
+        if !info.atts.is_empty() {
+            let atts = self.attachments_json(id, rec, i, opts)?;
+            body::member(&mut out, "_attachments", &serde_json::to_vec(&atts).expect("json"));
+        }
         body::end(&mut out);
         Ok(out)
+    }
+
+    /// The `_attachments` member of node `i`.
+    fn attachments_json(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<serde_json::Value> {
+        let info = rec.tree.nodes[i].info.as_ref().ok_or(Error::NotFound("missing"))?;
+        let path = rec.tree.path(i);
+        let since = opts.atts_since.as_ref().and_then(|revs| revs.iter().filter(|r| path.iter().any(|&p| rec.tree.nodes[p].rev == **r)).map(|r| r.pos).max());
+        let mut map = serde_json::Map::new();
+        for att in &info.atts {
+            let with_data = opts.attachments && since.is_none_or(|p| att.revpos > p);
+            let data = if with_data { Some(self.attachment_bytes(id, att)?) } else { None };
+            map.insert(att.name.clone(), att.to_json(data.as_deref(), opts.att_encoding_info));
+        }
+        Ok(serde_json::Value::Object(map))
+    }
+
+    /// An attachment of revision `rev` (the winner when `None`) of a document.
+    pub fn attachment(&self, id: &str, rev: Option<&Rev>, name: &str) -> Result<AttInfo> {
+        let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
+        let i = match rev {
+            Some(r) => rec.tree.find(r).ok_or(Error::NotFound("missing"))?,
+            None => rec.tree.winner().filter(|&w| !rec.tree.nodes[w].deleted).ok_or(Error::NotFound("deleted"))?,
+        };
+        let info = rec.tree.nodes[i].info.as_ref().ok_or(Error::NotFound("missing"))?;
+        info.atts.iter().find(|a| a.name == name).cloned().ok_or(Error::NoAttachment)
+    }
+
+    /// One stored chunk of an attachment of `id`.
+    pub fn attachment_chunk(&self, id: &str, chunk: &settee_store::BlobRef) -> Result<Vec<u8>> {
+        Ok(self.shard(id).read_blob(chunk)?)
+    }
+
+    /// An attachment's identity bytes, whole.
+    pub fn attachment_bytes(&self, id: &str, att: &AttInfo) -> Result<Vec<u8>> {
+        let mut stored = Vec::with_capacity(att.encoded_length.min(1 << 30) as usize);
+        for c in &att.chunks {
+            stored.extend_from_slice(&self.attachment_chunk(id, c)?);
+        }
+        decode_bytes(att.encoding, stored)
     }
 
     /// A local document: its revision counter and body.

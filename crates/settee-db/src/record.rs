@@ -11,7 +11,8 @@
 //!    varint node count, then per node, parents first:
 //!         rev; varint parent index + 1 (0 = root); u8 flags (1 deleted, 2 stored, 4 blob);
 //!         if stored: varint sequence; inline body (varint length, bytes)
-//!                    or blob (20-byte blob reference, varint length)
+//!                    or blob (20-byte blob reference, varint length);
+//!                    varint attachment count, then each attachment (see `att.rs`)
 //! ```
 //!
 //! `by_seq` value (a [`SeqEntry`]): varint id length, id, then the leaves, winner first,
@@ -21,6 +22,7 @@
 use settee_json::Rev;
 use settee_store::{BlobRef, Reducer};
 
+use crate::att::AttInfo;
 use crate::codec::{put_bytes, put_rev, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::revtree::{RevNode, RevTree};
@@ -56,6 +58,8 @@ pub struct RevInfo {
     pub body: Body,
     /// The shard sequence at which it was written.
     pub seq: u64,
+    /// Its attachments, in document order.
+    pub atts: Vec<AttInfo>,
 }
 
 /// A document's stored state: its revision tree and latest sequence.
@@ -145,6 +149,10 @@ fn encode_node(out: &mut Vec<u8>, n: &RevNode<RevInfo>) {
                     put_varint(out, *len);
                 }
             }
+            put_varint(out, info.atts.len() as u64);
+            for att in &info.atts {
+                att.encode(out);
+            }
         }
     }
 }
@@ -167,7 +175,9 @@ fn decode_node(r: &mut Reader<'_>, index: usize) -> Result<RevNode<RevInfo>> {
             let blob = BlobRef::decode(r.take(BlobRef::ENCODED_LEN)?).ok_or(Error::Corrupted("blob reference"))?;
             Body::Blob(blob, r.varint()?)
         };
-        Some(RevInfo { body, seq })
+        let n = r.len()?;
+        let atts = (0..n).map(|_| AttInfo::decode(r)).collect::<Result<Vec<_>>>()?;
+        Some(RevInfo { body, seq, atts })
     };
     Ok(RevNode { rev, parent, deleted: flags & DELETED != 0, info })
 }
@@ -278,9 +288,13 @@ mod tests {
 
     fn sample() -> DocRecord {
         let mut tree = RevTree::default();
-        let a = tree.add_child(None, RevId::Text("a".into()), false, RevInfo { body: Body::Inline(b"{}".to_vec()), seq: 1 });
-        tree.add_child(Some(a), RevId::Hash([7; 16]), true, RevInfo { body: Body::Inline(b"{\"x\":1}".to_vec()), seq: 2 });
-        tree.merge_path(&[Rev::parse("3-c").unwrap(), Rev::parse("2-b").unwrap()], false, RevInfo { body: Body::Inline(b"{}".to_vec()), seq: 3 });
+        let a = tree.add_child(None, RevId::Text("a".into()), false, RevInfo { body: Body::Inline(b"{}".to_vec()), seq: 1, atts: vec![] });
+        tree.add_child(Some(a), RevId::Hash([7; 16]), true, RevInfo { body: Body::Inline(b"{\"x\":1}".to_vec()), seq: 2, atts: vec![] });
+        tree.merge_path(&[Rev::parse("3-c").unwrap(), Rev::parse("2-b").unwrap()], false, RevInfo {
+                body: Body::Inline(b"{}".to_vec()),
+                seq: 3,
+                atts: vec![AttInfo { name: "a".into(), content_type: "text/plain".into(), revpos: 3, md5: [1; 16], length: 5, encoding: crate::att::Encoding::Identity, encoded_length: 5, chunks: vec![] }],
+            });
         DocRecord { tree, seq: 3 }
     }
 

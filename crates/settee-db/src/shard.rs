@@ -12,6 +12,7 @@ use std::sync::Arc;
 use settee_json::{new_rev_id, Rev, RevId};
 use settee_store::{Action, BlobCopier, Durability, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn, ValueRewriter};
 
+use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::doc::NewDoc;
 use crate::error::{Error, Result};
@@ -147,9 +148,7 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
         let (slot, dirty) = records.get_mut(doc.id.as_str()).expect("just inserted");
         let old_seq = slot.as_ref().map(|r| r.seq);
         let next_seq = meta.update_seq + 1;
-        let body = if doc.body.len() <= INLINE_MAX { Body::Inline(doc.body.clone()) } else { Body::Blob(txn.write_blob(&doc.body)?, doc.body.len() as u64) };
-        let info = RevInfo { body, seq: next_seq };
-        match edit(slot.as_ref().map(|r| &r.tree), doc, mode, info, meta.revs_limit) {
+        match edit(txn, slot.as_ref().map(|r| &r.tree), doc, mode, next_seq, meta.revs_limit) {
             Ok(Some((tree, rev))) => {
                 meta.update_seq = next_seq;
                 if let Some(old) = old_seq {
@@ -183,15 +182,24 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
     Ok(results)
 }
 
-/// Applies one edit to a document's tree. `Ok(None)` means a replicated revision that was
-/// already present (nothing to write).
-fn edit(old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditMode, info: RevInfo, revs_limit: u64) -> Result<Option<(RevTree<RevInfo>, Rev)>> {
+/// Applies one edit to a document's tree, writing its body and new attachment bytes.
+/// `Ok(None)` means a replicated revision that was already present (nothing to write).
+fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditMode, seq: u64, revs_limit: u64) -> Result<Option<(RevTree<RevInfo>, Rev)>> {
     let mut tree = old.cloned().unwrap_or_default();
     let leaf = match mode {
-        EditMode::Replicated => match tree.merge_path(&doc.revs, doc.deleted, info) {
-            Merged::Exists => return Ok(None),
-            Merged::Added(i) => i,
-        },
+        EditMode::Replicated => {
+            if doc.revs.first().is_some_and(|r| tree.find(r).is_some()) {
+                return Ok(None);
+            }
+            // Stubs refer to the newest ancestor this server holds.
+            let base = doc.revs.iter().skip(1).find_map(|r| tree.find(r).and_then(|i| tree.nodes[i].info.as_ref()));
+            let pos = doc.revs.first().map_or(1, |r| r.pos);
+            let info = new_info(txn, doc, base, pos, seq)?;
+            match tree.merge_path(&doc.revs, doc.deleted, info) {
+                Merged::Exists => return Ok(None),
+                Merged::Added(i) => i,
+            }
+        }
         EditMode::Interactive => {
             let parent = match doc.revs.first() {
                 None if tree.nodes.is_empty() => None,
@@ -204,8 +212,11 @@ fn edit(old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditMode, info: RevI
                 },
             };
             let parent_rev = parent.map(|p| tree.nodes[p].rev.clone());
-            let id: RevId = new_rev_id(doc.deleted, parent_rev.as_ref(), &doc.edit);
             let pos = parent_rev.as_ref().map_or(1, |r| r.pos + 1);
+            let base = parent.and_then(|p| tree.nodes[p].info.as_ref());
+            let info = new_info(txn, doc, base, pos, seq)?;
+            let digests: Vec<_> = info.atts.iter().map(|a| a.rev_digest()).collect();
+            let id: RevId = new_rev_id(doc.deleted, parent_rev.as_ref(), &doc.edit, &digests);
             if tree.find(&Rev { pos, id: id.clone() }).is_some() {
                 return Err(Error::Conflict);
             }
@@ -215,6 +226,43 @@ fn edit(old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditMode, info: RevI
     let rev = tree.nodes[leaf].rev.clone();
     tree.stem(usize::try_from(revs_limit).unwrap_or(usize::MAX));
     Ok(Some((tree, rev)))
+}
+
+/// Stores a new revision's body and attachments; stubs are taken from `base`, the revision
+/// being edited.
+fn new_info(txn: &mut Txn, doc: &NewDoc, base: Option<&RevInfo>, pos: u64, seq: u64) -> Result<RevInfo> {
+    let body = if doc.body.len() <= INLINE_MAX { Body::Inline(doc.body.clone()) } else { Body::Blob(txn.write_blob(&doc.body)?, doc.body.len() as u64) };
+    let mut atts = Vec::with_capacity(doc.atts.len());
+    for att in &doc.atts {
+        let info = match &att.source {
+            AttSource::Stub => base
+                .and_then(|b| b.atts.iter().find(|a| a.name == att.name))
+                .cloned()
+                .ok_or_else(|| Error::MissingStub(doc.id.clone(), att.name.clone()))?,
+            AttSource::Data { chunks, encoding, length, md5 } => AttInfo {
+                name: att.name.clone(),
+                content_type: att.content_type.clone(),
+                revpos: pos,
+                md5: *md5,
+                length: *length,
+                encoding: *encoding,
+                encoded_length: chunks.iter().map(|c| c.len() as u64).sum(),
+                chunks: chunks.iter().map(|c| txn.write_blob(c)).collect::<Result<_, _>>()?,
+            },
+            AttSource::Loose { blobs, encoding, length, encoded_length, md5 } => AttInfo {
+                name: att.name.clone(),
+                content_type: att.content_type.clone(),
+                revpos: pos,
+                md5: *md5,
+                length: *length,
+                encoding: *encoding,
+                encoded_length: *encoded_length,
+                chunks: blobs.iter().map(|b| txn.adopt(b)).collect::<Result<_, _>>()?,
+            },
+        };
+        atts.push(info);
+    }
+    Ok(RevInfo { body, seq, atts })
 }
 
 /// Local documents: revisions `0-N` counting writes, no history, no sequence.
@@ -291,8 +339,14 @@ impl ValueRewriter for DocRewriter {
                 node.info = None;
                 continue;
             }
-            if let Some(RevInfo { body: Body::Blob(blob, _), .. }) = &mut node.info {
+            let Some(info) = &mut node.info else { continue };
+            if let Body::Blob(blob, _) = &mut info.body {
                 *blob = blobs.copy(blob)?;
+            }
+            for att in &mut info.atts {
+                for chunk in &mut att.chunks {
+                    *chunk = blobs.copy(chunk)?;
+                }
             }
         }
         Ok(Some(record.encode()))

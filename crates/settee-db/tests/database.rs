@@ -7,7 +7,7 @@ use settee_db::{AllDocsOptions, Catalog, CatalogOptions, ChangesOptions, DocLimi
 use settee_json::Rev;
 
 fn doc(v: Value) -> NewDoc {
-    NewDoc::from_json(v, None, || "generated".into(), DocLimits::default()).unwrap()
+    NewDoc::from_json(v, None, || "generated".into(), &DocLimits::default()).unwrap()
 }
 
 async fn put(db: &settee_db::Database, v: Value) -> Result<Rev, Error> {
@@ -158,4 +158,59 @@ async fn catalog_lists_deletes_and_bounds_open_databases() {
     assert!(matches!(catalog.delete("db3/x"), Err(Error::NoDatabase)));
     assert!(matches!(catalog.create("Bad", None), Err(Error::IllegalDatabaseName(_))));
     assert_eq!(catalog.list().unwrap().len(), 9);
+}
+
+#[tokio::test]
+async fn attachments_are_stored_stubbed_and_carried_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("a", None).unwrap();
+    let text = "hello world ".repeat(50);
+    let b64 = settee_json_b64(text.as_bytes());
+    let r1 = put(&db, json!({"_id": "d", "_attachments": {"t.txt": {"content_type": "text/plain", "data": b64}, "b.bin": {"content_type": "image/png", "data": "AAEC"}}})).await.unwrap();
+    let doc = get(&db, "d").unwrap();
+    let t = &doc["_attachments"]["t.txt"];
+    assert_eq!((t["stub"].clone(), t["revpos"].clone(), t["length"].clone()), (json!(true), json!(1), json!(text.len())));
+    assert!(t["digest"].as_str().unwrap().starts_with("md5-"));
+    // A stub keeps the attachment and its revpos; data replaces it.
+    let r2 = put(&db, json!({"_id": "d", "_rev": r1.to_string(), "x": 1, "_attachments": {"t.txt": {"stub": true}, "b.bin": {"content_type": "image/png", "data": "AwQ="}}})).await.unwrap();
+    let doc = get(&db, "d").unwrap();
+    assert_eq!(doc["_attachments"]["t.txt"]["revpos"], 1);
+    assert_eq!(doc["_attachments"]["b.bin"]["revpos"], 2);
+    let snap = db.snapshot();
+    let att = snap.attachment("d", None, "t.txt").unwrap();
+    assert_eq!(att.encoding, settee_db::Encoding::Gzip, "text is stored compressed");
+    assert_eq!(snap.attachment_bytes("d", &att).unwrap(), text.as_bytes());
+    let full: Value = serde_json::from_slice(&snap.open_doc("d", None, &DocOptions { attachments: true, ..Default::default() }).unwrap()).unwrap();
+    assert_eq!(full["_attachments"]["b.bin"]["data"], "AwQ=");
+    assert_eq!(full["_attachments"]["t.txt"]["data"], b64);
+    let since: Value = serde_json::from_slice(&snap.open_doc("d", None, &DocOptions { attachments: true, atts_since: Some(vec![r1.clone()]), ..Default::default() }).unwrap()).unwrap();
+    assert_eq!(since["_attachments"]["t.txt"]["stub"], true, "unchanged since r1");
+    assert_eq!(since["_attachments"]["b.bin"]["data"], "AwQ=");
+    // The old revision still has its own attachment bytes.
+    let old = snap.attachment("d", Some(&r1), "b.bin").unwrap();
+    assert_eq!(snap.attachment_bytes("d", &old).unwrap(), [0, 1, 2]);
+    // A stub for something the parent lacks is refused; an edit without _attachments drops them.
+    assert!(matches!(put(&db, json!({"_id": "d", "_rev": r2.to_string(), "_attachments": {"nope": {"stub": true}}})).await, Err(Error::MissingStub(..))));
+    put(&db, json!({"_id": "d", "_rev": r2.to_string()})).await.unwrap();
+    assert!(get(&db, "d").unwrap().get("_attachments").is_none());
+    // Compaction copies the attachments of current revisions.
+    let keep = put(&db, json!({"_id": "k", "_attachments": {"big": {"content_type": "image/png", "data": settee_json_b64(&vec![5u8; 3 << 20])}}})).await.unwrap();
+    assert!(db.start_compaction());
+    while db.compact_running() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let snap = db.snapshot();
+    let att = snap.attachment("k", Some(&keep), "big").unwrap();
+    assert_eq!(att.chunks.len(), 3);
+    assert_eq!(snap.attachment_bytes("k", &att).unwrap(), vec![5u8; 3 << 20]);
+    // Attachments change the revision id.
+    let plain = put(&db, json!({"_id": "e"})).await.unwrap();
+    let with = put(&db, json!({"_id": "f", "_attachments": {"a": {"data": "AA=="}}})).await.unwrap();
+    assert_ne!(plain.id, with.id);
+}
+
+fn settee_json_b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

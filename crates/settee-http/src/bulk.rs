@@ -35,7 +35,7 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(HttpError::bad_request("`new_edits` parameter must be a boolean.")),
     };
-    let parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), state.limits)).collect::<Result<Vec<_>, _>>()?;
+    let parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits)).collect::<Result<Vec<_>, _>>()?;
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
     }
@@ -70,7 +70,7 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     let Some(Value::Array(wanted)) = body.get("docs") else {
         return Err(HttpError::bad_request("Missing JSON list of 'docs'."));
     };
-    let opts = DocOptions { revs: req.query.flag("revs")?, ..Default::default() };
+    let opts = DocOptions { revs: req.query.flag("revs")?, attachments: req.query.flag("attachments")?, ..Default::default() };
     let snap = db.snapshot();
     let results: Vec<Value> = wanted.iter().map(|w| bulk_get_one(&snap, w, &opts)).collect::<HttpResult<_>>()?;
     Ok(reply::json(200, &json!({"results": results})))
@@ -84,6 +84,15 @@ fn bulk_get_one(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions) -> HttpRes
     };
     let idv = json!(id);
     let record = snap.record(id)?;
+    let since = wanted.get("atts_since").and_then(Value::as_array).map(|revs| revs.iter().filter_map(|r| r.as_str().and_then(|s| Rev::parse(s).ok())).collect::<Vec<_>>());
+    let with_since;
+    let opts = match since {
+        Some(revs) => {
+            with_since = DocOptions { attachments: true, atts_since: Some(revs), ..opts.clone() };
+            &with_since
+        }
+        None => opts,
+    };
     let docs: Vec<Value> = match wanted.get("rev") {
         Some(rev_value) => {
             let text = rev_value.as_str().unwrap_or("");

@@ -54,12 +54,13 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         conflicts: q.flag("conflicts")? || meta,
         deleted_conflicts: q.flag("deleted_conflicts")? || meta,
         local_seq: q.flag("local_seq")?,
+        ..attachment_options(q)?
     };
     if let Some(open_revs) = q.get("open_revs") {
         return get_open_revs(&db, id, open_revs, &opts, q.flag("latest")?);
     }
     let rev = q.get("rev").map(parse_rev).transpose()?;
-    let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq);
+    let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq || opts.attachments);
     let (shown, doc) = snap.open_doc_rev(id, rev.as_ref(), &opts)?;
     let rev_text = Some(shown.to_string());
     if plain {
@@ -74,6 +75,16 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         (true, Some(r)) => reply::with_header(resp, ETAG, &format!("\"{r}\"")),
         _ => resp,
     })
+}
+
+/// `attachments`, `atts_since` and `att_encoding_info`.
+pub fn attachment_options(q: &crate::request::Query) -> HttpResult<DocOptions> {
+    let atts_since = match q.json("atts_since")? {
+        None => None,
+        Some(Value::Array(revs)) => Some(revs.iter().map(|r| r.as_str().ok_or_else(|| HttpError::bad_request("Invalid rev format")).and_then(parse_rev)).collect::<HttpResult<Vec<_>>>()?),
+        Some(_) => return Err(HttpError::bad_request("`atts_since` must be a list of revisions")),
+    };
+    Ok(DocOptions { attachments: q.flag("attachments")? || atts_since.is_some(), atts_since, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() })
 }
 
 fn get_open_revs(db: &Database, id: &str, open_revs: &str, opts: &DocOptions, _latest: bool) -> HttpResult<Response> {
@@ -135,7 +146,7 @@ async fn read_doc(state: &State, req: &mut Req, id: Option<&str>) -> HttpResult<
             map.insert("_rev".into(), Value::String(r));
         }
     }
-    Ok(NewDoc::from_json(value, id, || state.new_uuid(), state.limits)?)
+    Ok(NewDoc::from_json(value, id, || state.new_uuid(), &state.limits)?)
 }
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
@@ -181,7 +192,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
         return Err(if exists { HttpError::new(409, "conflict", "Document update conflict.") } else { HttpError::not_found("missing") });
     };
     parse_rev(&rev)?;
-    let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, state.limits)?;
+    let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
     let (_, durability) = write_options(req)?;
     write_one(&db, doc, EditMode::Interactive, durability, 200, name).await
 }
@@ -205,6 +216,6 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
             map.insert("_rev".into(), Value::String(r));
         }
     }
-    let doc = NewDoc::from_json(value, Some(&dest_id), String::new, state.limits)?;
+    let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
     write_one(&db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
 }

@@ -71,6 +71,8 @@ impl From<DbError> for HttpError {
             DbError::IllegalDocId(r) => HttpError::new(400, "illegal_docid", r),
             DbError::DocumentTooLarge(id) => HttpError::new(413, "document_too_large", id),
             DbError::BadSequence => HttpError::bad_request(reason),
+            DbError::MissingStub(..) => HttpError::new(412, "missing_stub", reason),
+            DbError::NoAttachment => HttpError::not_found(reason),
             DbError::Corrupted(_) | DbError::Store(_) | DbError::Io { .. } => {
                 tracing::error!(error = %reason, "storage failure");
                 HttpError::new(500, "unknown_error", reason)
@@ -100,6 +102,8 @@ mod tests {
             (DbError::IllegalDocId("Document id must not be empty".into()), 400, "illegal_docid", "Document id must not be empty"),
             (DbError::DocumentTooLarge("big".into()), 413, "document_too_large", "big"),
             (DbError::BadSequence, 400, "bad_request", "Malformed sequence supplied in 'since' parameter."),
+            (DbError::MissingStub("d".into(), "a".into()), 412, "missing_stub", "Invalid attachment stub in d for a"),
+            (DbError::NoAttachment, 404, "not_found", "Document is missing attachment"),
             (DbError::Corrupted("x"), 500, "unknown_error", "stored data is damaged: x"),
         ];
         for (err, status, name, reason) in table {

@@ -8,6 +8,7 @@
 //!
 //! This is the only crate that knows HTTP.
 
+mod att;
 mod auth;
 mod bulk;
 mod changes;

@@ -34,6 +34,13 @@ pub fn json(status: u16, value: &serde_json::Value) -> Response {
     json_bytes(status, serde_json::to_vec(value).expect("a JSON value serializes"))
 }
 
+/// A response with raw bytes (the caller sets the content type).
+pub fn bytes(status: u16, bytes: Vec<u8>) -> Response {
+    let mut resp = hyper::Response::new(Full::new(Bytes::from(bytes)).boxed());
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp
+}
+
 /// `{"ok":true}`.
 pub fn ok() -> Response {
     json_bytes(200, b"{\"ok\":true}".to_vec())
@@ -69,9 +76,10 @@ pub fn with_header(mut resp: Response, name: HeaderName, value: &str) -> Respons
     resp
 }
 
-/// A body fed through a channel.
+/// A body fed through a channel; `len` is its exact length when known in advance.
 struct ChannelBody {
     rx: mpsc::Receiver<Bytes>,
+    len: Option<u64>,
 }
 
 impl hyper::body::Body for ChannelBody {
@@ -80,6 +88,10 @@ impl hyper::body::Body for ChannelBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.len.map_or_else(hyper::body::SizeHint::default, hyper::body::SizeHint::with_exact)
     }
 }
 
@@ -125,8 +137,13 @@ impl Sink {
 
 /// A streamed response and the sink that feeds it.
 pub fn channel(status: u16, content_type: &'static str) -> (Response, Sink) {
+    channel_sized(status, content_type, None)
+}
+
+/// A streamed response of exactly `len` bytes when given (sent with `Content-Length`).
+pub fn channel_sized(status: u16, content_type: &'static str, len: Option<u64>) -> (Response, Sink) {
     let (tx, rx) = mpsc::channel(4);
-    let mut resp = hyper::Response::new(ChannelBody { rx }.boxed());
+    let mut resp = hyper::Response::new(ChannelBody { rx, len }.boxed());
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     json_headers(&mut resp);
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -22,7 +22,7 @@ use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::{segments, Query, Req};
 use crate::uuids::Uuids;
-use crate::{bulk, changes, db, doc, node};
+use crate::{att, bulk, changes, db, doc, node};
 
 /// The version this server reports, and the CouchDB version whose API it speaks.
 pub const VERSION: &str = "3.5.0";
@@ -128,7 +128,12 @@ impl State {
             "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
             "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
         });
-        let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize) };
+        let mut atts = settee_db::AttPolicy::default();
+        if let Some(types) = config.get("attachments", "compressible_types") {
+            atts.compressible_types = types.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+        }
+        atts.compression_level = config.get_or("attachments", "compression_level", atts.compression_level);
+        let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize), atts };
         let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
         let state = State {
@@ -209,7 +214,12 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     };
     if head_request {
         use http_body_util::BodyExt;
-        let (parts, _) = resp.into_parts();
+        use hyper::body::Body as _;
+        let len = resp.body().size_hint().exact();
+        let (mut parts, _) = resp.into_parts();
+        if let Some(len) = len {
+            parts.headers.insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
         resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
     }
     resp.headers_mut().insert(SERVER, server_header);
@@ -298,9 +308,17 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             let id = format!("{second}/{}", req.segments[2]);
             doc_route(state, req, name, &id).await
         }
+        "_design" if rest >= 4 => {
+            let (id, att) = (format!("_design/{}", req.segments[2]), req.segments[3..].join("/"));
+            Box::pin(att::handle(state, req, name, &id, &att)).await
+        }
+        "_local" if rest >= 4 => Err(HttpError::bad_request("Local documents cannot have attachments.")),
         _ if second.starts_with('_') => Err(HttpError::new(400, "illegal_docid", "Only reserved document ids may start with underscore.")),
         _ if rest == 2 => doc_route(state, req, name, &second).await,
-        _ => Err(HttpError::new(501, "not_implemented", "attachments and design-document functions are not supported yet")),
+        _ => {
+            let att = req.segments[2..].join("/");
+            Box::pin(att::handle(state, req, name, &second, &att)).await
+        }
     }
 }
 

@@ -28,35 +28,25 @@ pub struct AttDigest {
     pub md5: [u8; 16],
 }
 
-/// The encoded `Body` and `Atts` of an edit: the part of the revision-id term that does not
-/// depend on the parent revision, so it can be prepared before the parent is known.
+/// The encoded `Body` of an edit: the part of the revision-id term that depends only on the
+/// document's own members, so it can be prepared before the parent revision is known.
 #[derive(Clone, Debug)]
 pub struct EditTerm {
-    tail: Vec<u8>,
+    body: Vec<u8>,
 }
 
 impl EditTerm {
-    /// Encodes a body (without `_`-fields) and its attachments in the order given.
-    pub fn new(body: &Map<String, Value>, atts: &[AttDigest]) -> EditTerm {
-        let mut tail = Vec::with_capacity(64);
-        object(&mut tail, body);
-        list_header(&mut tail, atts.len());
-        for att in atts.iter().rev() {
-            tail.extend_from_slice(&[104, 3]);
-            binary(&mut tail, att.name.as_bytes());
-            binary(&mut tail, att.content_type.as_bytes());
-            binary(&mut tail, &att.md5);
-        }
-        if !atts.is_empty() {
-            tail.push(106);
-        }
-        tail.push(106); // tail of the outer five-element list
-        EditTerm { tail }
+    /// Encodes a body (without `_`-fields).
+    pub fn new(body: &Map<String, Value>) -> EditTerm {
+        let mut out = Vec::with_capacity(64);
+        object(&mut out, body);
+        EditTerm { body: out }
     }
 }
 
-/// The revision id of an edit on top of `parent` (none for a document's first revision).
-pub fn new_rev_id(deleted: bool, parent: Option<&Rev>, edit: &EditTerm) -> RevId {
+/// The revision id of an edit on top of `parent` (none for a document's first revision),
+/// with the document's attachments in their document order.
+pub fn new_rev_id(deleted: bool, parent: Option<&Rev>, edit: &EditTerm, atts: &[AttDigest]) -> RevId {
     let mut head = Vec::with_capacity(48);
     head.extend_from_slice(&[131, 108, 0, 0, 0, 5]);
     atom(&mut head, if deleted { "true" } else { "false" });
@@ -70,9 +60,22 @@ pub fn new_rev_id(deleted: bool, parent: Option<&Rev>, edit: &EditTerm) -> RevId
             integer(&mut head, 0);
         }
     }
+    let mut tail = Vec::with_capacity(8 + atts.len() * 64);
+    list_header(&mut tail, atts.len());
+    for att in atts.iter().rev() {
+        tail.extend_from_slice(&[104, 3]);
+        binary(&mut tail, att.name.as_bytes());
+        binary(&mut tail, att.content_type.as_bytes());
+        binary(&mut tail, &att.md5);
+    }
+    if !atts.is_empty() {
+        tail.push(106);
+    }
+    tail.push(106); // tail of the outer five-element list
     let mut md5 = Md5::new();
     md5.update(&head);
-    md5.update(&edit.tail);
+    md5.update(&edit.body);
+    md5.update(&tail);
     RevId::Hash(md5.finalize().into())
 }
 
@@ -200,19 +203,24 @@ mod tests {
 
     #[test]
     fn empty_document_gets_couchdbs_well_known_first_rev() {
-        let id = new_rev_id(false, None, &EditTerm::new(&Map::new(), &[]));
+        let id = new_rev_id(false, None, &EditTerm::new(&Map::new()), &[]);
         assert_eq!(id.to_string(), "967a00dff5e02add41819138abb3284d");
     }
 
     #[test]
     fn same_edit_same_id_different_edit_different_id() {
-        let a = EditTerm::new(&body(r#"{"a":1,"b":[true,null,"x",{}]}"#), &[]);
-        let b = EditTerm::new(&body(r#"{"b":[true,null,"x",{}],"a":1}"#), &[]);
+        let a = EditTerm::new(&body(r#"{"a":1,"b":[true,null,"x",{}]}"#));
+        let b = EditTerm::new(&body(r#"{"b":[true,null,"x",{}],"a":1}"#));
         let parent = Rev::parse("1-967a00dff5e02add41819138abb3284d").unwrap();
-        assert_eq!(new_rev_id(false, Some(&parent), &a), new_rev_id(false, Some(&parent), &a));
-        assert_ne!(new_rev_id(false, Some(&parent), &a), new_rev_id(false, Some(&parent), &b), "key order counts");
-        assert_ne!(new_rev_id(false, Some(&parent), &a), new_rev_id(true, Some(&parent), &a));
-        assert_ne!(new_rev_id(false, Some(&parent), &a), new_rev_id(false, None, &a));
+        let id = |deleted, parent: Option<&Rev>, edit: &EditTerm, atts: &[AttDigest]| new_rev_id(deleted, parent, edit, atts);
+        assert_eq!(id(false, Some(&parent), &a, &[]), id(false, Some(&parent), &a, &[]));
+        assert_ne!(id(false, Some(&parent), &a, &[]), id(false, Some(&parent), &b, &[]), "key order counts");
+        assert_ne!(id(false, Some(&parent), &a, &[]), id(true, Some(&parent), &a, &[]));
+        assert_ne!(id(false, Some(&parent), &a, &[]), id(false, None, &a, &[]));
+        let att = AttDigest { name: "a.txt".into(), content_type: "text/plain".into(), md5: [1; 16] };
+        assert_ne!(id(false, None, &a, &[]), id(false, None, &a, std::slice::from_ref(&att)), "attachments count");
+        let other = AttDigest { md5: [2; 16], ..att.clone() };
+        assert_ne!(id(false, None, &a, std::slice::from_ref(&att)), id(false, None, &a, &[other]), "attachment content counts");
     }
 
     fn encoded(json: &str) -> Vec<u8> {

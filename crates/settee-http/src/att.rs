@@ -1,0 +1,252 @@
+//! Standalone attachments: `GET/HEAD/PUT/DELETE /{db}/{docid}/{attname}`. Uploads stream into
+//! the document's shard in chunks (never held whole in memory); downloads stream chunk by
+//! chunk, with `Range` for identity-encoded attachments and gzip passed through to clients
+//! that accept it.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use http_body_util::BodyExt;
+use hyper::header::{ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, ETAG, LOCATION};
+use hyper::Method;
+use md5::{Digest, Md5};
+use serde_json::json;
+use settee_db::{AttInfo, AttSource, Database, DbSnapshot, Durability, EditMode, Encoding, NewAtt, NewDoc, CHUNK};
+use settee_json::Rev;
+
+use crate::db::{join_error, open};
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Response};
+use crate::request::Req;
+use crate::server::State;
+
+/// Dispatches on the method.
+pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att: &str) -> HttpResult<Response> {
+    match req.method {
+        Method::GET | Method::HEAD => get(state, req, name, id, att),
+        Method::PUT => put(state, req, name, id, att).await,
+        Method::DELETE => delete(state, req, name, id, att).await,
+        _ => Err(HttpError::method_not_allowed("DELETE,GET,HEAD,PUT")),
+    }
+}
+
+fn rev_param(req: &Req) -> HttpResult<Option<Rev>> {
+    let text = req.query.get("rev").map(str::to_string).or_else(|| req.header("if-match").map(|v| v.trim().trim_matches('"').to_string()));
+    text.map(|t| Rev::parse(&t).map_err(|_| HttpError::bad_request("Invalid rev format"))).transpose()
+}
+
+fn get(state: &State, req: &Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let snap = db.snapshot();
+    let rev = req.query.get("rev").map(|r| Rev::parse(r).map_err(|_| HttpError::bad_request("Invalid rev format"))).transpose()?;
+    let att = snap.attachment(id, rev.as_ref(), att_name)?;
+    let etag = format!("\"{}\"", STANDARD.encode(att.md5));
+    if req.header("if-none-match").is_some_and(|v| v.trim() == etag) {
+        return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
+    }
+    let gzip_ok = req.header("accept-encoding").is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    let resp = match att.encoding {
+        Encoding::Gzip if gzip_ok => {
+            let resp = send_chunks(snap, id, att.clone(), None, 200);
+            reply::with_header(resp, CONTENT_ENCODING, "gzip")
+        }
+        Encoding::Gzip => {
+            let bytes = snap.attachment_bytes(id, &att)?;
+            let mut resp = reply::bytes(200, bytes);
+            resp.headers_mut().remove(hyper::header::CACHE_CONTROL);
+            resp
+        }
+        Encoding::Identity => match req.header("range").map(|r| parse_range(r, att.length)) {
+            Some(Ok(Some((start, end)))) => {
+                let resp = send_chunks(snap, id, att.clone(), Some((start, end)), 206);
+                reply::with_header(resp, CONTENT_RANGE, &format!("bytes {start}-{end}/{}", att.length))
+            }
+            Some(Err(e)) => return Err(e),
+            _ => reply::with_header(send_chunks(snap, id, att.clone(), None, 200), hyper::header::HeaderName::from_static("content-md5"), &STANDARD.encode(att.md5)),
+        },
+    };
+    let ranges = if att.encoding == Encoding::Identity { "bytes" } else { "none" };
+    let resp = reply::with_header(resp, CONTENT_TYPE, &att.content_type);
+    let resp = reply::with_header(resp, ACCEPT_RANGES, ranges);
+    Ok(reply::with_header(resp, ETAG, &etag))
+}
+
+/// Parses a single `bytes=` range against a length; `Ok(None)` for forms served whole
+/// (several ranges, other units).
+fn parse_range(header: &str, len: u64) -> HttpResult<Option<(u64, u64)>> {
+    let unsatisfiable = || HttpError::new(416, "requested_range_not_satisfiable", "Requested range not satisfiable");
+    let Some(spec) = header.trim().strip_prefix("bytes=") else { return Ok(None) };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let (a, b) = spec.split_once('-').ok_or_else(unsatisfiable)?;
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", n) => {
+            let n: u64 = n.parse().map_err(|_| unsatisfiable())?;
+            (len.saturating_sub(n), len.saturating_sub(1))
+        }
+        (s, "") => (s.parse().map_err(|_| unsatisfiable())?, len.saturating_sub(1)),
+        (s, e) => (s.parse().map_err(|_| unsatisfiable())?, e.parse::<u64>().map_err(|_| unsatisfiable())?.min(len.saturating_sub(1))),
+    };
+    if len == 0 || start > end || start >= len {
+        return Err(unsatisfiable());
+    }
+    Ok(Some((start, end)))
+}
+
+/// Streams the stored bytes of an attachment, or the identity bytes `start..=end` of them.
+fn send_chunks(snap: DbSnapshot, id: &str, att: AttInfo, range: Option<(u64, u64)>, status: u16) -> Response {
+    let len = match range {
+        Some((s, e)) => e - s + 1,
+        None => att.encoded_length,
+    };
+    let (resp, mut sink) = reply::channel_sized(status, "application/octet-stream", Some(len));
+    let id = id.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut at = 0u64;
+        for chunk in &att.chunks {
+            let bytes = match snap.attachment_chunk(&id, chunk) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(error = %e, "reading an attachment");
+                    return;
+                }
+            };
+            let (lo, hi) = (at, at + bytes.len() as u64);
+            at = hi;
+            let (from, to) = match range {
+                None => (0, bytes.len()),
+                Some((s, e)) if hi <= s || lo > e => continue,
+                Some((s, e)) => ((s.max(lo) - lo) as usize, ((e + 1).min(hi) - lo) as usize),
+            };
+            if sink.write(&bytes[from..to]).is_err() {
+                return;
+            }
+        }
+        let _ = sink.flush();
+    });
+    resp
+}
+
+/// The current revision's body and attachments as an edit to build on; errors as CouchDB
+/// answers a stale or missing revision.
+fn base_edit(db: &Database, id: &str, rev: Option<Rev>, keep: impl Fn(&AttInfo) -> bool) -> HttpResult<(Option<Rev>, Vec<u8>, Vec<NewAtt>)> {
+    let snap = db.snapshot();
+    let record = snap.record(id)?;
+    let Some(record) = record.filter(|r| !r.tree.is_deleted() || rev.is_some()) else {
+        return match rev {
+            Some(_) => Err(HttpError::new(409, "conflict", "Document update conflict.")),
+            None => Ok((None, b"{}".to_vec(), Vec::new())),
+        };
+    };
+    let rev = rev.ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
+    let i = record.tree.find(&rev).filter(|&i| record.tree.is_leaf(i)).ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
+    let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
+    let body = snap.body(id, info)?.into_owned();
+    let stubs = info.atts.iter().filter(|a| keep(a)).map(|a| NewAtt { name: a.name.clone(), content_type: a.content_type.clone(), source: AttSource::Stub }).collect();
+    Ok((Some(rev), body, stubs))
+}
+
+async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
+    settee_db::validate_id(id)?;
+    if att_name.starts_with('_') {
+        return Err(HttpError::bad_request(format!("Attachment name '{att_name}' starts with prohibited character '_'")));
+    }
+    let db = open(state, name)?;
+    let content_type = req.header("content-type").unwrap_or("application/octet-stream").to_string();
+    let rev = rev_param(req)?;
+    let (parent, body, mut atts) = base_edit(&db, id, rev, |a| a.name != att_name)?;
+    let source = upload(state, req, &db, id, &content_type).await?;
+    atts.push(NewAtt { name: att_name.to_string(), content_type, source });
+    let doc = NewDoc::from_stored(id, parent, body, atts)?;
+    let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
+    let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
+    let resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
+    Ok(reply::with_header(resp, LOCATION, &format!("/{name}/{id}/{att_name}")))
+}
+
+/// Streams a request body into loose blobs of the document's shard, gzip-encoding it when
+/// the type is compressible; only one chunk is held in memory at a time.
+async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, content_type: &str) -> HttpResult<AttSource> {
+    let Some(mut body) = req.body.take() else { return Err(HttpError::bad_request("Missing request body")) };
+    let gzip = state.limits.atts.compresses(content_type);
+    let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
+    let mut encoder = gzip.then(|| flate2::write::GzEncoder::new(Vec::new(), level));
+    let (mut md5, mut length, mut encoded_length) = (Md5::new(), 0u64, 0u64);
+    let mut pending: Vec<u8> = Vec::with_capacity(CHUNK);
+    let mut blobs = Vec::new();
+    let shard = db.shard_for(id);
+    loop {
+        let frame = match body.frame().await {
+            None => break,
+            Some(Ok(f)) => f,
+            Some(Err(_)) => return Err(HttpError::bad_request("the request body could not be read")),
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        md5.update(&data);
+        length += data.len() as u64;
+        if length > state.max_request as u64 {
+            return Err(HttpError::new(413, "attachment_too_large", id.to_string()));
+        }
+        match &mut encoder {
+            Some(gz) => {
+                gz.write_all(&data).expect("writing to a Vec cannot fail");
+                pending.append(gz.get_mut());
+            }
+            None => pending.extend_from_slice(&data),
+        }
+        while pending.len() >= CHUNK {
+            let rest = pending.split_off(CHUNK);
+            let chunk = std::mem::replace(&mut pending, rest);
+            encoded_length += chunk.len() as u64;
+            blobs.push(append(db, shard, chunk).await?);
+        }
+    }
+    if let Some(gz) = encoder {
+        pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
+    }
+    if !pending.is_empty() || blobs.is_empty() {
+        encoded_length += pending.len() as u64;
+        blobs.push(append(db, shard, pending).await?);
+    }
+    let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
+    Ok(AttSource::Loose { blobs, encoding, length, encoded_length, md5: md5.finalize().into() })
+}
+
+async fn append(db: &Arc<Database>, shard: usize, chunk: Vec<u8>) -> HttpResult<settee_store::LooseBlob> {
+    let db = db.clone();
+    let blob = tokio::task::spawn_blocking(move || db.shards()[shard].store().append_blob(chunk)).await.map_err(join_error)?;
+    blob.map_err(|e| HttpError::from(settee_db::Error::from(e)))
+}
+
+async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let rev = rev_param(req)?.ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
+    let snap = db.snapshot();
+    snap.attachment(id, Some(&rev), att_name)?;
+    let (parent, body, atts) = base_edit(&db, id, Some(rev), |a| a.name != att_name)?;
+    let doc = NewDoc::from_stored(id, parent, body, atts)?;
+    let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
+    let resp = reply::json(200, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
+    Ok(reply::with_header(resp, ETAG, &format!("\"{rev}\"")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_parse_like_http() {
+        assert_eq!(parse_range("bytes=0-9", 100).unwrap(), Some((0, 9)));
+        assert_eq!(parse_range("bytes=90-", 100).unwrap(), Some((90, 99)));
+        assert_eq!(parse_range("bytes=-10", 100).unwrap(), Some((90, 99)));
+        assert_eq!(parse_range("bytes=50-500", 100).unwrap(), Some((50, 99)));
+        assert_eq!(parse_range("bytes=0-1,5-6", 100).unwrap(), None);
+        assert_eq!(parse_range("items=0-1", 100).unwrap(), None);
+        for bad in ["bytes=100-", "bytes=5-2", "bytes=x-1", "bytes=1"] {
+            assert_eq!(parse_range(bad, 100).unwrap_err().status, 416, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Attachments over HTTP: inline and standalone, stubs, streaming, ranges, gzip.
+
+mod common;
+
+use common::TestServer;
+use serde_json::{json, Value};
+
+fn b64(bytes: &[u8]) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            out.push(if i <= c.len() { T[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+        }
+    }
+    out
+}
+
+#[test]
+fn inline_attachments_stubs_and_inline_data() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let r = c.put("/db/d", &json!({"a": 1, "_attachments": {"note.txt": {"content_type": "text/plain", "data": b64(b"hello")}}}).to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let rev1 = r.json()["rev"].as_str().unwrap().to_string();
+    let doc = c.get("/db/d").json();
+    assert_eq!(doc["_attachments"]["note.txt"], json!({"content_type": "text/plain", "revpos": 1, "digest": "md5-XUFAKrxLKna5cZ2REBfFkg==", "length": 5, "stub": true}));
+    let with = c.get("/db/d?attachments=true").json();
+    assert_eq!(with["_attachments"]["note.txt"]["data"], b64(b"hello"));
+    let info = c.get("/db/d?att_encoding_info=true").json();
+    assert_eq!(info["_attachments"]["note.txt"]["encoding"], "gzip");
+    // Keep it with a stub, add another; a stub for an unknown name is 412.
+    let r = c.put("/db/d", &json!({"_rev": rev1, "_attachments": {"note.txt": {"stub": true}, "x.bin": {"content_type": "application/octet-stream", "data": "AAEC"}}}).to_string());
+    let rev2 = r.json()["rev"].as_str().unwrap().to_string();
+    c.put("/db/d", &json!({"_rev": rev2, "_attachments": {"gone": {"stub": true}}}).to_string()).error(412, "missing_stub");
+    let since = c.get(&format!("/db/d?atts_since=%5B%22{rev1}%22%5D")).json();
+    assert_eq!(since["_attachments"]["note.txt"]["stub"], true);
+    assert_eq!(since["_attachments"]["x.bin"]["data"], "AAEC");
+    let bulk = c.post("/db/_bulk_get?attachments=true", r#"{"docs":[{"id":"d"}]}"#).json();
+    assert_eq!(bulk["results"][0]["docs"][0]["ok"]["_attachments"]["x.bin"]["data"], "AAEC");
+    // Bad input.
+    c.put("/db/e", r#"{"_attachments":{"a":{"data":"@@@"}}}"#).error(400, "bad_request");
+    c.put("/db/e", r#"{"_attachments":{"_a":{"data":"AA=="}}}"#).error(400, "bad_request");
+    c.put("/db/e", r#"{"_attachments":[1]}"#).error(400, "bad_request");
+    c.get("/db/e").error(404, "not_found");
+}
+
+#[test]
+fn standalone_attachments_stream_and_serve_ranges() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let r = c.send("PUT", "/db/doc/dir/a.txt", Some("hello attachment world"), &[("Content-Type", "text/plain")]);
+    assert_eq!(r.status, 201, "{}", r.text);
+    let rev1 = r.json()["rev"].as_str().unwrap().to_string();
+    let got = c.get("/db/doc/dir/a.txt");
+    assert_eq!((got.status, got.text.as_str(), got.header("content-type")), (200, "hello attachment world", Some("text/plain")));
+    assert_eq!(got.header("accept-ranges"), Some("none"), "compressed attachments are served whole");
+    let etag = got.header("etag").unwrap().to_string();
+    assert_eq!(c.send("GET", "/db/doc/dir/a.txt", None, &[("If-None-Match", &etag)]).status, 304);
+    // A 3 MB binary attachment spans several chunks; ranges cross chunk edges.
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let rev2 = put_binary(&s, &format!("/db/doc/big.bin?rev={rev1}"), &big);
+    let whole = get_binary(&s, "/db/doc/big.bin", "");
+    assert!(whole.0.starts_with("HTTP/1.1 200"), "{}", whole.0);
+    assert!(whole.0.to_ascii_lowercase().contains("content-length: 3000000"));
+    assert_eq!(whole.1, big);
+    let (head, part) = get_binary(&s, "/db/doc/big.bin", "Range: bytes=1048570-1048599\r\n");
+    assert!(head.starts_with("HTTP/1.1 206"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-range: bytes 1048570-1048599/3000000"), "{head}");
+    assert_eq!(part, &big[1_048_570..1_048_600]);
+    let (head, _) = get_binary(&s, "/db/doc/big.bin", "Range: bytes=5000000-\r\n");
+    assert!(head.starts_with("HTTP/1.1 416"), "{head}");
+    let headers = c.send("HEAD", "/db/doc/big.bin", None, &[]);
+    assert_eq!(headers.header("content-length"), Some("3000000"));
+    // The document lists both; the old revision keeps only its own.
+    let doc = c.get("/db/doc").json();
+    assert_eq!(doc["_attachments"]["big.bin"]["length"], 3_000_000);
+    assert_eq!(doc["_attachments"]["dir/a.txt"]["revpos"], 1);
+    assert!(c.get(&format!("/db/doc?rev={rev1}")).json()["_attachments"].get("big.bin").is_none());
+    // Stale revision, missing attachment, delete.
+    c.send("PUT", &format!("/db/doc/x.txt?rev={rev1}"), Some("x"), &[("Content-Type", "text/plain")]).error(409, "conflict");
+    c.send("PUT", "/db/doc/x.txt", Some("x"), &[("Content-Type", "text/plain")]).error(409, "conflict");
+    c.get("/db/doc/nothing").error(404, "not_found");
+    c.delete(&format!("/db/doc/nothing?rev={rev2}")).error(404, "not_found");
+    let del = c.delete(&format!("/db/doc/big.bin?rev={rev2}"));
+    assert_eq!(del.status, 200, "{}", del.text);
+    c.get("/db/doc/big.bin").error(404, "not_found");
+    assert_eq!(c.get("/db/doc/dir/a.txt").text, "hello attachment world", "the other attachment stays");
+    // Gzip passes through to clients that accept it.
+    let (head, body) = get_binary(&s, "/db/doc/dir/a.txt", "Accept-Encoding: gzip\r\n");
+    assert!(head.to_ascii_lowercase().contains("content-encoding: gzip"), "{head}");
+    assert_eq!(&body[..2], [0x1f, 0x8b]);
+    // Design documents carry attachments too.
+    assert_eq!(c.send("PUT", "/db/_design/app/index.html", Some("<p>hi</p>"), &[("Content-Type", "text/html")]).status, 201);
+    assert_eq!(c.get("/db/_design/app/index.html").text, "<p>hi</p>");
+}
+
+fn put_binary(s: &TestServer, path: &str, body: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    let head = format!("PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), body.len());
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+    let json: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    json["rev"].as_str().unwrap().to_string()
+}
+
+fn get_binary(s: &TestServer, path: &str, extra: &str) -> (String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n{extra}Connection: close\r\n\r\n", common::admin_auth()).unwrap();
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let mut body = out[split + 4..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (head, body)
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&data[..line]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[line + 2..line + 2 + size]);
+        data = &data[line + 2 + size + 2..];
+    }
+}
