@@ -85,3 +85,25 @@ test('replication both ways with conflicts, in-memory <-> server', async () => {
   assert.equal(again.docs_written, 0);
   await local.destroy();
 });
+
+test('attachments: put, get, and replication both ways', async () => {
+  const server = remote('pouch-atts');
+  const put = await server.putAttachment('photo', 'pic.bin', Buffer.from([1, 2, 3, 4]), 'image/png');
+  assert.ok(put.ok);
+  const got = await server.getAttachment('photo', 'pic.bin');
+  assert.deepEqual([...got], [1, 2, 3, 4]);
+  const doc = await server.get('photo');
+  assert.equal(doc._attachments['pic.bin'].content_type, 'image/png');
+  assert.equal(doc._attachments['pic.bin'].stub, true);
+  const local = new PouchDB('local-atts', { adapter: 'memory' });
+  await local.replicate.from(server);
+  const copy = await local.getAttachment('photo', 'pic.bin');
+  assert.deepEqual([...copy], [1, 2, 3, 4]);
+  await local.put({ _id: 'note', _attachments: { 'n.txt': { content_type: 'text/plain', data: Buffer.from('from pouch').toString('base64') } } });
+  await local.replicate.to(server);
+  const text = await server.getAttachment('note', 'n.txt');
+  assert.equal(text.toString(), 'from pouch');
+  const withData = await server.get('note', { attachments: true });
+  assert.equal(Buffer.from(withData._attachments['n.txt'].data, 'base64').toString(), 'from pouch');
+  await local.destroy();
+});

@@ -82,6 +82,12 @@ impl NewDoc {
     /// Reads a document from JSON. `url_id` (from the request path) wins over a body `_id`;
     /// without either, `new_id` supplies one.
     pub fn from_json(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits) -> Result<NewDoc> {
+        NewDoc::from_json_parts(value, url_id, new_id, limits, Vec::new())
+    }
+
+    /// Like [`NewDoc::from_json`], with the attachment parts of a `multipart/related`
+    /// upload for the `"follows": true` entries, in order.
+    pub fn from_json_parts(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits, parts: Vec<Vec<u8>>) -> Result<NewDoc> {
         let Value::Object(map) = value else {
             return Err(Error::BadRequest("Document must be a JSON object".into()));
         };
@@ -129,7 +135,7 @@ impl NewDoc {
         }
         let edit = EditTerm::new(&body);
         let atts = match atts {
-            Some(v) => parse_attachments(v, &limits.atts)?,
+            Some(v) => parse_attachments(v, &limits.atts, &mut parts.into_iter())?,
             None => Vec::new(),
         };
         Ok(NewDoc { id, revs, deleted, body: encoded, edit, atts })

@@ -164,12 +164,9 @@ impl DbSnapshot {
     /// The `_attachments` member of node `i`.
     fn attachments_json(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<serde_json::Value> {
         let info = rec.tree.nodes[i].info.as_ref().ok_or(Error::NotFound("missing"))?;
-        let path = rec.tree.path(i);
-        let since = opts.atts_since.as_ref().and_then(|revs| revs.iter().filter(|r| path.iter().any(|&p| rec.tree.nodes[p].rev == **r)).map(|r| r.pos).max());
         let mut map = serde_json::Map::new();
         for att in &info.atts {
-            let with_data = opts.attachments && since.is_none_or(|p| att.revpos > p);
-            let data = if with_data { Some(self.attachment_bytes(id, att)?) } else { None };
+            let data = if sends_data(rec, i, att, opts) { Some(self.attachment_bytes(id, att)?) } else { None };
             map.insert(att.name.clone(), att.to_json(data.as_deref(), opts.att_encoding_info));
         }
         Ok(serde_json::Value::Object(map))
@@ -260,6 +257,17 @@ impl DbSnapshot {
         }
         Ok(n)
     }
+}
+
+/// Whether a reply for node `i` carries `att`'s bytes: when attachments are asked for and
+/// the bytes were written after the newest `atts_since` revision on the node's path.
+pub fn sends_data(rec: &DocRecord, i: usize, att: &AttInfo, opts: &DocOptions) -> bool {
+    if !opts.attachments {
+        return false;
+    }
+    let path = rec.tree.path(i);
+    let since = opts.atts_since.as_ref().and_then(|revs| revs.iter().filter(|r| path.iter().any(|&p| rec.tree.nodes[p].rev == **r)).map(|r| r.pos).max());
+    since.is_none_or(|p| att.revpos > p)
 }
 
 /// The entries of every shard's range, merged into one key order.

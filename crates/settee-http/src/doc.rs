@@ -12,6 +12,7 @@ use settee_json::{body, Rev};
 use crate::db::open;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
+use crate::multipart;
 use crate::request::Req;
 use crate::server::State;
 
@@ -62,6 +63,9 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     let rev = q.get("rev").map(parse_rev).transpose()?;
     let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq || opts.attachments);
     let (shown, doc) = snap.open_doc_rev(id, rev.as_ref(), &opts)?;
+    if opts.attachments && accepts_multipart(req) {
+        return multipart_doc(&snap, id, &shown, &opts);
+    }
     let rev_text = Some(shown.to_string());
     if plain {
         if let (Some(inm), Some(r)) = (req.header("if-none-match"), rev_text.as_deref()) {
@@ -123,10 +127,18 @@ fn write_options(req: &Req) -> HttpResult<(EditMode, Durability)> {
 
 /// Reads a document body and reconciles its `_rev` with `?rev=` and `If-Match`.
 async fn read_doc(state: &State, req: &mut Req, id: Option<&str>) -> HttpResult<NewDoc> {
-    let limit = state.max_request.min(state.limits.max_document_size.saturating_mul(2).max(1 << 20));
-    let mut value = match req.json(limit).await {
-        Err(e) if e.status == 413 => return Err(HttpError::new(413, "document_too_large", id.unwrap_or("").to_string())),
-        other => other?,
+    let (mut value, parts) = match req.header("content-type").and_then(|ct| ct.starts_with("multipart/related").then(|| multipart::boundary(ct))) {
+        Some(boundary) => {
+            let boundary = boundary.ok_or_else(|| HttpError::bad_request("multipart/related needs a boundary"))?;
+            read_multipart(state, req, &boundary).await?
+        }
+        None => {
+            let limit = state.max_request.min(state.limits.max_document_size.saturating_mul(2).max(1 << 20));
+            match req.json(limit).await {
+                Err(e) if e.status == 413 => return Err(HttpError::new(413, "document_too_large", id.unwrap_or("").to_string())),
+                other => (other?, Vec::new()),
+            }
+        }
     };
     if let Value::Object(map) = &mut value {
         let body_rev = map.get("_rev").and_then(Value::as_str).map(str::to_string);
@@ -146,7 +158,51 @@ async fn read_doc(state: &State, req: &mut Req, id: Option<&str>) -> HttpResult<
             map.insert("_rev".into(), Value::String(r));
         }
     }
-    Ok(NewDoc::from_json(value, id, || state.new_uuid(), &state.limits)?)
+    Ok(NewDoc::from_json_parts(value, id, || state.new_uuid(), &state.limits, parts)?)
+}
+
+/// A `multipart/related` upload: the JSON document and the attachment parts, in order.
+async fn read_multipart(state: &State, req: &mut Req, boundary: &str) -> HttpResult<(Value, Vec<Vec<u8>>)> {
+    let body = req.bytes(state.max_request).await?;
+    let mut parts = multipart::parse(&body, boundary)?.into_iter();
+    let first = parts.next().ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
+    let doc = serde_json::from_slice(&first.body).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
+    Ok((doc, parts.map(|p| p.body).collect()))
+}
+
+/// Whether the client takes a `multipart/related` answer (it does unless its `Accept`
+/// header leaves that type out, as CouchDB decides).
+fn accepts_multipart(req: &Req) -> bool {
+    req.header("accept").is_none_or(|a| a.split(',').any(|t| matches!(t.split(';').next().unwrap_or("").trim(), "multipart/related" | "multipart/*" | "*/*")))
+}
+
+/// A document with its attachments as `multipart/related`: the JSON with `"follows": true`
+/// entries, then each attachment's bytes.
+fn multipart_doc(snap: &settee_db::DbSnapshot, id: &str, rev: &Rev, opts: &DocOptions) -> HttpResult<Response> {
+    let record = snap.record(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+    let i = record.tree.find(rev).ok_or_else(|| HttpError::not_found("missing"))?;
+    let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
+    let stubs = DocOptions { attachments: false, ..opts.clone() };
+    let mut doc = parse_doc(&snap.render(id, &record, i, &stubs)?)?;
+    let follows: Vec<&settee_db::AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(&record, i, a, opts)).collect();
+    for att in &follows {
+        if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
+            entry.remove("stub");
+            entry.insert("follows".into(), Value::Bool(true));
+        }
+    }
+    let boundary = crate::auth::random_hex(16);
+    let mut out = Vec::new();
+    multipart::write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &serde_json::to_vec(&doc).expect("json"));
+    for att in follows {
+        let name = &att.name;
+        let bytes = snap.attachment_bytes(id, att)?;
+        let headers = [("Content-Disposition", format!("attachment; filename={}", serde_json::to_string(&name).expect("json"))), ("Content-Type", att.content_type.clone()), ("Content-Length", bytes.len().to_string())];
+        multipart::write_part(&mut out, &boundary, &headers, &bytes);
+    }
+    multipart::write_end(&mut out, &boundary);
+    let resp = reply::bytes(200, out);
+    Ok(reply::with_header(resp, hyper::header::CONTENT_TYPE, &format!("multipart/related; boundary=\"{boundary}\"")))
 }
 
 /// Applies one edit and answers as CouchDB does for a single-document write.

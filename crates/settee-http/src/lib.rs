@@ -16,6 +16,7 @@ pub mod config;
 mod db;
 mod doc;
 mod error;
+mod multipart;
 mod node;
 mod reply;
 mod request;

@@ -27,7 +27,8 @@ fn inline_attachments_stubs_and_inline_data() {
     let rev1 = r.json()["rev"].as_str().unwrap().to_string();
     let doc = c.get("/db/d").json();
     assert_eq!(doc["_attachments"]["note.txt"], json!({"content_type": "text/plain", "revpos": 1, "digest": "md5-XUFAKrxLKna5cZ2REBfFkg==", "length": 5, "stub": true}));
-    let with = c.get("/db/d?attachments=true").json();
+    let json_only = [("Accept", "application/json")];
+    let with = c.send("GET", "/db/d?attachments=true", None, &json_only).json();
     assert_eq!(with["_attachments"]["note.txt"]["data"], b64(b"hello"));
     let info = c.get("/db/d?att_encoding_info=true").json();
     assert_eq!(info["_attachments"]["note.txt"]["encoding"], "gzip");
@@ -35,7 +36,7 @@ fn inline_attachments_stubs_and_inline_data() {
     let r = c.put("/db/d", &json!({"_rev": rev1, "_attachments": {"note.txt": {"stub": true}, "x.bin": {"content_type": "application/octet-stream", "data": "AAEC"}}}).to_string());
     let rev2 = r.json()["rev"].as_str().unwrap().to_string();
     c.put("/db/d", &json!({"_rev": rev2, "_attachments": {"gone": {"stub": true}}}).to_string()).error(412, "missing_stub");
-    let since = c.get(&format!("/db/d?atts_since=%5B%22{rev1}%22%5D")).json();
+    let since = c.send("GET", &format!("/db/d?atts_since=%5B%22{rev1}%22%5D"), None, &json_only).json();
     assert_eq!(since["_attachments"]["note.txt"]["stub"], true);
     assert_eq!(since["_attachments"]["x.bin"]["data"], "AAEC");
     let bulk = c.post("/db/_bulk_get?attachments=true", r#"{"docs":[{"id":"d"}]}"#).json();
@@ -96,6 +97,31 @@ fn standalone_attachments_stream_and_serve_ranges() {
     // Design documents carry attachments too.
     assert_eq!(c.send("PUT", "/db/_design/app/index.html", Some("<p>hi</p>"), &[("Content-Type", "text/html")]).status, 201);
     assert_eq!(c.get("/db/_design/app/index.html").text, "<p>hi</p>");
+}
+
+#[test]
+fn multipart_related_uploads_and_downloads() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let body = "--BOUND\r\nContent-Type: application/json\r\n\r\n{\"title\":\"m\",\"_attachments\":{\"a.txt\":{\"follows\":true,\"content_type\":\"text/plain\",\"length\":5},\"b.bin\":{\"follows\":true,\"content_type\":\"image/png\",\"length\":3}}}\r\n--BOUND\r\n\r\nhello\r\n--BOUND\r\n\r\n\u{1}\u{2}\u{3}\r\n--BOUND--";
+    let r = c.send("PUT", "/db/m", Some(body), &[("Content-Type", "multipart/related; boundary=\"BOUND\"")]);
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(c.get("/db/m/a.txt").text, "hello");
+    assert_eq!(c.get("/db/m/b.bin").text.as_bytes(), [1, 2, 3]);
+    assert_eq!(c.get("/db/m").json()["title"], "m");
+    // Without an Accept that excludes it, attachments=true answers multipart/related.
+    let (head, bytes) = get_binary(&s, "/db/m?attachments=true", "");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("content-type: multipart/related; boundary="), "{head}");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("\"follows\":true") && text.contains("\r\n\r\nhello\r\n"), "{text}");
+    assert!(text.contains("filename=\"a.txt\""));
+    // Broken multipart bodies change nothing.
+    c.send("PUT", "/db/n", Some("--BOUND\r\nno end"), &[("Content-Type", "multipart/related; boundary=BOUND")]).error(400, "bad_request");
+    let missing = "--B\r\n\r\n{\"_attachments\":{\"a\":{\"follows\":true}}}\r\n--B--";
+    c.send("PUT", "/db/n", Some(missing), &[("Content-Type", "multipart/related; boundary=B")]).error(400, "bad_request");
+    c.get("/db/n").error(404, "not_found");
 }
 
 fn put_binary(s: &TestServer, path: &str, body: &[u8]) -> String {
