@@ -90,7 +90,7 @@ fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>) -> HttpResult<P
         descending,
         limit: q.u64("limit")?,
         include_docs: q.flag("include_docs")?,
-        doc: DocOptions { conflicts: q.flag("conflicts")?, ..Default::default() },
+        doc: DocOptions { conflicts: q.flag("conflicts")?, attachments: q.flag("attachments")?, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() },
         all_leaves: q.get("style") == Some("all_docs"),
         doc_ids: None,
         design_only: false,

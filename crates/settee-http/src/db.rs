@@ -116,7 +116,7 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         skip: q.u64("skip")?.unwrap_or(0),
         limit: q.u64("limit")?,
         include_docs: q.flag("include_docs")?,
-        doc: DocOptions { conflicts: q.flag("conflicts")?, ..Default::default() },
+        doc: DocOptions { conflicts: q.flag("conflicts")?, attachments: q.flag("attachments")?, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() },
         local: which == "_local_docs",
     };
     if let Some(key) = key_param(req, &["key"])? {

@@ -39,6 +39,10 @@ fn inline_attachments_stubs_and_inline_data() {
     let since = c.send("GET", &format!("/db/d?atts_since=%5B%22{rev1}%22%5D"), None, &json_only).json();
     assert_eq!(since["_attachments"]["note.txt"]["stub"], true);
     assert_eq!(since["_attachments"]["x.bin"]["data"], "AAEC");
+    let listed = c.get("/db/_all_docs?include_docs=true&attachments=true").json();
+    assert_eq!(listed["rows"][0]["doc"]["_attachments"]["x.bin"]["data"], "AAEC");
+    let changed = c.get("/db/_changes?include_docs=true&attachments=true").json();
+    assert_eq!(changed["results"][0]["doc"]["_attachments"]["x.bin"]["data"], "AAEC");
     let bulk = c.post("/db/_bulk_get?attachments=true", r#"{"docs":[{"id":"d"}]}"#).json();
     assert_eq!(bulk["results"][0]["docs"][0]["ok"]["_attachments"]["x.bin"]["data"], "AAEC");
     // Bad input.
