@@ -15,6 +15,7 @@ use settee_store::{sync_dir, StoreOptions};
 
 use crate::database::Database;
 use crate::error::{Error, Result};
+use crate::tasks::Tasks;
 
 /// Names of system databases, exempt from the leading-letter rule.
 pub const SYSTEM_DATABASES: [&str; 6] = ["_dbs", "_global_changes", "_metadata", "_nodes", "_replicator", "_users"];
@@ -45,6 +46,8 @@ pub struct Catalog {
     clock: AtomicU64,
     /// Serialises creation and deletion.
     ddl: Mutex<()>,
+    /// Background work of every database.
+    tasks: Arc<Tasks>,
 }
 
 /// Checks a database name by CouchDB's rules.
@@ -91,7 +94,7 @@ impl Catalog {
                 std::fs::remove_dir_all(entry.path()).map_err(Error::io("remove unfinished database"))?;
             }
         }
-        Ok(Catalog { root, trash, options, open: Mutex::new(HashMap::new()), clock: AtomicU64::new(0), ddl: Mutex::new(()) })
+        Ok(Catalog { root, trash, options, open: Mutex::new(HashMap::new()), clock: AtomicU64::new(0), ddl: Mutex::new(()), tasks: Arc::default() })
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -114,7 +117,7 @@ impl Catalog {
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
         let tmp = self.root.join(format!(".new-{}-{stamp}", std::process::id()));
         std::fs::create_dir(&tmp).map_err(Error::io("create database"))?;
-        let built = Database::create(&tmp, name, q.unwrap_or(self.options.q).max(1), &self.options.store);
+        let built = Database::create(&tmp, name, q.unwrap_or(self.options.q).max(1), &self.options.store, &self.tasks);
         let db = match built {
             Ok(db) => db,
             Err(e) => {
@@ -157,7 +160,7 @@ impl Catalog {
         if !path.is_dir() {
             return Err(Error::NoDatabase);
         }
-        let db = Arc::new(Database::open(&path, name, &self.options.store)?);
+        let db = Arc::new(Database::open(&path, name, &self.options.store, &self.tasks)?);
         let mut open = self.open.lock().expect("open lock");
         let db = open.entry(name.to_string()).or_insert((db, now)).0.clone();
         self.evict(&mut open);
@@ -173,6 +176,11 @@ impl Catalog {
                 None => break,
             }
         }
+    }
+
+    /// Running background tasks (`/_active_tasks`).
+    pub fn tasks(&self) -> &Arc<Tasks> {
+        &self.tasks
     }
 
     /// Number of databases currently open.

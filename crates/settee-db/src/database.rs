@@ -11,6 +11,7 @@ use crate::doc::{is_local, NewDoc};
 use crate::error::{Error, Result};
 use crate::read::DbSnapshot;
 use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
+use crate::tasks::Tasks;
 
 /// File name of shard `i`.
 fn shard_file(dir: &Path, i: usize) -> PathBuf {
@@ -26,17 +27,19 @@ pub struct Database {
     changed: watch::Sender<u64>,
     /// Set while a compaction runs.
     compacting: Arc<AtomicBool>,
+    /// Where background work is listed.
+    tasks: Arc<Tasks>,
 }
 
 impl Database {
     /// Creates the shard files of a new database in the empty directory `dir`.
-    pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions) -> Result<Database> {
+    pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
         let shards = (0..q).map(|i| Shard::open(&shard_file(dir, i), options.clone(), true)).collect::<Result<_>>()?;
-        Ok(Database::new(dir, name, shards))
+        Ok(Database::new(dir, name, shards, tasks))
     }
 
     /// Opens the database stored in `dir`.
-    pub(crate) fn open(dir: &Path, name: &str, options: &StoreOptions) -> Result<Database> {
+    pub(crate) fn open(dir: &Path, name: &str, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
         let mut shards = Vec::new();
         while shard_file(dir, shards.len()).exists() {
             shards.push(Shard::open(&shard_file(dir, shards.len()), options.clone(), false)?);
@@ -44,11 +47,12 @@ impl Database {
         if shards.is_empty() {
             return Err(Error::NoDatabase);
         }
-        Ok(Database::new(dir, name, shards))
+        Ok(Database::new(dir, name, shards, tasks))
     }
 
-    fn new(dir: &Path, name: &str, shards: Vec<Shard>) -> Database {
-        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed: watch::channel(0).0, compacting: Arc::new(AtomicBool::new(false)) }
+    fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>) -> Database {
+        let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
+        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed: watch::channel(0).0, compacting, tasks }
     }
 
     /// The database name.
@@ -140,12 +144,17 @@ impl Database {
             return false;
         }
         let db = self.clone();
+        let task = self.tasks.start("database_compaction", &self.name);
         std::thread::spawn(move || {
-            for shard in &db.shards {
-                if let Err(e) = shard.store().compact(Arc::new(crate::shard::DocRewriter), &|_, _| {}) {
+            let q = db.shards.len() as u64;
+            for (i, shard) in db.shards.iter().enumerate() {
+                // Progress over all shards: each shard is an equal share.
+                let report = |done: u64, total: u64| task.update(i as u64 * 1000 + done * 1000 / total.max(1), q * 1000);
+                if let Err(e) = shard.store().compact(Arc::new(crate::shard::DocRewriter), &report) {
                     eprintln!("compaction of {} failed: {e}", db.name);
                 }
             }
+            drop(task);
             db.compacting.store(false, Ordering::Release);
         });
         true

@@ -20,6 +20,7 @@ mod record;
 mod revtree;
 mod seq;
 mod shard;
+mod tasks;
 
 pub use att::{decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK};
 pub use catalog::{validate_name, Catalog, CatalogOptions, SYSTEM_DATABASES};
@@ -31,4 +32,5 @@ pub use record::{Body, Counts, DocRecord, RevInfo};
 pub use revtree::{Merged, RevNode, RevTree};
 pub use seq::SeqVector;
 pub use shard::{EditMode, EditResult, ShardMeta};
+pub use tasks::{TaskHandle, TaskInfo, Tasks};
 pub use settee_store::Durability;

@@ -102,7 +102,7 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         ["_dbs_info"] => dbs_info(state, req).await,
         ["_active_tasks"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
-            Ok(reply::json(200, &json!([])))
+            Ok(reply::json(200, &state.catalog.tasks().to_json()))
         }
         ["_membership"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;

@@ -101,6 +101,9 @@ fn compaction_while_clients_read_and_write_loses_nothing() {
         written
     });
     assert_eq!(c.post("/db/_compact", "{}").status, 202);
+    let tasks = c.get("/_active_tasks").json();
+    let listed = tasks.as_array().unwrap().iter().any(|t| t["type"] == "database_compaction" && t["database"] == "db");
+    assert!(listed || c.get("/db").json()["compact_running"] == false, "a running compaction is listed: {tasks}");
     let mut compacting = true;
     while compacting {
         let r = c.get(&format!("/db/d{:05}", rand::random::<u32>() % 5000));
@@ -117,6 +120,7 @@ fn compaction_while_clients_read_and_write_loses_nothing() {
     }
     let info = c.get("/db").json();
     assert_eq!(info["doc_count"], 5400);
+    assert_eq!(c.get("/_active_tasks").json(), json!([]), "finished tasks leave the list");
     let all = c.get("/db/_all_docs").json();
     assert_eq!(all["rows"].as_array().unwrap().len(), 5400);
 }
