@@ -28,7 +28,7 @@ pub struct TaskInfo {
 impl TaskInfo {
     /// CouchDB's JSON for the task.
     pub fn to_json(&self, id: u64) -> Value {
-        let progress = if self.total_changes == 0 { 0 } else { (self.changes_done * 100 / self.total_changes).min(100) };
+        let progress = (self.changes_done * 100).checked_div(self.total_changes).unwrap_or(0).min(100);
         json!({
             "type": self.kind,
             "database": self.database,
