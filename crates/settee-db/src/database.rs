@@ -123,6 +123,22 @@ impl Database {
         Ok(results.into_iter().map(|r| r.expect("every slot answered")).collect())
     }
 
+    /// Purges leaf revisions of documents (`_purge`); answers with what was purged per id.
+    pub async fn purge(&self, docs: Vec<(String, Vec<settee_json::Rev>)>) -> Result<Vec<(String, Vec<settee_json::Rev>)>> {
+        let mut by_shard: Vec<Vec<(String, Vec<settee_json::Rev>)>> = vec![Vec::new(); self.shards.len()];
+        for (id, revs) in docs {
+            by_shard[self.shard_for(&id)].push((id, revs));
+        }
+        let mut out = Vec::new();
+        for (shard, docs) in self.shards.iter().zip(by_shard).filter(|(_, d)| !d.is_empty()) {
+            let ids: Vec<String> = docs.iter().map(|(id, _)| id.clone()).collect();
+            let purged = shard.purge(docs).await?;
+            out.extend(ids.into_iter().zip(purged));
+        }
+        self.changed.send_modify(|v| *v += 1);
+        Ok(out)
+    }
+
     /// Changes the metadata of every shard (security object, revs limit).
     pub async fn update_meta(&self, f: impl Fn(&mut ShardMeta) + Clone + Send + 'static) -> Result<()> {
         let pending: Vec<_> = self.shards.iter().map(|s| s.update_meta(f.clone())).collect();

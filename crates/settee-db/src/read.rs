@@ -55,6 +55,11 @@ impl DbSnapshot {
         self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.update_seq)).collect::<Result<_>>().map(SeqVector)
     }
 
+    /// The database's purge sequence (one counter per shard).
+    pub fn purge_seq(&self) -> Result<SeqVector> {
+        self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.purge_seq)).collect::<Result<_>>().map(SeqVector)
+    }
+
     /// The metadata of the first shard (security object, revs limit).
     pub fn meta(&self) -> Result<ShardMeta> {
         ShardMeta::decode(self.shards[0].meta())

@@ -199,6 +199,30 @@ impl<I> RevTree<I> {
         self.winner().is_none_or(|w| self.nodes[w].deleted)
     }
 
+    /// Removes the given leaf revisions and the ancestors only they had (CouchDB's purge);
+    /// returns the revisions removed among those asked for. Revisions that are not leaves
+    /// are left alone.
+    pub fn purge(&mut self, revs: &[Rev]) -> Vec<Rev> {
+        let mut removed = vec![false; self.nodes.len()];
+        let mut children = self.child_counts();
+        let mut purged = Vec::new();
+        for rev in revs {
+            let Some(leaf) = self.find(rev).filter(|&i| children[i] == 0 && !removed[i]) else { continue };
+            purged.push(rev.clone());
+            let mut at = Some(leaf);
+            while let Some(i) = at.filter(|&i| children[i] == 0 && !removed[i]) {
+                removed[i] = true;
+                at = self.nodes[i].parent;
+                if let Some(p) = at {
+                    children[p] -= 1;
+                }
+            }
+        }
+        let order: Vec<usize> = (0..self.nodes.len()).filter(|&i| !removed[i]).collect();
+        self.permute(&order);
+        purged
+    }
+
     /// Revisions in `revs` that the tree does not hold.
     pub fn missing<'a>(&self, revs: &'a [Rev]) -> Vec<&'a Rev> {
         revs.iter().filter(|r| self.find(r).is_none()).collect()
@@ -244,6 +268,22 @@ mod tests {
         for (i, n) in t.nodes.iter().enumerate() {
             assert!(n.parent.is_none_or(|p| p < i), "parents come first");
         }
+    }
+
+    #[test]
+    fn purging_removes_a_branch_back_to_where_it_forked() {
+        let mut t = RevTree::default();
+        let a = t.add_child(None, RevId::Text("a".into()), false, ());
+        let b = t.add_child(Some(a), RevId::Text("b".into()), false, ());
+        let c = t.add_child(Some(b), RevId::Text("c".into()), false, ());
+        let x = t.add_child(Some(a), RevId::Text("x".into()), false, ());
+        let (rb, rc, rx) = (t.nodes[b].rev.clone(), t.nodes[c].rev.clone(), t.nodes[x].rev.clone());
+        assert_eq!(t.purge(&[rb.clone()]), vec![], "not a leaf");
+        assert_eq!(t.purge(&[rc.clone(), rc.clone()]), vec![rc]);
+        let left: Vec<&str> = t.nodes.iter().map(|n| if let RevId::Text(s) = &n.rev.id { &**s } else { "" }).collect();
+        assert_eq!(left, ["a", "x"], "b went with c; a stays for x");
+        assert_eq!(t.purge(&[rx]).len(), 1);
+        assert!(t.nodes.is_empty(), "purging the last leaf empties the tree");
     }
 
     #[test]

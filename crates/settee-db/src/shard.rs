@@ -40,11 +40,13 @@ pub struct ShardMeta {
     pub revs_limit: u64,
     /// The database's security object, as JSON text.
     pub security: Vec<u8>,
+    /// How many purges are remembered (`_purged_infos_limit`).
+    pub purged_infos_limit: u64,
 }
 
 impl Default for ShardMeta {
     fn default() -> ShardMeta {
-        ShardMeta { update_seq: 0, purge_seq: 0, revs_limit: 1000, security: Vec::new() }
+        ShardMeta { update_seq: 0, purge_seq: 0, revs_limit: 1000, security: Vec::new(), purged_infos_limit: 1000 }
     }
 }
 
@@ -55,6 +57,7 @@ impl ShardMeta {
         put_varint(&mut out, self.purge_seq);
         put_varint(&mut out, self.revs_limit);
         put_bytes(&mut out, &self.security);
+        put_varint(&mut out, self.purged_infos_limit);
         out
     }
 
@@ -67,7 +70,7 @@ impl ShardMeta {
         if r.u8()? != 1 {
             return Err(Error::Corrupted("shard metadata version"));
         }
-        Ok(ShardMeta { update_seq: r.varint()?, purge_seq: r.varint()?, revs_limit: r.varint()?, security: r.bytes()?.to_vec() })
+        Ok(ShardMeta { update_seq: r.varint()?, purge_seq: r.varint()?, revs_limit: r.varint()?, security: r.bytes()?.to_vec(), purged_infos_limit: r.varint()? })
     }
 }
 
@@ -119,6 +122,11 @@ impl Shard {
     /// Writes local documents.
     pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability) -> Pending<Vec<EditResult>, Error> {
         self.store.submit(durability, move |txn| apply_local(txn, &docs))
+    }
+
+    /// Purges leaf revisions; answers with the revisions purged per document.
+    pub fn purge(&self, docs: Vec<(String, Vec<Rev>)>) -> Pending<Vec<Vec<Rev>>, Error> {
+        self.store.submit(Durability::Durable, move |txn| apply_purge(txn, &docs))
     }
 
     /// Changes the shard metadata.
@@ -263,6 +271,37 @@ fn new_info(txn: &mut Txn, doc: &NewDoc, base: Option<&RevInfo>, pos: u64, seq: 
         atts.push(info);
     }
     Ok(RevInfo { body, seq, atts })
+}
+
+/// Removes purged revisions; a document left without revisions disappears entirely.
+fn apply_purge(txn: &mut Txn, docs: &[(String, Vec<Rev>)]) -> Result<Vec<Vec<Rev>>> {
+    let mut meta = ShardMeta::decode(txn.meta())?;
+    let mut out = Vec::with_capacity(docs.len());
+    for (id, revs) in docs {
+        let Some(mut record) = txn.get(BY_ID, id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()? else {
+            out.push(Vec::new());
+            continue;
+        };
+        let purged = record.tree.purge(revs);
+        if purged.is_empty() {
+            out.push(purged);
+            continue;
+        }
+        meta.purge_seq += 1;
+        let mut seq_actions = vec![Action::Delete(record.seq.to_be_bytes().to_vec())];
+        if record.tree.nodes.is_empty() {
+            txn.modify(BY_ID, &[Action::Delete(id.as_bytes().to_vec())])?;
+        } else {
+            meta.update_seq += 1;
+            record.seq = meta.update_seq;
+            seq_actions.push(Action::Put(record.seq.to_be_bytes().to_vec(), SeqEntry::of(id, &record).encode()));
+            txn.modify(BY_ID, &[Action::Put(id.as_bytes().to_vec(), record.encode())])?;
+        }
+        txn.modify(BY_SEQ, &seq_actions)?;
+        out.push(purged);
+    }
+    txn.set_meta(meta.encode());
+    Ok(out)
 }
 
 /// Local documents: revisions `0-N` counting writes, no history, no sequence.

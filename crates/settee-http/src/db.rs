@@ -61,8 +61,7 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     let snap = db.snapshot();
     let counts = snap.counts()?;
     let file: u64 = db.shards().iter().filter_map(|s| std::fs::metadata(s.store().path()).ok()).map(|m| m.len()).sum();
-    let meta = snap.meta()?;
-    let purge = settee_db::SeqVector(vec![meta.purge_seq; db.q()]).encode();
+    let purge = snap.purge_seq()?.encode();
     Ok(json!({
         "db_name": db.name(),
         "purge_seq": purge,
@@ -233,17 +232,22 @@ pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) ->
     let db = open(state, name)?;
     match (&req.method, which) {
         (&Method::GET | &Method::HEAD, "_revs_limit") => Ok(reply::json(200, &json!(db.snapshot().meta()?.revs_limit))),
+        (&Method::GET | &Method::HEAD, "_purged_infos_limit") => Ok(reply::json(200, &json!(db.snapshot().meta()?.purged_infos_limit))),
         (&Method::GET | &Method::HEAD, "_security") => {
             let sec = db.snapshot().meta()?.security;
             Ok(reply::json_bytes(200, if sec.is_empty() { b"{}".to_vec() } else { sec }))
         }
-        (&Method::PUT, "_revs_limit") => {
+        (&Method::PUT, "_revs_limit" | "_purged_infos_limit") => {
             let limit = match req.json(1 << 20).await? {
                 Value::Number(n) => n.as_u64().filter(|&n| n > 0),
                 _ => None,
             };
-            let limit = limit.ok_or_else(|| HttpError::bad_request("`revs_limit` must be a positive integer"))?;
-            db.update_meta(move |m| m.revs_limit = limit).await?;
+            let limit = limit.ok_or_else(|| HttpError::bad_request(format!("`{}` must be a positive integer", &which[1..])))?;
+            if which == "_revs_limit" {
+                db.update_meta(move |m| m.revs_limit = limit).await?;
+            } else {
+                db.update_meta(move |m| m.purged_infos_limit = limit).await?;
+            }
             Ok(reply::ok())
         }
         (&Method::PUT, "_security") => {
@@ -294,6 +298,29 @@ pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &
             Ok(reply::json(201, &json!({"ok": true, "instance_start_time": "0"})))
         }
         "_view_cleanup" => Ok(reply::json(202, &json!({"ok": true}))),
-        _ => Err(HttpError::new(501, "not_implemented", format!("{which} is not supported yet"))),
+        "_purge" => purge(state, req, &db).await,
+        _ => Err(HttpError::not_found(format!("no {which} here"))),
     }
+}
+
+/// Most documents one `_purge` request may name (`[purge] max_document_id_number`).
+const MAX_PURGE_IDS: usize = 100;
+
+/// `POST /{db}/_purge`: `{"docid": ["rev", …]}` removes those leaf revisions for good.
+async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpResult<Response> {
+    require_admin(req)?;
+    req.require_json()?;
+    let body = req.json_object(state.max_request).await?;
+    if body.len() > MAX_PURGE_IDS {
+        return Err(HttpError::bad_request("Exceeded maximum number of documents."));
+    }
+    let mut docs = Vec::with_capacity(body.len());
+    for (id, revs) in body {
+        let Value::Array(revs) = revs else { return Err(HttpError::bad_request("Invalid list of revisions")) };
+        let revs = revs.iter().map(|r| r.as_str().and_then(|s| settee_json::Rev::parse(s).ok()).ok_or_else(|| HttpError::bad_request("Invalid rev format"))).collect::<HttpResult<Vec<_>>>()?;
+        docs.push((id, revs));
+    }
+    let purged = db.purge(docs).await?;
+    let purged: serde_json::Map<String, Value> = purged.into_iter().map(|(id, revs)| (id, json!(revs.iter().map(ToString::to_string).collect::<Vec<_>>()))).collect();
+    Ok(reply::json(201, &json!({"purge_seq": Value::Null, "purged": purged})))
 }

@@ -302,8 +302,8 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_revs_diff" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, false)).await,
         "_missing_revs" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, true)).await,
         "_changes" if rest == 2 => Box::pin(changes::handle(state, req, name)).await,
-        "_revs_limit" | "_security" if rest == 2 => Box::pin(db::meta(state, req, name, &second)).await,
-        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest <= 3 => Box::pin(db::maintenance(state, req, name, &second)).await,
+        "_revs_limit" | "_security" | "_purged_infos_limit" if rest == 2 => Box::pin(db::meta(state, req, name, &second)).await,
+        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest == 2 => Box::pin(db::maintenance(state, req, name, &second)).await,
         "_design" | "_local" if rest == 3 => {
             let id = format!("{second}/{}", req.segments[2]);
             doc_route(state, req, name, &id).await

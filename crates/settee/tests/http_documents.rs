@@ -240,3 +240,32 @@ fn replication_endpoints() {
     assert_eq!(c.get("/db/_security").json(), sec);
     c.put("/db/_security", r#"{"admins":{"names":"a"}}"#).error(400, "bad_request");
 }
+
+#[test]
+fn purge_removes_revisions_for_good() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let r1 = c.put("/db/p", r#"{"v":1}"#).json()["rev"].as_str().unwrap().to_string();
+    let hash = r1.split('-').nth(1).unwrap().to_string();
+    c.post("/db/_bulk_docs", &json!({"new_edits": false, "docs": [{"_id": "p", "_revisions": {"start": 2, "ids": ["aaaa", hash]}}, {"_id": "p", "_revisions": {"start": 2, "ids": ["bbbb", hash]}}]}).to_string());
+    let before = c.get("/db").json();
+    let r = c.post("/db/_purge", r#"{"p":["2-bbbb","1-nope"],"absent":["1-x"]}"#);
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json(), json!({"purge_seq": null, "purged": {"p": ["2-bbbb"], "absent": []}}));
+    let doc = c.get("/db/p?conflicts=true").json();
+    assert_eq!(doc["_rev"], "2-aaaa");
+    assert!(doc.get("_conflicts").is_none(), "the purged branch is gone: {doc}");
+    assert_eq!(c.post("/db/_revs_diff", r#"{"p":["2-bbbb"]}"#).json()["p"]["missing"], json!(["2-bbbb"]));
+    let after = c.get("/db").json();
+    assert_ne!(after["purge_seq"], before["purge_seq"]);
+    // Purging the last leaf removes the document entirely, from _changes too.
+    c.post("/db/_purge", r#"{"p":["2-aaaa"]}"#);
+    c.get("/db/p").error(404, "not_found");
+    assert_eq!(c.get("/db").json()["doc_count"], 0);
+    assert_eq!(c.get("/db/_changes").json()["results"], json!([]));
+    c.post("/db/_purge", r#"{"p":"2-x"}"#).error(400, "bad_request");
+    assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(1000));
+    assert_eq!(c.put("/db/_purged_infos_limit", "20").status, 200);
+    assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(20));
+}
