@@ -278,7 +278,7 @@ mod tests {
         let c = t.add_child(Some(b), RevId::Text("c".into()), false, ());
         let x = t.add_child(Some(a), RevId::Text("x".into()), false, ());
         let (rb, rc, rx) = (t.nodes[b].rev.clone(), t.nodes[c].rev.clone(), t.nodes[x].rev.clone());
-        assert_eq!(t.purge(&[rb.clone()]), vec![], "not a leaf");
+        assert_eq!(t.purge(std::slice::from_ref(&rb)), vec![], "not a leaf");
         assert_eq!(t.purge(&[rc.clone(), rc.clone()]), vec![rc]);
         let left: Vec<&str> = t.nodes.iter().map(|n| if let RevId::Text(s) = &n.rev.id { &**s } else { "" }).collect();
         assert_eq!(left, ["a", "x"], "b went with c; a stays for x");
