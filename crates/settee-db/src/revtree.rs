@@ -75,6 +75,11 @@ impl<I> RevTree<I> {
         (!self.nodes[i].deleted, &self.nodes[i].rev)
     }
 
+    /// The leaves descending from `i` (just `i` when it is a leaf), in ranking order.
+    pub fn leaves_below(&self, i: usize) -> Vec<usize> {
+        self.leaves().into_iter().filter(|&l| self.path(l).contains(&i)).collect()
+    }
+
     /// Whether `i` is a leaf.
     pub fn is_leaf(&self, i: usize) -> bool {
         !self.nodes.iter().any(|n| n.parent == Some(i))
@@ -248,6 +253,8 @@ mod tests {
         let d = t.add_child(Some(c), RevId::Text("d".into()), true, ());
         assert_eq!(t.winner(), Some(b), "a live leaf beats a deeper tombstone");
         assert_eq!(t.leaves(), vec![b, d]);
+        assert_eq!(t.leaves_below(a), vec![b, d]);
+        assert_eq!(t.leaves_below(c), vec![d]);
         let e = t.add_child(Some(b), RevId::Text("0".into()), true, ());
         assert_eq!(t.winner(), Some(d), "all deleted, same depth: the higher id wins");
         assert_eq!(t.leaves(), vec![d, e]);

@@ -72,11 +72,12 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     };
     let opts = DocOptions { revs: req.query.flag("revs")?, attachments: req.query.flag("attachments")?, ..Default::default() };
     let snap = db.snapshot();
-    let results: Vec<Value> = wanted.iter().map(|w| bulk_get_one(&snap, w, &opts)).collect::<HttpResult<_>>()?;
+    let latest = req.query.flag("latest")?;
+    let results: Vec<Value> = wanted.iter().map(|w| bulk_get_one(&snap, w, &opts, latest)).collect::<HttpResult<_>>()?;
     Ok(reply::json(200, &json!({"results": results})))
 }
 
-fn bulk_get_one(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions) -> HttpResult<Value> {
+fn bulk_get_one(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -> HttpResult<Value> {
     let error = |id: &Value, rev: &Value, e: &str, r: &str| json!({"error": {"id": id, "rev": rev, "error": e, "reason": r}});
     let Some(id) = wanted.get("id").and_then(Value::as_str) else {
         let rev = wanted.get("rev").cloned().unwrap_or(Value::Null);
@@ -99,10 +100,11 @@ fn bulk_get_one(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions) -> HttpRes
             let Ok(rev) = Rev::parse(text) else {
                 return Ok(json!({"id": id, "docs": [error(&idv, rev_value, "bad_request", "Invalid rev format")]}));
             };
-            let found = record.as_ref().and_then(|rec| rec.tree.find(&rev).filter(|&i| rec.tree.nodes[i].info.is_some()).map(|i| (rec, i)));
-            match found {
-                Some((rec, i)) => vec![json!({"ok": parse(&snap.render(id, rec, i, opts)?)?})],
-                None => vec![error(&idv, rev_value, "not_found", "missing")],
+            let node = record.as_ref().and_then(|rec| rec.tree.find(&rev).map(|i| (rec, i)));
+            match node {
+                Some((rec, i)) if latest => rec.tree.leaves_below(i).into_iter().map(|l| Ok(json!({"ok": parse(&snap.render(id, rec, l, opts)?)?}))).collect::<HttpResult<_>>()?,
+                Some((rec, i)) if rec.tree.nodes[i].info.is_some() => vec![json!({"ok": parse(&snap.render(id, rec, i, opts)?)?})],
+                _ => vec![error(&idv, rev_value, "not_found", "missing")],
             }
         }
         None => match &record {

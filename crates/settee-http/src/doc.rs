@@ -27,7 +27,8 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> 
     }
 }
 
-fn parse_rev(s: &str) -> HttpResult<Rev> {
+/// Parses a revision from a request, refusing bad ones with CouchDB's reason.
+pub fn parse_rev(s: &str) -> HttpResult<Rev> {
     Rev::parse(s).map_err(|_| HttpError::bad_request("Invalid rev format"))
 }
 
@@ -58,7 +59,7 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         ..attachment_options(q)?
     };
     if let Some(open_revs) = q.get("open_revs") {
-        return get_open_revs(&db, id, open_revs, &opts, q.flag("latest")?);
+        return crate::openrevs::get(req, &db, id, open_revs, &opts, q.flag("latest")?);
     }
     let rev = q.get("rev").map(parse_rev).transpose()?;
     let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq || opts.attachments);
@@ -91,30 +92,8 @@ pub fn attachment_options(q: &crate::request::Query) -> HttpResult<DocOptions> {
     Ok(DocOptions { attachments: q.flag("attachments")? || atts_since.is_some(), atts_since, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() })
 }
 
-fn get_open_revs(db: &Database, id: &str, open_revs: &str, opts: &DocOptions, _latest: bool) -> HttpResult<Response> {
-    let snap = db.snapshot();
-    let record = snap.record(id)?;
-    let mut out = Vec::new();
-    if open_revs == "all" {
-        let record = record.ok_or_else(|| HttpError::not_found("missing"))?;
-        for leaf in record.tree.leaves() {
-            out.push(json!({"ok": parse_doc(&snap.render(id, &record, leaf, opts)?)?}));
-        }
-    } else {
-        let revs: Vec<String> = serde_json::from_str(open_revs).map_err(|_| HttpError::bad_request("Invalid list of revisions"))?;
-        for r in revs {
-            let rev = parse_rev(&r)?;
-            let found = record.as_ref().and_then(|rec| rec.tree.find(&rev).filter(|&i| rec.tree.nodes[i].info.is_some()).map(|i| (rec, i)));
-            match found {
-                Some((rec, i)) => out.push(json!({"ok": parse_doc(&snap.render(id, rec, i, opts)?)?})),
-                None => out.push(json!({"missing": r})),
-            }
-        }
-    }
-    Ok(reply::json(200, &json!(out)))
-}
-
-fn parse_doc(bytes: &[u8]) -> HttpResult<Value> {
+/// A rendered document as a JSON value.
+pub fn parse_doc(bytes: &[u8]) -> HttpResult<Value> {
     serde_json::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
 }
 
@@ -172,37 +151,16 @@ async fn read_multipart(state: &State, req: &mut Req, boundary: &str) -> HttpRes
 
 /// Whether the client takes a `multipart/related` answer (it does unless its `Accept`
 /// header leaves that type out, as CouchDB decides).
-fn accepts_multipart(req: &Req) -> bool {
+pub fn accepts_multipart(req: &Req) -> bool {
     req.header("accept").is_none_or(|a| a.split(',').any(|t| matches!(t.split(';').next().unwrap_or("").trim(), "multipart/related" | "multipart/*" | "*/*")))
 }
 
-/// A document with its attachments as `multipart/related`: the JSON with `"follows": true`
-/// entries, then each attachment's bytes.
+/// A document with its attachments as `multipart/related`.
 fn multipart_doc(snap: &settee_db::DbSnapshot, id: &str, rev: &Rev, opts: &DocOptions) -> HttpResult<Response> {
     let record = snap.record(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
     let i = record.tree.find(rev).ok_or_else(|| HttpError::not_found("missing"))?;
-    let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
-    let stubs = DocOptions { attachments: false, ..opts.clone() };
-    let mut doc = parse_doc(&snap.render(id, &record, i, &stubs)?)?;
-    let follows: Vec<&settee_db::AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(&record, i, a, opts)).collect();
-    for att in &follows {
-        if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
-            entry.remove("stub");
-            entry.insert("follows".into(), Value::Bool(true));
-        }
-    }
-    let boundary = crate::auth::random_hex(16);
-    let mut out = Vec::new();
-    multipart::write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &serde_json::to_vec(&doc).expect("json"));
-    for att in follows {
-        let name = &att.name;
-        let bytes = snap.attachment_bytes(id, att)?;
-        let headers = [("Content-Disposition", format!("attachment; filename={}", serde_json::to_string(&name).expect("json"))), ("Content-Type", att.content_type.clone()), ("Content-Length", bytes.len().to_string())];
-        multipart::write_part(&mut out, &boundary, &headers, &bytes);
-    }
-    multipart::write_end(&mut out, &boundary);
-    let resp = reply::bytes(200, out);
-    Ok(reply::with_header(resp, hyper::header::CONTENT_TYPE, &format!("multipart/related; boundary=\"{boundary}\"")))
+    let (content_type, body) = multipart::related_doc(snap, id, &record, i, opts)?;
+    Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type))
 }
 
 /// Applies one edit and answers as CouchDB does for a single-document write.

@@ -18,6 +18,7 @@ mod doc;
 mod error;
 mod multipart;
 mod node;
+mod openrevs;
 mod reply;
 mod request;
 mod server;

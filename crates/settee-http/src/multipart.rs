@@ -1,6 +1,10 @@
 //! `multipart/related` documents, as CouchDB reads and writes them: a JSON part, then one
 //! part per attachment marked `"follows": true`, in the order of `_attachments`.
 
+use serde_json::Value;
+use settee_db::{DbSnapshot, DocOptions, DocRecord};
+
+use crate::doc::parse_doc;
 use crate::error::{HttpError, HttpResult};
 
 /// One part: its headers (names lowercased) and bytes.
@@ -68,6 +72,31 @@ pub fn write_part(out: &mut Vec<u8>, boundary: &str, headers: &[(&str, String)],
 /// Ends a multipart body.
 pub fn write_end(out: &mut Vec<u8>, boundary: &str) {
     out.extend_from_slice(format!("--{boundary}--").as_bytes());
+}
+
+/// Node `i` of a document as `multipart/related`: the JSON with `"follows": true` for each
+/// attachment whose bytes are sent, then those bytes. Returns the content type and body.
+pub fn related_doc(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<(String, Vec<u8>)> {
+    let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
+    let stubs = DocOptions { attachments: false, ..opts.clone() };
+    let mut doc = parse_doc(&snap.render(id, record, i, &stubs)?)?;
+    let follows: Vec<&settee_db::AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(record, i, a, opts)).collect();
+    for att in &follows {
+        if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
+            entry.remove("stub");
+            entry.insert("follows".into(), Value::Bool(true));
+        }
+    }
+    let boundary = crate::auth::random_hex(16);
+    let mut out = Vec::new();
+    write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &serde_json::to_vec(&doc).expect("json"));
+    for att in follows {
+        let bytes = snap.attachment_bytes(id, att)?;
+        let disposition = format!("attachment; filename={}", serde_json::to_string(&att.name).expect("json"));
+        write_part(&mut out, &boundary, &[("Content-Disposition", disposition), ("Content-Type", att.content_type.clone()), ("Content-Length", bytes.len().to_string())], &bytes);
+    }
+    write_end(&mut out, &boundary);
+    Ok((format!("multipart/related; boundary=\"{boundary}\""), out))
 }
 
 #[cfg(test)]

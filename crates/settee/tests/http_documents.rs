@@ -216,6 +216,15 @@ fn replication_endpoints() {
     let some = c.get("/db/d?open_revs=%5B%222-aaaa%22,%223-zzz%22%5D").json();
     assert_eq!(some[0]["ok"]["v"], 2);
     assert_eq!(some[1], json!({"missing": "3-zzz"}));
+    // latest: an inner revision stands for the leaves below it.
+    let latest = c.get(&format!("/db/d?open_revs=%5B%22{r1}%22%5D&latest=true")).json();
+    assert_eq!(latest.as_array().unwrap().len(), 2);
+    let bulk_latest = c.post("/db/_bulk_get?latest=true", &json!({"docs": [{"id": "d", "rev": r1}]}).to_string()).json();
+    assert_eq!(bulk_latest["results"][0]["docs"].as_array().unwrap().len(), 2);
+    // multipart/mixed when asked for.
+    let mixed = c.send("GET", "/db/d?open_revs=%5B%222-aaaa%22,%223-zzz%22%5D", None, &[("Accept", "multipart/mixed")]);
+    assert!(mixed.header("content-type").unwrap().starts_with("multipart/mixed; boundary="), "{:?}", mixed.headers);
+    assert!(mixed.text.contains("\"_rev\":\"2-aaaa\"") && mixed.text.contains("error=\"true\"") && mixed.text.contains("\"missing\":\"3-zzz\""), "{}", mixed.text);
     let diff = c.post("/db/_revs_diff", r#"{"d":["2-aaaa","3-cccc"],"other":["1-x"]}"#).json();
     assert_eq!(diff["d"]["missing"], json!(["3-cccc"]));
     assert_eq!(diff["d"]["possible_ancestors"], json!(["2-bbbb", "2-aaaa"]));
