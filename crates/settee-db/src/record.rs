@@ -71,7 +71,7 @@ pub struct DocRecord {
     pub seq: u64,
 }
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const DELETED: u8 = 1;
 const STORED: u8 = 2;
 const BLOB: u8 = 4;

@@ -26,6 +26,9 @@ pub const BY_SEQ: usize = 1;
 /// Tree slot of local documents.
 pub const LOCAL: usize = 2;
 
+/// Version of the shard metadata layout.
+const META_VERSION: u8 = 2;
+
 /// Bodies up to this size are kept in the document record; larger ones in blobs.
 const INLINE_MAX: usize = 768;
 
@@ -52,7 +55,7 @@ impl Default for ShardMeta {
 
 impl ShardMeta {
     fn encode(&self) -> Vec<u8> {
-        let mut out = vec![1];
+        let mut out = vec![META_VERSION];
         put_varint(&mut out, self.update_seq);
         put_varint(&mut out, self.purge_seq);
         put_varint(&mut out, self.revs_limit);
@@ -67,7 +70,7 @@ impl ShardMeta {
             return Ok(ShardMeta::default());
         }
         let mut r = Reader::new(bytes, "shard metadata");
-        if r.u8()? != 1 {
+        if r.u8()? != META_VERSION {
             return Err(Error::Corrupted("shard metadata version"));
         }
         Ok(ShardMeta { update_seq: r.varint()?, purge_seq: r.varint()?, revs_limit: r.varint()?, security: r.bytes()?.to_vec(), purged_infos_limit: r.varint()? })

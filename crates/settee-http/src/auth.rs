@@ -3,8 +3,9 @@
 //! checks are remembered (by a salted digest of the credentials) so a client that sends Basic
 //! credentials on every request pays the key derivation once.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::RwLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -12,6 +13,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+
 
 use crate::config::Config;
 
@@ -88,47 +90,49 @@ pub fn verify_password(stored: &str, password: &str) -> bool {
     false
 }
 
-/// Checks credentials against the configured admins.
+/// Checks credentials against the configured admins, remembering Basic credentials that
+/// passed so that a client sending them on every request pays the key derivation once.
 pub struct Authenticator {
-    /// Digests of credentials that passed, so repeated Basic auth is cheap.
-    verified: Mutex<HashSet<[u8; 32]>>,
-    /// Salt of those digests, random per process.
-    salt: [u8; 16],
+    /// Keyed hash of an `Authorization` value that passed -> the admin and the stored hash
+    /// it passed against (a changed password no longer matches).
+    verified: RwLock<HashMap<u64, (String, String)>>,
+    /// Random per process, so the keys cannot be predicted.
+    hasher: RandomState,
 }
 
 impl Default for Authenticator {
     fn default() -> Self {
-        let mut salt = [0u8; 16];
-        rand::thread_rng().fill_bytes(&mut salt);
-        Authenticator { verified: Mutex::new(HashSet::new()), salt }
+        Authenticator { verified: RwLock::new(HashMap::new()), hasher: RandomState::new() }
     }
 }
 
 impl Authenticator {
-    /// The admin named `name`, if `password` is theirs.
+    /// The admin a Basic `Authorization` value was already verified for, if it still holds.
+    pub fn cached(&self, config: &Config, header: &str) -> Option<User> {
+        let key = self.hasher.hash_one(header);
+        let verified = self.verified.read().expect("auth cache");
+        let (name, stored) = verified.get(&key)?;
+        (config.get("admins", name) == Some(stored.as_str())).then(|| admin(name))
+    }
+
+    /// Verifies Basic credentials (slow by design: run it off the event loop) and remembers
+    /// them when they pass.
+    pub fn verify(&self, config: &Config, header: &str) -> Option<User> {
+        let (name, password) = parse_basic(header)?;
+        let user = self.check(config, &name, &password)?;
+        let stored = config.get("admins", &name)?.to_string();
+        let mut verified = self.verified.write().expect("auth cache");
+        if verified.len() > 10_000 {
+            verified.clear();
+        }
+        verified.insert(self.hasher.hash_one(header), (name, stored));
+        Some(user)
+    }
+
+    /// The admin named `name`, if `password` is theirs (slow: PBKDF2).
     pub fn check(&self, config: &Config, name: &str, password: &str) -> Option<User> {
         let stored = config.get("admins", name)?;
-        let digest: [u8; 32] = Sha256::new()
-            .chain_update(self.salt)
-            .chain_update(stored.as_bytes())
-            .chain_update([0])
-            .chain_update(name.as_bytes())
-            .chain_update([0])
-            .chain_update(password.as_bytes())
-            .finalize()
-            .into();
-        if self.verified.lock().expect("auth cache").contains(&digest) {
-            return Some(admin(name));
-        }
-        if !verify_password(stored, password) {
-            return None;
-        }
-        let mut cache = self.verified.lock().expect("auth cache");
-        if cache.len() > 10_000 {
-            cache.clear();
-        }
-        cache.insert(digest);
-        Some(admin(name))
+        verify_password(stored, password).then(|| admin(name))
     }
 }
 
@@ -216,6 +220,24 @@ mod tests {
         assert!(check_cookie(&config, b"secret", "garbage", 600).is_none());
         config.set("admins", "root", &hash_password("new", 1000)).unwrap();
         assert!(check_cookie(&config, b"secret", &cookie, 600).is_none(), "password changed");
+    }
+
+    #[test]
+    fn verified_basic_credentials_are_remembered_until_the_password_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::load(&dir.path().join("c.ini")).unwrap();
+        config.set("admins", "root", &hash_password("pw", 1000)).unwrap();
+        let auth = Authenticator::default();
+        let good = format!("Basic {}", STANDARD.encode("root:pw"));
+        let bad = format!("Basic {}", STANDARD.encode("root:nope"));
+        assert!(auth.cached(&config, &good).is_none());
+        assert_eq!(auth.verify(&config, &good).unwrap().name, "root");
+        assert_eq!(auth.cached(&config, &good).unwrap().name, "root");
+        assert!(auth.verify(&config, &bad).is_none());
+        assert!(auth.cached(&config, &bad).is_none());
+        config.set("admins", "root", &hash_password("new", 1000)).unwrap();
+        assert!(auth.cached(&config, &good).is_none(), "a changed password ends the cached pass");
+        assert!(auth.verify(&config, &good).is_none());
     }
 
     #[test]

@@ -158,15 +158,19 @@ impl State {
         self.uuids.lock().expect("uuid lock").next()
     }
 
-    fn authenticate(&self, headers: &hyper::HeaderMap) -> HttpResult<Option<User>> {
-        if let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-            if let Some((name, password)) = auth::parse_basic(h) {
-                let config = self.config.read().expect("config lock");
-                return match self.auth.check(&config, &name, &password) {
-                    Some(u) => Ok(Some(u)),
-                    None => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
-                };
+    /// Who is asking: Basic credentials (verified off the event loop the first time), or a
+    /// session cookie.
+    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<Option<User>> {
+        if let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) {
+            if let Some(user) = self.auth.cached(&self.config.read().expect("config lock"), h) {
+                return Ok(Some(user));
             }
+            let (state, header) = (self.clone(), h.to_string());
+            let checked = tokio::task::spawn_blocking(move || state.auth.verify(&state.config.read().expect("config lock"), &header)).await;
+            return match checked {
+                Ok(Some(u)) => Ok(Some(u)),
+                _ => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
+            };
         }
         let cookie = headers
             .get_all(hyper::header::COOKIE)
@@ -259,7 +263,7 @@ impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
 
 async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
-    let user = state.authenticate(&parts.headers)?;
+    let user = state.authenticate(&parts.headers).await?;
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
