@@ -171,6 +171,7 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: 
 /// the type is compressible; only one chunk is held in memory at a time.
 async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, content_type: &str) -> HttpResult<AttSource> {
     let Some(mut body) = req.body.take() else { return Err(HttpError::bad_request("Missing request body")) };
+    let started = std::time::Instant::now();
     let gzip = state.limits.atts.compresses(content_type);
     let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
     let mut encoder = gzip.then(|| flate2::write::GzEncoder::new(Vec::new(), level));
@@ -207,6 +208,7 @@ async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, cont
     if let Some(gz) = encoder {
         pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
     }
+    req.body_time += started.elapsed();
     if !pending.is_empty() || blobs.is_empty() {
         encoded_length += pending.len() as u64;
         blobs.push(append(db, shard, pending).await?);

@@ -100,6 +100,8 @@ pub struct Req {
     pub body: Option<Incoming>,
     /// The authenticated caller.
     pub user: Option<User>,
+    /// Time spent reading the body, for `X-CouchDB-Body-Time`.
+    pub body_time: std::time::Duration,
 }
 
 impl Req {
@@ -124,7 +126,10 @@ impl Req {
     /// Reads the whole body, refusing more than `limit` bytes with 413.
     pub async fn bytes(&mut self, limit: usize) -> HttpResult<Bytes> {
         let Some(body) = self.body.take() else { return Ok(Bytes::new()) };
-        match Limited::new(body, limit).collect().await {
+        let started = std::time::Instant::now();
+        let collected = Limited::new(body, limit).collect().await;
+        self.body_time += started.elapsed();
+        match collected {
             Ok(c) => Ok(c.to_bytes()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(HttpError::new(413, "too_large", "the request entity is too large")),
             Err(_) => Err(HttpError::bad_request("the request body could not be read")),

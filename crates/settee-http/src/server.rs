@@ -271,8 +271,11 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResul
         headers: parts.headers,
         body: Some(body),
         user,
+        body_time: std::time::Duration::ZERO,
     };
-    route(&state, &mut req).await
+    let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));
+    resp.headers_mut().insert("x-couchdb-body-time", HeaderValue::from(req.body_time.as_millis() as u64));
+    Ok(resp)
 }
 
 async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {

@@ -136,4 +136,6 @@ fn a_panicking_request_is_one_logged_500() {
     let log = std::fs::read_to_string(&s.log).unwrap();
     assert!(log.contains("ERROR") && log.contains("test panic requested"), "{log}");
     assert_eq!(r.header("x-couch-request-id").map(str::len), Some(10));
+    let put = c.put("/timed", "");
+    assert!(put.header("x-couchdb-body-time").is_some_and(|t| t.parse::<u64>().is_ok()), "{:?}", put.headers);
 }
