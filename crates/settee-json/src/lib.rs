@@ -7,9 +7,12 @@
 //! * [`body`]: stored document bodies are compact JSON objects without the `_`-prefixed
 //!   metadata; [`body::splice`] puts `_id`/`_rev` back in front without parsing them.
 //!
+//! * [`collate`]: CouchDB's collation of JSON values (view keys, Mango comparisons).
+//!
 //! This crate knows JSON and CouchDB's conventions; it knows nothing of storage or HTTP.
 
 pub mod body;
+pub mod collate;
 mod error;
 mod rev;
 mod term;
