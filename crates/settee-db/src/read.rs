@@ -433,6 +433,19 @@ pub struct ChangesOptions {
     pub doc_ids: Option<HashSet<String>>,
     /// Only design documents (`filter=_design`).
     pub design_only: bool,
+    /// Only documents this predicate accepts (`filter=_selector`); it sees the winning
+    /// revision as JSON.
+    pub doc_filter: Option<DocFilter>,
+}
+
+/// A predicate over documents, for filtered change feeds.
+#[derive(Clone)]
+pub struct DocFilter(pub std::sync::Arc<dyn Fn(&serde_json::Value) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for DocFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DocFilter")
+    }
 }
 
 /// One change row.
@@ -465,8 +478,13 @@ impl Changes {
         &self.position
     }
 
-    fn wanted(&self, id: &str) -> bool {
-        (!self.opts.design_only || id.starts_with(crate::doc::DESIGN_PREFIX)) && self.opts.doc_ids.as_ref().is_none_or(|ids| ids.contains(id))
+    fn wanted(&self, id: &str) -> Result<bool> {
+        let by_id = (!self.opts.design_only || id.starts_with(crate::doc::DESIGN_PREFIX)) && self.opts.doc_ids.as_ref().is_none_or(|ids| ids.contains(id));
+        let Some(filter) = self.opts.doc_filter.as_ref().filter(|_| by_id) else { return Ok(by_id) };
+        let Some(rec) = self.snap.record(id)? else { return Ok(false) };
+        let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+        let doc: serde_json::Value = serde_json::from_slice(&self.snap.render(id, &rec, w, &DocOptions::default())?).map_err(|_| Error::Corrupted("stored body"))?;
+        Ok((filter.0)(&doc))
     }
 
     fn row(&self, entry: SeqEntry) -> Result<ChangeRow> {
@@ -506,8 +524,10 @@ impl Iterator for Changes {
                 Ok(p) => p,
                 Err(e) => return Some(Err(e)),
             };
-            if !self.wanted(&parsed.id) {
-                continue;
+            match self.wanted(&parsed.id) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => return Some(Err(e)),
             }
             self.remaining = self.remaining.map(|r| r - 1);
             return Some(self.row(parsed));

@@ -37,6 +37,7 @@ struct Params {
 pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let mut body_doc_ids = None;
+    let mut body_selector = None;
     match req.method {
         Method::GET | Method::HEAD => {}
         Method::POST => {
@@ -45,11 +46,12 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             if !body.is_empty() {
                 let v: Value = serde_json::from_slice(&body).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
                 body_doc_ids = v.get("doc_ids").cloned();
+                body_selector = v.get("selector").cloned();
             }
         }
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     }
-    let params = params(req, &db, body_doc_ids)?;
+    let params = params(req, &db, body_doc_ids, body_selector)?;
     let (content_type, feed) = match params.feed {
         Feed::EventSource => ("text/event-stream", params.feed),
         f => ("application/json", f),
@@ -61,7 +63,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     Ok(resp)
 }
 
-fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>) -> HttpResult<Params> {
+fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: Option<Value>) -> HttpResult<Params> {
     let q = &req.query;
     let feed = match q.get("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
@@ -94,6 +96,7 @@ fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>) -> HttpResult<P
         all_leaves: q.get("style") == Some("all_docs"),
         doc_ids: None,
         design_only: false,
+        doc_filter: None,
     };
     match q.get("filter") {
         None => {}
@@ -105,6 +108,11 @@ fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>) -> HttpResult<P
             opts.doc_ids = Some(ids);
         }
         Some("_design") => opts.design_only = true,
+        Some("_selector") => {
+            let selector = body_selector.ok_or_else(|| HttpError::bad_request("Selector must be specified in POST payload"))?;
+            let selector = settee_mango::Selector::parse(&selector).map_err(|e| HttpError::bad_request(format!("Invalid selector: {e}")))?;
+            opts.doc_filter = Some(settee_db::DocFilter(Arc::new(move |doc| selector.matches(doc))));
+        }
         Some(f) => return Err(HttpError::bad_request(format!("filter `{f}` is not supported yet"))),
     }
     Ok(Params { feed, since, opts, heartbeat, timeout })

@@ -55,6 +55,14 @@ fn normal_feed_resumes_and_filters() {
     c.get("/db/_changes?feed=sideways").error(400, "bad_request");
     c.get("/db/_changes?heartbeat=-5").error(400, "bad_request");
     c.get("/db/_changes?filter=nope/nope").error(400, "bad_request");
+    // Mango selectors, evaluated against each document's winning revision.
+    let picked = c.post("/db/_changes?filter=_selector&include_docs=true", r#"{"selector":{"i":{"$gte":10,"$lt":13}}}"#).json();
+    let ids: Vec<&str> = picked["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 3, "{picked}");
+    assert!(ids.contains(&"d10") && ids.contains(&"d12"));
+    assert_eq!(picked["last_seq"], c.get("/db").json()["update_seq"], "filtered rows still advance the position");
+    c.get("/db/_changes?filter=_selector").error(400, "bad_request");
+    c.post("/db/_changes?filter=_selector", r#"{"selector":{"i":{"$bogus":1}}}"#).error(400, "bad_request");
 }
 
 #[test]

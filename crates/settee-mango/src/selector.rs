@@ -1,0 +1,323 @@
+//! Selectors: `{"field": value}`, `{"field": {"$op": arg}}`, `{"$and": [...]}` and the rest
+//! of CouchDB's operators, normalised into a tree once and then matched against documents.
+//! Comparisons use CouchDB's collation (`_id` compares raw), and a field that is missing
+//! matches nothing except `{"$exists": false}`, as in CouchDB.
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Value};
+use settee_json::collate;
+
+/// Why a selector was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Error(pub String);
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, Error> {
+    Err(Error(msg.into()))
+}
+
+/// A parsed selector.
+#[derive(Debug, Clone)]
+pub struct Selector(Node);
+
+#[derive(Debug, Clone)]
+enum Node {
+    All(Vec<Node>),
+    Any(Vec<Node>),
+    None(Vec<Node>),
+    Not(Box<Node>),
+    Field(Vec<String>, Cond),
+}
+
+#[derive(Debug, Clone)]
+enum Cond {
+    Cmp(Ordering, bool, Value),
+    Ne(Value),
+    Exists(bool),
+    Type(&'static str),
+    In(Vec<Value>),
+    Nin(Vec<Value>),
+    Size(u64),
+    Mod(i64, i64),
+    Regex(regex::Regex),
+    BeginsWith(String),
+    AllOf(Vec<Value>),
+    ElemMatch(Box<Node>),
+    AllMatch(Box<Node>),
+    KeyMapMatch(Box<Node>),
+    Not(Box<Cond>),
+    Both(Vec<Cond>),
+    Either(Vec<Cond>),
+    Neither(Vec<Cond>),
+}
+
+impl Selector {
+    /// Parses a selector object.
+    pub fn parse(v: &Value) -> Result<Selector, Error> {
+        match v {
+            Value::Object(m) => Ok(Selector(object(m, &[], false)?)),
+            _ => bad("Selector must be a JSON object"),
+        }
+    }
+
+    /// Whether a document matches.
+    pub fn matches(&self, doc: &Value) -> bool {
+        node_matches(&self.0, doc)
+    }
+}
+
+/// Splits a field name on unescaped dots (`a\.b` is one name).
+fn field_path(name: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.last_mut().expect("non-empty").extend(chars.next()),
+            '.' => out.push(String::new()),
+            c => out.last_mut().expect("non-empty").push(c),
+        }
+    }
+    out
+}
+
+/// A selector object under `prefix`: every member must hold. `elem` allows bare operators
+/// (they apply to an array element itself, inside `$elemMatch` and its kin).
+fn object(m: &Map<String, Value>, prefix: &[String], elem: bool) -> Result<Node, Error> {
+    let mut parts = Vec::with_capacity(m.len());
+    for (k, v) in m {
+        parts.push(member(k, v, prefix, elem)?);
+    }
+    Ok(if parts.len() == 1 { parts.pop().expect("one") } else { Node::All(parts) })
+}
+
+fn list(v: &Value, op: &str, prefix: &[String], elem: bool) -> Result<Vec<Node>, Error> {
+    let Value::Array(items) = v else { return bad(format!("{op} requires an array of selectors")) };
+    items.iter().map(|i| match i {
+        Value::Object(m) => object(m, prefix, elem),
+        _ => bad(format!("{op} requires an array of selectors")),
+    }).collect()
+}
+
+fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Error> {
+    match k {
+        "$and" => Ok(Node::All(list(v, k, prefix, elem)?)),
+        "$or" => Ok(Node::Any(list(v, k, prefix, elem)?)),
+        "$nor" => Ok(Node::None(list(v, k, prefix, elem)?)),
+        "$not" => match v {
+            Value::Object(m) => Ok(Node::Not(Box::new(object(m, prefix, elem)?))),
+            _ => bad("$not requires a selector"),
+        },
+        op if op.starts_with('$') && prefix.is_empty() && !elem => bad(format!("Invalid operator: {op}")),
+        op if op.starts_with('$') => Ok(Node::Field(prefix.to_vec(), cond(op, v)?)),
+        name => {
+            let mut path = prefix.to_vec();
+            path.extend(field_path(name));
+            match v {
+                Value::Object(m) if m.keys().any(|k| k.starts_with('$')) => {
+                    let conds = m.iter().map(|(op, arg)| cond(op, arg)).collect::<Result<Vec<_>, _>>()?;
+                    let c = if conds.len() == 1 { conds.into_iter().next().expect("one") } else { Cond::Both(conds) };
+                    Ok(Node::Field(path, c))
+                }
+                Value::Object(m) if !m.is_empty() => object(m, &path, false),
+                other => Ok(Node::Field(path, Cond::Cmp(Ordering::Equal, true, other.clone()))),
+            }
+        }
+    }
+}
+
+fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
+    let values = |what: &str| match arg {
+        Value::Array(a) => Ok(a.clone()),
+        _ => bad(format!("{what} requires an array")),
+    };
+    let sub = |what: &str| match arg {
+        Value::Object(m) => Ok(Box::new(object(m, &[], true)?)),
+        _ => bad(format!("{what} requires a selector")),
+    };
+    let conds = |what: &str| match arg {
+        Value::Array(a) => a.iter().map(|c| match c {
+            Value::Object(m) if m.len() == 1 => {
+                let (op, v) = m.iter().next().expect("one");
+                cond(op, v)
+            }
+            _ => bad(format!("{what} requires operator objects")),
+        }).collect::<Result<Vec<_>, _>>(),
+        _ => bad(format!("{what} requires an array")),
+    };
+    Ok(match op {
+        "$eq" => Cond::Cmp(Ordering::Equal, true, arg.clone()),
+        "$ne" => Cond::Ne(arg.clone()),
+        "$lt" => Cond::Cmp(Ordering::Less, false, arg.clone()),
+        "$lte" => Cond::Cmp(Ordering::Less, true, arg.clone()),
+        "$gt" => Cond::Cmp(Ordering::Greater, false, arg.clone()),
+        "$gte" => Cond::Cmp(Ordering::Greater, true, arg.clone()),
+        "$exists" => Cond::Exists(arg.as_bool().ok_or_else(|| Error("$exists requires a boolean".into()))?),
+        "$type" => Cond::Type(match arg.as_str() {
+            Some("null") => "null",
+            Some("boolean") => "boolean",
+            Some("number") => "number",
+            Some("string") => "string",
+            Some("array") => "array",
+            Some("object") => "object",
+            _ => return bad("$type requires one of null, boolean, number, string, array, object"),
+        }),
+        "$in" => Cond::In(values("$in")?),
+        "$nin" => Cond::Nin(values("$nin")?),
+        "$all" => Cond::AllOf(values("$all")?),
+        "$size" => Cond::Size(arg.as_u64().ok_or_else(|| Error("$size requires a non-negative integer".into()))?),
+        "$mod" => match arg.as_array().map(Vec::as_slice) {
+            Some([d, r]) => match (d.as_i64(), r.as_i64()) {
+                (Some(d), Some(r)) if d != 0 => Cond::Mod(d, r),
+                _ => return bad("$mod requires two integers, the divisor not 0"),
+            },
+            _ => return bad("$mod requires [divisor, remainder]"),
+        },
+        "$regex" => match arg.as_str().map(regex::Regex::new) {
+            Some(Ok(re)) => Cond::Regex(re),
+            _ => return bad("$regex requires a valid regular expression"),
+        },
+        "$beginsWith" => Cond::BeginsWith(arg.as_str().ok_or_else(|| Error("$beginsWith requires a string".into()))?.to_string()),
+        "$elemMatch" => Cond::ElemMatch(sub("$elemMatch")?),
+        "$allMatch" => Cond::AllMatch(sub("$allMatch")?),
+        "$keyMapMatch" => Cond::KeyMapMatch(sub("$keyMapMatch")?),
+        "$not" => match arg {
+            Value::Object(m) if m.len() == 1 => {
+                let (op, v) = m.iter().next().expect("one");
+                Cond::Not(Box::new(cond(op, v)?))
+            }
+            _ => return bad("$not requires an operator object"),
+        },
+        "$and" => Cond::Both(conds("$and")?),
+        "$or" => Cond::Either(conds("$or")?),
+        "$nor" => Cond::Neither(conds("$nor")?),
+        other => return bad(format!("Invalid operator: {other}")),
+    })
+}
+
+fn node_matches(node: &Node, doc: &Value) -> bool {
+    match node {
+        Node::All(parts) => parts.iter().all(|p| node_matches(p, doc)),
+        Node::Any(parts) => parts.iter().any(|p| node_matches(p, doc)),
+        Node::None(parts) => !parts.iter().any(|p| node_matches(p, doc)),
+        Node::Not(inner) => !node_matches(inner, doc),
+        Node::Field(path, c) => {
+            let mut at = doc;
+            for key in path {
+                match at.get(key) {
+                    Some(v) if at.is_object() => at = v,
+                    _ => return matches!(c, Cond::Exists(false)),
+                }
+            }
+            let raw = path.len() == 1 && path[0] == "_id";
+            cond_matches(c, at, raw)
+        }
+    }
+}
+
+fn cmp(a: &Value, b: &Value, raw: bool) -> Ordering {
+    if raw { collate::raw(a, b) } else { collate::compare(a, b) }
+}
+
+fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
+    match c {
+        Cond::Cmp(dir, or_equal, arg) => {
+            let o = cmp(v, arg, raw);
+            o == *dir && *dir != Ordering::Equal || (*or_equal && o == Ordering::Equal)
+        }
+        Cond::Ne(arg) => cmp(v, arg, raw) != Ordering::Equal,
+        Cond::Exists(want) => *want,
+        Cond::Type(t) => *t == type_name(v),
+        Cond::In(args) => match v {
+            Value::Array(items) => items.iter().any(|i| args.iter().any(|a| cmp(i, a, raw) == Ordering::Equal)),
+            _ => args.iter().any(|a| cmp(v, a, raw) == Ordering::Equal),
+        },
+        Cond::Nin(args) => !cond_matches(&Cond::In(args.clone()), v, raw),
+        Cond::Size(n) => v.as_array().is_some_and(|a| a.len() as u64 == *n),
+        Cond::Mod(d, r) => v.as_i64().is_some_and(|x| x % d == *r),
+        Cond::Regex(re) => v.as_str().is_some_and(|s| re.is_match(s)),
+        Cond::BeginsWith(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
+        Cond::AllOf(args) => v.as_array().is_some_and(|items| args.iter().all(|a| items.iter().any(|i| cmp(i, a, raw) == Ordering::Equal))),
+        Cond::ElemMatch(sel) => v.as_array().is_some_and(|items| items.iter().any(|i| node_matches(sel, i) || elem_cond(sel, i))),
+        Cond::AllMatch(sel) => v.as_array().is_some_and(|items| !items.is_empty() && items.iter().all(|i| node_matches(sel, i) || elem_cond(sel, i))),
+        Cond::KeyMapMatch(sel) => v.as_object().is_some_and(|m| m.keys().any(|k| elem_cond(sel, &Value::String(k.clone())))),
+        Cond::Not(inner) => !cond_matches(inner, v, raw),
+        Cond::Both(cs) => cs.iter().all(|c| cond_matches(c, v, raw)),
+        Cond::Either(cs) => cs.iter().any(|c| cond_matches(c, v, raw)),
+        Cond::Neither(cs) => !cs.iter().any(|c| cond_matches(c, v, raw)),
+    }
+}
+
+/// Inside `$elemMatch`/`$allMatch`/`$keyMapMatch`, operators with no field apply to the
+/// element itself (`{"$gt": 5}`): they were parsed as fields with an empty path.
+fn elem_cond(sel: &Node, item: &Value) -> bool {
+    match sel {
+        Node::Field(path, c) if path.is_empty() => cond_matches(c, item, false),
+        Node::All(parts) => parts.iter().all(|p| elem_cond(p, item)),
+        Node::Any(parts) => parts.iter().any(|p| elem_cond(p, item)),
+        _ => false,
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn m(sel: Value, doc: Value) -> bool {
+        Selector::parse(&sel).unwrap().matches(&doc)
+    }
+
+    #[test]
+    fn equality_ranges_and_missing_fields() {
+        let doc = json!({"_id": "x", "n": 5, "s": "abc", "o": {"p": [1, 2, 3]}, "z": null});
+        assert!(m(json!({"n": 5}), doc.clone()));
+        assert!(m(json!({"n": 5.0}), doc.clone()), "numbers compare by value");
+        assert!(m(json!({"n": {"$gt": 4, "$lte": 5}}), doc.clone()));
+        assert!(!m(json!({"n": {"$lt": 5}}), doc.clone()));
+        assert!(m(json!({"n": {"$lt": "a"}}), doc.clone()), "numbers sort before strings");
+        assert!(m(json!({"o.p": {"$size": 3}}), doc.clone()));
+        assert!(m(json!({"o": {"p": {"$all": [3, 1]}}}), doc.clone()));
+        assert!(m(json!({"missing": {"$exists": false}}), doc.clone()));
+        assert!(!m(json!({"missing": {"$ne": 1}}), doc.clone()), "a missing field matches nothing else");
+        assert!(m(json!({"z": null}), doc.clone()));
+        assert!(m(json!({"z": {"$type": "null"}}), doc.clone()));
+    }
+
+    #[test]
+    fn combinators_and_array_operators() {
+        let doc = json!({"tags": ["a", "b"], "scores": [3, 8], "map": {"k1": 1}, "name": "Ann", "n": 7});
+        assert!(m(json!({"$or": [{"name": "Bob"}, {"name": "Ann"}]}), doc.clone()));
+        assert!(!m(json!({"$nor": [{"name": "Ann"}]}), doc.clone()));
+        assert!(m(json!({"$not": {"name": "Bob"}}), doc.clone()));
+        assert!(m(json!({"tags": {"$in": ["b", "c"]}}), doc.clone()));
+        assert!(m(json!({"name": {"$nin": ["Bob"]}}), doc.clone()));
+        assert!(m(json!({"scores": {"$elemMatch": {"$gt": 7}}}), doc.clone()));
+        assert!(!m(json!({"scores": {"$allMatch": {"$gt": 4}}}), doc.clone()));
+        assert!(m(json!({"map": {"$keyMapMatch": {"$eq": "k1"}}}), doc.clone()));
+        assert!(m(json!({"name": {"$regex": "^A"}}), doc.clone()));
+        assert!(m(json!({"name": {"$beginsWith": "An"}}), doc.clone()));
+        assert!(m(json!({"n": {"$mod": [4, 3]}}), doc.clone()));
+        assert!(m(json!({"n": {"$not": {"$lt": 5}}}), doc.clone()));
+        assert!(m(json!({"n": {"$or": [{"$lt": 0}, {"$gt": 6}]}}), doc.clone()));
+        assert!(m(json!({"a\\.b": 1}), json!({"a.b": 1})), "escaped dots name one field");
+    }
+
+    #[test]
+    fn bad_selectors_are_refused() {
+        for bad in [json!([1]), json!({"$foo": 1}), json!({"a": {"$foo": 1}}), json!({"a": {"$in": 5}}), json!({"a": {"$regex": "("}}), json!({"a": {"$mod": [0, 1]}}), json!({"$and": 3})] {
+            assert!(Selector::parse(&bad).is_err(), "{bad}");
+        }
+    }
+}
