@@ -24,21 +24,9 @@ fn post_json(req: &Req) -> HttpResult<()> {
 pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     post_json(req)?;
     let db = open(state, name)?;
-    let mut body = req.json_object(state.max_request).await?;
-    let docs = match body.remove("docs") {
-        Some(Value::Array(d)) => d,
-        Some(_) => return Err(HttpError::bad_request("`docs` parameter must be an array.")),
-        None => return Err(HttpError::bad_request("POST body must include `docs` parameter.")),
-    };
-    let new_edits = match body.get("new_edits") {
-        None => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(HttpError::bad_request("`new_edits` parameter must be a boolean.")),
-    };
-    let parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits)).collect::<Result<Vec<_>, _>>()?;
-    if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
-        return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
-    }
+    let bytes = req.bytes(state.max_request).await?;
+    let st = state.clone();
+    let (parsed, new_edits) = crate::background::run(move || parse_bulk(&st, &bytes)).await.ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
     let ids: Vec<String> = parsed.iter().map(|d| d.id.clone()).collect();
     let mode = if new_edits { EditMode::Interactive } else { EditMode::Replicated };
     let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
@@ -55,6 +43,31 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
         }
     }
     Ok(reply::json(201, &json!(out)))
+}
+
+/// Reads a `_bulk_docs` body: the documents and `new_edits`.
+fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool)> {
+    if bytes.is_empty() {
+        return Err(HttpError::bad_request("Missing request body"));
+    }
+    let Value::Object(mut body) = serde_json::from_slice(bytes).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))? else {
+        return Err(HttpError::bad_request("Request body must be a JSON object"));
+    };
+    let docs = match body.remove("docs") {
+        Some(Value::Array(d)) => d,
+        Some(_) => return Err(HttpError::bad_request("`docs` parameter must be an array.")),
+        None => return Err(HttpError::bad_request("POST body must include `docs` parameter.")),
+    };
+    let new_edits = match body.get("new_edits") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(HttpError::bad_request("`new_edits` parameter must be a boolean.")),
+    };
+    let parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits)).collect::<Result<Vec<_>, _>>()?;
+    if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
+        return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
+    }
+    Ok((parsed, new_edits))
 }
 
 /// `POST /{db}/_bulk_get`.

@@ -10,6 +10,7 @@
 
 mod att;
 mod auth;
+mod background;
 mod bulk;
 mod changes;
 pub mod config;

@@ -117,7 +117,11 @@ impl State {
         let options = CatalogOptions {
             q: config.get_or("cluster", "q", 2usize).max(1),
             max_dbs_open: config.get_or("couchdb", "max_dbs_open", 500usize).max(1),
-            store: StoreOptions { cache: NodeCache::new(cache_mb << 20), ..StoreOptions::default() },
+            store: StoreOptions {
+                cache: NodeCache::new(cache_mb << 20),
+                on_writer_start: Some(Arc::new(crate::background::lower_priority)),
+                ..StoreOptions::default()
+            },
         };
         let catalog = Catalog::open(&opts.data_dir, options).map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
         let welcome = serde_json::json!({

@@ -44,6 +44,8 @@ pub struct StoreOptions {
     pub compress_blobs: bool,
     /// A commit is made early once about this many bytes wait in memory.
     pub max_uncommitted_bytes: u64,
+    /// Run first on the writer thread (to name it, lower its priority, ...).
+    pub on_writer_start: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Default for StoreOptions {
@@ -55,6 +57,7 @@ impl Default for StoreOptions {
             batch_delay: Duration::from_millis(50),
             compress_blobs: true,
             max_uncommitted_bytes: 64 << 20,
+            on_writer_start: None,
         }
     }
 }
@@ -212,9 +215,15 @@ impl Store {
         });
         let (tx, rx) = mpsc::channel();
         let thread_shared = shared.clone();
+        let on_start = thread_shared.options.on_writer_start.clone();
         let writer = std::thread::Builder::new()
             .name("settee-store-writer".into())
-            .spawn(move || run_writer(state, rx, &thread_shared))
+            .spawn(move || {
+                if let Some(f) = on_start {
+                    f();
+                }
+                run_writer(state, rx, &thread_shared)
+            })
             .map_err(Error::io("start writer thread"))?;
         Ok(Store { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
     }
