@@ -9,6 +9,8 @@
 //!
 //! This crate knows CouchDB's document model; it knows nothing of HTTP.
 
+#![deny(missing_docs)]
+
 mod att;
 mod catalog;
 mod codec;

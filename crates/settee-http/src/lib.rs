@@ -8,6 +8,8 @@
 //!
 //! This is the only crate that knows HTTP.
 
+#![deny(missing_docs)]
+
 mod att;
 mod auth;
 mod background;

@@ -11,6 +11,8 @@
 //!
 //! This crate knows JSON and CouchDB's conventions; it knows nothing of storage or HTTP.
 
+#![deny(missing_docs)]
+
 pub mod body;
 pub mod collate;
 mod error;

@@ -5,6 +5,8 @@
 //! This crate knows JSON documents and CouchDB's collation; it knows nothing of storage or
 //! HTTP.
 
+#![deny(missing_docs)]
+
 mod selector;
 
 pub use selector::{Error, Selector};
