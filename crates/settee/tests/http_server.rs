@@ -139,3 +139,29 @@ fn a_panicking_request_is_one_logged_500() {
     let put = c.put("/timed", "");
     assert!(put.header("x-couchdb-body-time").is_some_and(|t| t.parse::<u64>().is_ok()), "{:?}", put.headers);
 }
+
+#[test]
+fn serve_help_documents_every_option() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settee")).args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for option in ["--data", "--bind", "--port", "--config", "SETTEE_ADMIN", "database_dir", "bind_address"] {
+        assert!(text.contains(option), "{option} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn oversized_requests_are_refused_and_change_nothing() {
+    let mut s = TestServer::start();
+    let c = s.admin();
+    c.put("/_node/_local/_config/chttpd/max_http_request_size", r#""2000""#);
+    c.put("/_node/_local/_config/couchdb/max_document_size", r#""500""#);
+    s.restart();
+    let c = s.admin();
+    c.put("/db", "");
+    let big_bulk = json!({"docs": (0..100).map(|i| json!({"_id": format!("d{i}"), "pad": "x".repeat(50)})).collect::<Vec<_>>()}).to_string();
+    c.post("/db/_bulk_docs", &big_bulk).error(413, "too_large");
+    c.put("/db/doc", &json!({"pad": "y".repeat(800)}).to_string()).error(413, "document_too_large");
+    assert_eq!(c.get("/db").json()["doc_count"], 0, "nothing was written");
+    assert_eq!(c.put("/db/small", r#"{"ok":1}"#).status, 201);
+}
