@@ -222,15 +222,15 @@ pub fn decode_bytes(encoding: Encoding, stored: Vec<u8>) -> Result<Vec<u8>> {
 
 /// Reads a document's `_attachments` member.
 /// Entries marked `"follows": true` take their bytes from `parts`, in order (the attachment
-/// parts of a `multipart/related` upload).
-pub fn parse_attachments(value: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<Vec<u8>>) -> Result<Vec<NewAtt>> {
+/// parts of a `multipart/related` upload, already stored or prepared).
+pub fn parse_attachments(value: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<Vec<NewAtt>> {
     let Value::Object(map) = value else {
         return Err(Error::BadRequest("_attachments must be a JSON object".into()));
     };
     map.into_iter().map(|(name, v)| parse_one(name, v, policy, parts)).collect()
 }
 
-fn parse_one(name: String, v: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<Vec<u8>>) -> Result<NewAtt> {
+fn parse_one(name: String, v: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<NewAtt> {
     if name.starts_with('_') {
         return Err(Error::BadRequest(format!("Attachment name '{name}' starts with prohibited character '_'")));
     }
@@ -242,8 +242,7 @@ fn parse_one(name: String, v: Value, policy: &AttPolicy, parts: &mut std::vec::I
         return Ok(NewAtt { name, content_type, source: AttSource::Stub });
     }
     if obj.get("follows") == Some(&Value::Bool(true)) {
-        let bytes = parts.next().ok_or_else(|| Error::BadRequest(format!("No multipart part for attachment {name}")))?;
-        let source = policy.prepare(&content_type, &bytes);
+        let source = parts.next().ok_or_else(|| Error::BadRequest(format!("No multipart part for attachment {name}")))?;
         return Ok(NewAtt { name, content_type, source });
     }
     let Some(data) = text(&obj, "data") else {
@@ -281,7 +280,7 @@ mod tests {
     #[test]
     fn parses_inline_data_and_stubs_and_refuses_bad_ones() {
         let p = AttPolicy::default();
-        let none = || Vec::<Vec<u8>>::new().into_iter();
+        let none = || Vec::<AttSource>::new().into_iter();
         let atts = parse_attachments(json!({"a.txt": {"content_type": "text/plain", "data": "aGVsbG8="}, "b": {"stub": true}}), &p, &mut none()).unwrap();
         assert_eq!(atts[0].name, "a.txt");
         assert!(matches!(atts[1].source, AttSource::Stub));
@@ -290,7 +289,7 @@ mod tests {
         assert_eq!(err(json!({"x": {"data": "!!!"}})), "Invalid attachment data for x");
         assert!(parse_attachments(json!([1]), &p, &mut none()).is_err());
         assert_eq!(err(json!({"f": {"follows": true}})), "No multipart part for attachment f");
-        let mut parts = vec![b"part".to_vec()].into_iter();
+        let mut parts = vec![p.prepare("image/png", b"part")].into_iter();
         let atts = parse_attachments(json!({"f": {"follows": true, "content_type": "image/png"}}), &p, &mut parts).unwrap();
         assert!(matches!(&atts[0].source, AttSource::Data { length: 4, .. }));
     }

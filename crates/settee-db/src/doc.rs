@@ -87,7 +87,7 @@ impl NewDoc {
 
     /// Like [`NewDoc::from_json`], with the attachment parts of a `multipart/related`
     /// upload for the `"follows": true` entries, in order.
-    pub fn from_json_parts(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits, parts: Vec<Vec<u8>>) -> Result<NewDoc> {
+    pub fn from_json_parts(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits, parts: Vec<crate::att::AttSource>) -> Result<NewDoc> {
         let Value::Object(map) = value else {
             return Err(Error::BadRequest("Document must be a JSON object".into()));
         };

@@ -167,54 +167,96 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: 
     Ok(reply::with_header(resp, LOCATION, &format!("/{name}/{id}/{att_name}")))
 }
 
-/// Streams a request body into loose blobs of the document's shard, gzip-encoding it when
-/// the type is compressible; only one chunk is held in memory at a time.
+/// Streams a request body into loose blobs of the document's shard.
 async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, content_type: &str) -> HttpResult<AttSource> {
     let Some(mut body) = req.body.take() else { return Err(HttpError::bad_request("Missing request body")) };
     let started = std::time::Instant::now();
-    let gzip = state.limits.atts.compresses(content_type);
-    let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
-    let mut encoder = gzip.then(|| flate2::write::GzEncoder::new(Vec::new(), level));
-    let (mut md5, mut length, mut encoded_length) = (Md5::new(), 0u64, 0u64);
-    let mut pending: Vec<u8> = Vec::with_capacity(CHUNK);
-    let mut blobs = Vec::new();
-    let shard = db.shard_for(id);
+    let mut up = Uploader::new(state, db, id, content_type);
     loop {
         let frame = match body.frame().await {
             None => break,
             Some(Ok(f)) => f,
             Some(Err(_)) => return Err(HttpError::bad_request("the request body could not be read")),
         };
-        let Ok(data) = frame.into_data() else { continue };
-        md5.update(&data);
-        length += data.len() as u64;
-        if length > state.max_request as u64 {
-            return Err(HttpError::new(413, "attachment_too_large", id.to_string()));
+        if let Ok(data) = frame.into_data() {
+            up.push(&data).await?;
         }
-        match &mut encoder {
-            Some(gz) => {
-                gz.write_all(&data).expect("writing to a Vec cannot fail");
-                pending.append(gz.get_mut());
-            }
-            None => pending.extend_from_slice(&data),
-        }
-        while pending.len() >= CHUNK {
-            let rest = pending.split_off(CHUNK);
-            let chunk = std::mem::replace(&mut pending, rest);
-            encoded_length += chunk.len() as u64;
-            blobs.push(append(db, shard, chunk).await?);
-        }
-    }
-    if let Some(gz) = encoder {
-        pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
     }
     req.body_time += started.elapsed();
-    if !pending.is_empty() || blobs.is_empty() {
-        encoded_length += pending.len() as u64;
-        blobs.push(append(db, shard, pending).await?);
+    up.finish().await
+}
+
+/// Writes an attachment's bytes, as they arrive, into loose blobs of the document's shard:
+/// MD5 and length of the identity bytes, gzip-encoded when the type is compressible, and
+/// only one chunk held in memory at a time.
+pub struct Uploader {
+    db: Arc<Database>,
+    shard: usize,
+    id: String,
+    limit: u64,
+    encoder: Option<flate2::write::GzEncoder<Vec<u8>>>,
+    md5: Md5,
+    length: u64,
+    encoded_length: u64,
+    pending: Vec<u8>,
+    blobs: Vec<settee_store::LooseBlob>,
+}
+
+impl Uploader {
+    /// An upload of an attachment of type `content_type` to document `id`.
+    pub fn new(state: &State, db: &Arc<Database>, id: &str, content_type: &str) -> Uploader {
+        let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
+        Uploader {
+            db: db.clone(),
+            shard: db.shard_for(id),
+            id: id.to_string(),
+            limit: state.max_request as u64,
+            encoder: state.limits.atts.compresses(content_type).then(|| flate2::write::GzEncoder::new(Vec::new(), level)),
+            md5: Md5::new(),
+            length: 0,
+            encoded_length: 0,
+            pending: Vec::with_capacity(CHUNK),
+            blobs: Vec::new(),
+        }
     }
-    let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
-    Ok(AttSource::Loose { blobs, encoding, length, encoded_length, md5: md5.finalize().into() })
+
+    /// Adds the next bytes.
+    pub async fn push(&mut self, data: &[u8]) -> HttpResult<()> {
+        self.md5.update(data);
+        self.length += data.len() as u64;
+        if self.length > self.limit {
+            return Err(HttpError::new(413, "attachment_too_large", self.id.clone()));
+        }
+        match &mut self.encoder {
+            Some(gz) => {
+                gz.write_all(data).expect("writing to a Vec cannot fail");
+                self.pending.append(gz.get_mut());
+            }
+            None => self.pending.extend_from_slice(data),
+        }
+        while self.pending.len() >= CHUNK {
+            let rest = self.pending.split_off(CHUNK);
+            let chunk = std::mem::replace(&mut self.pending, rest);
+            self.encoded_length += chunk.len() as u64;
+            self.blobs.push(append(&self.db, self.shard, chunk).await?);
+        }
+        Ok(())
+    }
+
+    /// Ends the upload; the blobs become the attachment when the edit that adopts them commits.
+    pub async fn finish(mut self) -> HttpResult<AttSource> {
+        let gzip = self.encoder.is_some();
+        if let Some(gz) = self.encoder.take() {
+            self.pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
+        }
+        if !self.pending.is_empty() || self.blobs.is_empty() {
+            self.encoded_length += self.pending.len() as u64;
+            let last = std::mem::take(&mut self.pending);
+            self.blobs.push(append(&self.db, self.shard, last).await?);
+        }
+        let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
+        Ok(AttSource::Loose { blobs: self.blobs, encoding, length: self.length, encoded_length: self.encoded_length, md5: self.md5.finalize().into() })
+    }
 }
 
 async fn append(db: &Arc<Database>, shard: usize, chunk: Vec<u8>) -> HttpResult<settee_store::LooseBlob> {

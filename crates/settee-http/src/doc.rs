@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hyper::header::{ETAG, LOCATION};
 use hyper::Method;
 use serde_json::{json, Value};
-use settee_db::{is_local, Database, DocOptions, Durability, EditMode, NewDoc};
+use settee_db::{is_local, AttSource, Database, DocOptions, Durability, EditMode, NewDoc};
 use settee_json::{body, Rev};
 
 use crate::db::open;
@@ -105,11 +105,11 @@ fn write_options(req: &Req) -> HttpResult<(EditMode, Durability)> {
 }
 
 /// Reads a document body and reconciles its `_rev` with `?rev=` and `If-Match`.
-async fn read_doc(state: &State, req: &mut Req, id: Option<&str>) -> HttpResult<NewDoc> {
+async fn read_doc(state: &State, req: &mut Req, name: &str, id: Option<&str>) -> HttpResult<NewDoc> {
     let (mut value, parts) = match req.header("content-type").and_then(|ct| ct.starts_with("multipart/related").then(|| multipart::boundary(ct))) {
         Some(boundary) => {
             let boundary = boundary.ok_or_else(|| HttpError::bad_request("multipart/related needs a boundary"))?;
-            read_multipart(state, req, &boundary).await?
+            read_multipart(state, req, name, &boundary, id).await?
         }
         None => {
             let limit = state.max_request.min(state.limits.max_document_size.saturating_mul(2).max(1 << 20));
@@ -140,13 +140,33 @@ async fn read_doc(state: &State, req: &mut Req, id: Option<&str>) -> HttpResult<
     Ok(NewDoc::from_json_parts(value, id, || state.new_uuid(), &state.limits, parts)?)
 }
 
-/// A `multipart/related` upload: the JSON document and the attachment parts, in order.
-async fn read_multipart(state: &State, req: &mut Req, boundary: &str) -> HttpResult<(Value, Vec<Vec<u8>>)> {
-    let body = req.bytes(state.max_request).await?;
-    let mut parts = multipart::parse(&body, boundary)?.into_iter();
-    let first = parts.next().ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
-    let doc = serde_json::from_slice(&first.body).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
-    Ok((doc, parts.map(|p| p.body).collect()))
+/// A `multipart/related` upload, streamed: the JSON document first, then each part named by
+/// a `"follows": true` attachment entry goes straight into the document's shard.
+async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str, id: Option<&str>) -> HttpResult<(Value, Vec<AttSource>)> {
+    let body = req.body.take().ok_or_else(|| HttpError::bad_request("Missing request body"))?;
+    let started = std::time::Instant::now();
+    let mut reader = multipart::Reader::new(body, boundary);
+    reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
+    let json = reader.read_part(state.limits.max_document_size.saturating_mul(2).max(1 << 20)).await?;
+    let doc: Value = serde_json::from_slice(&json).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
+    let follows: Vec<String> = doc
+        .get("_attachments")
+        .and_then(Value::as_object)
+        .map(|atts| atts.values().filter(|a| a.get("follows") == Some(&Value::Bool(true))).map(|a| a.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_string()).collect())
+        .unwrap_or_default();
+    let id = id.or_else(|| doc.get("_id").and_then(Value::as_str)).ok_or_else(|| HttpError::bad_request("A multipart document needs an id"))?.to_string();
+    let db = crate::db::open(state, name)?;
+    let mut sources = Vec::with_capacity(follows.len());
+    for content_type in follows {
+        reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body: an attachment part is missing"))?;
+        let mut up = crate::att::Uploader::new(state, &db, &id, &content_type);
+        while let Some(bytes) = reader.chunk().await? {
+            up.push(&bytes).await?;
+        }
+        sources.push(up.finish().await?);
+    }
+    req.body_time += started.elapsed();
+    Ok((doc, sources))
 }
 
 /// Whether the client takes a `multipart/related` answer (it does unless its `Accept`
@@ -183,7 +203,7 @@ async fn write_one(db: &Database, doc: NewDoc, mode: EditMode, durability: Durab
 async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let (mode, durability) = write_options(req)?;
-    let doc = read_doc(state, req, Some(id)).await?;
+    let doc = read_doc(state, req, name, Some(id)).await?;
     let status = if doc.deleted { 200 } else { 201 };
     write_one(&db, doc, mode, durability, status, name).await
 }
@@ -193,7 +213,7 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     req.require_json()?;
     let db = open(state, name)?;
     let (_, durability) = write_options(req)?;
-    let doc = read_doc(state, req, None).await?;
+    let doc = read_doc(state, req, name, None).await?;
     write_one(&db, doc, EditMode::Interactive, durability, 201, name).await
 }
 

@@ -7,15 +7,6 @@ use settee_db::{DbSnapshot, DocOptions, DocRecord};
 use crate::doc::parse_doc;
 use crate::error::{HttpError, HttpResult};
 
-/// One part: its headers (names lowercased) and bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Part {
-    /// Headers, names lowercased.
-    pub headers: Vec<(String, String)>,
-    /// The part's bytes.
-    pub body: Vec<u8>,
-}
-
 /// The `boundary` parameter of a multipart content type.
 pub fn boundary(content_type: &str) -> Option<String> {
     content_type.split(';').skip(1).find_map(|p| {
@@ -32,29 +23,113 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     hay.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
-/// Splits a multipart body into its parts.
-pub fn parse(body: &[u8], boundary: &str) -> HttpResult<Vec<Part>> {
-    let delim = format!("--{boundary}").into_bytes();
-    let mut at = find(body, &delim, 0).ok_or_else(broken)? + delim.len();
-    let mut parts = Vec::new();
-    loop {
-        if body.get(at..at + 2) == Some(b"--") {
-            return Ok(parts);
+/// Reads a multipart body part by part as it arrives, never holding more than one network
+/// frame and a boundary's length of a part in memory.
+pub struct Reader {
+    body: hyper::body::Incoming,
+    buf: Vec<u8>,
+    /// `\r\n--boundary`: what ends a part (the body is read as if preceded by `\r\n`).
+    delim: Vec<u8>,
+    /// The current part has ended (its delimiter was consumed).
+    part_done: bool,
+    ended: bool,
+}
+
+impl Reader {
+    /// Starts reading `body` split on `boundary`.
+    pub fn new(body: hyper::body::Incoming, boundary: &str) -> Reader {
+        // Reading starts inside an empty preamble "part" that the first delimiter ends.
+        Reader { body, buf: b"\r\n".to_vec(), delim: format!("\r\n--{boundary}").into_bytes(), part_done: false, ended: false }
+    }
+
+    /// Reads one more frame; false at the end of the body.
+    async fn fill(&mut self) -> HttpResult<bool> {
+        use http_body_util::BodyExt;
+        loop {
+            match self.body.frame().await {
+                None => return Ok(false),
+                Some(Err(_)) => return Err(HttpError::bad_request("the request body could not be read")),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                        return Ok(true);
+                    }
+                }
+            }
         }
-        let start = find(body, b"\r\n", at).ok_or_else(broken)? + 2;
-        let head_end = find(body, b"\r\n\r\n", start - 2).ok_or_else(broken)?;
-        let headers = std::str::from_utf8(&body[start.min(head_end)..head_end])
-            .map_err(|_| broken())?
+    }
+
+    /// Moves to the next part and returns its headers (names lowercased); `None` after the
+    /// closing boundary. Any unread rest of the current part is skipped.
+    pub async fn next_part(&mut self) -> HttpResult<Option<Vec<(String, String)>>> {
+        while !self.part_done {
+            self.chunk().await?;
+        }
+        if self.ended {
+            return Ok(None);
+        }
+        // After a delimiter: "--" ends the body, else the part's headers and a blank line.
+        while self.buf.len() < 2 {
+            if !self.fill().await? {
+                return Err(broken());
+            }
+        }
+        if self.buf.starts_with(b"--") {
+            self.ended = true;
+            return Ok(None);
+        }
+        let end = loop {
+            if let Some(p) = find(&self.buf, b"\r\n\r\n", 0) {
+                break p;
+            }
+            if self.buf.len() > 64 * 1024 || !self.fill().await? {
+                return Err(broken());
+            }
+        };
+        let head = std::str::from_utf8(&self.buf[..end]).map_err(|_| broken())?;
+        let headers = head
             .split("\r\n")
             .filter(|l| !l.is_empty())
             .map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string())).ok_or_else(broken))
             .collect::<HttpResult<Vec<_>>>()?;
-        let data_start = head_end + 4;
-        let mut end_delim = b"\r\n".to_vec();
-        end_delim.extend_from_slice(&delim);
-        let data_end = find(body, &end_delim, data_start).ok_or_else(broken)?;
-        parts.push(Part { headers, body: body[data_start..data_end].to_vec() });
-        at = data_end + end_delim.len();
+        self.buf.drain(..end + 4);
+        self.part_done = false;
+        Ok(Some(headers))
+    }
+
+    /// The next bytes of the current part; `None` once it has ended.
+    pub async fn chunk(&mut self) -> HttpResult<Option<Vec<u8>>> {
+        if self.part_done {
+            return Ok(None);
+        }
+        loop {
+            if let Some(p) = find(&self.buf, &self.delim, 0) {
+                let data: Vec<u8> = self.buf.drain(..p).collect();
+                self.buf.drain(..self.delim.len());
+                self.part_done = true;
+                return Ok(Some(data));
+            }
+            let keep = self.delim.len();
+            if self.buf.len() > keep + 64 * 1024 {
+                let take = self.buf.len() - keep;
+                return Ok(Some(self.buf.drain(..take).collect()));
+            }
+            if !self.fill().await? {
+                return Err(broken());
+            }
+        }
+    }
+
+    /// The whole current part, refusing more than `limit` bytes with 413.
+    pub async fn read_part(&mut self, limit: usize) -> HttpResult<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(c) = self.chunk().await? {
+            out.extend_from_slice(&c);
+            if out.len() > limit {
+                return Err(HttpError::new(413, "too_large", "the request entity is too large"));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -104,23 +179,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn written_bodies_parse_back() {
-        let mut out = Vec::new();
-        write_part(&mut out, "abc", &[("Content-Type", "application/json".into())], b"{}");
-        write_part(&mut out, "abc", &[("Content-Type", "text/plain".into())], b"line\r\n--not the end");
-        write_end(&mut out, "abc");
-        let parts = parse(&out, "abc").unwrap();
-        assert_eq!(parts.len(), 2);
-        assert_eq!(parts[0].headers, [("content-type".to_string(), "application/json".to_string())]);
-        assert_eq!(parts[1].body, b"line\r\n--not the end");
+    fn boundaries_are_read_from_content_types() {
         assert_eq!(boundary("multipart/related; boundary=\"xyz\""), Some("xyz".into()));
         assert_eq!(boundary("multipart/related;boundary=q"), Some("q".into()));
-    }
-
-    #[test]
-    fn broken_bodies_are_refused() {
-        for bad in [&b""[..], b"--abc\r\nno-header-end", b"--abc\r\nA: b\r\n\r\nunterminated", b"--abc\r\nbad header\r\n\r\nx\r\n--abc--"] {
-            assert_eq!(parse(bad, "abc").unwrap_err().status, 400, "{:?}", String::from_utf8_lossy(bad));
-        }
+        assert_eq!(boundary("multipart/related"), None);
+        let mut out = Vec::new();
+        write_part(&mut out, "b", &[("Content-Type", "text/plain".into())], b"hi");
+        write_end(&mut out, "b");
+        assert_eq!(out, b"--b\r\nContent-Type: text/plain\r\n\r\nhi\r\n--b--");
     }
 }

@@ -128,6 +128,45 @@ fn multipart_related_uploads_and_downloads() {
     c.get("/db/n").error(404, "not_found");
 }
 
+#[test]
+fn large_multipart_uploads_stream_into_the_database() {
+    use std::io::{Read, Write};
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    // Data that contains near-misses of the delimiter, across many network frames.
+    let mut big: Vec<u8> = (0..2_500_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    big[1_000_000..1_000_008].copy_from_slice(b"\r\n--BOUN");
+    let json = r#"{"_attachments":{"big.bin":{"follows":true,"content_type":"application/octet-stream","length":2500000},"t.txt":{"follows":true,"content_type":"text/plain","length":4}}}"#;
+    let mut body = Vec::new();
+    body.extend_from_slice(format!("--BOUNDARY\r\nContent-Type: application/json\r\n\r\n{json}\r\n--BOUNDARY\r\n\r\n").as_bytes());
+    body.extend_from_slice(&big);
+    body.extend_from_slice(b"\r\n--BOUNDARY\r\nContent-Type: text/plain\r\n\r\ntext\r\n--BOUNDARY--");
+    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    let head = format!("PUT /db/mp HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: multipart/related; boundary=BOUNDARY\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), body.len());
+    stream.write_all(head.as_bytes()).unwrap();
+    for piece in body.chunks(7_001) {
+        stream.write_all(piece).unwrap();
+    }
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let (_, got) = get_binary(&s, "/db/mp/big.bin", "");
+    assert!(got == big, "the attachment came back intact ({} bytes)", got.len());
+    assert_eq!(c.get("/db/mp/t.txt").text, "text");
+    assert_eq!(c.get("/db/mp").json()["_attachments"]["big.bin"]["length"], 2_500_000);
+    // A body that ends before its closing boundary changes nothing.
+    let cut = &body[..body.len() / 2];
+    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    let head = format!("PUT /db/cut HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: multipart/related; boundary=BOUNDARY\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), cut.len());
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(cut).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    c.get("/db/cut").error(404, "not_found");
+}
+
 fn put_binary(s: &TestServer, path: &str, body: &[u8]) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
