@@ -52,12 +52,7 @@ fn get(state: &State, req: &Req, name: &str, id: &str, att_name: &str) -> HttpRe
             let resp = send_chunks(snap, id, att.clone(), None, 200);
             reply::with_header(resp, CONTENT_ENCODING, "gzip")
         }
-        Encoding::Gzip => {
-            let bytes = snap.attachment_bytes(id, &att)?;
-            let mut resp = reply::bytes(200, bytes);
-            resp.headers_mut().remove(hyper::header::CACHE_CONTROL);
-            resp
-        }
+        Encoding::Gzip => send_decoded(snap, id, att.clone()),
         Encoding::Identity => match req.header("range").map(|r| parse_range(r, att.length)) {
             Some(Ok(Some((start, end)))) => {
                 let resp = send_chunks(snap, id, att.clone(), Some((start, end)), 206);
@@ -123,6 +118,55 @@ fn send_chunks(snap: DbSnapshot, id: &str, att: AttInfo, range: Option<(u64, u64
             };
             if sink.write(&bytes[from..to]).is_err() {
                 return;
+            }
+        }
+        let _ = sink.flush();
+    });
+    resp
+}
+
+/// Reads an attachment's stored chunks in order, one at a time.
+struct ChunkReader {
+    snap: DbSnapshot,
+    id: String,
+    chunks: std::vec::IntoIter<settee_store::BlobRef>,
+    current: std::io::Cursor<Vec<u8>>,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let n = self.current.read(out)?;
+            if n > 0 || out.is_empty() {
+                return Ok(n);
+            }
+            let Some(next) = self.chunks.next() else { return Ok(0) };
+            let bytes = self.snap.attachment_chunk(&self.id, &next).map_err(std::io::Error::other)?;
+            self.current = std::io::Cursor::new(bytes);
+        }
+    }
+}
+
+/// Streams a gzip-stored attachment decoded, for clients that do not accept gzip.
+fn send_decoded(snap: DbSnapshot, id: &str, att: AttInfo) -> Response {
+    let (resp, mut sink) = reply::channel_sized(200, "application/octet-stream", Some(att.length));
+    let reader = ChunkReader { snap, id: id.to_string(), chunks: att.chunks.into_iter(), current: std::io::Cursor::new(Vec::new()) };
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut gz = flate2::read::GzDecoder::new(reader);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match gz.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if sink.write(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "decoding an attachment");
+                    return;
+                }
             }
         }
         let _ = sink.flush();

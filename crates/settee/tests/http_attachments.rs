@@ -98,6 +98,16 @@ fn standalone_attachments_stream_and_serve_ranges() {
     let (head, body) = get_binary(&s, "/db/doc/dir/a.txt", "Accept-Encoding: gzip\r\n");
     assert!(head.to_ascii_lowercase().contains("content-encoding: gzip"), "{head}");
     assert_eq!(&body[..2], [0x1f, 0x8b]);
+    // A large compressible attachment is stored gzip-encoded and streamed back decoded.
+    let text: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+    let r = c.send("PUT", &format!("/db/doc/log.txt?rev={}", c.get("/db/doc").json()["_rev"].as_str().unwrap()), Some(&text), &[("Content-Type", "text/plain")]);
+    assert_eq!(r.status, 201, "{}", r.text);
+    let info = c.send("GET", "/db/doc?att_encoding_info=true", None, &[("Accept", "application/json")]).json();
+    assert_eq!(info["_attachments"]["log.txt"]["encoding"], "gzip");
+    assert!(info["_attachments"]["log.txt"]["encoded_length"].as_u64().unwrap() < text.len() as u64 / 3);
+    let (head, body) = get_binary(&s, "/db/doc/log.txt", "");
+    assert!(head.to_ascii_lowercase().contains(&format!("content-length: {}", text.len())), "{head}");
+    assert!(body == text.as_bytes(), "decoded back whole");
     // Design documents carry attachments too.
     assert_eq!(c.send("PUT", "/db/_design/app/index.html", Some("<p>hi</p>"), &[("Content-Type", "text/html")]).status, 201);
     assert_eq!(c.get("/db/_design/app/index.html").text, "<p>hi</p>");
