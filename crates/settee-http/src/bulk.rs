@@ -86,46 +86,94 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     let opts = DocOptions { revs: req.query.flag("revs")?, attachments: req.query.flag("attachments")?, ..Default::default() };
     let snap = db.snapshot();
     let latest = req.query.flag("latest")?;
-    let results: Vec<Value> = wanted.iter().map(|w| bulk_get_one(&snap, w, &opts, latest)).collect::<HttpResult<_>>()?;
+    let resolved: Vec<Resolved> = wanted.iter().map(|w| resolve(&snap, w, &opts, latest)).collect::<HttpResult<_>>()?;
+    let accept = req.header("accept").unwrap_or("");
+    if accept.contains("multipart/mixed") && !accept.contains("application/json") {
+        return multipart_results(&snap, &resolved);
+    }
+    let results = resolved
+        .iter()
+        .map(|r| {
+            let docs = r.items.iter().map(|item| match item {
+                Ok(i) => Ok(json!({"ok": parse(&snap.render(r.id_str(), r.record.as_ref().expect("found"), *i, &r.opts)?)?})),
+                Err(e) => Ok(e.clone()),
+            });
+            Ok(json!({"id": r.id, "docs": docs.collect::<HttpResult<Vec<Value>>>()?}))
+        })
+        .collect::<HttpResult<Vec<Value>>>()?;
     Ok(reply::json(200, &json!({"results": results})))
 }
 
-fn bulk_get_one(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -> HttpResult<Value> {
+/// What one `_bulk_get` entry resolves to: revisions found (node indices of `record`) or
+/// error objects, and the options to render them with.
+struct Resolved {
+    id: Value,
+    record: Option<settee_db::DocRecord>,
+    opts: DocOptions,
+    items: Vec<Result<usize, Value>>,
+}
+
+impl Resolved {
+    fn id_str(&self) -> &str {
+        self.id.as_str().unwrap_or("")
+    }
+}
+
+fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -> HttpResult<Resolved> {
     let error = |id: &Value, rev: &Value, e: &str, r: &str| json!({"error": {"id": id, "rev": rev, "error": e, "reason": r}});
     let Some(id) = wanted.get("id").and_then(Value::as_str) else {
         let rev = wanted.get("rev").cloned().unwrap_or(Value::Null);
-        return Ok(json!({"id": Value::Null, "docs": [error(&Value::Null, &rev, "bad_request", "document id missed")]}));
+        return Ok(Resolved { id: Value::Null, record: None, opts: opts.clone(), items: vec![Err(error(&Value::Null, &rev, "bad_request", "document id missed"))] });
     };
     let idv = json!(id);
     let record = snap.record(id)?;
     let since = wanted.get("atts_since").and_then(Value::as_array).map(|revs| revs.iter().filter_map(|r| r.as_str().and_then(|s| Rev::parse(s).ok())).collect::<Vec<_>>());
-    let with_since;
     let opts = match since {
-        Some(revs) => {
-            with_since = DocOptions { attachments: true, atts_since: Some(revs), ..opts.clone() };
-            &with_since
-        }
-        None => opts,
+        Some(revs) => DocOptions { attachments: true, atts_since: Some(revs), ..opts.clone() },
+        None => opts.clone(),
     };
-    let docs: Vec<Value> = match wanted.get("rev") {
-        Some(rev_value) => {
-            let text = rev_value.as_str().unwrap_or("");
-            let Ok(rev) = Rev::parse(text) else {
-                return Ok(json!({"id": id, "docs": [error(&idv, rev_value, "bad_request", "Invalid rev format")]}));
-            };
-            let node = record.as_ref().and_then(|rec| rec.tree.find(&rev).map(|i| (rec, i)));
-            match node {
-                Some((rec, i)) if latest => rec.tree.leaves_below(i).into_iter().map(|l| Ok(json!({"ok": parse(&snap.render(id, rec, l, opts)?)?}))).collect::<HttpResult<_>>()?,
-                Some((rec, i)) if rec.tree.nodes[i].info.is_some() => vec![json!({"ok": parse(&snap.render(id, rec, i, opts)?)?})],
-                _ => vec![error(&idv, rev_value, "not_found", "missing")],
+    let items = match (wanted.get("rev"), &record) {
+        (Some(rev_value), _) => match Rev::parse(rev_value.as_str().unwrap_or("")) {
+            Err(_) => vec![Err(error(&idv, rev_value, "bad_request", "Invalid rev format"))],
+            Ok(rev) => match record.as_ref().and_then(|rec| rec.tree.find(&rev).map(|i| (rec, i))) {
+                Some((rec, i)) if latest => rec.tree.leaves_below(i).into_iter().map(Ok).collect(),
+                Some((rec, i)) if rec.tree.nodes[i].info.is_some() => vec![Ok(i)],
+                _ => vec![Err(error(&idv, rev_value, "not_found", "missing"))],
+            },
+        },
+        (None, None) => vec![Err(error(&idv, &json!("undefined"), "not_found", "missing"))],
+        (None, Some(rec)) => rec.tree.leaves().into_iter().map(Ok).collect(),
+    };
+    Ok(Resolved { id: idv, record, opts, items })
+}
+
+/// `_bulk_get` as `multipart/mixed`: a part per revision (itself `multipart/related` when it
+/// carries attachment bytes), errors as JSON parts flagged `error="true"`.
+fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Response> {
+    let boundary = crate::auth::random_hex(16);
+    let mut out = Vec::new();
+    for r in resolved {
+        for item in &r.items {
+            match item {
+                Ok(i) => {
+                    let rec = r.record.as_ref().expect("found");
+                    let has_data = rec.tree.nodes[*i].info.as_ref().is_some_and(|info| info.atts.iter().any(|a| settee_db::sends_data(rec, *i, a, &r.opts)));
+                    if has_data {
+                        let (content_type, body) = crate::multipart::related_doc(snap, r.id_str(), rec, *i, &r.opts)?;
+                        crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", content_type)], &body);
+                    } else {
+                        crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &snap.render(r.id_str(), rec, *i, &r.opts)?);
+                    }
+                }
+                Err(e) => {
+                    let body = serde_json::to_vec(&e["error"]).expect("json");
+                    crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", "application/json; error=\"true\"".into())], &body);
+                }
             }
         }
-        None => match &record {
-            None => vec![error(&idv, &json!("undefined"), "not_found", "missing")],
-            Some(rec) => rec.tree.leaves().into_iter().map(|l| Ok(json!({"ok": parse(&snap.render(id, rec, l, opts)?)?}))).collect::<HttpResult<_>>()?,
-        },
-    };
-    Ok(json!({"id": id, "docs": docs}))
+    }
+    crate::multipart::write_end(&mut out, &boundary);
+    Ok(reply::with_header(reply::bytes(200, out), hyper::header::CONTENT_TYPE, &format!("multipart/mixed; boundary=\"{boundary}\"")))
 }
 
 fn parse(bytes: &[u8]) -> HttpResult<Value> {

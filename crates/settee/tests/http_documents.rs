@@ -237,6 +237,9 @@ fn replication_endpoints() {
     assert_eq!(results[1]["docs"].as_array().unwrap().len(), 2);
     assert_eq!(results[2]["docs"][0]["error"]["error"], "not_found");
     assert_eq!(results[3]["docs"][0]["error"]["reason"], "document id missed");
+    let mixed = c.send("POST", "/db/_bulk_get", Some(r#"{"docs":[{"id":"d","rev":"2-aaaa"},{"id":"zz"}]}"#), &[("Accept", "multipart/mixed")]);
+    assert!(mixed.header("content-type").unwrap().starts_with("multipart/mixed"), "{:?}", mixed.headers);
+    assert!(mixed.text.contains("\"_rev\":\"2-aaaa\"") && mixed.text.contains("error=\"true\""), "{}", mixed.text);
     c.post("/db/_bulk_get?rev=1-x", r#"{"docs":[]}"#).error(400, "bad_request");
     c.post("/db/_bulk_get", r#"{}"#).error(400, "bad_request");
     // Revs limit and security are stored and returned.
