@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use settee_store::{sync_dir, StoreOptions};
 
@@ -42,7 +42,8 @@ pub struct Catalog {
     root: PathBuf,
     trash: PathBuf,
     options: CatalogOptions,
-    open: Mutex<HashMap<String, (Arc<Database>, u64)>>,
+    /// Open databases and when each was last used (a tick of `clock`).
+    open: RwLock<HashMap<String, (Arc<Database>, AtomicU64)>>,
     clock: AtomicU64,
     /// Serialises creation and deletion.
     ddl: Mutex<()>,
@@ -94,7 +95,7 @@ impl Catalog {
                 std::fs::remove_dir_all(entry.path()).map_err(Error::io("remove unfinished database"))?;
             }
         }
-        Ok(Catalog { root, trash, options, open: Mutex::new(HashMap::new()), clock: AtomicU64::new(0), ddl: Mutex::new(()), tasks: Arc::default() })
+        Ok(Catalog { root, trash, options, open: RwLock::new(HashMap::new()), clock: AtomicU64::new(0), ddl: Mutex::new(()), tasks: Arc::default() })
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -139,7 +140,7 @@ impl Catalog {
         if !path.is_dir() {
             return Err(Error::NoDatabase);
         }
-        self.open.lock().expect("open lock").remove(name);
+        self.open.write().expect("open lock").remove(name);
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
         let doomed = self.trash.join(format!("{}-{stamp}", dir_name(name)));
         std::fs::rename(&path, &doomed).map_err(Error::io("delete database"))?;
@@ -150,27 +151,32 @@ impl Catalog {
 
     /// An open database, opening it if needed.
     pub fn get(&self, name: &str) -> Result<Arc<Database>> {
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
-        if let Some((db, used)) = self.open.lock().expect("open lock").get_mut(name) {
-            *used = now;
+        if let Some((db, used)) = self.open.read().expect("open lock").get(name) {
+            // Readers only write the tick when it moved, so a busy database's entry is not
+            // written on every request.
+            let now = self.clock.load(Ordering::Relaxed);
+            if used.load(Ordering::Relaxed) != now {
+                used.store(now, Ordering::Relaxed);
+            }
             return Ok(db.clone());
         }
+        let now = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
         validate_name(name).map_err(|_| Error::NoDatabase)?;
         let path = self.path(name);
         if !path.is_dir() {
             return Err(Error::NoDatabase);
         }
         let db = Arc::new(Database::open(&path, name, &self.options.store, &self.tasks)?);
-        let mut open = self.open.lock().expect("open lock");
-        let db = open.entry(name.to_string()).or_insert((db, now)).0.clone();
+        let mut open = self.open.write().expect("open lock");
+        let db = open.entry(name.to_string()).or_insert((db, AtomicU64::new(now))).0.clone();
         self.evict(&mut open);
         Ok(db)
     }
 
     /// Closes the least recently used databases nobody is using, down to the limit.
-    fn evict(&self, open: &mut HashMap<String, (Arc<Database>, u64)>) {
+    fn evict(&self, open: &mut HashMap<String, (Arc<Database>, AtomicU64)>) {
         while open.len() > self.options.max_dbs_open {
-            let victim = open.iter().filter(|(_, (db, _))| Arc::strong_count(db) == 1).min_by_key(|(_, (_, used))| *used).map(|(n, _)| n.clone());
+            let victim = open.iter().filter(|(_, (db, _))| Arc::strong_count(db) == 1).min_by_key(|(_, (_, used))| used.load(Ordering::Relaxed)).map(|(n, _)| n.clone());
             match victim {
                 Some(name) => drop(open.remove(&name)),
                 None => break,
@@ -185,7 +191,7 @@ impl Catalog {
 
     /// Number of databases currently open.
     pub fn open_count(&self) -> usize {
-        self.open.lock().expect("open lock").len()
+        self.open.read().expect("open lock").len()
     }
 
     /// Every database name, sorted.

@@ -211,7 +211,8 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<
 async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     let server_header = state.server_header.clone();
     let head_request = req.method() == Method::HEAD;
-    let (method, uri) = (req.method().clone(), req.uri().clone());
+    // The request line is kept for the logs only when request logging is on.
+    let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) { (req.method().clone(), req.uri().clone()) } else { Default::default() };
     let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req)) }).await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
@@ -238,9 +239,25 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
 
 /// Ten random lowercase hex digits, as CouchDB's `X-Couch-Request-ID`.
 fn request_id() -> HeaderValue {
-    use rand::Rng;
-    let n: u64 = rand::thread_rng().gen::<u64>() & 0xff_ffff_ffff;
-    HeaderValue::from_str(&format!("{n:010x}")).expect("hex is a valid header value")
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(rand::random::<u64>() | 1);
+    }
+    // xorshift64*: request ids need to differ, not to be secret.
+    let n = STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    });
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 10];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = HEX[((n >> (4 * i)) & 15) as usize];
+    }
+    HeaderValue::from_bytes(&out).expect("hex is a valid header value")
 }
 
 /// Runs a request's future, turning a panic into an error for that request alone (the
