@@ -15,6 +15,8 @@ fn welcome_up_and_uuids() {
     assert_eq!(w["couchdb"], "Welcome");
     assert_eq!(w["vendor"]["name"], "Settee");
     assert_eq!(w["uuid"].as_str().unwrap().len(), 32);
+    let sha = w["git_sha"].as_str().unwrap();
+    assert!(sha == "unknown" || (sha.len() == 7 && sha.chars().all(|c| c.is_ascii_hexdigit())), "{sha}");
     assert!(r.text.ends_with('\n'));
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert!(r.header("server").unwrap().starts_with("Settee/"));
