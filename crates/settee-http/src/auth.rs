@@ -171,8 +171,9 @@ pub fn make_cookie(secret: &[u8], stored_hash: &str, name: &str) -> String {
     URL_SAFE_NO_PAD.encode(raw)
 }
 
-/// The admin a session cookie names, if it is genuine and not older than `timeout` seconds.
-pub fn check_cookie(config: &Config, secret: &[u8], cookie: &str, timeout: u64) -> Option<User> {
+/// The admin a session cookie names and its age in seconds, if it is genuine and not older
+/// than `timeout` seconds.
+pub fn check_cookie(config: &Config, secret: &[u8], cookie: &str, timeout: u64) -> Option<(User, u64)> {
     let raw = URL_SAFE_NO_PAD.decode(cookie.trim_end_matches('=')).ok()?;
     let first = raw.iter().position(|&b| b == b':')?;
     let second = first + 1 + raw[first + 1..].iter().position(|&b| b == b':')?;
@@ -183,7 +184,23 @@ pub fn check_cookie(config: &Config, secret: &[u8], cookie: &str, timeout: u64) 
     let want = cookie_mac(secret, stored, payload);
     let got = &raw[second + 1..];
     let equal = want.len() == got.len() && want.iter().zip(got).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0;
-    (equal && now() < time.saturating_add(timeout)).then(|| admin(name))
+    (equal && now() < time.saturating_add(timeout)).then(|| (admin(name), now().saturating_sub(time)))
+}
+
+/// A `Set-Cookie` value for a session cookie; persistent cookies carry `Max-Age` (CouchDB's
+/// `[chttpd_auth] allow_persistent_cookies`, on by default in 3.x).
+pub fn cookie_header(value: &str, timeout: u64, persistent: bool) -> String {
+    let mut h = format!("AuthSession={value}; Version=1; Path=/; HttpOnly");
+    if persistent {
+        h.push_str(&format!("; Max-Age={timeout}"));
+    }
+    h
+}
+
+/// Whether a session cookie this old should be replaced by a fresh one (once 10% of its
+/// lifetime has passed, as CouchDB does).
+pub fn needs_refresh(age: u64, timeout: u64) -> bool {
+    age.saturating_mul(10) > timeout
 }
 
 /// A random secret or password: `bytes` random bytes as hex.
@@ -214,7 +231,8 @@ mod tests {
         config.set("admins", "root", &hash_password("pw", 1000)).unwrap();
         let stored = config.get("admins", "root").unwrap().to_string();
         let cookie = make_cookie(b"secret", &stored, "root");
-        assert_eq!(check_cookie(&config, b"secret", &cookie, 600).unwrap().name, "root");
+        assert_eq!(check_cookie(&config, b"secret", &cookie, 600).unwrap().0.name, "root");
+        assert!(!needs_refresh(10, 600) && needs_refresh(61, 600));
         assert!(check_cookie(&config, b"other", &cookie, 600).is_none(), "wrong secret");
         assert!(check_cookie(&config, b"secret", &cookie, 0).is_none(), "expired");
         assert!(check_cookie(&config, b"secret", "garbage", 600).is_none());

@@ -90,8 +90,12 @@ async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         return Err(HttpError::new(401, "unauthorized", "Name or password is incorrect."));
     };
     let cookie = auth::make_cookie(&state.secret, &stored, &user.name);
+    let (timeout, persistent) = {
+        let config = state.config.read().expect("config lock");
+        (config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT), config.get_or("chttpd_auth", "allow_persistent_cookies", true))
+    };
     let resp = reply::json(200, &json!({"ok": true, "name": user.name, "roles": user.roles}));
-    Ok(reply::with_header(resp, SET_COOKIE, &format!("AuthSession={cookie}; Version=1; Path=/; HttpOnly")))
+    Ok(reply::with_header(resp, SET_COOKIE, &auth::cookie_header(&cookie, timeout, persistent)))
 }
 
 /// Admin-only server endpoints.

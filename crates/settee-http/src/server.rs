@@ -163,16 +163,16 @@ impl State {
     }
 
     /// Who is asking: Basic credentials (verified off the event loop the first time), or a
-    /// session cookie.
-    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<Option<User>> {
+    /// session cookie (with a fresh cookie to send back once the old one has aged).
+    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<(Option<User>, Option<String>)> {
         if let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) {
             if let Some(user) = self.auth.cached(&self.config.read().expect("config lock"), h) {
-                return Ok(Some(user));
+                return Ok((Some(user), None));
             }
             let (state, header) = (self.clone(), h.to_string());
             let checked = tokio::task::spawn_blocking(move || state.auth.verify(&state.config.read().expect("config lock"), &header)).await;
             return match checked {
-                Ok(Some(u)) => Ok(Some(u)),
+                Ok(Some(u)) => Ok((Some(u), None)),
                 _ => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
             };
         }
@@ -185,9 +185,15 @@ impl State {
         if let Some(cookie) = cookie.filter(|c| !c.is_empty()) {
             let config = self.config.read().expect("config lock");
             let timeout = config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT);
-            return Ok(auth::check_cookie(&config, &self.secret, &cookie, timeout));
+            let Some((user, age)) = auth::check_cookie(&config, &self.secret, &cookie, timeout) else { return Ok((None, None)) };
+            let refresh = auth::needs_refresh(age, timeout).then(|| {
+                let stored = config.get("admins", &user.name).unwrap_or("");
+                let persistent = config.get_or("chttpd_auth", "allow_persistent_cookies", true);
+                auth::cookie_header(&auth::make_cookie(&self.secret, stored, &user.name), timeout, persistent)
+            });
+            return Ok((Some(user), refresh));
         }
-        Ok(None)
+        Ok((None, None))
     }
 }
 
@@ -284,7 +290,7 @@ impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
 
 async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
-    let user = state.authenticate(&parts.headers).await?;
+    let (user, refresh) = state.authenticate(&parts.headers).await?;
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
@@ -296,6 +302,9 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResul
     };
     let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));
     resp.headers_mut().insert("x-couchdb-body-time", HeaderValue::from(req.body_time.as_millis() as u64));
+    if let Some(cookie) = refresh.filter(|_| !resp.headers().contains_key(hyper::header::SET_COOKIE)) {
+        resp = reply::with_header(resp, hyper::header::SET_COOKIE, &cookie);
+    }
     Ok(resp)
 }
 

@@ -167,3 +167,21 @@ fn oversized_requests_are_refused_and_change_nothing() {
     assert_eq!(c.get("/db").json()["doc_count"], 0, "nothing was written");
     assert_eq!(c.put("/db/small", r#"{"ok":1}"#).status, 201);
 }
+
+#[test]
+fn session_cookies_are_refreshed_as_they_age() {
+    let mut s = TestServer::start();
+    s.admin().put("/_node/_local/_config/chttpd_auth/timeout", r#""20""#);
+    s.restart();
+    let r = s.anon().post("/_session", r#"{"name":"admin","password":"secret"}"#);
+    let set = r.header("set-cookie").unwrap().to_string();
+    assert!(set.contains("Max-Age=20"), "persistent by default: {set}");
+    let mut with_cookie = s.anon();
+    with_cookie.extra.push(("Cookie".into(), set.split(';').next().unwrap().to_string()));
+    assert!(with_cookie.get("/_session").header("set-cookie").is_none(), "a fresh cookie is not replaced");
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    let later = with_cookie.get("/_session");
+    assert_eq!(later.json()["userCtx"]["name"], "admin");
+    let renewed = later.header("set-cookie").expect("an aged cookie is replaced").to_string();
+    assert!(renewed.starts_with("AuthSession=") && renewed != set);
+}
