@@ -13,6 +13,14 @@ use crate::read::DbSnapshot;
 use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
 use crate::tasks::Tasks;
 
+/// Store options whose commits bump a new watch channel.
+fn notifying(options: &StoreOptions) -> (Arc<watch::Sender<u64>>, StoreOptions) {
+    let changed = Arc::new(watch::channel(0u64).0);
+    let tx = changed.clone();
+    let on_commit: Arc<dyn Fn() + Send + Sync> = Arc::new(move || tx.send_modify(|v| *v += 1));
+    (changed, StoreOptions { on_commit: Some(on_commit), ..options.clone() })
+}
+
 /// File name of shard `i`.
 fn shard_file(dir: &Path, i: usize) -> PathBuf {
     dir.join(format!("shard-{i}.settee"))
@@ -23,8 +31,8 @@ pub struct Database {
     name: String,
     dir: PathBuf,
     shards: Vec<Shard>,
-    /// Bumped after every write, so change feeds wake without polling.
-    changed: watch::Sender<u64>,
+    /// Bumped after every commit of any shard, so change feeds wake without polling.
+    changed: Arc<watch::Sender<u64>>,
     /// Set while a compaction runs.
     compacting: Arc<AtomicBool>,
     /// Where background work is listed.
@@ -34,12 +42,14 @@ pub struct Database {
 impl Database {
     /// Creates the shard files of a new database in the empty directory `dir`.
     pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
+        let (changed, options) = notifying(options);
         let shards = (0..q).map(|i| Shard::open(&shard_file(dir, i), options.clone(), true)).collect::<Result<_>>()?;
-        Ok(Database::new(dir, name, shards, tasks))
+        Ok(Database::new(dir, name, shards, tasks, changed))
     }
 
     /// Opens the database stored in `dir`.
     pub(crate) fn open(dir: &Path, name: &str, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
+        let (changed, options) = notifying(options);
         let mut shards = Vec::new();
         while shard_file(dir, shards.len()).exists() {
             shards.push(Shard::open(&shard_file(dir, shards.len()), options.clone(), false)?);
@@ -47,12 +57,12 @@ impl Database {
         if shards.is_empty() {
             return Err(Error::NoDatabase);
         }
-        Ok(Database::new(dir, name, shards, tasks))
+        Ok(Database::new(dir, name, shards, tasks, changed))
     }
 
-    fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>) -> Database {
+    fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
         let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
-        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed: watch::channel(0).0, compacting, tasks }
+        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed, compacting, tasks }
     }
 
     /// The database name.
@@ -116,7 +126,6 @@ impl Database {
                 Err(e) => failure = Some(e),
             }
         }
-        self.changed.send_modify(|v| *v += 1);
         if let Some(e) = failure {
             return Err(e);
         }
@@ -135,7 +144,6 @@ impl Database {
             let purged = shard.purge(docs).await?;
             out.extend(ids.into_iter().zip(purged));
         }
-        self.changed.send_modify(|v| *v += 1);
         Ok(out)
     }
 

@@ -46,6 +46,9 @@ pub struct StoreOptions {
     pub max_uncommitted_bytes: u64,
     /// Run first on the writer thread (to name it, lower its priority, ...).
     pub on_writer_start: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Run on the writer thread after each commit is published (to wake waiting readers,
+    /// such as change feeds, once new data is visible).
+    pub on_commit: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Default for StoreOptions {
@@ -58,6 +61,7 @@ impl Default for StoreOptions {
             compress_blobs: true,
             max_uncommitted_bytes: 64 << 20,
             on_writer_start: None,
+            on_commit: None,
         }
     }
 }
@@ -426,7 +430,13 @@ fn undo(state: &mut WriterState, (roots, meta, dirty): Saved) {
 }
 
 fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Completion>) {
-    let result = if state.dirty { state.commit(0).map(|_| shared.publish(state)) } else { Ok(()) };
+    let committed = state.dirty;
+    let result = if committed { state.commit(0).map(|_| shared.publish(state)) } else { Ok(()) };
+    if committed && result.is_ok() {
+        if let Some(f) = &shared.options.on_commit {
+            f();
+        }
+    }
     let err = result.err();
     for c in waiting {
         c(err.as_ref());

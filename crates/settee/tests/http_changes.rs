@@ -133,6 +133,10 @@ fn continuous_and_eventsource_feeds_stream_new_writes() {
     c.put("/db/live2", "{}");
     assert_eq!(next_json(&mut feed, "")["id"], "live2");
 
+    // A batched write reaches the feed once it is committed.
+    assert_eq!(c.put("/db/batched?batch=ok", "{}").status, 202);
+    assert_eq!(next_json(&mut feed, "")["id"], "batched");
+
     let mut events = open_feed(&s, "feed=eventsource&since=now&heartbeat=100");
     c.put("/db/ev", "{}");
     assert_eq!(next_json(&mut events, "data: ")["id"], "ev");
