@@ -245,32 +245,22 @@ fn new_info(txn: &mut Txn, doc: &NewDoc, base: Option<&RevInfo>, pos: u64, seq: 
     let body = if doc.body.len() <= INLINE_MAX { Body::Inline(doc.body.clone()) } else { Body::Blob(txn.write_blob(&doc.body)?, doc.body.len() as u64) };
     let mut atts = Vec::with_capacity(doc.atts.len());
     for att in &doc.atts {
-        let info = match &att.source {
-            AttSource::Stub => base
-                .and_then(|b| b.atts.iter().find(|a| a.name == att.name))
-                .cloned()
-                .ok_or_else(|| Error::MissingStub(doc.id.clone(), att.name.clone()))?,
-            AttSource::Data { chunks, encoding, length, md5 } => AttInfo {
-                name: att.name.clone(),
-                content_type: att.content_type.clone(),
-                revpos: pos,
-                md5: *md5,
-                length: *length,
-                encoding: *encoding,
-                encoded_length: chunks.iter().map(|c| c.len() as u64).sum(),
-                chunks: chunks.iter().map(|c| txn.write_blob(c)).collect::<Result<_, _>>()?,
-            },
-            AttSource::Loose { blobs, encoding, length, encoded_length, md5 } => AttInfo {
-                name: att.name.clone(),
-                content_type: att.content_type.clone(),
-                revpos: pos,
-                md5: *md5,
-                length: *length,
-                encoding: *encoding,
-                encoded_length: *encoded_length,
-                chunks: blobs.iter().map(|b| txn.adopt(b)).collect::<Result<_, _>>()?,
-            },
+        let (md5, length, encoding, encoded_length, chunks) = match &att.source {
+            AttSource::Stub => {
+                let kept = base.and_then(|b| b.atts.iter().find(|a| a.name == att.name));
+                atts.push(kept.cloned().ok_or_else(|| Error::MissingStub(doc.id.clone(), att.name.clone()))?);
+                continue;
+            }
+            AttSource::Data { chunks, encoding, length, md5 } => {
+                let stored = chunks.iter().map(|c| txn.write_blob(c)).collect::<Result<_, _>>()?;
+                (*md5, *length, *encoding, chunks.iter().map(|c| c.len() as u64).sum(), stored)
+            }
+            AttSource::Loose { blobs, encoding, length, encoded_length, md5 } => {
+                let adopted = blobs.iter().map(|b| txn.adopt(b)).collect::<Result<_, _>>()?;
+                (*md5, *length, *encoding, *encoded_length, adopted)
+            }
         };
+        let info = AttInfo { name: att.name.clone(), content_type: att.content_type.clone(), revpos: pos, md5, length, encoding, encoded_length, chunks };
         atts.push(info);
     }
     Ok(RevInfo { body, seq, atts })
