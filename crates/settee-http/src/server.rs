@@ -144,7 +144,7 @@ impl State {
             catalog,
             uuid,
             welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
-            server_header: HeaderValue::from_str(&format!("Settee/{} (CouchDB/{VERSION})", env!("CARGO_PKG_VERSION"))).expect("ascii"),
+            server_header: HeaderValue::from_static(concat!("Settee/", env!("CARGO_PKG_VERSION"), " (CouchDB/3.5.0)")),
             secret,
             uuids: Mutex::new(Uuids::new(&algorithm)),
             limits,
@@ -301,7 +301,9 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResul
         body_time: std::time::Duration::ZERO,
     };
     let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));
-    resp.headers_mut().insert("x-couchdb-body-time", HeaderValue::from(req.body_time.as_millis() as u64));
+    let body_ms = req.body_time.as_millis() as u64;
+    let body_time = if body_ms == 0 { HeaderValue::from_static("0") } else { HeaderValue::from(body_ms) };
+    resp.headers_mut().insert("x-couchdb-body-time", body_time);
     if let Some(cookie) = refresh.filter(|_| !resp.headers().contains_key(hyper::header::SET_COOKIE)) {
         resp = reply::with_header(resp, hyper::header::SET_COOKIE, &cookie);
     }

@@ -20,6 +20,8 @@ fn welcome_up_and_uuids() {
     assert!(r.text.ends_with('\n'));
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert!(r.header("server").unwrap().starts_with("Settee/"));
+    let speaks = format!("(CouchDB/{})", w["version"].as_str().unwrap());
+    assert!(r.header("server").unwrap().ends_with(&speaks), "the Server header names the API version");
     anon.send("POST", "/", Some("{}"), &[]).error(405, "method_not_allowed");
     assert_eq!(anon.get("/_up").json()["status"], "ok");
     let ids = anon.get("/_uuids?count=5").json();
