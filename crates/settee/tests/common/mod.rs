@@ -212,9 +212,9 @@ pub fn admin_auth() -> String {
     format!("Basic {}", base64(&format!("{}:{}", ADMIN.0, ADMIN.1)))
 }
 
-fn base64(s: &str) -> String {
+/// Standard base64 of some bytes.
+pub fn base64_bytes(b: &[u8]) -> String {
     const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let b = s.as_bytes();
     let mut out = String::new();
     for c in b.chunks(3) {
         let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
@@ -227,4 +227,8 @@ fn base64(s: &str) -> String {
         }
     }
     out
+}
+
+fn base64(s: &str) -> String {
+    base64_bytes(s.as_bytes())
 }
