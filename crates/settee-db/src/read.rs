@@ -93,11 +93,14 @@ impl DbSnapshot {
     /// The JSON of revision `rev` of a document (its winner when `None`). A deleted winner
     /// is `not_found` "deleted"; an explicitly asked-for tombstone is returned.
     pub fn open_doc(&self, id: &str, rev: Option<&Rev>, opts: &DocOptions) -> Result<Vec<u8>> {
-        self.open_doc_rev(id, rev, opts).map(|(_, json)| json)
+        let (rec, i) = self.resolve(id, rev)?;
+        self.render(id, &rec, i, opts)
     }
 
-    /// Like [`DbSnapshot::open_doc`], also returning the revision shown.
-    pub fn open_doc_rev(&self, id: &str, rev: Option<&Rev>, opts: &DocOptions) -> Result<(Rev, Vec<u8>)> {
+    /// The record of `id` and the node of revision `rev` (its winner when `None`), with
+    /// CouchDB's errors: `missing` for an unknown document or revision, `deleted` for a
+    /// document whose winner is a tombstone.
+    pub fn resolve(&self, id: &str, rev: Option<&Rev>) -> Result<(DocRecord, usize)> {
         let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
         let i = match rev {
             Some(r) => rec.tree.find(r).filter(|&i| rec.tree.nodes[i].info.is_some()).ok_or(Error::NotFound("missing"))?,
@@ -109,16 +112,21 @@ impl DbSnapshot {
                 w
             }
         };
-        Ok((rec.tree.nodes[i].rev.clone(), self.render(id, &rec, i, opts)?))
+        Ok((rec, i))
     }
 
     /// The JSON of node `i` of a record.
     pub fn render(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<Vec<u8>> {
+        self.render_as(id, rec, i, opts, &rec.tree.nodes[i].rev.to_string())
+    }
+
+    /// [`DbSnapshot::render`] with the revision's text already at hand.
+    pub fn render_as(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions, rev_text: &str) -> Result<Vec<u8>> {
         let node = &rec.tree.nodes[i];
         let info = node.info.as_ref().ok_or(Error::NotFound("missing"))?;
         let stored = self.body(id, info)?;
         let mut out = Vec::with_capacity(stored.len() + id.len() + 64);
-        body::begin(&mut out, id, Some(&node.rev.to_string()), &stored);
+        body::begin(&mut out, id, Some(rev_text), &stored);
         if node.deleted {
             body::member(&mut out, "_deleted", b"true");
         }

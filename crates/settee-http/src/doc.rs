@@ -63,23 +63,21 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     }
     let rev = q.get("rev").map(parse_rev).transpose()?;
     let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq || opts.attachments);
-    let (shown, doc) = snap.open_doc_rev(id, rev.as_ref(), &opts)?;
+    let (record, i) = snap.resolve(id, rev.as_ref())?;
     if opts.attachments && accepts_multipart(req) {
-        return multipart_doc(&snap, id, &shown, &opts);
+        let (content_type, body) = multipart::related_doc(&snap, id, &record, i, &opts)?;
+        return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
     }
-    let rev_text = Some(shown.to_string());
-    if plain {
-        if let (Some(inm), Some(r)) = (req.header("if-none-match"), rev_text.as_deref()) {
-            if inm.trim().trim_start_matches("W/").trim_matches('"') == r {
-                return Ok(reply::with_header(reply::empty(304), ETAG, &format!("\"{r}\"")));
-            }
-        }
+    let rev_text = record.tree.nodes[i].rev.to_string();
+    if !plain {
+        return Ok(reply::json_bytes(200, snap.render_as(id, &record, i, &opts, &rev_text)?));
     }
-    let resp = reply::json_bytes(200, doc);
-    Ok(match (plain, rev_text) {
-        (true, Some(r)) => reply::with_header(resp, ETAG, &format!("\"{r}\"")),
-        _ => resp,
-    })
+    let etag = format!("\"{rev_text}\"");
+    if req.header("if-none-match").is_some_and(|inm| inm.trim().trim_start_matches("W/").trim_matches('"') == rev_text) {
+        return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
+    }
+    let resp = reply::json_bytes(200, snap.render_as(id, &record, i, &opts, &rev_text)?);
+    Ok(reply::with_header(resp, ETAG, &etag))
 }
 
 /// `attachments`, `atts_since` and `att_encoding_info`.
@@ -175,13 +173,6 @@ pub fn accepts_multipart(req: &Req) -> bool {
     req.header("accept").is_none_or(|a| a.split(',').any(|t| matches!(t.split(';').next().unwrap_or("").trim(), "multipart/related" | "multipart/*" | "*/*")))
 }
 
-/// A document with its attachments as `multipart/related`.
-fn multipart_doc(snap: &settee_db::DbSnapshot, id: &str, rev: &Rev, opts: &DocOptions) -> HttpResult<Response> {
-    let record = snap.record(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
-    let i = record.tree.find(rev).ok_or_else(|| HttpError::not_found("missing"))?;
-    let (content_type, body) = multipart::related_doc(snap, id, &record, i, opts)?;
-    Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type))
-}
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
 async fn write_one(db: &Database, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
