@@ -102,11 +102,6 @@ impl Catalog {
         self.root.join(dir_name(name))
     }
 
-    /// Whether a database exists.
-    pub fn exists(&self, name: &str) -> bool {
-        validate_name(name).is_ok() && self.path(name).is_dir()
-    }
-
     /// Creates a database with `q` shards (the default when `None`).
     pub fn create(&self, name: &str, q: Option<usize>) -> Result<Arc<Database>> {
         validate_name(name)?;

@@ -29,7 +29,6 @@ fn shard_file(dir: &Path, i: usize) -> PathBuf {
 /// An open database.
 pub struct Database {
     name: String,
-    dir: PathBuf,
     shards: Vec<Shard>,
     /// Bumped after every commit of any shard, so change feeds wake without polling.
     changed: Arc<watch::Sender<u64>>,
@@ -44,7 +43,7 @@ impl Database {
     pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
         let (changed, options) = notifying(options);
         let shards = (0..q).map(|i| Shard::open(&shard_file(dir, i), options.clone(), true)).collect::<Result<_>>()?;
-        Ok(Database::new(dir, name, shards, tasks, changed))
+        Ok(Database::new(name, shards, tasks, changed))
     }
 
     /// Opens the database stored in `dir`.
@@ -57,22 +56,17 @@ impl Database {
         if shards.is_empty() {
             return Err(Error::NoDatabase);
         }
-        Ok(Database::new(dir, name, shards, tasks, changed))
+        Ok(Database::new(name, shards, tasks, changed))
     }
 
-    fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
+    fn new(name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
         let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
-        Database { name: name.to_string(), dir: dir.to_path_buf(), shards, changed, compacting, tasks }
+        Database { name: name.to_string(), shards, changed, compacting, tasks }
     }
 
     /// The database name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// The directory holding the shard files.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Number of shards.

@@ -187,11 +187,7 @@ impl DbSnapshot {
 
     /// An attachment of revision `rev` (the winner when `None`) of a document.
     pub fn attachment(&self, id: &str, rev: Option<&Rev>, name: &str) -> Result<AttInfo> {
-        let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
-        let i = match rev {
-            Some(r) => rec.tree.find(r).ok_or(Error::NotFound("missing"))?,
-            None => rec.tree.winner().filter(|&w| !rec.tree.nodes[w].deleted).ok_or(Error::NotFound("deleted"))?,
-        };
+        let (rec, i) = self.resolve(id, rev)?;
         let info = rec.tree.nodes[i].info.as_ref().ok_or(Error::NotFound("missing"))?;
         info.atts.iter().find(|a| a.name == name).cloned().ok_or(Error::NoAttachment)
     }

@@ -17,6 +17,7 @@ use settee_db::{AttInfo, AttSource, Database, DbSnapshot, Durability, EditMode, 
 use settee_json::Rev;
 
 use crate::db::{join_error, open};
+use crate::doc::parse_rev;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::Req;
@@ -34,13 +35,13 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att
 
 fn rev_param(req: &Req) -> HttpResult<Option<Rev>> {
     let text = req.query.get("rev").map(str::to_string).or_else(|| req.header("if-match").map(|v| v.trim().trim_matches('"').to_string()));
-    text.map(|t| Rev::parse(&t).map_err(|_| HttpError::bad_request("Invalid rev format"))).transpose()
+    text.as_deref().map(parse_rev).transpose()
 }
 
 fn get(state: &State, req: &Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let snap = db.snapshot();
-    let rev = req.query.get("rev").map(|r| Rev::parse(r).map_err(|_| HttpError::bad_request("Invalid rev format"))).transpose()?;
+    let rev = req.query.get("rev").map(parse_rev).transpose()?;
     let att = snap.attachment(id, rev.as_ref(), att_name)?;
     let etag = format!("\"{}\"", STANDARD.encode(att.md5));
     if req.header("if-none-match").is_some_and(|v| v.trim() == etag) {

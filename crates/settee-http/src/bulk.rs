@@ -95,7 +95,7 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
         .iter()
         .map(|r| {
             let docs = r.items.iter().map(|item| match item {
-                Ok(i) => Ok(json!({"ok": parse(&snap.render(r.id_str(), r.record.as_ref().expect("found"), *i, &r.opts)?)?})),
+                Ok(i) => Ok(json!({"ok": crate::doc::parse_doc(&snap.render(r.id_str(), r.record.as_ref().expect("found"), *i, &r.opts)?)?})),
                 Err(e) => Ok(e.clone()),
             });
             Ok(json!({"id": r.id, "docs": docs.collect::<HttpResult<Vec<Value>>>()?}))
@@ -176,9 +176,6 @@ fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Res
     Ok(reply::with_header(reply::bytes(200, out), hyper::header::CONTENT_TYPE, &format!("multipart/mixed; boundary=\"{boundary}\"")))
 }
 
-fn parse(bytes: &[u8]) -> HttpResult<Value> {
-    serde_json::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
-}
 
 /// `POST /{db}/_revs_diff` (and the older `_missing_revs` shape).
 pub async fn revs_diff(state: &Arc<State>, req: &mut Req, name: &str, missing_revs: bool) -> HttpResult<Response> {
@@ -189,7 +186,7 @@ pub async fn revs_diff(state: &Arc<State>, req: &mut Req, name: &str, missing_re
     let mut out = Map::new();
     for (id, revs) in body {
         let Value::Array(revs) = revs else { return Err(HttpError::bad_request("Invalid list of revisions")) };
-        let revs: Vec<Rev> = revs.iter().map(|r| r.as_str().and_then(|s| Rev::parse(s).ok()).ok_or_else(|| HttpError::bad_request("Invalid rev format"))).collect::<HttpResult<_>>()?;
+        let revs = crate::doc::parse_revs(&revs)?;
         let record = snap.record(&id)?;
         let missing: Vec<&Rev> = match &record {
             Some(rec) => rec.tree.missing(&revs),

@@ -317,7 +317,7 @@ async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpRes
     let mut docs = Vec::with_capacity(body.len());
     for (id, revs) in body {
         let Value::Array(revs) = revs else { return Err(HttpError::bad_request("Invalid list of revisions")) };
-        let revs = revs.iter().map(|r| r.as_str().and_then(|s| settee_json::Rev::parse(s).ok()).ok_or_else(|| HttpError::bad_request("Invalid rev format"))).collect::<HttpResult<Vec<_>>>()?;
+        let revs = crate::doc::parse_revs(&revs)?;
         docs.push((id, revs));
     }
     let purged = db.purge(docs).await?;

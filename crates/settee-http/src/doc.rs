@@ -32,6 +32,11 @@ pub fn parse_rev(s: &str) -> HttpResult<Rev> {
     Rev::parse(s).map_err(|_| HttpError::bad_request("Invalid rev format"))
 }
 
+/// Parses a JSON list of revisions, refusing non-strings and bad revisions alike.
+pub fn parse_revs(values: &[Value]) -> HttpResult<Vec<Rev>> {
+    values.iter().map(|r| r.as_str().ok_or_else(|| HttpError::bad_request("Invalid rev format")).and_then(parse_rev)).collect()
+}
+
 /// The revision named by `If-Match`, quotes stripped.
 fn if_match(req: &Req) -> Option<String> {
     req.header("if-match").map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
@@ -84,7 +89,7 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
 pub fn attachment_options(q: &crate::request::Query) -> HttpResult<DocOptions> {
     let atts_since = match q.json("atts_since")? {
         None => None,
-        Some(Value::Array(revs)) => Some(revs.iter().map(|r| r.as_str().ok_or_else(|| HttpError::bad_request("Invalid rev format")).and_then(parse_rev)).collect::<HttpResult<Vec<_>>>()?),
+        Some(Value::Array(revs)) => Some(parse_revs(&revs)?),
         Some(_) => return Err(HttpError::bad_request("`atts_since` must be a list of revisions")),
     };
     Ok(DocOptions { attachments: q.flag("attachments")? || atts_since.is_some(), atts_since, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() })

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -35,8 +34,6 @@ pub struct State {
     pub config: RwLock<Config>,
     /// Admin credential checks.
     pub auth: Authenticator,
-    /// This installation's id.
-    pub uuid: String,
     /// The welcome body, built once.
     pub welcome: Bytes,
     /// Server header value, built once.
@@ -49,8 +46,6 @@ pub struct State {
     pub limits: DocLimits,
     /// Largest request body (`[chttpd] max_http_request_size`).
     pub max_request: usize,
-    /// When the server started.
-    pub started: Instant,
     /// Test hook: `/_settee_test_panic` panics inside its handler (set by the environment
     /// variable `SETTEE_TEST_PANIC=1` at start, for the test that a panic stays one 500).
     pub panic_route: bool,
@@ -142,7 +137,6 @@ impl State {
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
         let state = State {
             catalog,
-            uuid,
             welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
             server_header: HeaderValue::from_static(concat!("Settee/", env!("CARGO_PKG_VERSION"), " (CouchDB/3.5.0)")),
             secret,
@@ -151,7 +145,6 @@ impl State {
             max_request,
             config: RwLock::new(config),
             auth: Authenticator::default(),
-            started: Instant::now(),
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
         Ok(Prepared { state: Arc::new(state), generated_admin })
