@@ -43,21 +43,38 @@ fn number(n: &Number) -> f64 {
 
 /// Compares two JSON values with CouchDB's default collation.
 pub fn compare(a: &Value, b: &Value) -> Ordering {
-    compare_with(a, b, strings)
+    compare_with(a, b, strings, rank)
 }
 
-/// Compares two JSON values with CouchDB's `raw` collation (strings by bytes).
+/// Compares two JSON values with CouchDB's `raw` collation: Erlang term order, where
+/// `numbers < false < null < true < objects < arrays < strings` and strings compare by bytes.
 pub fn raw(a: &Value, b: &Value) -> Ordering {
-    compare_with(a, b, |x, y| x.as_bytes().cmp(y.as_bytes()))
+    compare_with(a, b, |x, y| x.as_bytes().cmp(y.as_bytes()), raw_rank)
 }
 
-fn compare_with(a: &Value, b: &Value, text: fn(&str, &str) -> Ordering) -> Ordering {
+/// Type order under raw collation (Erlang's: numbers, atoms alphabetically, tuples, lists,
+/// binaries).
+fn raw_rank(v: &Value) -> u8 {
+    match v {
+        Value::Number(_) => 0,
+        Value::Bool(false) => 1,
+        Value::Null => 2,
+        Value::Bool(true) => 3,
+        Value::Object(_) => 4,
+        Value::Array(_) => 5,
+        Value::String(_) => 6,
+    }
+}
+
+type Rank = fn(&Value) -> u8;
+
+fn compare_with(a: &Value, b: &Value, text: fn(&str, &str) -> Ordering, rank: Rank) -> Ordering {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => number(x).total_cmp(&number(y)),
         (Value::String(x), Value::String(y)) => text(x, y),
         (Value::Array(x), Value::Array(y)) => {
             for (p, q) in x.iter().zip(y) {
-                let o = compare_with(p, q, text);
+                let o = compare_with(p, q, text, rank);
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -66,7 +83,7 @@ fn compare_with(a: &Value, b: &Value, text: fn(&str, &str) -> Ordering) -> Order
         }
         (Value::Object(x), Value::Object(y)) => {
             for ((kp, vp), (kq, vq)) in x.iter().zip(y) {
-                let o = text(kp, kq).then_with(|| compare_with(vp, vq, text));
+                let o = text(kp, kq).then_with(|| compare_with(vp, vq, text, rank));
                 if o != Ordering::Equal {
                     return o;
                 }
@@ -109,5 +126,7 @@ mod tests {
         assert_eq!(strings("resume", "résumé"), Ordering::Less);
         assert_eq!(strings("a", "B"), Ordering::Less, "case is a later level");
         assert_eq!(raw(&json!("a"), &json!("B")), Ordering::Greater, "raw collation is by code point");
+        assert_eq!(raw(&json!(null), &json!(1)), Ordering::Greater, "raw collation puts numbers first");
+        assert_eq!(raw(&json!("a"), &json!(["a"])), Ordering::Greater, "and strings last");
     }
 }

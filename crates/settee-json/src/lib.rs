@@ -8,6 +8,7 @@
 //!   metadata; [`body::splice`] puts `_id`/`_rev` back in front without parsing them.
 //!
 //! * [`collate`]: CouchDB's collation of JSON values (view keys, Mango comparisons).
+//! * [`viewkey`]: view keys encoded so that byte order is that collation.
 //!
 //! This crate knows JSON and CouchDB's conventions; it knows nothing of storage or HTTP.
 
@@ -18,6 +19,7 @@ pub mod collate;
 mod error;
 mod rev;
 mod term;
+pub mod viewkey;
 
 pub use error::Error;
 pub use rev::{Rev, RevId};

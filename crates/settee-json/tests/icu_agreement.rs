@@ -4,6 +4,8 @@
 use std::cmp::Ordering;
 use std::process::Command;
 
+use settee_json::viewkey;
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
@@ -45,6 +47,8 @@ fn string_order_matches_node_intl_collator() {
             disagreements.push(format!("{a:?} {b:?}: node {node:?}, ours {ours:?}"));
         }
         assert_ne!(ours, Ordering::Greater, "{a:?} must not sort after {b:?}");
+        let key = |s: &String| viewkey::encoded(&serde_json::Value::String(s.clone()), viewkey::Collation::Unicode);
+        assert_eq!(key(a).cmp(&key(b)), node, "view key bytes of {a:?} and {b:?} order as ICU does");
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");
 }

@@ -1,0 +1,323 @@
+//! View keys as byte strings whose plain byte order is CouchDB's collation, so view trees
+//! compare keys with `memcmp` instead of decoding JSON and calling the collator on every
+//! comparison.
+//!
+//! Each JSON value becomes a type tag followed by its content; strings under the default
+//! collation are stored as their ICU root sort key (the collator's own byte-comparable form),
+//! under `raw` collation as their UTF-8 bytes. Every encoding is self-delimiting, so an encoded
+//! key followed by a document id still orders by key first, then by id.
+//!
+//! Zero bytes inside strings are written as `00 FF` and a string ends with `00 01`, so a
+//! string sorts before every longer string it is a prefix of. Arrays and objects end with a
+//! `00` byte, below every tag; object members each start with `01`.
+//!
+//! The encoding is one-way for strings (a sort key does not give the text back): view rows
+//! keep the key's JSON text beside it for output.
+
+use std::cmp::Ordering;
+use std::sync::LazyLock;
+
+use icu_collator::options::CollatorOptions;
+use icu_collator::{Collator, CollatorBorrowed};
+use serde_json::{Number, Value};
+
+static ROOT: LazyLock<CollatorBorrowed<'static>> =
+    LazyLock::new(|| Collator::try_new(Default::default(), CollatorOptions::default()).expect("the root collation is compiled in"));
+
+/// How strings (and, for `Raw`, types) order: a design document's `options.collation`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Collation {
+    /// CouchDB's default: `null < false < true < numbers < strings < arrays < objects`,
+    /// strings by the Unicode Collation Algorithm.
+    #[default]
+    Unicode,
+    /// `"collation": "raw"`: Erlang term order, `numbers < false < null < true < objects <
+    /// arrays < strings`, strings by code point.
+    Raw,
+}
+
+/// Tag bytes, per collation, in the order of that collation.
+struct Tags {
+    null: u8,
+    fals: u8,
+    tru: u8,
+    number: u8,
+    string: u8,
+    array: u8,
+    object: u8,
+}
+
+const UNICODE: Tags = Tags { null: 0x10, fals: 0x20, tru: 0x21, number: 0x30, string: 0x40, array: 0x50, object: 0x60 };
+const RAW: Tags = Tags { number: 0x10, fals: 0x20, null: 0x21, tru: 0x22, object: 0x30, array: 0x40, string: 0x50 };
+
+/// Ends an array or object; below every tag.
+const END: u8 = 0x00;
+/// Starts each object member, so that an empty member name is not taken for [`END`].
+const MEMBER: u8 = 0x01;
+/// The second byte after a zero in string content: an escaped zero, or the end of the string.
+const ESCAPED_ZERO: u8 = 0xFF;
+const STRING_END: u8 = 0x01;
+
+fn tags(c: Collation) -> &'static Tags {
+    match c {
+        Collation::Unicode => &UNICODE,
+        Collation::Raw => &RAW,
+    }
+}
+
+/// Appends the encoding of `v` to `out`.
+pub fn encode(v: &Value, c: Collation, out: &mut Vec<u8>) {
+    let t = tags(c);
+    match v {
+        Value::Null => out.push(t.null),
+        Value::Bool(false) => out.push(t.fals),
+        Value::Bool(true) => out.push(t.tru),
+        Value::Number(n) => {
+            out.push(t.number);
+            out.extend_from_slice(&number_bytes(n));
+        }
+        Value::String(s) => {
+            out.push(t.string);
+            string(s, c, out);
+        }
+        Value::Array(items) => {
+            out.push(t.array);
+            for item in items {
+                encode(item, c, out);
+            }
+            out.push(END);
+        }
+        Value::Object(members) => {
+            out.push(t.object);
+            for (k, item) in members {
+                out.push(MEMBER);
+                string(k, c, out);
+                encode(item, c, out);
+            }
+            out.push(END);
+        }
+    }
+}
+
+/// The encoding of `v` as a new vector.
+pub fn encoded(v: &Value, c: Collation) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    encode(v, c, &mut out);
+    out
+}
+
+/// A number as eight bytes whose unsigned order is numeric order.
+fn number_bytes(n: &Number) -> [u8; 8] {
+    let f = n.as_f64().unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0));
+    let f = if f == 0.0 { 0.0 } else { f };
+    let bits = f.to_bits();
+    let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
+    ordered.to_be_bytes()
+}
+
+/// A string's content (sort key or bytes), zero-escaped and terminated.
+fn string(s: &str, c: Collation, out: &mut Vec<u8>) {
+    match c {
+        Collation::Unicode => sort_key(s, out),
+        Collation::Raw => escape(s.as_bytes(), out),
+    }
+    out.push(0);
+    out.push(STRING_END);
+}
+
+fn sort_key(s: &str, out: &mut Vec<u8>) {
+    let mut key = Vec::with_capacity(s.len() * 2 + 4);
+    let Ok(()) = ROOT.write_sort_key_to(s, &mut key);
+    escape(&key, out);
+}
+
+fn escape(bytes: &[u8], out: &mut Vec<u8>) {
+    for &b in bytes {
+        out.push(b);
+        if b == 0 {
+            out.push(ESCAPED_ZERO);
+        }
+    }
+}
+
+/// Length of the one encoded value at the start of `bytes`; `None` if it is not a whole value.
+pub fn value_len(bytes: &[u8], c: Collation) -> Option<usize> {
+    let t = tags(c);
+    let tag = *bytes.first()?;
+    if tag == t.null || tag == t.fals || tag == t.tru {
+        Some(1)
+    } else if tag == t.number {
+        (bytes.len() >= 9).then_some(9)
+    } else if tag == t.string {
+        Some(1 + string_len(&bytes[1..])?)
+    } else if tag == t.array || tag == t.object {
+        let mut at = 1;
+        loop {
+            match *bytes.get(at)? {
+                END => return Some(at + 1),
+                MEMBER if tag == t.object => {
+                    at += 1 + string_len(&bytes[at + 1..])?;
+                    at += value_len(&bytes[at..], c)?;
+                }
+                _ if tag == t.object => return None,
+                _ => at += value_len(&bytes[at..], c)?,
+            }
+        }
+    } else {
+        None
+    }
+}
+
+/// Length of an escaped, terminated string content at the start of `bytes`.
+fn string_len(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let zero = at + bytes.get(at..)?.iter().position(|&b| b == 0)?;
+        match *bytes.get(zero + 1)? {
+            STRING_END => return Some(zero + 2),
+            ESCAPED_ZERO => at = zero + 2,
+            _ => return None,
+        }
+    }
+}
+
+/// The part of an encoded key that decides its group at `group_level` = `level`: for an
+/// array, its first `level` elements; any other key is its own group.
+pub fn group_prefix(key: &[u8], level: usize, c: Collation) -> Option<&[u8]> {
+    let t = tags(c);
+    if key.first() != Some(&t.array) {
+        return Some(&key[..value_len(key, c)?]);
+    }
+    let mut at = 1;
+    for _ in 0..level {
+        if *key.get(at)? == END {
+            break;
+        }
+        at += value_len(&key[at..], c)?;
+    }
+    Some(&key[..at])
+}
+
+/// Compares two encoded keys (plain byte order, named for readers of view code).
+pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
+    a.cmp(b)
+}
+
+/// Appends a document id to an encoded key so that rows order by key, then id, then `dup`
+/// (the position of a repeated emit of one key by one document).
+pub fn push_doc_id(out: &mut Vec<u8>, id: &str, dup: u32) {
+    escape(id.as_bytes(), out);
+    out.push(0);
+    out.push(STRING_END);
+    if dup > 0 {
+        out.extend_from_slice(&dup.to_be_bytes());
+    }
+}
+
+/// Splits a row key made by [`encode`] + [`push_doc_id`] into the encoded key and the id.
+pub fn split_row_key(row: &[u8], c: Collation) -> Option<(&[u8], String)> {
+    let klen = value_len(row, c)?;
+    let rest = &row[klen..];
+    let idlen = string_len(rest)?;
+    let mut id = Vec::with_capacity(idlen);
+    let mut bytes = rest[..idlen - 2].iter();
+    while let Some(&b) = bytes.next() {
+        id.push(b);
+        if b == 0 {
+            bytes.next();
+        }
+    }
+    Some((&row[..klen], String::from_utf8(id).ok()?))
+}
+
+/// The bound just above every row whose key encodes to `key` (with any id): a key range end
+/// that includes all of that key's rows.
+pub fn after_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 1);
+    out.extend_from_slice(key);
+    out.push(0xFF);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collate;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-50i64..50).prop_map(|n| json!(n)),
+            (-50.0f64..50.0).prop_map(|f| json!((f * 4.0).round() / 4.0)),
+            "[aAbBéÉ \u{0}中z0-]{0,4}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[abAé]{0,2}", inner), 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn byte_order_is_couchdb_collation(a in arb_json(), b in arb_json()) {
+            let (x, y) = (encoded(&a, Collation::Unicode), encoded(&b, Collation::Unicode));
+            prop_assert_eq!(x.cmp(&y), collate::compare(&a, &b), "{} vs {}", a, b);
+            let (x, y) = (encoded(&a, Collation::Raw), encoded(&b, Collation::Raw));
+            prop_assert_eq!(x.cmp(&y), collate::raw(&a, &b), "raw {} vs {}", a, b);
+        }
+
+        #[test]
+        fn values_delimit_themselves(a in arb_json(), id in "[a-z\u{0}é/]{1,6}", dup in 0u32..3) {
+            for c in [Collation::Unicode, Collation::Raw] {
+                let key = encoded(&a, c);
+                prop_assert_eq!(value_len(&key, c), Some(key.len()));
+                let mut row = key.clone();
+                push_doc_id(&mut row, &id, dup);
+                let (k, got) = split_row_key(&row, c).expect("a row key");
+                prop_assert_eq!(k, &key[..]);
+                prop_assert_eq!(got, id.clone());
+                prop_assert!(row.as_slice() < after_key(&key).as_slice());
+            }
+        }
+    }
+
+    #[test]
+    fn rows_order_by_key_then_id() {
+        let row = |k: Value, id: &str| {
+            let mut r = encoded(&k, Collation::Unicode);
+            push_doc_id(&mut r, id, 0);
+            r
+        };
+        assert!(row(json!("a"), "z") < row(json!("b"), "a"));
+        assert!(row(json!("a"), "a") < row(json!("a"), "ab"));
+        assert!(row(json!(["a"]), "zzz") < row(json!(["a", 1]), "a"), "a shorter array first, whatever the id");
+        assert!(after_key(&encoded(&json!("a"), Collation::Unicode)) < row(json!("aa"), "a"));
+    }
+
+    #[test]
+    fn group_prefixes_cut_arrays_only() {
+        let c = Collation::Unicode;
+        let k = encoded(&json!(["2024", "01", 5]), c);
+        assert_eq!(group_prefix(&k, 2, c), group_prefix(&encoded(&json!(["2024", "01", 9]), c), 2, c));
+        assert_ne!(group_prefix(&k, 2, c), group_prefix(&encoded(&json!(["2024", "02"]), c), 2, c));
+        assert_eq!(group_prefix(&k, 9, c).map(|p| p.len()), Some(k.len() - 1), "a level past the end takes every element");
+        let s = encoded(&json!("x"), c);
+        assert_eq!(group_prefix(&s, 1, c), Some(&s[..]));
+    }
+
+    #[test]
+    fn raw_collation_follows_erlang_term_order() {
+        let ordered = [json!(1), json!(false), json!(null), json!(true), json!({"a": "a"}), json!(["a"]), json!("a")];
+        for pair in ordered.windows(2) {
+            assert!(encoded(&pair[0], Collation::Raw) < encoded(&pair[1], Collation::Raw), "{} < {}", pair[0], pair[1]);
+        }
+    }
+}
