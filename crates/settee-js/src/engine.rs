@@ -1,0 +1,282 @@
+//! One JavaScript engine: a QuickJS runtime with CouchDB's environment loaded, the compiled
+//! programs it has been asked for, and the time and memory limits every call runs under.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use rquickjs::function::Func;
+use rquickjs::{Context, Ctx, Function, Persistent, Runtime, Value};
+
+use crate::error::{Error, Result};
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// Programs kept compiled per engine before the cache is cleared.
+const MAX_PROGRAMS: usize = 256;
+
+/// Bounds on what one call may consume (CouchDB's `os_process_timeout` and a heap limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest one call (one batch of documents, one reduce) may run.
+    pub timeout: Duration,
+    /// Most heap the engine may hold, in bytes.
+    pub memory: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { timeout: Duration::from_millis(5000), memory: 256 << 20 }
+    }
+}
+
+/// A QuickJS runtime with CouchDB's JavaScript environment. Not `Send`: each thread that
+/// runs JavaScript owns its engines.
+pub struct Engine {
+    /// Kept alive for the context; dropped after it.
+    runtime: Runtime,
+    context: Context,
+    deadline: Rc<Cell<Option<Instant>>>,
+    limits: Limits,
+    programs: HashMap<String, Persistent<Function<'static>>>,
+}
+
+impl Engine {
+    /// A fresh engine with the environment loaded.
+    pub fn new(limits: Limits) -> Result<Engine> {
+        let runtime = Runtime::new().map_err(engine_error)?;
+        runtime.set_max_stack_size(1 << 20);
+        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
+        let watch = deadline.clone();
+        runtime.set_interrupt_handler(Some(Box::new(move || watch.get().is_some_and(|d| Instant::now() >= d))));
+        let context = Context::full(&runtime).map_err(engine_error)?;
+        context.with(|ctx| -> Result<()> {
+            let log = Func::from(|message: String| tracing::info!(target: "settee_js", "{message}"));
+            ctx.globals().set("__log", log).map_err(engine_error)?;
+            ctx.eval::<(), _>(PRELUDE).map_err(|e| caught(&ctx, e))
+        })?;
+        let mut engine = Engine { runtime, context, deadline, limits, programs: HashMap::new() };
+        engine.set_limits(limits);
+        Ok(engine)
+    }
+
+    /// Changes the limits for later calls.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        self.runtime.set_memory_limit(limits.memory);
+    }
+
+    /// Compiles the map functions `sources` (with `lib`, the JSON of the design document's
+    /// `views.lib`, for `require`) under `key`, unless a program with that key exists.
+    pub fn load_map(&mut self, key: &str, sources: &[&str], lib_json: &str) -> Result<()> {
+        if self.programs.contains_key(key) {
+            return Ok(());
+        }
+        let sources: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+        let lib = lib_json.to_string();
+        self.compile(key, move |ctx| {
+            let make: Function = ctx.globals().get("__program")?;
+            let lib: Value = ctx.json_parse(lib)?;
+            make.call((sources, lib))
+        })
+    }
+
+    /// Compiles a reduce function under its own source text as key.
+    pub fn load_reduce(&mut self, source: &str) -> Result<()> {
+        if self.programs.contains_key(source) {
+            return Ok(());
+        }
+        let text = source.to_string();
+        self.compile(source, move |ctx| {
+            let make: Function = ctx.globals().get("__reducer")?;
+            make.call((text,))
+        })
+    }
+
+    fn compile<F>(&mut self, key: &str, make: F) -> Result<()>
+    where
+        F: for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<Function<'js>>,
+    {
+        if self.programs.len() >= MAX_PROGRAMS {
+            self.programs.clear();
+        }
+        self.deadline.set(Some(Instant::now() + self.limits.timeout));
+        let saved = self.context.with(|ctx| make(&ctx).map(|f| Persistent::save(&ctx, f)).map_err(|e| caught(&ctx, e)));
+        let program = self.finish_call(saved)?;
+        self.programs.insert(key.to_string(), program);
+        Ok(())
+    }
+
+    /// Runs a loaded map program over a JSON array of documents; returns, per document, per
+    /// map function, the emitted `[key, value]` pairs, as JSON text.
+    pub fn map_docs(&mut self, key: &str, docs_json: String) -> Result<String> {
+        self.call(key, move |ctx, f| f.call::<_, String>((docs_json,)).map_err(|e| caught(ctx, e)))
+    }
+
+    /// Runs a loaded reduce function: `keys_json` is the JSON array of `[key, id]` pairs, or
+    /// `None` when rereducing. Returns the result as JSON text.
+    pub fn reduce(&mut self, source: &str, keys_json: Option<String>, values_json: String) -> Result<String> {
+        let rereduce = keys_json.is_none();
+        self.call(source, move |ctx, f| f.call::<_, String>((keys_json, values_json, rereduce)).map_err(|e| caught(ctx, e)))
+    }
+
+    fn call<R>(&mut self, key: &str, run: impl for<'js> FnOnce(&Ctx<'js>, Function<'js>) -> Result<R>) -> Result<R> {
+        let program = self.programs.get(key).cloned().ok_or_else(|| Error::Engine(format!("no program {key:?} loaded")))?;
+        self.deadline.set(Some(Instant::now() + self.limits.timeout));
+        let out = self.context.with(|ctx| {
+            let f = program.restore(&ctx).map_err(engine_error)?;
+            run(&ctx, f)
+        });
+        self.finish_call(out)
+    }
+
+    /// Clears the deadline; a failure after it passed is reported as the timeout it was.
+    fn finish_call<R>(&mut self, out: Result<R>) -> Result<R> {
+        let expired = self.deadline.get().is_some_and(|d| Instant::now() >= d);
+        self.deadline.set(None);
+        match out {
+            Err(_) if expired => Err(Error::Timeout(self.limits.timeout)),
+            other => other,
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Persistent handles must be released before their runtime.
+        self.programs.clear();
+    }
+}
+
+fn engine_error(e: rquickjs::Error) -> Error {
+    Error::Engine(e.to_string())
+}
+
+/// Turns a failed call into an error, taking the pending exception's message and, for
+/// errors raised by the environment, their CouchDB error name.
+fn caught(ctx: &Ctx<'_>, e: rquickjs::Error) -> Error {
+    if !e.is_exception() {
+        return engine_error(e);
+    }
+    let exception = ctx.catch();
+    let text = |name: &str| -> Option<String> {
+        exception.as_object()?.get::<_, Option<String>>(name).ok().flatten()
+    };
+    let message = text("message").or_else(|| ctx.json_stringify(exception.clone()).ok().flatten().and_then(|s| s.to_string().ok()));
+    let message = message.unwrap_or_else(|| "an exception".to_string());
+    match text("couchError").as_deref() {
+        Some("compilation_error") => Error::Compile(message),
+        Some(other) => Error::Raised { error: other.to_string(), reason: message },
+        None if message.contains("out of memory") => Error::OutOfMemory,
+        None => Error::Raised { error: "js_error".to_string(), reason: message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine() -> Engine {
+        Engine::new(Limits::default()).expect("an engine")
+    }
+
+    fn rows(e: &mut Engine, sources: &[&str], lib: &str, docs: &str) -> serde_json::Value {
+        let key = format!("{sources:?}{lib}");
+        e.load_map(&key, sources, lib).expect("compiles");
+        serde_json::from_str(&e.map_docs(&key, docs.to_string()).expect("maps")).expect("JSON out")
+    }
+
+    #[test]
+    fn maps_emit_rows_per_document_per_function() {
+        let mut e = engine();
+        let out = rows(
+            &mut e,
+            &["function(doc) { emit(doc._id, doc.n); }", "function (doc) { if (doc.n > 1) { emit([doc.n, 'x'], null); emit(doc.n); } };"],
+            "null",
+            r#"[{"_id":"a","n":1},{"_id":"b","n":2}]"#,
+        );
+        assert_eq!(out, serde_json::json!([[[["a", 1]], []], [[["b", 2]], [[[2, "x"], null], [2, null]]]]));
+    }
+
+    #[test]
+    fn a_throwing_function_skips_only_that_document() {
+        let mut e = engine();
+        let out = rows(&mut e, &["function(doc) { emit(doc.a.b, 1); }"], "null", r#"[{"a":{"b":"x"}},{},{"a":{"b":"y"}}]"#);
+        assert_eq!(out, serde_json::json!([[[["x", 1]]], [[]], [[["y", 1]]]]));
+    }
+
+    #[test]
+    fn environment_helpers_behave_as_couchdb() {
+        let mut e = engine();
+        let out = rows(
+            &mut e,
+            &["function(doc) { log('indexing ' + doc._id); emit(sum([1, 2, 3.5]), [toJSON({a: 1}), isArray([]), isArray({})]); }"],
+            "null",
+            r#"[{"_id":"x"}]"#,
+        );
+        assert_eq!(out, serde_json::json!([[[[6.5, ["{\"a\":1}", true, false]]]]]));
+    }
+
+    #[test]
+    fn require_loads_commonjs_modules_from_views_lib() {
+        let mut e = engine();
+        let lib = r#"{"math": "exports.twice = function (x) { return 2 * require('./const').k * x; };", "const": "module.exports = {k: 1};"}"#;
+        let out = rows(&mut e, &["function(doc) { emit(require('views/lib/math').twice(doc.n), null); }"], lib, r#"[{"n":4}]"#);
+        assert_eq!(out, serde_json::json!([[[[8, null]]]]));
+        let out = rows(&mut e, &["function(doc) { require('views/lib/nothing'); emit(1, 1); }"], lib, r#"[{"n":4}]"#);
+        assert_eq!(out, serde_json::json!([[[]]]), "a missing module fails that document only");
+    }
+
+    #[test]
+    fn compilation_errors_are_reported() {
+        let mut e = engine();
+        assert!(matches!(e.load_map("bad", &["function(doc) { emit("], "null"), Err(Error::Compile(_))));
+        assert!(matches!(e.load_map("num", &["42"], "null"), Err(Error::Compile(m)) if m.contains("does not eval to a function")));
+        assert!(matches!(e.load_reduce("function(k, v) {"), Err(Error::Compile(_))));
+    }
+
+    #[test]
+    fn reduce_and_rereduce() {
+        let mut e = engine();
+        let src = "function(keys, values, rereduce) { return rereduce ? sum(values) * 10 : keys.length + sum(values); }";
+        e.load_reduce(src).unwrap();
+        assert_eq!(e.reduce(src, Some(r#"[[1,"a"],[2,"b"]]"#.into()), "[5,6]".into()).unwrap(), "13");
+        assert_eq!(e.reduce(src, None, "[1,2]".into()).unwrap(), "30");
+        let throws = "function() { throw {error: 'bad', reason: 'no'}; }";
+        e.load_reduce(throws).unwrap();
+        assert!(matches!(e.reduce(throws, None, "[]".into()), Err(Error::Raised { .. })));
+    }
+
+    #[test]
+    fn a_runaway_function_is_stopped_and_the_engine_stays_usable() {
+        let mut e = Engine::new(Limits { timeout: Duration::from_millis(200), ..Limits::default() }).unwrap();
+        e.load_map("loop", &["function(doc) { while (true) {} }"], "null").unwrap();
+        let started = Instant::now();
+        assert!(matches!(e.map_docs("loop", "[{}]".into()), Err(Error::Timeout(_))));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let out = rows(&mut e, &["function(doc) { emit(1, 2); }"], "null", "[{}]");
+        assert_eq!(out, serde_json::json!([[[[1, 2]]]]));
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut e = Engine::new(Limits { memory: 32 << 20, ..Limits::default() }).unwrap();
+        let out = rows(&mut e, &["function(doc) { var a = []; while (true) { a.push(new Array(100000).fill(1)); } }"], "null", "[{}]");
+        assert_eq!(out, serde_json::json!([[[]]]), "the document is skipped");
+        let out = rows(&mut e, &["function(doc) { emit('ok', null); }"], "null", "[{}]");
+        assert_eq!(out, serde_json::json!([[[["ok", null]]]]));
+    }
+
+    #[test]
+    fn no_host_access_from_javascript() {
+        let mut e = engine();
+        let out = rows(
+            &mut e,
+            &["function(doc) { emit([typeof require('fs' ) === 'undefined'], null); }", "function(doc) { emit([typeof std, typeof os, typeof process, typeof fetch], null); }"],
+            "null",
+            "[{}]",
+        );
+        assert_eq!(out, serde_json::json!([[[], [[["undefined", "undefined", "undefined", "undefined"], null]]]]));
+    }
+}
