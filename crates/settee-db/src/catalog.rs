@@ -179,6 +179,11 @@ impl Catalog {
         }
     }
 
+    /// The options every store is opened with (and the node cache they share).
+    pub fn store_options(&self) -> &StoreOptions {
+        &self.options.store
+    }
+
     /// Running background tasks (`/_active_tasks`).
     pub fn tasks(&self) -> &Arc<Tasks> {
         &self.tasks

@@ -1,8 +1,10 @@
 //! A database: `q` shard files, each document in the shard its id hashes to.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use settee_store::{Durability, StoreOptions};
 use tokio::sync::watch;
@@ -36,6 +38,11 @@ pub struct Database {
     compacting: Arc<AtomicBool>,
     /// Where background work is listed.
     tasks: Arc<Tasks>,
+    /// The database's directory (shard files; index files of the layers above).
+    dir: PathBuf,
+    /// State that layers above keep per open database (view indexes), one value per type;
+    /// it lives exactly as long as this database is open.
+    extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Database {
@@ -43,7 +50,7 @@ impl Database {
     pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
         let (changed, options) = notifying(options);
         let shards = (0..q).map(|i| Shard::open(&shard_file(dir, i), options.clone(), true)).collect::<Result<_>>()?;
-        Ok(Database::new(name, shards, tasks, changed))
+        Ok(Database::new(dir, name, shards, tasks, changed))
     }
 
     /// Opens the database stored in `dir`.
@@ -56,12 +63,31 @@ impl Database {
         if shards.is_empty() {
             return Err(Error::NoDatabase);
         }
-        Ok(Database::new(name, shards, tasks, changed))
+        Ok(Database::new(dir, name, shards, tasks, changed))
     }
 
-    fn new(name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
+    fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
         let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
-        Database { name: name.to_string(), shards, changed, compacting, tasks }
+        let (dir, extensions) = (dir.to_path_buf(), Mutex::new(HashMap::new()));
+        Database { name: name.to_string(), shards, changed, compacting, tasks, dir, extensions }
+    }
+
+    /// The database's directory, where layers above keep their files (view indexes), so
+    /// that deleting the database deletes them too.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The registry of background tasks this database reports to.
+    pub fn tasks(&self) -> &Arc<Tasks> {
+        &self.tasks
+    }
+
+    /// The per-database state of type `T` kept by a layer above, made by `make` on first use.
+    pub fn extension<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Arc<T> {
+        let mut map = self.extensions.lock().expect("extensions lock");
+        let value = map.entry(TypeId::of::<T>()).or_insert_with(|| Arc::new(make()) as Arc<dyn Any + Send + Sync>).clone();
+        value.downcast::<T>().expect("one value per type")
     }
 
     /// The database name.

@@ -15,6 +15,8 @@ pub struct TaskInfo {
     pub kind: &'static str,
     /// The database it works on.
     pub database: String,
+    /// The design document whose index it builds (indexer tasks).
+    pub design_document: Option<String>,
     /// Work done so far.
     pub changes_done: u64,
     /// Work in total, as far as known.
@@ -29,7 +31,7 @@ impl TaskInfo {
     /// CouchDB's JSON for the task.
     pub fn to_json(&self, id: u64) -> Value {
         let progress = (self.changes_done * 100).checked_div(self.total_changes).unwrap_or(0).min(100);
-        json!({
+        let mut task = json!({
             "type": self.kind,
             "database": self.database,
             "changes_done": self.changes_done,
@@ -39,7 +41,11 @@ impl TaskInfo {
             "updated_on": self.updated_on,
             "pid": format!("<0.{id}.0>"),
             "node": "settee@127.0.0.1",
-        })
+        });
+        if let Some(ddoc) = &self.design_document {
+            task["design_document"] = json!(ddoc);
+        }
+        task
     }
 }
 
@@ -57,9 +63,15 @@ pub struct Tasks {
 impl Tasks {
     /// Registers a task; it is listed until the handle is dropped.
     pub fn start(self: &Arc<Self>, kind: &'static str, database: &str) -> TaskHandle {
+        self.start_for(kind, database, None)
+    }
+
+    /// Registers a task working for one design document (an index build).
+    pub fn start_for(self: &Arc<Self>, kind: &'static str, database: &str, design_document: Option<&str>) -> TaskHandle {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let t = now();
-        let info = TaskInfo { kind, database: database.to_string(), changes_done: 0, total_changes: 0, started_on: t, updated_on: t };
+        let design_document = design_document.map(str::to_string);
+        let info = TaskInfo { kind, database: database.to_string(), design_document, changes_done: 0, total_changes: 0, started_on: t, updated_on: t };
         self.running.lock().expect("tasks lock").insert(id, info);
         TaskHandle { tasks: self.clone(), id }
     }
@@ -111,7 +123,9 @@ mod tests {
         assert_eq!(listed[0]["type"], "database_compaction");
         assert_eq!(listed[0]["progress"], 50);
         assert_eq!(listed[0]["database"], "db");
-        let b = tasks.start("database_compaction", "other");
+        assert!(listed[0].get("design_document").is_none());
+        let b = tasks.start_for("indexer", "other", Some("_design/d"));
+        assert_eq!(tasks.to_json()[1]["design_document"], "_design/d");
         assert_eq!(tasks.list().len(), 2);
         drop(a);
         assert_eq!(tasks.list()[0].database, "other");

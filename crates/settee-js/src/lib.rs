@@ -10,13 +10,16 @@
 //!
 //! * [`Engine`]: one runtime, owned by one thread.
 //! * [`Pool`]: one engine per worker thread, for mapping in parallel.
+//! * [`with_local_engine`]: the calling thread's own engine, for reduce functions.
 
 #![deny(missing_docs)]
 
 mod engine;
 mod error;
+mod local;
 mod pool;
 
 pub use engine::{Engine, Limits};
 pub use error::{Error, Result};
+pub use local::with_local_engine;
 pub use pool::{wait, Pool};

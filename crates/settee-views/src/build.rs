@@ -1,0 +1,169 @@
+//! Bringing an index up to date: read the database's changes since the index's position,
+//! map the documents in batches on the engine pool (one engine per core), and write each
+//! batch's rows while the next batch is being mapped. One update runs per index at a time;
+//! every client waiting for the index waits on that one run.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use settee_db::{ChangesOptions, Database, DocOptions, SeqVector, DESIGN_PREFIX};
+use settee_js::Pool;
+use settee_json::viewkey;
+
+use crate::ddoc::DesignDoc;
+use crate::error::{Error, Result};
+use crate::index::{Emitted, Index, IndexMeta, Mapped};
+
+/// Most documents in one batch.
+const BATCH_DOCS: usize = 2000;
+/// Most document bytes in one batch.
+const BATCH_BYTES: usize = 16 << 20;
+
+/// Whether every shard of `have` has reached `want`.
+pub fn covers(have: &SeqVector, want: &SeqVector) -> bool {
+    have.0.len() == want.0.len() && have.0.iter().zip(&want.0).all(|(h, w)| h >= w)
+}
+
+/// One document read from the changes feed.
+struct Change {
+    id: String,
+    doc: Option<Vec<u8>>,
+}
+
+/// Runs one update of `index` to the database's current position.
+pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Result<()> {
+    let snap = db.snapshot();
+    let start = index.meta()?;
+    let target = snap.seq()?;
+    let purge_seq = snap.purge_seq()?.total();
+    if purge_seq != start.purge_seq {
+        drop_purged(index, &snap, IndexMeta { seq: start.seq.clone(), purge_seq })?;
+    }
+    if covers(&start.seq, &target) {
+        return Ok(());
+    }
+    let ddoc = index.ddoc().clone();
+    let total = snap.pending(&start.seq)?;
+    let task = db.tasks().start_for("indexer", db.name(), Some(&ddoc.id));
+    task.update(0, total);
+    let doc = DocOptions { conflicts: true, local_seq: ddoc.options.local_seq, ..DocOptions::default() };
+    let mut changes = snap.changes(&start.seq, ChangesOptions { include_docs: true, doc, ..ChangesOptions::default() })?;
+    let mut writing: Option<settee_store::Pending<(), Error>> = None;
+    let mut done = 0u64;
+    loop {
+        let batch = next_batch(&mut changes, &ddoc)?;
+        if batch.is_empty() {
+            break;
+        }
+        let position = changes.position().clone();
+        let n = batch.len() as u64;
+        let mapped = map_batch(pool, &ddoc, index.signature(), batch)?;
+        if let Some(w) = writing.take() {
+            w.wait()?;
+            index.changed.send_modify(|v| *v += 1);
+        }
+        writing = Some(index.submit(mapped, IndexMeta { seq: position, purge_seq }));
+        done += n;
+        task.update(done, total.max(done));
+    }
+    if let Some(w) = writing.take() {
+        w.wait()?;
+    }
+    // Catch up the position past changes that touched no indexed document.
+    let meta = index.meta()?;
+    if !covers(&meta.seq, &target) {
+        index.submit(Vec::new(), IndexMeta { seq: target, purge_seq }).wait()?;
+    }
+    Ok(())
+}
+
+/// Removes the rows of documents purged from the database (purges leave no change behind
+/// for documents that are gone entirely).
+fn drop_purged(index: &Index, snap: &settee_db::DbSnapshot, meta: IndexMeta) -> Result<()> {
+    let mut gone = Vec::new();
+    for entry in index.snapshot().range(crate::index::ID_TREE, settee_store::RangeOptions::default())? {
+        let entry = entry?;
+        let id = String::from_utf8_lossy(entry.key()).into_owned();
+        if snap.record(&id)?.is_none() {
+            gone.push(Mapped { id, rows: None });
+        }
+    }
+    index.submit(gone, meta).wait()
+}
+
+fn next_batch(changes: &mut settee_db::Changes, ddoc: &DesignDoc) -> Result<Vec<Change>> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for row in changes.by_ref() {
+        let row = row?;
+        let indexed = !row.deleted && (ddoc.options.include_design || !row.id.starts_with(DESIGN_PREFIX));
+        let doc = if indexed { row.doc } else { None };
+        bytes += doc.as_ref().map_or(0, Vec::len);
+        batch.push(Change { id: row.id, doc });
+        if batch.len() >= BATCH_DOCS || bytes >= BATCH_BYTES {
+            break;
+        }
+    }
+    Ok(batch)
+}
+
+/// Maps a batch on the pool, split evenly over its engines.
+fn map_batch(pool: &Arc<Pool>, ddoc: &DesignDoc, signature: &str, batch: Vec<Change>) -> Result<Vec<Mapped>> {
+    let per_worker = batch.len().div_ceil(pool.workers()).max(1);
+    let mut pending = Vec::new();
+    let mut batch = batch.into_iter().peekable();
+    while batch.peek().is_some() {
+        let part: Vec<Change> = batch.by_ref().take(per_worker).collect();
+        let (ddoc, key) = (ddoc.clone(), signature.to_string());
+        pending.push(pool.submit(move |engine| map_part(engine, &ddoc, &key, part)));
+    }
+    let mut out = Vec::new();
+    for p in pending {
+        out.extend(settee_js::wait(p)??);
+    }
+    Ok(out)
+}
+
+type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;
+
+/// Runs on a pool thread: maps the documents of `part` and encodes the emitted keys.
+fn map_part(engine: &mut settee_js::Engine, ddoc: &DesignDoc, key: &str, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
+    let sources: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
+    engine.load_map(key, &sources, &ddoc.lib.to_string())?;
+    let mut docs = String::from("[");
+    for doc in part.iter().filter_map(|c| c.doc.as_ref()) {
+        if docs.len() > 1 {
+            docs.push(',');
+        }
+        docs.push_str(std::str::from_utf8(doc).unwrap_or("null"));
+    }
+    docs.push(']');
+    let out = engine.map_docs(key, docs)?;
+    Ok(decode_rows(&out, part, ddoc))
+}
+
+fn decode_rows(out: &str, part: Vec<Change>, ddoc: &DesignDoc) -> Result<Vec<Mapped>> {
+    let per_doc: Vec<EmittedJson> = serde_json::from_str(out).map_err(|_| Error::Corrupted("map output"))?;
+    let mut per_doc = per_doc.into_iter();
+    let collation = ddoc.options.collation;
+    part.into_iter()
+        .map(|c| {
+            if c.doc.is_none() {
+                return Ok(Mapped { id: c.id, rows: None });
+            }
+            let views = per_doc.next().ok_or(Error::Corrupted("map output"))?;
+            let rows = views
+                .into_iter()
+                .map(|rows| {
+                    rows.into_iter()
+                        .map(|(k, v)| {
+                            let key: serde_json::Value = serde_json::from_str(k.get()).map_err(|_| Error::Corrupted("emitted key"))?;
+                            Ok(Emitted { key: viewkey::encoded(&key, collation), key_json: k.get().to_string(), value_json: v.get().to_string() })
+                        })
+                        .collect::<Result<Vec<_>>>()
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Mapped { id: c.id, rows: Some(rows) })
+        })
+        .collect()
+}

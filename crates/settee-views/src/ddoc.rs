@@ -1,0 +1,172 @@
+//! Design documents as the indexer sees them: the views, their options and the signature
+//! that decides which index they share.
+
+use md5::{Digest, Md5};
+use serde_json::{json, Value};
+use settee_json::viewkey::Collation;
+
+use crate::error::{Error, Result};
+use crate::reduce::Reduce;
+
+/// Options of a design document that change what its index holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexOptions {
+    /// Map design documents too (`options.include_design`).
+    pub include_design: bool,
+    /// Give map functions `_local_seq` (`options.local_seq`).
+    pub local_seq: bool,
+    /// Key order (`options.collation`: `"raw"` or the default).
+    pub collation: Collation,
+}
+
+/// One view of a design document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewDef {
+    /// The view's name.
+    pub name: String,
+    /// Map function source.
+    pub map: String,
+    /// Reduce function, if the view has one.
+    pub reduce: Option<Reduce>,
+}
+
+/// The views of one design document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesignDoc {
+    /// `_design/…`.
+    pub id: String,
+    /// `language` (`javascript` when absent).
+    pub language: String,
+    /// Options that change the index.
+    pub options: IndexOptions,
+    /// The views, by name.
+    pub views: Vec<ViewDef>,
+    /// `views.lib`: CommonJS modules for map functions.
+    pub lib: Value,
+}
+
+impl DesignDoc {
+    /// Reads the views of design document `id` from its JSON body; errors name what is
+    /// malformed, as CouchDB does when such a document is saved.
+    pub fn parse(id: &str, doc: &Value) -> Result<DesignDoc> {
+        let bad = |m: &str| Error::InvalidDesignDoc(m.to_string());
+        let language = match doc.get("language") {
+            None | Some(Value::Null) => "javascript".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(bad("`language` must be a string")),
+        };
+        let options = parse_options(doc.get("options"))?;
+        let mut views = Vec::new();
+        let mut lib = Value::Null;
+        match doc.get("views") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(members)) => {
+                for (name, view) in members {
+                    if name == "lib" {
+                        if !view.is_object() {
+                            return Err(bad("`views.lib` field must have object type"));
+                        }
+                        lib = view.clone();
+                        continue;
+                    }
+                    views.push(parse_view(name, view)?);
+                }
+            }
+            Some(_) => return Err(bad("`views` field must have object type")),
+        }
+        views.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(DesignDoc { id: id.to_string(), language, options, views, lib })
+    }
+
+    /// The view named `name`, with its position.
+    pub fn view(&self, name: &str) -> Option<(usize, &ViewDef)> {
+        self.views.iter().enumerate().find(|(_, v)| v.name == name)
+    }
+
+    /// The index signature: equal for design documents whose views would index the same
+    /// rows, so they share one index file.
+    pub fn signature(&self) -> String {
+        let views: Vec<Value> = self.views.iter().map(|v| json!([v.name, v.map, v.reduce.as_ref().map(Reduce::source)])).collect();
+        let o = &self.options;
+        let canonical = json!([self.language, o.include_design, o.local_seq, o.collation == Collation::Raw, self.lib, views]);
+        let digest = Md5::digest(canonical.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+fn parse_options(options: Option<&Value>) -> Result<IndexOptions> {
+    let Some(options) = options.filter(|o| !o.is_null()) else { return Ok(IndexOptions::default()) };
+    let Some(options) = options.as_object() else { return Err(Error::InvalidDesignDoc("`options` must be an object".into())) };
+    let flag = |name: &str| options.get(name).and_then(Value::as_bool).unwrap_or(false);
+    let collation = match options.get("collation").and_then(Value::as_str) {
+        Some("raw") => Collation::Raw,
+        _ => Collation::Unicode,
+    };
+    Ok(IndexOptions { include_design: flag("include_design"), local_seq: flag("local_seq"), collation })
+}
+
+fn parse_view(name: &str, view: &Value) -> Result<ViewDef> {
+    let bad = |m: String| Error::InvalidDesignDoc(m);
+    let Some(view) = view.as_object() else { return Err(bad(format!("`views.{name}` field must have object type"))) };
+    let map = match view.get("map") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(bad(format!("`views.{name}.map` field must have string type"))),
+        None => return Err(bad(format!("View `{name}` must contain map function"))),
+    };
+    let reduce = match view.get("reduce") {
+        None => None,
+        Some(Value::String(s)) => Some(Reduce::parse(s).map_err(bad)?),
+        Some(_) => return Err(bad(format!("`views.{name}.reduce` field must have string type"))),
+    };
+    Ok(ViewDef { name: name.to_string(), map, reduce })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_options_and_lib_are_read() {
+        let doc = json!({
+            "views": {
+                "b": {"map": "function(doc){}", "reduce": "_sum"},
+                "a": {"map": "function(doc){ emit(1) }"},
+                "lib": {"util": "exports.x = 1;"}
+            },
+            "options": {"collation": "raw", "include_design": true}
+        });
+        let d = DesignDoc::parse("_design/x", &doc).unwrap();
+        assert_eq!(d.views.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(d.views[1].reduce, Some(Reduce::Sum));
+        assert_eq!(d.lib, json!({"util": "exports.x = 1;"}));
+        assert_eq!(d.options, IndexOptions { include_design: true, local_seq: false, collation: Collation::Raw });
+        assert_eq!(d.language, "javascript");
+        assert_eq!(d.view("b").map(|(i, _)| i), Some(1));
+    }
+
+    #[test]
+    fn signatures_follow_the_view_code_only() {
+        let a = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "other": 1});
+        let b = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "validate_doc_update": "x"});
+        let c = json!({"views": {"v": {"map": "function(doc){ emit(2) }"}}});
+        let sig = |id: &str, d: &Value| DesignDoc::parse(id, d).unwrap().signature();
+        assert_eq!(sig("_design/a", &a), sig("_design/b", &b));
+        assert_ne!(sig("_design/a", &a), sig("_design/a", &c));
+        let raw = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "options": {"collation": "raw"}});
+        assert_ne!(sig("_design/a", &a), sig("_design/a", &raw));
+    }
+
+    #[test]
+    fn malformed_views_are_refused() {
+        for doc in [
+            json!({"views": []}),
+            json!({"views": {"v": {"map": 1}}}),
+            json!({"views": {"v": {}}}),
+            json!({"views": {"v": {"map": "f", "reduce": 3}}}),
+            json!({"views": {"v": {"map": "f", "reduce": "_nonsense"}}}),
+            json!({"views": {"v": "f"}}),
+        ] {
+            assert!(matches!(DesignDoc::parse("_design/x", &doc), Err(Error::InvalidDesignDoc(_))), "{doc}");
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! One index file: the rows of every view of a design document signature, plus the
+//! document-id tree that says which rows each document emitted (to remove them when the
+//! document changes), and how far through the database's changes the index has got.
+//!
+//! Trees: 0 is the id tree (`doc id -> indexed rev, [(view, row key)]`); `1 + i` holds view
+//! `i`'s rows in collation order (byte order of [`settee_json::viewkey`] keys), each inner
+//! node carrying the view's reduction. The header metadata holds the database position.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use settee_db::SeqVector;
+use settee_store::format::{put_bytes, put_varint, Reader};
+use settee_store::{Action, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec};
+use settee_json::viewkey;
+use tokio::sync::watch;
+
+use crate::ddoc::DesignDoc;
+use crate::error::{Error, Result};
+use crate::reduce::ViewReducer;
+use crate::row;
+
+/// The id tree's slot.
+pub const ID_TREE: usize = 0;
+const META_VERSION: u8 = 1;
+
+/// What a document emitted into one view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Emitted {
+    /// Collation-encoded key.
+    pub key: Vec<u8>,
+    /// The key's JSON text.
+    pub key_json: String,
+    /// The value's JSON text.
+    pub value_json: String,
+}
+
+/// One document's new state for the index: its rows per view, or `None` to drop it.
+#[derive(Debug)]
+pub struct Mapped {
+    /// Document id.
+    pub id: String,
+    /// Rows per view, in view order; `None` when the document is deleted or not indexed.
+    pub rows: Option<Vec<Vec<Emitted>>>,
+}
+
+/// How far an index has got through its database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexMeta {
+    /// The database position indexed up to.
+    pub seq: SeqVector,
+    /// The database's purge count at that position.
+    pub purge_seq: u64,
+}
+
+impl IndexMeta {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = vec![META_VERSION];
+        put_varint(&mut out, self.seq.0.len() as u64);
+        for s in &self.seq.0 {
+            put_varint(&mut out, *s);
+        }
+        put_varint(&mut out, self.purge_seq);
+        out
+    }
+
+    fn decode(bytes: &[u8], q: usize) -> Result<IndexMeta> {
+        if bytes.is_empty() {
+            return Ok(IndexMeta { seq: SeqVector::zero(q), purge_seq: 0 });
+        }
+        let bad = |_| Error::Corrupted("index header");
+        let mut r = Reader::new(bytes, 0);
+        if r.u8().map_err(bad)? != META_VERSION {
+            return Err(Error::Corrupted("index header version"));
+        }
+        let n = r.varint().map_err(bad)? as usize;
+        if n != q {
+            return Err(Error::Corrupted("index of a database with another shard count"));
+        }
+        let seq = (0..n).map(|_| r.varint().map_err(bad)).collect::<Result<Vec<_>>>()?;
+        Ok(IndexMeta { seq: SeqVector(seq), purge_seq: r.varint().map_err(bad)? })
+    }
+}
+
+/// Whether an index update is running, and how the last one ended.
+#[derive(Default)]
+pub(crate) struct BuildState {
+    pub running: bool,
+    pub started: u64,
+    pub finished: u64,
+    pub last_error: Option<(u64, Arc<Error>)>,
+    /// Clients waiting for the running update.
+    pub waiting: u64,
+    /// Whether a compaction of the index runs.
+    pub compacting: bool,
+}
+
+/// An open index.
+pub struct Index {
+    ddoc: DesignDoc,
+    signature: String,
+    path: PathBuf,
+    q: usize,
+    store: Store,
+    reducers: Vec<Option<Arc<ViewReducer>>>,
+    pub(crate) build: Mutex<BuildState>,
+    /// Bumped after every batch an update writes and when it ends.
+    pub(crate) changed: watch::Sender<u64>,
+}
+
+impl Index {
+    /// Opens (or creates) the index of `ddoc` for a database of `q` shards, in `dir`.
+    pub fn open(dir: &Path, ddoc: DesignDoc, q: usize, reducers: Vec<Option<Arc<ViewReducer>>>, options: &StoreOptions) -> Result<Index> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { op: "create the index directory", source })?;
+        let signature = ddoc.signature();
+        let path = dir.join(format!("{signature}.view"));
+        let mut trees = vec![TreeSpec::bytewise(NoReduce)];
+        for r in &reducers {
+            trees.push(match r {
+                Some(r) => TreeSpec::bytewise(SharedReducer(r.clone())),
+                None => TreeSpec::bytewise(NoReduce),
+            });
+        }
+        let options = StoreOptions { trees, on_commit: None, ..options.clone() };
+        let store = Store::open_or_create(&path, options)?;
+        let index = Index { ddoc, signature, path, q, store, reducers, build: Mutex::default(), changed: watch::channel(0).0 };
+        index.meta()?;
+        Ok(index)
+    }
+
+    /// The design document the index was opened for.
+    pub fn ddoc(&self) -> &DesignDoc {
+        &self.ddoc
+    }
+
+    /// The signature (file name) of the index.
+    pub fn signature(&self) -> &str {
+        &self.signature
+    }
+
+    /// The index file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The reducer of view `i`, if it has one.
+    pub fn reducer(&self, view: usize) -> Option<&Arc<ViewReducer>> {
+        self.reducers.get(view).and_then(Option::as_ref)
+    }
+
+    /// A consistent view of the index as last committed.
+    pub fn snapshot(&self) -> Snapshot {
+        self.store.snapshot()
+    }
+
+    /// The position the committed index has reached.
+    pub fn meta(&self) -> Result<IndexMeta> {
+        IndexMeta::decode(self.store.snapshot().meta(), self.q)
+    }
+
+    /// Position decoded from a snapshot of this index.
+    pub fn meta_of(&self, snap: &Snapshot) -> Result<IndexMeta> {
+        IndexMeta::decode(snap.meta(), self.q)
+    }
+
+    /// The store, for compaction.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Queues one batch of documents' new rows and the position they bring the index to.
+    pub fn submit(&self, batch: Vec<Mapped>, meta: IndexMeta) -> Pending<(), Error> {
+        let views = self.reducers.len();
+        self.store.submit(Durability::Durable, move |txn| -> Result<()> {
+            let mut per_view: Vec<Vec<Action>> = vec![Vec::new(); views];
+            let mut ids = Vec::with_capacity(batch.len());
+            for doc in batch {
+                if let Some(old) = txn.get(ID_TREE, doc.id.as_bytes())? {
+                    for (view, key) in decode_id_entry(old.value())? {
+                        per_view.get_mut(view).ok_or(Error::Corrupted("id tree view number"))?.push(Action::Delete(key));
+                    }
+                }
+                match doc.rows.filter(|rows| rows.iter().any(|r| !r.is_empty())) {
+                    Some(rows) => {
+                        let mut entry = Vec::new();
+                        for (view, emitted) in rows.into_iter().enumerate().take(views) {
+                            for (key, value) in row_actions(&doc.id, emitted) {
+                                put_varint(&mut entry, view as u64);
+                                put_bytes(&mut entry, &key);
+                                per_view[view].push(Action::Put(key, value));
+                            }
+                        }
+                        ids.push(Action::Put(doc.id.into_bytes(), entry));
+                    }
+                    None => ids.push(Action::Delete(doc.id.into_bytes())),
+                }
+            }
+            txn.modify(ID_TREE, &ids)?;
+            for (view, actions) in per_view.iter().enumerate() {
+                if !actions.is_empty() {
+                    txn.modify(1 + view, actions)?;
+                }
+            }
+            txn.set_meta(meta.encode());
+            Ok(())
+        })
+    }
+}
+
+/// Row keys and stored values for one document's emits into one view; a key emitted more
+/// than once gets a running number so every emit is its own row.
+fn row_actions(id: &str, mut emitted: Vec<Emitted>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    emitted.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(emitted.len());
+    let mut dup = 0u32;
+    let mut prev: Option<Vec<u8>> = None;
+    for e in emitted {
+        dup = if prev.as_ref() == Some(&e.key) { dup + 1 } else { 0 };
+        let mut key = e.key.clone();
+        viewkey::push_doc_id(&mut key, id, dup);
+        prev = Some(e.key);
+        out.push((key, row::encode_value(&e.key_json, &e.value_json)));
+    }
+    out
+}
+
+fn decode_id_entry(bytes: &[u8]) -> Result<Vec<(usize, Vec<u8>)>> {
+    let bad = |_| Error::Corrupted("id tree entry");
+    let mut r = Reader::new(bytes, 0);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        let view = r.varint().map_err(bad)? as usize;
+        out.push((view, r.bytes().map_err(bad)?.to_vec()));
+    }
+    Ok(out)
+}
+
+/// A view reducer shared between the index and the tree spec.
+struct SharedReducer(Arc<ViewReducer>);
+
+impl settee_store::Reducer for SharedReducer {
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        self.0.reduce(entries)
+    }
+    fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
+        self.0.rereduce(reductions)
+    }
+}

@@ -1,0 +1,509 @@
+//! Reduce functions: the builtins (`_sum`, `_count`, `_stats`, `_approx_count_distinct`),
+//! which never enter JavaScript, and JavaScript `reduce(keys, values, rereduce)`.
+//!
+//! A view tree stores, beside each child pointer, the reduction of the child's rows, so
+//! reductions are bytes: nothing for `_count` (the tree counts rows itself), JSON text for
+//! `_sum`, `_stats` and JavaScript, HyperLogLog registers for `_approx_count_distinct`. A
+//! reduction that failed is kept as an error marker, so that map queries still work and only
+//! reduce queries over the failing rows report the error, as in CouchDB.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Number, Value};
+use settee_js::Limits;
+use settee_json::viewkey::{self, Collation};
+use settee_store::Reducer;
+
+use crate::error::{Error, Result};
+use crate::hll::Hll;
+use crate::row;
+
+/// A view's reduce function.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reduce {
+    /// `_count`.
+    Count,
+    /// `_sum`.
+    Sum,
+    /// `_stats`.
+    Stats,
+    /// `_approx_count_distinct`.
+    ApproxCountDistinct,
+    /// A JavaScript function's source.
+    Js(Arc<str>),
+}
+
+impl Reduce {
+    /// Reads a `reduce` member; an unknown builtin (`_…`) is an error, as in CouchDB.
+    pub fn parse(source: &str) -> Result<Reduce, String> {
+        let builtin = source.trim();
+        Ok(match builtin {
+            "_count" => Reduce::Count,
+            "_sum" => Reduce::Sum,
+            "_stats" => Reduce::Stats,
+            "_approx_count_distinct" => Reduce::ApproxCountDistinct,
+            _ if builtin.starts_with('_') => return Err(format!("`{builtin}` is not a supported reduce function.")),
+            _ => Reduce::Js(source.into()),
+        })
+    }
+
+    /// The source text as written in the design document.
+    pub fn source(&self) -> &str {
+        match self {
+            Reduce::Count => "_count",
+            Reduce::Sum => "_sum",
+            Reduce::Stats => "_stats",
+            Reduce::ApproxCountDistinct => "_approx_count_distinct",
+            Reduce::Js(s) => s,
+        }
+    }
+}
+
+/// Marks a stored reduction as a failure: the marker byte, then `{"error","reason"}` JSON.
+const FAILED: u8 = 0xFF;
+
+fn failure(error: &str, reason: &str) -> Vec<u8> {
+    let mut out = vec![FAILED];
+    out.extend_from_slice(serde_json::json!({"error": error, "reason": reason}).to_string().as_bytes());
+    out
+}
+
+/// The stored failure in a reduction, if it is one.
+fn failed(reduction: &[u8]) -> Option<Error> {
+    if reduction.first() != Some(&FAILED) {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&reduction[1..]).unwrap_or(Value::Null);
+    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("unknown").to_string();
+    Some(Error::Reduce { error: text("error"), reason: text("reason") })
+}
+
+/// The tree reducer of one view.
+pub struct ViewReducer {
+    reduce: Reduce,
+    collation: Collation,
+    limits: Arc<dyn Fn() -> Limits + Send + Sync>,
+    /// CouchDB's `[query_server_config] reduce_limit`: JavaScript reductions must shrink.
+    reduce_limit: bool,
+}
+
+impl ViewReducer {
+    /// The reducer for `reduce`; `limits` gives the JavaScript limits at the time of a call.
+    pub fn new(reduce: Reduce, collation: Collation, limits: Arc<dyn Fn() -> Limits + Send + Sync>, reduce_limit: bool) -> ViewReducer {
+        ViewReducer { reduce, collation, limits, reduce_limit }
+    }
+
+    fn try_reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>> {
+        match &self.reduce {
+            Reduce::Count => Ok(Vec::new()),
+            Reduce::Sum => {
+                let values = entries.iter().map(|(_, v)| row_value(v)).collect::<Result<Vec<_>>>()?;
+                let input: usize = entries.iter().map(|(_, v)| v.len()).sum();
+                Ok(self.sum_limited(sum(values), input))
+            }
+            Reduce::Stats => {
+                let values = entries.iter().map(|(_, v)| row_value(v)).collect::<Result<Vec<_>>>()?;
+                Ok(stats(values)?.to_string().into_bytes())
+            }
+            Reduce::ApproxCountDistinct => {
+                let mut hll = Hll::default();
+                for (k, _) in entries {
+                    let key = viewkey::value_len(k, self.collation).map_or(*k, |n| &k[..n]);
+                    hll.add(key);
+                }
+                Ok(hll.encode())
+            }
+            Reduce::Js(src) => {
+                let mut keys = String::from("[");
+                let mut values = String::from("[");
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    let (key_json, value_json) = row::split_value(v)?;
+                    let id = viewkey::split_row_key(k, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
+                    if i > 0 {
+                        keys.push(',');
+                        values.push(',');
+                    }
+                    keys.push('[');
+                    keys.push_str(key_json);
+                    keys.push(',');
+                    keys.push_str(&Value::String(id).to_string());
+                    keys.push(']');
+                    values.push_str(value_json);
+                }
+                keys.push(']');
+                values.push(']');
+                self.js(src, Some(keys), values)
+            }
+        }
+    }
+
+    fn try_rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>> {
+        match &self.reduce {
+            Reduce::Count => Ok(Vec::new()),
+            Reduce::Sum => {
+                let values = parse_all(reductions)?;
+                if let Some(failed) = values.iter().find(|v| is_sum_failure(v)) {
+                    return Ok(failed.to_string().into_bytes());
+                }
+                let input: usize = reductions.iter().map(|r| r.len()).sum();
+                Ok(self.sum_limited(sum(values), input))
+            }
+            Reduce::Stats => Ok(stats(parse_all(reductions)?)?.to_string().into_bytes()),
+            Reduce::ApproxCountDistinct => {
+                let mut hll = Hll::default();
+                for r in reductions {
+                    hll.merge(&Hll::decode(r).ok_or(Error::Corrupted("approx_count_distinct reduction"))?);
+                }
+                Ok(hll.encode())
+            }
+            Reduce::Js(src) => {
+                let mut values = String::from("[");
+                for (i, r) in reductions.iter().enumerate() {
+                    if i > 0 {
+                        values.push(',');
+                    }
+                    values.push_str(std::str::from_utf8(r).map_err(|_| Error::Corrupted("reduction"))?);
+                }
+                values.push(']');
+                self.js(src, None, values)
+            }
+        }
+    }
+
+    /// A `_sum` result as stored: the sum, or CouchDB's error object in its place when the
+    /// values cannot be summed or (with `reduce_limit`) the sum does not shrink.
+    fn sum_limited(&self, sum: Result<Value, Value>, input: usize) -> Vec<u8> {
+        let text = match sum {
+            Ok(v) => v.to_string(),
+            Err(culprit) => serde_json::json!({"error": "builtin_reduce_error", "reason": SUM_ERROR, "caused_by": culprit}).to_string(),
+        };
+        if self.reduce_limit && text.len() > SUM_LIMIT && text.len() * 2 > input {
+            let reason = format!("Reduce output must shrink more rapidly: input size: {input} output size: {}", text.len());
+            return serde_json::json!({"error": "builtin_reduce_error", "reason": reason}).to_string().into_bytes();
+        }
+        text.into_bytes()
+    }
+
+    fn js(&self, src: &str, keys: Option<String>, values: String) -> Result<Vec<u8>> {
+        let input = values.len() + keys.as_ref().map_or(0, String::len);
+        let out = settee_js::with_local_engine((self.limits)(), |e| {
+            e.load_reduce(src)?;
+            e.reduce(src, keys, values)
+        })?;
+        if self.reduce_limit && out.len() > JS_LIMIT && out.len() * 2 > input {
+            return Err(Error::Reduce {
+                error: "reduce_overflow_error".into(),
+                reason: format!("Reduce output must shrink more rapidly: input size: {input} output size: {}", out.len()),
+            });
+        }
+        Ok(out.into_bytes())
+    }
+
+    /// The JSON value of a stored reduction over `count` rows, or the failure it holds.
+    pub fn finish(&self, reduction: &[u8], count: u64) -> Result<String> {
+        if let Some(e) = failed(reduction) {
+            return Err(e);
+        }
+        match &self.reduce {
+            Reduce::Count => Ok(count.to_string()),
+            Reduce::ApproxCountDistinct => {
+                Ok(Hll::decode(reduction).ok_or(Error::Corrupted("approx_count_distinct reduction"))?.estimate().to_string())
+            }
+            _ => String::from_utf8(reduction.to_vec()).map_err(|_| Error::Corrupted("reduction")),
+        }
+    }
+}
+
+impl Reducer for ViewReducer {
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        Ok(self.try_reduce(entries).unwrap_or_else(|e| as_failure(&e)))
+    }
+
+    fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
+        if let Some(bad) = reductions.iter().find(|r| r.first() == Some(&FAILED)) {
+            return Ok(bad.to_vec());
+        }
+        Ok(self.try_rereduce(reductions).unwrap_or_else(|e| as_failure(&e)))
+    }
+}
+
+fn as_failure(e: &Error) -> Vec<u8> {
+    match e {
+        Error::Reduce { error, reason } => failure(error, reason),
+        Error::Js(settee_js::Error::Raised { error, reason }) => failure(error, reason),
+        Error::Js(settee_js::Error::Compile(reason)) => failure("compilation_error", reason),
+        Error::Js(settee_js::Error::Timeout(_)) => failure("os_process_error", "timeout"),
+        other => failure("reduce_error", &other.to_string()),
+    }
+}
+
+fn row_value(stored: &[u8]) -> Result<Value> {
+    let (_, value) = row::split_value(stored)?;
+    serde_json::from_str(value).map_err(|_| Error::Corrupted("row value"))
+}
+
+fn parse_all(reductions: &[&[u8]]) -> Result<Vec<Value>> {
+    reductions.iter().map(|r| serde_json::from_slice(r).map_err(|_| Error::Corrupted("reduction"))).collect()
+}
+
+/// Output size above which a JavaScript reduce must at least halve its input (CouchDB's).
+const JS_LIMIT: usize = 4096;
+/// The same for `_sum` (CouchDB's `reduce_limit_threshold`).
+const SUM_LIMIT: usize = 4906;
+
+/// Whether a `_sum` reduction is the error object that stands in for a failed sum.
+fn is_sum_failure(v: &Value) -> bool {
+    v.get("error").and_then(Value::as_str) == Some("builtin_reduce_error")
+}
+
+const SUM_ERROR: &str = "The _sum function requires that map values be numbers, arrays of numbers, or objects. Objects cannot be mixed with other data structures. Objects can be arbitrarily nested, provided that the values for all fields are themselves numbers, arrays of numbers, or objects.";
+
+fn sum_error(culprit: &Value) -> Value {
+    culprit.clone()
+}
+
+/// A number kept exact while it is an integer, as Erlang's arithmetic does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    fn of(n: &Number) -> Num {
+        match n.as_i64() {
+            Some(i) => Num::Int(i),
+            None => Num::Float(n.as_f64().unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0))),
+        }
+    }
+
+    fn f(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+
+    fn add(self, o: Num) -> Num {
+        match (self, o) {
+            (Num::Int(a), Num::Int(b)) => a.checked_add(b).map_or(Num::Float(a as f64 + b as f64), Num::Int),
+            _ => Num::Float(self.f() + o.f()),
+        }
+    }
+
+    fn mul(self, o: Num) -> Num {
+        match (self, o) {
+            (Num::Int(a), Num::Int(b)) => a.checked_mul(b).map_or(Num::Float(a as f64 * b as f64), Num::Int),
+            _ => Num::Float(self.f() * o.f()),
+        }
+    }
+
+    fn json(self) -> Value {
+        match self {
+            Num::Int(i) => Value::from(i),
+            Num::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
+        }
+    }
+}
+
+/// `_sum` over values (or partial sums): numbers, arrays of numbers (element-wise; a number
+/// counts as a one-element array), objects summed member-wise, recursively. The error is
+/// the value that could not be summed.
+fn sum(values: Vec<Value>) -> Result<Value, Value> {
+    let mut acc = Value::from(0);
+    for v in values {
+        acc = sum2(acc, v)?;
+    }
+    Ok(acc)
+}
+
+fn sum2(acc: Value, v: Value) -> Result<Value, Value> {
+    match (acc, v) {
+        (Value::Number(a), Value::Number(b)) => Ok(Num::of(&a).add(Num::of(&b)).json()),
+        (Value::Array(a), Value::Array(b)) => sum_arrays(a, b),
+        (Value::Array(a), Value::Number(b)) => sum_arrays(a, vec![Value::Number(b)]),
+        (Value::Number(a), Value::Array(b)) => sum_arrays(vec![Value::Number(a)], b),
+        (Value::Object(a), Value::Object(b)) => sum_objects(a, b),
+        (Value::Number(a), Value::Object(b)) if Num::of(&a) == Num::Int(0) => sum_objects(Map::new(), b),
+        (_, v) => Err(sum_error(&v)),
+    }
+}
+
+fn sum_arrays(a: Vec<Value>, b: Vec<Value>) -> Result<Value, Value> {
+    let n = a.len().max(b.len());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(match (a.next(), b.next()) {
+            (Some(Value::Number(x)), Some(Value::Number(y))) => Num::of(&x).add(Num::of(&y)).json(),
+            (Some(x @ Value::Number(_)), None) | (None, Some(x @ Value::Number(_))) => x,
+            (Some(x), _) if !x.is_number() => return Err(sum_error(&x)),
+            (_, Some(y)) => return Err(sum_error(&y)),
+            (_, None) => return Err(sum_error(&Value::Null)),
+        });
+    }
+    Ok(Value::Array(out))
+}
+
+fn sum_objects(mut a: Map<String, Value>, b: Map<String, Value>) -> Result<Value, Value> {
+    for (k, v) in b {
+        let merged = match a.remove(&k) {
+            Some(prev) => sum2(prev, v)?,
+            None => match v {
+                Value::Number(_) | Value::Object(_) => v,
+                Value::Array(items) if items.iter().all(Value::is_number) => Value::Array(items),
+                other => return Err(sum_error(&other)),
+            },
+        };
+        a.insert(k, merged);
+    }
+    let mut sorted: Vec<(String, Value)> = a.into_iter().collect();
+    sorted.sort_by(|x, y| x.0.cmp(&y.0));
+    Ok(Value::Object(sorted.into_iter().collect()))
+}
+
+/// `_stats` partial result.
+#[derive(Clone, Copy)]
+struct Stats {
+    sum: Num,
+    count: Num,
+    min: Num,
+    max: Num,
+    sumsqr: Num,
+}
+
+impl Stats {
+    fn of(n: Num) -> Stats {
+        Stats { sum: n, count: Num::Int(1), min: n, max: n, sumsqr: n.mul(n) }
+    }
+
+    fn from_object(o: &Map<String, Value>) -> Option<Stats> {
+        let field = |k: &str| o.get(k).and_then(Value::as_number).map(Num::of);
+        let count = field("count")?;
+        let sum = field("sum")?;
+        Some(Stats { sum, count, min: field("min")?, max: field("max")?, sumsqr: field("sumsqr").unwrap_or(Num::Int(0)) })
+    }
+
+    fn merge(self, o: Stats) -> Stats {
+        let min = if o.min.f() < self.min.f() { o.min } else { self.min };
+        let max = if o.max.f() > self.max.f() { o.max } else { self.max };
+        Stats { sum: self.sum.add(o.sum), count: self.count.add(o.count), min, max, sumsqr: self.sumsqr.add(o.sumsqr) }
+    }
+
+    fn json(self) -> Value {
+        serde_json::json!({"sum": self.sum.json(), "count": self.count.json(), "min": self.min.json(), "max": self.max.json(), "sumsqr": self.sumsqr.json()})
+    }
+}
+
+fn stats_error(culprit: &Value) -> Error {
+    Error::Reduce {
+        error: "builtin_reduce_error".into(),
+        reason: format!("The _stats function requires that map values be numbers or arrays of numbers, not '{culprit}'"),
+    }
+}
+
+/// One value's contribution to `_stats`: a number, an array of numbers (element-wise), or a
+/// pre-aggregated stats object.
+enum StatsPart {
+    One(Stats),
+    Many(Vec<Stats>),
+}
+
+fn stats_part(v: &Value) -> Result<StatsPart> {
+    match v {
+        Value::Number(n) => Ok(StatsPart::One(Stats::of(Num::of(n)))),
+        Value::Object(o) => Stats::from_object(o).map(StatsPart::One).ok_or_else(|| stats_error(v)),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Number(n) => Ok(Stats::of(Num::of(n))),
+                Value::Object(o) => Stats::from_object(o).ok_or_else(|| stats_error(v)),
+                _ => Err(stats_error(v)),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(StatsPart::Many),
+        _ => Err(stats_error(v)),
+    }
+}
+
+fn stats(values: Vec<Value>) -> Result<Value> {
+    let mut acc: Option<StatsPart> = None;
+    for v in &values {
+        let part = stats_part(v)?;
+        acc = Some(match (acc, part) {
+            (None, p) => p,
+            (Some(StatsPart::One(a)), StatsPart::One(b)) => StatsPart::One(a.merge(b)),
+            (Some(StatsPart::Many(a)), StatsPart::Many(b)) if a.len() == b.len() => {
+                StatsPart::Many(a.into_iter().zip(b).map(|(x, y)| x.merge(y)).collect())
+            }
+            _ => return Err(stats_error(v)),
+        });
+    }
+    Ok(match acc {
+        None => Stats { sum: Num::Int(0), count: Num::Int(0), min: Num::Int(0), max: Num::Int(0), sumsqr: Num::Int(0) }.json(),
+        Some(StatsPart::One(s)) => s.json(),
+        Some(StatsPart::Many(all)) => Value::Array(all.into_iter().map(Stats::json).collect()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(key: Value, id: &str, value: Value) -> (Vec<u8>, Vec<u8>) {
+        let mut k = viewkey::encoded(&key, Collation::Unicode);
+        viewkey::push_doc_id(&mut k, id, 0);
+        (k, row::encode_value(&key.to_string(), &value.to_string()))
+    }
+
+    fn reducer(r: Reduce) -> ViewReducer {
+        ViewReducer::new(r, Collation::Unicode, Arc::new(Limits::default), true)
+    }
+
+    fn run(r: &ViewReducer, rows: &[(Value, Value)]) -> Result<String> {
+        let owned: Vec<_> = rows.iter().enumerate().map(|(i, (k, v))| entry(k.clone(), &format!("d{i}"), v.clone())).collect();
+        let entries: Vec<(&[u8], &[u8])> = owned.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+        // Reduce in two halves and rereduce, as the tree does across leaves.
+        let (a, b) = entries.split_at(entries.len() / 2);
+        let parts = [r.reduce(a).unwrap(), r.reduce(b).unwrap()];
+        let whole = r.rereduce(&[&parts[0], &parts[1]]).unwrap();
+        r.finish(&whole, rows.len() as u64)
+    }
+
+    #[test]
+    fn sum_handles_numbers_arrays_and_objects() {
+        let r = reducer(Reduce::Sum);
+        assert_eq!(run(&r, &[(json!(1), json!(1)), (json!(2), json!(2.5)), (json!(3), json!(3))]).unwrap(), "6.5");
+        assert_eq!(run(&r, &[(json!(1), json!([1, 2])), (json!(2), json!([1])), (json!(3), json!(4))]).unwrap(), "[6,2]");
+        assert_eq!(run(&r, &[(json!(1), json!({"b": 1, "a": {"x": 2}})), (json!(2), json!({"b": 2, "c": [1]}))]).unwrap(), r#"{"a":{"x":2},"b":3,"c":[1]}"#);
+        let failed: Value = serde_json::from_str(&run(&r, &[(json!(1), json!(1)), (json!(2), json!("x")), (json!(3), json!(2))]).unwrap()).unwrap();
+        assert_eq!(failed["error"], "builtin_reduce_error", "the error takes the value's place");
+        assert_eq!(failed["caused_by"], "x");
+        assert_eq!(failed["reason"], SUM_ERROR);
+        assert_eq!(run(&r, &[(json!(1), json!(i64::MAX)), (json!(2), json!(1))]).unwrap(), "9.223372036854776e+18", "overflow goes to floating point");
+    }
+
+    #[test]
+    fn count_stats_and_distinct() {
+        assert_eq!(run(&reducer(Reduce::Count), &[(json!(1), json!(null)), (json!(1), json!(null)), (json!(2), json!(null))]).unwrap(), "3");
+        let stats = run(&reducer(Reduce::Stats), &[(json!(1), json!(1)), (json!(2), json!(3)), (json!(3), json!(-2)), (json!(4), json!(4))]).unwrap();
+        assert_eq!(stats, r#"{"sum":6,"count":4,"min":-2,"max":4,"sumsqr":30}"#);
+        let arrays = run(&reducer(Reduce::Stats), &[(json!(1), json!([1, 10])), (json!(2), json!([3, 20]))]).unwrap();
+        assert_eq!(arrays, r#"[{"sum":4,"count":2,"min":1,"max":3,"sumsqr":10},{"sum":30,"count":2,"min":10,"max":20,"sumsqr":500}]"#);
+        assert!(run(&reducer(Reduce::Stats), &[(json!(1), json!("no")), (json!(2), json!(1))]).is_err());
+        let rows: Vec<_> = (0..500).map(|i| (json!(i % 37), json!(null))).collect();
+        let distinct: i64 = run(&reducer(Reduce::ApproxCountDistinct), &rows).unwrap().parse().unwrap();
+        assert!((distinct - 37).abs() <= 2, "an estimate near 37: {distinct}");
+    }
+
+    #[test]
+    fn javascript_reduce_gets_keys_ids_and_rereduce() {
+        let r = reducer(Reduce::Js("function(keys, values, rereduce) { if (rereduce) return sum(values); return keys.map(function(k){ return k[1].length + k[0]; }).reduce(function(a, b){ return a + b; }, 0); }".into()));
+        // keys 1 and 2 with ids d0, d1: (2 + 1) + (2 + 2)
+        assert_eq!(run(&r, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap(), "7");
+        let grows = reducer(Reduce::Js("function(k, v) { var s = ''; for (var i = 0; i < 5000; i++) s += 'x'; return s; }".into()));
+        let err = run(&grows, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap_err();
+        assert!(matches!(err, Error::Reduce { ref error, .. } if error == "reduce_overflow_error"), "{err}");
+    }
+}

@@ -1,0 +1,208 @@
+//! The indexes of every open database, and the updates that bring them up to date.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use settee_db::{Database, DbSnapshot, DocOptions};
+use settee_js::{Limits, Pool};
+use settee_store::{NoBlobs, StoreOptions};
+
+use crate::build::{self, covers};
+use crate::ddoc::DesignDoc;
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::reduce::ViewReducer;
+
+/// How views run.
+#[derive(Clone)]
+pub struct ViewsConfig {
+    /// JavaScript engines mapping in parallel (one per core is right).
+    pub workers: usize,
+    /// Time and memory limits of every JavaScript call.
+    pub limits: Limits,
+    /// CouchDB's `[query_server_config] reduce_limit`.
+    pub reduce_limit: bool,
+    /// Options for index files (their node cache is shared with the databases').
+    pub store: StoreOptions,
+}
+
+/// The open indexes of one database, kept with the database so they close with it.
+#[derive(Default)]
+struct DbIndexes {
+    open: Mutex<HashMap<String, Arc<Index>>>,
+}
+
+/// Views for the whole server.
+pub struct Views {
+    pool: Arc<Pool>,
+    store: StoreOptions,
+    reduce_limit: AtomicBool,
+}
+
+/// Counts a client as waiting for an index while it lives.
+struct Waiting<'a>(&'a Index);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.0.build.lock() {
+            st.waiting = st.waiting.saturating_sub(1);
+        }
+    }
+}
+
+impl Views {
+    /// Starts the engine pool.
+    pub fn new(config: ViewsConfig) -> Views {
+        Views { pool: Arc::new(Pool::new(config.workers, config.limits)), store: config.store, reduce_limit: AtomicBool::new(config.reduce_limit) }
+    }
+
+    /// The JavaScript engine pool (also used by filters and validation functions).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// Changes CouchDB's `reduce_limit` for indexes opened from now on.
+    pub fn set_reduce_limit(&self, on: bool) {
+        self.reduce_limit.store(on, Ordering::Relaxed);
+    }
+
+    /// Reads design document `_design/{name}` from a database snapshot.
+    pub fn design_doc(snap: &DbSnapshot, name: &str) -> Result<DesignDoc> {
+        let id = format!("_design/{name}");
+        let body = snap.open_doc(&id, None, &DocOptions::default())?;
+        let doc: serde_json::Value = serde_json::from_slice(&body).map_err(|_| Error::Corrupted("stored design document"))?;
+        DesignDoc::parse(&id, &doc)
+    }
+
+    /// The index for `ddoc`'s views in `db`, opened on first use and shared by every design
+    /// document with the same signature.
+    pub fn index(&self, db: &Arc<Database>, ddoc: &DesignDoc) -> Result<Arc<Index>> {
+        if ddoc.language != "javascript" {
+            return Err(Error::UnknownLanguage(ddoc.language.clone()));
+        }
+        let indexes = db.extension(DbIndexes::default);
+        let mut open = indexes.open.lock().expect("indexes lock");
+        let signature = ddoc.signature();
+        if let Some(index) = open.get(&signature) {
+            return Ok(index.clone());
+        }
+        let limits = {
+            let pool = self.pool.clone();
+            Arc::new(move || pool.limits()) as Arc<dyn Fn() -> Limits + Send + Sync>
+        };
+        let reduce_limit = self.reduce_limit.load(Ordering::Relaxed);
+        let reducers = ddoc
+            .views
+            .iter()
+            .map(|v| v.reduce.clone().map(|r| Arc::new(ViewReducer::new(r, ddoc.options.collation, limits.clone(), reduce_limit))))
+            .collect();
+        let index = Arc::new(Index::open(&db.dir().join("views"), ddoc.clone(), db.q(), reducers, &self.store)?);
+        open.insert(signature, index.clone());
+        Ok(index)
+    }
+
+    /// The indexes of `db` opened so far.
+    pub fn open_indexes(db: &Database) -> Vec<Arc<Index>> {
+        db.extension(DbIndexes::default).open.lock().expect("indexes lock").values().cloned().collect()
+    }
+
+    /// Starts an update of `index` unless one is running; returns the update's number.
+    pub fn refresh_in_background(&self, db: &Arc<Database>, index: &Arc<Index>) -> u64 {
+        let mut st = index.build.lock().expect("build lock");
+        if st.running {
+            return st.started;
+        }
+        st.running = true;
+        st.started += 1;
+        let run = st.started;
+        let (db, index, pool) = (db.clone(), index.clone(), self.pool.clone());
+        std::thread::Builder::new()
+            .name("settee-indexer".into())
+            .spawn(move || {
+                let result = build::update(&index, &db, &pool);
+                if let Err(e) = &result {
+                    tracing::warn!(db = db.name(), ddoc = index.ddoc().id, "index update failed: {e}");
+                }
+                let mut st = index.build.lock().expect("build lock");
+                st.running = false;
+                st.finished = run;
+                if let Err(e) = result {
+                    st.last_error = Some((run, Arc::new(e)));
+                }
+                drop(st);
+                index.changed.send_modify(|v| *v += 1);
+            })
+            .expect("an indexer thread");
+        run
+    }
+
+    /// Waits until `index` holds every change `db` had when this was called, sharing the
+    /// update with every other client waiting for the same index.
+    pub async fn refresh(&self, db: &Arc<Database>, index: &Arc<Index>) -> Result<()> {
+        let target = db.snapshot().seq()?;
+        index.build.lock().expect("build lock").waiting += 1;
+        let _waiting = Waiting(index);
+        loop {
+            let mut rx = index.changed.subscribe();
+            if covers(&index.meta()?.seq, &target) {
+                return Ok(());
+            }
+            let run = self.refresh_in_background(db, index);
+            loop {
+                if rx.changed().await.is_err() {
+                    return Err(Error::Corrupted("index closed while updating"));
+                }
+                if covers(&index.meta()?.seq, &target) {
+                    return Ok(());
+                }
+                let st = index.build.lock().expect("build lock");
+                if let Some((failed, e)) = &st.last_error {
+                    if *failed >= run {
+                        return Err(Error::Shared(e.clone()));
+                    }
+                }
+                if !st.running {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Compacts an index in the background; false if a compaction is already running.
+    pub fn compact(&self, db: &Arc<Database>, index: &Arc<Index>) -> bool {
+        let mut st = index.build.lock().expect("build lock");
+        if st.compacting {
+            return false;
+        }
+        st.compacting = true;
+        drop(st);
+        let task = db.tasks().start_for("view_compaction", db.name(), Some(&index.ddoc().id));
+        let index = index.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = index.store().compact(Arc::new(NoBlobs), &|done, total| task.update(done, total)) {
+                tracing::warn!("view compaction failed: {e}");
+            }
+            index.build.lock().expect("build lock").compacting = false;
+        });
+        true
+    }
+
+    /// Deletes the index files of `db` that no design document in `keep` (signatures) uses.
+    pub fn cleanup(db: &Database, keep: &HashSet<String>) -> Result<usize> {
+        let indexes = db.extension(DbIndexes::default);
+        let mut open = indexes.open.lock().expect("indexes lock");
+        open.retain(|sig, _| keep.contains(sig));
+        let mut removed = 0;
+        let Ok(dir) = std::fs::read_dir(db.dir().join("views")) else { return Ok(0) };
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(sig) = name.strip_suffix(".view") else { continue };
+            if !keep.contains(sig) {
+                std::fs::remove_file(entry.path()).map_err(|source| Error::Io { op: "remove an unused index", source })?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
