@@ -297,7 +297,12 @@ pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &
             tokio::task::spawn_blocking(move || d.flush()).await.map_err(join_error)??;
             Ok(reply::json(201, &json!({"ok": true, "instance_start_time": "0"})))
         }
-        "_view_cleanup" => Ok(reply::json(202, &json!({"ok": true}))),
+        "_view_cleanup" => {
+            req.require_json()?;
+            let d = db.clone();
+            tokio::task::spawn_blocking(move || crate::view::cleanup(&d)).await.map_err(join_error)??;
+            Ok(reply::json(202, &json!({"ok": true})))
+        }
         "_purge" => purge(state, req, &db).await,
         _ => Err(HttpError::not_found(format!("no {which} here"))),
     }

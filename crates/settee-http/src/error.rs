@@ -1,6 +1,8 @@
 //! The one table from every failure to CouchDB's status code, `error` and `reason`.
 
 use settee_db::Error as DbError;
+use settee_js::Error as JsError;
+use settee_views::Error as ViewError;
 
 /// A failed request as CouchDB reports it: `{"error": …, "reason": …}` with a status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,22 +61,58 @@ impl HttpError {
 
 impl From<DbError> for HttpError {
     fn from(e: DbError) -> HttpError {
+        HttpError::from(&e)
+    }
+}
+
+impl From<&DbError> for HttpError {
+    fn from(e: &DbError) -> HttpError {
         let reason = e.to_string();
         match e {
             DbError::NoDatabase => HttpError::not_found(reason),
             DbError::DatabaseExists => HttpError::new(412, "file_exists", reason),
             DbError::IllegalDatabaseName(_) => HttpError::new(400, "illegal_database_name", reason),
-            DbError::NotFound(r) => HttpError::not_found(r),
+            DbError::NotFound(r) => HttpError::not_found(*r),
             DbError::Conflict => HttpError::new(409, "conflict", reason),
-            DbError::BadRequest(r) => HttpError::bad_request(r),
-            DbError::DocValidation(r) => HttpError::new(400, "doc_validation", r),
-            DbError::IllegalDocId(r) => HttpError::new(400, "illegal_docid", r),
-            DbError::DocumentTooLarge(id) => HttpError::new(413, "document_too_large", id),
+            DbError::BadRequest(r) => HttpError::bad_request(r.clone()),
+            DbError::DocValidation(r) => HttpError::new(400, "doc_validation", r.clone()),
+            DbError::IllegalDocId(r) => HttpError::new(400, "illegal_docid", r.clone()),
+            DbError::DocumentTooLarge(id) => HttpError::new(413, "document_too_large", id.clone()),
             DbError::BadSequence => HttpError::bad_request(reason),
             DbError::MissingStub(..) => HttpError::new(412, "missing_stub", reason),
             DbError::NoAttachment => HttpError::not_found(reason),
             DbError::Corrupted(_) | DbError::Store(_) | DbError::Io { .. } => {
                 tracing::error!(error = %reason, "storage failure");
+                HttpError::new(500, "unknown_error", reason)
+            }
+        }
+    }
+}
+
+impl From<ViewError> for HttpError {
+    fn from(e: ViewError) -> HttpError {
+        HttpError::from(&e)
+    }
+}
+
+impl From<&ViewError> for HttpError {
+    fn from(e: &ViewError) -> HttpError {
+        let reason = e.to_string();
+        match e.root() {
+            ViewError::Db(d) => HttpError::from(d),
+            ViewError::Shared(_) => HttpError::new(500, "unknown_error", reason),
+            ViewError::NotFound(r) => HttpError::not_found(*r),
+            ViewError::QueryParse(r) => HttpError::query_parse(r.clone()),
+            ViewError::InvalidDesignDoc(r) => HttpError::new(400, "invalid_design_doc", r.clone()),
+            ViewError::UnknownLanguage(l) => HttpError::new(500, "unknown_query_language", l.clone()),
+            ViewError::Reduce { error, reason } => HttpError::new(500, error, reason.clone()),
+            ViewError::Js(JsError::Compile(r)) => HttpError::new(400, "compilation_error", r.clone()),
+            ViewError::Js(JsError::Timeout(_)) => HttpError::new(500, "os_process_error", "OS process timed out."),
+            ViewError::Js(JsError::OutOfMemory) => HttpError::new(500, "os_process_error", "OS process ran out of memory."),
+            ViewError::Js(JsError::Raised { error, reason }) => HttpError::new(500, error, reason.clone()),
+            ViewError::Js(JsError::Engine(r)) => HttpError::new(500, "os_process_error", r.clone()),
+            ViewError::Store(_) | ViewError::Corrupted(_) | ViewError::Io { .. } => {
+                tracing::error!(error = %reason, "index failure");
                 HttpError::new(500, "unknown_error", reason)
             }
         }

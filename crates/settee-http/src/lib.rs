@@ -3,7 +3,7 @@
 //! [`State::prepare`] reads the configuration (creating the first admin when there is none)
 //! and opens the data directory; [`serve`] answers connections. Requests are authenticated
 //! (`auth`), routed by path segment (`server`), handled by resource (`node`, `db`, `doc`,
-//! `bulk`, `changes`) and answered with CouchDB's JSON, status codes and errors (`error` holds
+//! `bulk`, `changes`, `view`) and answered with CouchDB's JSON, status codes and errors (`error` holds
 //! the one table that maps failures to them). Large results stream (`reply`).
 //!
 //! This is the only crate that knows HTTP.
@@ -26,6 +26,7 @@ mod reply;
 mod request;
 mod server;
 mod uuids;
+mod view;
 
 pub use auth::{hash_password, verify_password};
 pub use config::Config;

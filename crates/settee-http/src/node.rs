@@ -200,10 +200,12 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
             };
             let value = if *section == "admins" && !auth::is_hashed(&value) { auth::hash_password(&value, auth::DEFAULT_ITERATIONS) } else { value };
             let old = state.config.write().expect("config lock").set(section, key, &value).map_err(io)?;
+            state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
         }
         (&Method::DELETE, [section, key]) => {
             let old = state.config.write().expect("config lock").delete(section, key).map_err(io)?;
+            state.apply_config();
             let old = old.ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
             Ok(reply::json(200, &json!(old)))
         }

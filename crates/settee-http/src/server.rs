@@ -12,7 +12,9 @@ use hyper::service::service_fn;
 use hyper::Method;
 use hyper_util::rt::TokioIo;
 use settee_db::{Catalog, CatalogOptions, DocLimits};
+use settee_js::Limits;
 use settee_store::{NodeCache, StoreOptions};
+use settee_views::{Views, ViewsConfig};
 use tokio::net::TcpListener;
 
 use crate::auth::{self, Authenticator, User};
@@ -21,7 +23,20 @@ use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::{segments, Query, Req};
 use crate::uuids::Uuids;
-use crate::{att, bulk, changes, db, doc, node};
+use crate::{att, bulk, changes, db, doc, node, view};
+
+/// JavaScript limits from `[couchdb] os_process_timeout` (ms) and `[settee] js_memory_mb`.
+fn js_limits(config: &Config) -> Limits {
+    Limits {
+        timeout: std::time::Duration::from_millis(config.get_or("couchdb", "os_process_timeout", 5000u64).max(1)),
+        memory: config.get_or("settee", "js_memory_mb", 256usize).max(8) << 20,
+    }
+}
+
+/// `[query_server_config] reduce_limit`: on unless `false` (or `log`, which only logs).
+fn reduce_limit(config: &Config) -> bool {
+    config.get("query_server_config", "reduce_limit").is_none_or(|v| v.trim() == "true")
+}
 
 /// The version this server reports, and the CouchDB version whose API it speaks.
 pub const VERSION: &str = "3.5.0";
@@ -46,6 +61,8 @@ pub struct State {
     pub limits: DocLimits,
     /// Largest request body (`[chttpd] max_http_request_size`).
     pub max_request: usize,
+    /// Map/reduce views and the JavaScript engines.
+    pub views: Views,
     /// Test hook: `/_settee_test_panic` panics inside its handler (set by the environment
     /// variable `SETTEE_TEST_PANIC=1` at start, for the test that a panic stays one 500).
     pub panic_route: bool,
@@ -135,6 +152,12 @@ impl State {
         let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize), atts };
         let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
+        let views = Views::new(ViewsConfig {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            limits: js_limits(&config),
+            reduce_limit: reduce_limit(&config),
+            store: catalog.store_options().clone(),
+        });
         let state = State {
             catalog,
             welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
@@ -145,9 +168,17 @@ impl State {
             max_request,
             config: RwLock::new(config),
             auth: Authenticator::default(),
+            views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
         Ok(Prepared { state: Arc::new(state), generated_admin })
+    }
+
+    /// Applies configuration that takes effect while running (after `_config` changes).
+    pub fn apply_config(&self) {
+        let config = self.config.read().expect("config lock");
+        self.views.pool().set_limits(js_limits(&config));
+        self.views.set_reduce_limit(reduce_limit(&config));
     }
 
     /// A new document id.
@@ -336,6 +367,23 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_changes" if rest == 2 => Box::pin(changes::handle(state, req, name)).await,
         "_revs_limit" | "_security" | "_purged_infos_limit" if rest == 2 => Box::pin(db::meta(state, req, name, &second)).await,
         "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest == 2 => Box::pin(db::maintenance(state, req, name, &second)).await,
+        "_compact" if rest == 3 => {
+            require_admin(req)?;
+            let ddoc = req.segments[2].clone();
+            view::compact(state, req, name, &ddoc)
+        }
+        "_design" if rest == 4 && req.segments[3] == "_info" => {
+            let ddoc = req.segments[2].clone();
+            view::info(state, req, name, &ddoc)
+        }
+        "_design" if (rest == 5 || rest == 6) && req.segments[3] == "_view" => {
+            let (ddoc, v) = (req.segments[2].clone(), req.segments[4].clone());
+            match req.segments.get(5).map(String::as_str) {
+                None => Box::pin(view::view(state, req, name, &ddoc, &v)).await,
+                Some("queries") => Box::pin(view::queries(state, req, name, &ddoc, &v)).await,
+                Some(_) => Err(HttpError::not_found("missing")),
+            }
+        }
         "_design" | "_local" if rest == 3 => {
             let id = format!("{second}/{}", req.segments[2]);
             doc_route(state, req, name, &id).await

@@ -163,6 +163,12 @@ impl Index {
         IndexMeta::decode(snap.meta(), self.q)
     }
 
+    /// Whether an update runs, how many clients wait for it, and whether a compaction runs.
+    pub fn state(&self) -> (bool, u64, bool) {
+        let st = self.build.lock().expect("build lock");
+        (st.running, st.waiting, st.compacting)
+    }
+
     /// The store, for compaction.
     pub fn store(&self) -> &Store {
         &self.store

@@ -1,0 +1,469 @@
+//! View endpoints: `/{db}/_design/{ddoc}/_view/{view}` (GET, and POST with `keys` or
+//! `queries`), `…/_view/{view}/queries`, `/{db}/_design/{ddoc}/_info`,
+//! `/{db}/_compact/{ddoc}` and `/{db}/_view_cleanup`, with CouchDB's parameters and errors.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use hyper::Method;
+use serde_json::{json, Value};
+use settee_db::{Database, DbSnapshot, DocOptions};
+use settee_json::Rev;
+use settee_json::viewkey;
+use settee_store::Snapshot;
+use settee_views::{query, DesignDoc, Grouping, Index, MapRow, ViewQuery, Views};
+
+use crate::db::open;
+use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Gone, Response, Sink};
+use crate::request::{Query, Req};
+use crate::server::State;
+
+/// When a query brings the index up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Update {
+    /// Before answering (the default).
+    Now,
+    /// Not at all (`update=false`, `stale=ok`).
+    Never,
+    /// After answering (`update=lazy`, `stale=update_after`).
+    After,
+}
+
+/// A parsed, validated view query.
+#[derive(Clone, Debug)]
+struct Plan {
+    view: usize,
+    query: ViewQuery,
+    reduce: bool,
+    include_docs: bool,
+    doc: DocOptions,
+    update_seq: bool,
+    update: Update,
+}
+
+fn qpe(reason: &str) -> HttpError {
+    HttpError::query_parse(reason)
+}
+
+/// Reads and checks a query's parameters against the view, in CouchDB's order of checks.
+fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> HttpResult<Plan> {
+    let (index, def) = ddoc.view(view).ok_or_else(|| HttpError::not_found("missing_named_view"))?;
+    let has_reduce = def.reduce.is_some();
+    let reduce_param = q.bool("reduce")?;
+    if reduce_param == Some(true) && !has_reduce {
+        return Err(qpe("Reduce is invalid for map-only views."));
+    }
+    let reduce = has_reduce && reduce_param != Some(false);
+    let group = q.bool("group")?;
+    let group_level = q.u64("group_level")?;
+    let grouping = match (group, group_level) {
+        (Some(false), Some(n)) if n > 0 => return Err(qpe("Can't specify group=false and group_level>0 at the same time")),
+        (_, Some(0)) => Grouping::All,
+        (_, Some(n)) => Grouping::Level(n as usize),
+        (Some(true), None) => Grouping::Exact,
+        _ => Grouping::All,
+    };
+    if !reduce && (group == Some(true) || group_level.is_some_and(|n| n > 0)) {
+        return Err(qpe("Invalid use of grouping on a map view."));
+    }
+    let include_docs = q.bool("include_docs")?;
+    if reduce && include_docs == Some(true) {
+        return Err(qpe("`include_docs` is invalid for reduce"));
+    }
+    let conflicts = q.bool("conflicts")?;
+    if reduce && conflicts.is_some() {
+        return Err(qpe("`conflicts` is invalid for reduce views."));
+    }
+    let keys = match body_keys.or(q.json("keys")?) {
+        None => None,
+        Some(Value::Array(k)) => Some(k),
+        Some(_) => return Err(qpe("`keys` must be an array of strings.")),
+    };
+    let key = q.json("key")?;
+    let start_key = q.json_any(&["start_key", "startkey"])?;
+    let end_key = q.json_any(&["end_key", "endkey"])?;
+    if keys.as_ref().is_some_and(|k| !k.is_empty()) && (key.is_some() || start_key.is_some() || end_key.is_some()) {
+        return Err(qpe("`keys` is incompatible with `key`, `start_key` and `end_key`"));
+    }
+    if reduce && keys.is_some() && grouping != Grouping::Exact {
+        return Err(qpe("Multi-key fetchs for reduce views must use `group=true`"));
+    }
+    let docid = |names: &[&str]| names.iter().find_map(|n| q.get(n)).map(str::to_string);
+    let mut query = ViewQuery {
+        start_key,
+        start_docid: docid(&["start_key_doc_id", "startkey_docid"]),
+        end_key,
+        end_docid: docid(&["end_key_doc_id", "endkey_docid"]),
+        inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
+        descending: q.flag("descending")?,
+        skip: q.u64("skip")?.unwrap_or(0),
+        limit: q.u64("limit")?,
+        keys,
+        grouping,
+    };
+    if let Some(k) = key {
+        query.start_key = Some(k.clone());
+        query.end_key = Some(k);
+        query.inclusive_end = true;
+    }
+    check_range(&query, ddoc)?;
+    let update = update_mode(q)?;
+    q.bool("sorted").map_err(|_| qpe("Invalid value for `sorted`."))?;
+    let doc = DocOptions {
+        conflicts: conflicts.unwrap_or(false),
+        attachments: q.flag("attachments")?,
+        att_encoding_info: q.flag("att_encoding_info")?,
+        ..DocOptions::default()
+    };
+    Ok(Plan { view: index, query, reduce, include_docs: include_docs.unwrap_or(false), doc, update_seq: q.flag("update_seq")?, update })
+}
+
+fn update_mode(q: &Query) -> HttpResult<Update> {
+    let mut mode = match q.get("stale") {
+        None => Update::Now,
+        Some("ok") => Update::Never,
+        Some("update_after") => Update::After,
+        Some(_) => return Err(qpe("Invalid value for `stale`.")),
+    };
+    match q.get("update") {
+        None => {}
+        Some("true") => mode = Update::Now,
+        Some("false") => mode = Update::Never,
+        Some("lazy") => mode = Update::After,
+        Some(_) => return Err(qpe("Invalid value for `update`.")),
+    }
+    if !matches!(q.get("stable"), None | Some("true") | Some("false")) {
+        return Err(qpe("Invalid value for `stable`."));
+    }
+    Ok(mode)
+}
+
+/// CouchDB refuses a range that cannot hold rows in the walk direction.
+fn check_range(q: &ViewQuery, ddoc: &DesignDoc) -> HttpResult<()> {
+    let (Some(s), Some(e)) = (&q.start_key, &q.end_key) else { return Ok(()) };
+    let c = ddoc.options.collation;
+    let bound = |k: &Value, id: &Option<String>| {
+        let mut b = viewkey::encoded(k, c);
+        if let Some(id) = id {
+            viewkey::push_doc_id(&mut b, id, 0);
+        }
+        b
+    };
+    let (start, end) = (bound(s, &q.start_docid), bound(e, &q.end_docid));
+    if viewkey::encoded(s, c) == viewkey::encoded(e, c) {
+        return Ok(());
+    }
+    match (q.descending, start.cmp(&end)) {
+        (false, std::cmp::Ordering::Greater) => {
+            Err(qpe("No rows can match your key range, reverse your start_key and end_key or set descending=true"))
+        }
+        (true, std::cmp::Ordering::Less) => {
+            Err(qpe("No rows can match your key range, reverse your start_key and end_key or set descending=false"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The design document and its index, for a request on `_design/{ddoc}`.
+fn design(state: &State, db: &Arc<Database>, ddoc: &str) -> HttpResult<(DesignDoc, Arc<Index>)> {
+    let ddoc = Views::design_doc(&db.snapshot(), ddoc)?;
+    let index = state.views.index(db, &ddoc)?;
+    Ok((ddoc, index))
+}
+
+/// Brings the index up to date as the query asked; the snapshot to answer from.
+async fn ready(state: &Arc<State>, db: &Arc<Database>, index: &Arc<Index>, update: Update) -> HttpResult<Snapshot> {
+    if update == Update::Now {
+        state.views.refresh(db, index).await?;
+    }
+    let snap = index.snapshot();
+    if update == Update::After {
+        state.views.refresh_in_background(db, index);
+    }
+    Ok(snap)
+}
+
+/// `GET|POST /{db}/_design/{ddoc}/_view/{view}`.
+pub async fn view(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, view: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let body_keys = match req.method {
+        Method::GET | Method::HEAD => None,
+        Method::POST => {
+            req.require_json()?;
+            let body = req.json_object(state.max_request).await?;
+            if let Some(queries) = body.get("queries") {
+                if body.contains_key("keys") {
+                    return Err(HttpError::bad_request("`keys` and `queries` are mutually exclusive"));
+                }
+                return Box::pin(many(state, &db, req, ddoc, view, queries.clone())).await;
+            }
+            match body.get("keys") {
+                Some(k @ Value::Array(_)) => Some(k.clone()),
+                Some(_) => return Err(HttpError::bad_request("`keys` member must be an array.")),
+                None => return Err(HttpError::bad_request("POST body must contain `keys` or `queries` field")),
+            }
+        }
+        _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
+    };
+    let (ddoc, index) = design(state, &db, ddoc)?;
+    let plan = plan(&ddoc, view, &req.query, body_keys)?;
+    let snap = ready(state, &db, &index, plan.update).await?;
+    let dbsnap = db.snapshot();
+    if plan.reduce {
+        let mut out = Vec::new();
+        write_reduce(&mut out, &index, &snap, &plan)?;
+        return Ok(reply::json_bytes(200, out));
+    }
+    let head = map_head(&index, &snap, &plan)?;
+    let rows = query::map_rows(&index, &snap, plan.view, &plan.query)?;
+    Ok(reply::stream(200, move |sink| {
+        sink.write(head.as_bytes())?;
+        write_map_rows(sink, rows, &dbsnap, &plan)?;
+        sink.write(b"\r\n]}\n")
+    }))
+}
+
+/// `POST /{db}/_design/{ddoc}/_view/{view}/queries`.
+pub async fn queries(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, view: &str) -> HttpResult<Response> {
+    if req.method != Method::POST {
+        return Err(HttpError::method_not_allowed("POST"));
+    }
+    let db = open(state, name)?;
+    req.require_json()?;
+    let body = req.json_object(state.max_request).await?;
+    let Some(queries) = body.get("queries").cloned() else {
+        return Err(HttpError::bad_request("POST body must include `queries` parameter."));
+    };
+    Box::pin(many(state, &db, req, ddoc, view, queries)).await
+}
+
+/// Several queries of one view, each validated before any is answered.
+async fn many(state: &Arc<State>, db: &Arc<Database>, req: &Req, ddoc: &str, view: &str, queries: Value) -> HttpResult<Response> {
+    let Value::Array(queries) = queries else { return Err(HttpError::bad_request("`queries` member must be an array.")) };
+    let (ddoc, index) = design(state, db, ddoc)?;
+    let mut plans = Vec::with_capacity(queries.len());
+    for q in &queries {
+        let Value::Object(members) = q else { return Err(HttpError::bad_request("Each query must be an object.")) };
+        let params = query_params(&req.query, members);
+        let keys = members.get("keys").cloned();
+        plans.push(plan(&ddoc, view, &params, keys)?);
+    }
+    let update = if plans.iter().any(|p| p.update == Update::Now) { Update::Now } else { plans.first().map_or(Update::Now, |p| p.update) };
+    let snap = ready(state, db, &index, update).await?;
+    let dbsnap = db.snapshot();
+    let mut out = b"{\"results\":[\r\n".to_vec();
+    for (i, plan) in plans.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",\r\n");
+        }
+        if plan.reduce {
+            write_reduce(&mut out, &index, &snap, plan)?;
+        } else {
+            out.extend_from_slice(map_head(&index, &snap, plan)?.as_bytes());
+            let rows = query::map_rows(&index, &snap, plan.view, &plan.query)?;
+            let _ = write_map_rows(&mut out, rows, &dbsnap, plan);
+            out.extend_from_slice(b"\r\n]}");
+        }
+    }
+    out.extend_from_slice(b"\r\n]}\n");
+    Ok(reply::json_bytes(200, out))
+}
+
+/// A query object's members as query-string parameters (URL parameters are defaults, but
+/// grouping and keys start afresh for each query).
+fn query_params(url: &Query, members: &serde_json::Map<String, Value>) -> Query {
+    let mut pairs: Vec<(String, String)> =
+        url.0.iter().filter(|(k, _)| !matches!(k.as_str(), "group" | "group_level" | "keys")).cloned().collect();
+    for (k, v) in members {
+        if k == "keys" {
+            continue;
+        }
+        let text = match v {
+            Value::String(s) if !matches!(k.as_str(), "key" | "startkey" | "start_key" | "endkey" | "end_key") => s.clone(),
+            other => other.to_string(),
+        };
+        pairs.push((k.clone(), text));
+    }
+    Query(pairs)
+}
+
+/// Where rows go: a streamed response or a buffer.
+trait Out {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone>;
+}
+
+impl Out for Sink {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.write(bytes)
+    }
+}
+
+impl Out for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+fn map_head(index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<String> {
+    let total = query::total_rows(snap, plan.view)?;
+    let offset = query::offset(index, snap, plan.view, &plan.query)?.min(total);
+    let mut head = format!("{{\"total_rows\":{total},\"offset\":{offset},");
+    if plan.update_seq {
+        head.push_str(&format!("\"update_seq\":\"{}\",", index.meta_of(snap)?.seq.encode()));
+    }
+    head.push_str("\"rows\":[\r\n");
+    Ok(head)
+}
+
+fn write_map_rows(out: &mut impl Out, rows: impl Iterator<Item = settee_views::Result<MapRow>>, db: &DbSnapshot, plan: &Plan) -> Result<(), Gone> {
+    let mut first = true;
+    for row in rows {
+        let row = match row {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "reading a view");
+                break;
+            }
+        };
+        let mut line = Vec::with_capacity(64 + row.key.len() + row.value.len());
+        if !first {
+            line.extend_from_slice(b",\r\n");
+        }
+        first = false;
+        line.extend_from_slice(b"{\"id\":");
+        settee_json::body::write_str(&mut line, &row.id);
+        line.extend_from_slice(b",\"key\":");
+        line.extend_from_slice(row.key.as_bytes());
+        line.extend_from_slice(b",\"value\":");
+        line.extend_from_slice(row.value.as_bytes());
+        if plan.include_docs {
+            line.extend_from_slice(b",\"doc\":");
+            line.extend_from_slice(&row_doc(db, &row, &plan.doc));
+        }
+        line.push(b'}');
+        out.put(&line)?;
+    }
+    Ok(())
+}
+
+/// The document a row includes: the one a `{"_id": …}` value links to (at `_rev` if given),
+/// else the emitting one; `null` when it is missing or deleted.
+fn row_doc(db: &DbSnapshot, row: &MapRow, opts: &DocOptions) -> Vec<u8> {
+    let linked = if row.value.starts_with('{') { serde_json::from_str::<Value>(&row.value).ok() } else { None };
+    let found = match linked.as_ref().and_then(|v| v.get("_id")) {
+        Some(Value::String(id)) => {
+            let rev = linked.as_ref().and_then(|v| v.get("_rev")).and_then(Value::as_str).map(Rev::parse);
+            match rev {
+                Some(Ok(rev)) => db.open_doc(id, Some(&rev), opts).ok().filter(|d| !is_deleted(d)),
+                Some(Err(_)) => None,
+                None => db.open_doc(id, None, opts).ok(),
+            }
+        }
+        Some(_) => None,
+        None => db.open_doc(&row.id, None, opts).ok(),
+    };
+    found.unwrap_or_else(|| b"null".to_vec())
+}
+
+fn is_deleted(doc: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(doc).ok().and_then(|d| d.get("_deleted").and_then(Value::as_bool)).unwrap_or(false)
+}
+
+fn write_reduce(out: &mut Vec<u8>, index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<()> {
+    let mut q = plan.query.clone();
+    if let Some(keys) = q.keys.as_mut() {
+        // A key asked twice is answered once.
+        let mut seen = HashSet::new();
+        keys.retain(|k| seen.insert(viewkey::encoded(k, index.ddoc().options.collation)));
+    }
+    let rows = query::reduce_rows(index, snap, plan.view, &q)?;
+    out.push(b'{');
+    if plan.update_seq {
+        out.extend_from_slice(format!("\"update_seq\":\"{}\",", index.meta_of(snap)?.seq.encode()).as_bytes());
+    }
+    out.extend_from_slice(b"\"rows\":[\r\n");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",\r\n");
+        }
+        out.extend_from_slice(b"{\"key\":");
+        out.extend_from_slice(row.key.as_bytes());
+        match &row.value {
+            Ok(v) => {
+                out.extend_from_slice(b",\"value\":");
+                out.extend_from_slice(v.as_bytes());
+            }
+            Err((error, reason)) => {
+                out.extend_from_slice(format!(",\"error\":{},\"reason\":{}", json!(error), json!(reason)).as_bytes());
+            }
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"\r\n]}");
+    Ok(())
+}
+
+/// `GET /{db}/_design/{ddoc}/_info`.
+pub fn info(state: &State, req: &Req, name: &str, ddoc_name: &str) -> HttpResult<Response> {
+    if req.method != Method::GET && req.method != Method::HEAD {
+        return Err(HttpError::method_not_allowed("GET"));
+    }
+    let db = open(state, name)?;
+    let (ddoc, index) = design(state, &db, ddoc_name)?;
+    let snap = index.snapshot();
+    let meta = index.meta_of(&snap)?;
+    let file = std::fs::metadata(index.path()).map_or(0, |m| m.len());
+    let (running, waiting, compacting) = index.state();
+    let body = json!({
+        "name": ddoc_name,
+        "view_index": {
+            "updates_pending": {"minimum": db.snapshot().pending(&meta.seq)?, "preferred": db.snapshot().pending(&meta.seq)?, "total": db.snapshot().pending(&meta.seq)?},
+            "waiting_commit": false,
+            "waiting_clients": waiting,
+            "updater_running": running,
+            "update_seq": meta.seq.total(),
+            "sizes": {"file": file, "external": file, "active": file},
+            "signature": index.signature(),
+            "purge_seq": meta.purge_seq,
+            "language": ddoc.language,
+            "compact_running": compacting,
+        }
+    });
+    Ok(reply::json(200, &body))
+}
+
+/// `POST /{db}/_compact/{ddoc}`.
+pub fn compact(state: &State, req: &Req, name: &str, ddoc: &str) -> HttpResult<Response> {
+    if req.method != Method::POST {
+        return Err(HttpError::method_not_allowed("POST"));
+    }
+    req.require_json()?;
+    let db = open(state, name)?;
+    let (_, index) = design(state, &db, ddoc)?;
+    state.views.compact(&db, &index);
+    Ok(reply::json(202, &json!({"ok": true})))
+}
+
+/// `POST /{db}/_view_cleanup`: removes index files no design document uses.
+pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
+    let snap = db.snapshot();
+    let opts = settee_db::AllDocsOptions {
+        start: Some("_design/".into()),
+        end: Some("_design0".into()),
+        inclusive_end: false,
+        ..Default::default()
+    };
+    let mut keep = HashSet::new();
+    for row in snap.all_docs(opts)? {
+        let row = row?;
+        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else { continue };
+        let Ok(doc) = serde_json::from_slice::<Value>(&body) else { continue };
+        if let Ok(d) = DesignDoc::parse(&row.id, &doc) {
+            keep.insert(d.signature());
+        }
+    }
+    Views::cleanup(db, &keep)?;
+    Ok(())
+}
