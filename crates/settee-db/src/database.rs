@@ -83,6 +83,12 @@ impl Database {
         &self.tasks
     }
 
+    /// The per-database state of type `T`, if a layer above has made it.
+    pub fn existing_extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let map = self.extensions.lock().expect("extensions lock");
+        map.get(&TypeId::of::<T>()).cloned().and_then(|v| v.downcast::<T>().ok())
+    }
+
     /// The per-database state of type `T` kept by a layer above, made by `make` on first use.
     pub fn extension<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Arc<T> {
         let mut map = self.extensions.lock().expect("extensions lock");

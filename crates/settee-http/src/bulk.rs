@@ -30,9 +30,17 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     let ids: Vec<String> = parsed.iter().map(|d| d.id.clone()).collect();
     let mode = if new_edits { EditMode::Interactive } else { EditMode::Replicated };
     let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
-    let results = db.update(parsed, mode, durability).await?;
-    let mut out = Vec::with_capacity(results.len());
-    for (id, result) in ids.into_iter().zip(results) {
+    let refused = crate::view::validate_design_docs(state, &parsed).await;
+    let accepted: Vec<NewDoc> = parsed.into_iter().zip(&refused).filter(|(_, r)| r.is_none()).map(|(d, _)| d).collect();
+    let mut results = db.update(accepted, mode, durability).await?.into_iter();
+    state.views.kick(&db);
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, refusal) in ids.into_iter().zip(refused) {
+        if let Some(h) = refusal {
+            out.push(json!({"id": id, "error": h.error, "reason": h.reason}));
+            continue;
+        }
+        let Some(result) = results.next() else { break };
         match result {
             Ok(rev) if new_edits => out.push(json!({"ok": true, "id": id, "rev": rev.to_string()})),
             Ok(_) => {}

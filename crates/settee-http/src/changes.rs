@@ -51,7 +51,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
         }
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     }
-    let params = params(req, &db, body_doc_ids, body_selector)?;
+    let params = params(state, req, &db, body_doc_ids, body_selector)?;
     let (content_type, feed) = match params.feed {
         Feed::EventSource => ("text/event-stream", params.feed),
         f => ("application/json", f),
@@ -63,7 +63,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     Ok(resp)
 }
 
-fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: Option<Value>) -> HttpResult<Params> {
+fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: Option<Value>) -> HttpResult<Params> {
     let q = &req.query;
     let feed = match q.get("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
@@ -113,7 +113,11 @@ fn params(req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: 
             let selector = settee_mango::Selector::parse(&selector).map_err(|e| HttpError::bad_request(format!("Invalid selector: {e}")))?;
             opts.doc_filter = Some(settee_db::DocFilter(Arc::new(move |doc| selector.matches(doc))));
         }
-        Some(f) => return Err(HttpError::bad_request(format!("filter `{f}` is not supported yet"))),
+        Some("_view") => {
+            let view = q.get("view").ok_or_else(|| HttpError::query_parse("`view` filter parameter is not provided."))?;
+            opts.doc_filter = Some(crate::view::view_filter(state, db, view)?);
+        }
+        Some(f) => opts.doc_filter = Some(crate::view::js_filter(state, db, f, req)?),
     }
     Ok(Params { feed, since, opts, heartbeat, timeout })
 }

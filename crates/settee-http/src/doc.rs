@@ -180,13 +180,17 @@ pub fn accepts_multipart(req: &Req) -> bool {
 
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
-async fn write_one(db: &Database, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
+async fn write_one(state: &Arc<State>, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
     }
+    if let Some(Some(e)) = crate::view::validate_design_docs(state, std::slice::from_ref(&doc)).await.pop() {
+        return Err(e);
+    }
     let result = db.update(vec![doc], mode, durability).await?.pop().expect("one answer");
     let rev = result?;
+    state.views.kick(db);
     if durability == Durability::Batch {
         return Ok(reply::json(202, &json!({"ok": true, "id": id})));
     }
@@ -201,7 +205,7 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRes
     let (mode, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, Some(id)).await?;
     let status = if doc.deleted { 200 } else { 201 };
-    write_one(&db, doc, mode, durability, status, name).await
+    write_one(state, &db, doc, mode, durability, status, name).await
 }
 
 /// `POST /{db}`: a new document with a generated id unless it names one.
@@ -210,7 +214,7 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let db = open(state, name)?;
     let (_, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, None).await?;
-    write_one(&db, doc, EditMode::Interactive, durability, 201, name).await
+    write_one(state, &db, doc, EditMode::Interactive, durability, 201, name).await
 }
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
@@ -224,7 +228,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
     let (_, durability) = write_options(req)?;
-    write_one(&db, doc, EditMode::Interactive, durability, 200, name).await
+    write_one(state, &db, doc, EditMode::Interactive, durability, 200, name).await
 }
 
 /// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.
@@ -247,5 +251,5 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
         }
     }
     let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
-    write_one(&db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
+    write_one(state, &db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
 }

@@ -467,3 +467,123 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
     Views::cleanup(db, &keep)?;
     Ok(())
 }
+
+/// Checks design documents before they are saved, as CouchDB does: malformed views are
+/// `invalid_design_doc`, JavaScript that does not compile is `compilation_error`. One answer
+/// per document, `None` for documents that may be saved.
+pub async fn validate_design_docs(state: &Arc<State>, docs: &[settee_db::NewDoc]) -> Vec<Option<HttpError>> {
+    let mut out = vec![None; docs.len()];
+    for (i, doc) in docs.iter().enumerate() {
+        if doc.deleted || !doc.id.starts_with(settee_db::DESIGN_PREFIX) {
+            continue;
+        }
+        let Ok(body) = serde_json::from_slice::<Value>(&doc.body) else { continue };
+        out[i] = match DesignDoc::parse(&doc.id, &body) {
+            Err(e) => Some(HttpError::from(e)),
+            Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => compile_check(state, ddoc).await.err(),
+            Ok(_) => None,
+        };
+    }
+    out
+}
+
+/// Compiles every map and JavaScript reduce function of `ddoc` on the engine pool.
+async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
+    let pending = state.views.pool().submit(move |engine| {
+        for v in &ddoc.views {
+            let key = format!("validate:{}", v.map);
+            if let Err(e) = engine.load_map(&key, &[v.map.as_str()], "null") {
+                return Ok(Err(("map", v.name.clone(), e)));
+            }
+            if let Some(settee_views::Reduce::Js(src)) = &v.reduce {
+                if let Err(e) = engine.load_reduce(src) {
+                    return Ok(Err(("reduce", v.name.clone(), e)));
+                }
+            }
+        }
+        Ok(Ok(()))
+    });
+    let result = tokio::task::spawn_blocking(move || settee_js::wait(pending)).await.map_err(crate::db::join_error)?;
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err((kind, view, e))) => {
+            let msg = match e {
+                settee_js::Error::Compile(m) => m,
+                other => other.to_string(),
+            };
+            Err(HttpError::new(400, "compilation_error", format!("Compilation of the {kind} function in the '{view}' view failed: {msg}")))
+        }
+        Err(e) => Err(HttpError::from(settee_views::Error::from(e))),
+    }
+}
+
+/// Reads `_design/{name}` as JSON, with CouchDB's `not_found` errors.
+fn design_json(db: &Database, name: &str) -> HttpResult<Value> {
+    let body = db.snapshot().open_doc(&format!("_design/{name}"), None, &DocOptions::default())?;
+    serde_json::from_slice(&body).map_err(|_| HttpError::new(500, "unknown_error", "stored design document is not JSON"))
+}
+
+/// `_changes?filter=_view&view=ddoc/view`: documents for which the view's map function
+/// emits at least one row.
+pub fn view_filter(state: &State, db: &Database, view: &str) -> HttpResult<settee_db::DocFilter> {
+    let (ddoc_name, view_name) = view.split_once('/').ok_or_else(|| HttpError::bad_request("`view` must be of the form `designname/viewname`"))?;
+    let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &design_json(db, ddoc_name)?)?;
+    let (_, def) = ddoc.view(view_name).ok_or_else(|| HttpError::not_found("missing_named_view"))?;
+    let key = format!("viewfilter:{}:{}", ddoc.signature(), def.name);
+    let (map, lib, limits) = (def.map.clone(), ddoc.lib.to_string(), state.views.pool().limits());
+    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
+        let out = settee_js::with_local_engine(limits, |e| {
+            e.load_map(&key, &[map.as_str()], &lib)?;
+            e.map_docs(&key, format!("[{doc}]"))
+        });
+        // One document, one function: `[[[...rows...]]]`; any row means it passes.
+        out.is_ok_and(|text| !text.starts_with("[[[]"))
+    })))
+}
+
+/// `_changes?filter=ddoc/name`: the design document's `filters.name` JavaScript function,
+/// called with each document and the request.
+pub fn js_filter(state: &State, db: &Database, filter: &str, req: &Req) -> HttpResult<settee_db::DocFilter> {
+    let (ddoc_name, name) = filter.split_once('/').ok_or_else(|| HttpError::bad_request("`filter` parameter is not a valid design document filter"))?;
+    let ddoc = design_json(db, ddoc_name)?;
+    let source = ddoc.get("filters").and_then(|f| f.get(name)).and_then(Value::as_str).ok_or_else(|| HttpError::not_found(format!("missing json key: {name}")))?;
+    let key = format!("filter:{ddoc_name}:{name}:{:x}", md5_of(source));
+    let (source, ddoc_text, limits) = (source.to_string(), ddoc.to_string(), state.views.pool().limits());
+    let request = filter_request(db, req).to_string();
+    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
+        let out = settee_js::with_local_engine(limits, |e| {
+            e.load_filter(&key, &source, &ddoc_text)?;
+            e.filter_docs(&key, format!("[{doc}]"), request.clone())
+        });
+        out.is_ok_and(|answers| answers.first() == Some(&true))
+    })))
+}
+
+fn md5_of(text: &str) -> u128 {
+    use md5::{Digest, Md5};
+    u128::from_be_bytes(Md5::digest(text.as_bytes()).into())
+}
+
+/// The request object filter functions receive, as CouchDB builds it.
+fn filter_request(db: &Database, req: &Req) -> Value {
+    let query: serde_json::Map<String, Value> = req.query.0.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    let headers: serde_json::Map<String, Value> =
+        req.headers.iter().filter_map(|(k, v)| Some((k.as_str().to_string(), Value::String(v.to_str().ok()?.to_string())))).collect();
+    let name = req.user.as_ref().map(|u| u.name.clone());
+    let roles = req.user.as_ref().map_or_else(Vec::new, |u| u.roles.clone());
+    json!({
+        "info": {"db_name": db.name()},
+        "id": null,
+        "method": req.method.as_str(),
+        "path": req.segments,
+        "requested_path": req.segments,
+        "query": query,
+        "headers": headers,
+        "body": "undefined",
+        "peer": "127.0.0.1",
+        "form": {},
+        "cookie": {},
+        "userCtx": {"db": db.name(), "name": name, "roles": roles},
+        "secObj": {},
+    })
+}

@@ -82,6 +82,28 @@ impl Engine {
         })
     }
 
+    /// Compiles a `filters` function under `key`, with `require` over the design document
+    /// `ddoc_json`, unless a program with that key exists.
+    pub fn load_filter(&mut self, key: &str, source: &str, ddoc_json: &str) -> Result<()> {
+        if self.programs.contains_key(key) {
+            return Ok(());
+        }
+        let (source, ddoc) = (source.to_string(), ddoc_json.to_string());
+        self.compile(key, move |ctx| {
+            let make: Function = ctx.globals().get("__filter")?;
+            let ddoc: Value = ctx.json_parse(ddoc)?;
+            make.call((source, ddoc))
+        })
+    }
+
+    /// Runs a loaded filter over a JSON array of documents with the request object
+    /// `req_json`; one answer per document.
+    pub fn filter_docs(&mut self, key: &str, docs_json: String, req_json: String) -> Result<Vec<bool>> {
+        let out = self.call(key, move |ctx, f| f.call::<_, String>((docs_json, req_json)).map_err(|e| caught(ctx, e)))?;
+        let bools: Vec<bool> = out.trim_matches(|c| c == '[' || c == ']').split(',').filter(|s| !s.is_empty()).map(|s| s == "true").collect();
+        Ok(bools)
+    }
+
     /// Compiles a reduce function under its own source text as key.
     pub fn load_reduce(&mut self, source: &str) -> Result<()> {
         if self.programs.contains_key(source) {
@@ -226,6 +248,15 @@ mod tests {
         assert_eq!(out, serde_json::json!([[[[8, null]]]]));
         let out = rows(&mut e, &["function(doc) { require('views/lib/nothing'); emit(1, 1); }"], lib, r#"[{"n":4}]"#);
         assert_eq!(out, serde_json::json!([[[]]]), "a missing module fails that document only");
+    }
+
+    #[test]
+    fn filters_see_documents_and_the_request() {
+        let mut e = engine();
+        let ddoc = r#"{"lib": {"odd": "exports.odd = function (n) { return n % 2 == 1; };"}}"#;
+        e.load_filter("f", "function(doc, req) { return require('lib/odd').odd(doc.n) && doc.kind == req.query.kind; }", ddoc).unwrap();
+        let out = e.filter_docs("f", r#"[{"n":1,"kind":"a"},{"n":2,"kind":"a"},{"n":3,"kind":"b"},{}]"#.into(), r#"{"query":{"kind":"a"}}"#.into());
+        assert_eq!(out.unwrap(), [true, false, false, false]);
     }
 
     #[test]

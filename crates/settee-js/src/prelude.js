@@ -150,3 +150,24 @@ function __reducer(source) {
     return text === undefined ? "null" : text;
   };
 }
+
+// A batch filter for a `filters` function (`require` over the whole design document):
+// given a JSON array of documents and the request object, returns a JSON array of booleans.
+// A filter that throws for a document lets it through as false, and is logged.
+function __filter(source, ddoc) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (docsText, reqText) {
+    var docs = JSON.parse(docsText);
+    var req = JSON.parse(reqText);
+    var out = new Array(docs.length);
+    for (var i = 0; i < docs.length; i++) {
+      try {
+        out[i] = !!fn(docs[i], req);
+      } catch (e) {
+        __log("filter raised exception " + __describe(e) + " with doc._id " + (docs[i] && docs[i]._id));
+        out[i] = false;
+      }
+    }
+    return JSON.stringify(out);
+  };
+}

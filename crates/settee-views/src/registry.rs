@@ -137,6 +137,16 @@ impl Views {
         run
     }
 
+    /// After writes to `db`: starts an update of each of its open indexes that is not
+    /// already updating, so indexes keep up in the background (CouchDB's `ken`).
+    pub fn kick(&self, db: &Arc<Database>) {
+        let Some(indexes) = db.existing_extension::<DbIndexes>() else { return };
+        let open: Vec<Arc<Index>> = indexes.open.lock().expect("indexes lock").values().cloned().collect();
+        for index in open {
+            self.refresh_in_background(db, &index);
+        }
+    }
+
     /// Waits until `index` holds every change `db` had when this was called, sharing the
     /// update with every other client waiting for the same index.
     pub async fn refresh(&self, db: &Arc<Database>, index: &Arc<Index>) -> Result<()> {
