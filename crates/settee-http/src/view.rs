@@ -372,13 +372,7 @@ fn is_deleted(doc: &[u8]) -> bool {
 }
 
 fn write_reduce(out: &mut Vec<u8>, index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<()> {
-    let mut q = plan.query.clone();
-    if let Some(keys) = q.keys.as_mut() {
-        // A key asked twice is answered once.
-        let mut seen = HashSet::new();
-        keys.retain(|k| seen.insert(viewkey::encoded(k, index.ddoc().options.collation)));
-    }
-    let rows = query::reduce_rows(index, snap, plan.view, &q)?;
+    let rows = query::reduce_rows(index, snap, plan.view, &plan.query)?;
     out.push(b'{');
     if plan.update_seq {
         out.extend_from_slice(format!("\"update_seq\":\"{}\",", index.meta_of(snap)?.seq.encode()).as_bytes());

@@ -184,6 +184,13 @@ pub fn reduce_rows(index: &Index, snap: &Snapshot, view: usize, q: &ViewQuery) -
     let limit = q.limit.unwrap_or(u64::MAX);
     let mut skip = q.skip;
     let mut rows = Vec::new();
+    let mut q = q.clone();
+    if let Some(keys) = q.keys.as_mut() {
+        // A key asked twice is answered once.
+        let mut seen = std::collections::HashSet::new();
+        keys.retain(|k| seen.insert(viewkey::encoded(k, c)));
+    }
+    let q = &q;
     for r in ranges(q, c) {
         if rows.len() as u64 >= limit {
             break;
