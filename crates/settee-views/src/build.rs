@@ -3,6 +3,7 @@
 //! batch's rows while the next batch is being mapped. One update runs per index at a time;
 //! every client waiting for the index waits on that one run.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -48,6 +49,8 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Res
     task.update(0, total);
     let doc = DocOptions { conflicts: true, local_seq: ddoc.options.local_seq, ..DocOptions::default() };
     let mut changes = snap.changes(&start.seq, ChangesOptions { include_docs: true, doc, ..ChangesOptions::default() })?;
+    let sources: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
+    let fields = Arc::new(crate::projection::fields_read(&sources));
     let mut writing: Option<settee_store::Pending<(), Error>> = None;
     let mut done = 0u64;
     loop {
@@ -57,7 +60,7 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Res
         }
         let position = changes.position().clone();
         let n = batch.len() as u64;
-        let mapped = map_batch(pool, &ddoc, index.signature(), batch)?;
+        let mapped = map_batch(pool, &ddoc, index.signature(), &fields, batch)?;
         if let Some(w) = writing.take() {
             w.wait()?;
             index.changed.send_modify(|v| *v += 1);
@@ -108,14 +111,14 @@ fn next_batch(changes: &mut settee_db::Changes, ddoc: &DesignDoc) -> Result<Vec<
 }
 
 /// Maps a batch on the pool, split evenly over its engines.
-fn map_batch(pool: &Arc<Pool>, ddoc: &DesignDoc, signature: &str, batch: Vec<Change>) -> Result<Vec<Mapped>> {
+fn map_batch(pool: &Arc<Pool>, ddoc: &DesignDoc, signature: &str, fields: &Arc<Option<HashSet<String>>>, batch: Vec<Change>) -> Result<Vec<Mapped>> {
     let per_worker = batch.len().div_ceil(pool.workers()).max(1);
     let mut pending = Vec::new();
     let mut batch = batch.into_iter().peekable();
     while batch.peek().is_some() {
         let part: Vec<Change> = batch.by_ref().take(per_worker).collect();
-        let (ddoc, key) = (ddoc.clone(), signature.to_string());
-        pending.push(pool.submit(move |engine| map_part(engine, &ddoc, &key, part)));
+        let (ddoc, key, fields) = (ddoc.clone(), signature.to_string(), fields.clone());
+        pending.push(pool.submit(move |engine| map_part(engine, &ddoc, &key, fields.as_ref().as_ref(), part)));
     }
     let mut out = Vec::new();
     for p in pending {
@@ -127,17 +130,23 @@ fn map_batch(pool: &Arc<Pool>, ddoc: &DesignDoc, signature: &str, batch: Vec<Cha
 type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;
 
 /// Runs on a pool thread: maps the documents of `part` and encodes the emitted keys.
-fn map_part(engine: &mut settee_js::Engine, ddoc: &DesignDoc, key: &str, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
+/// Only the members in `fields` (when known) are given to the engine.
+fn map_part(engine: &mut settee_js::Engine, ddoc: &DesignDoc, key: &str, fields: Option<&HashSet<String>>, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
     let sources: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
     engine.load_map(key, &sources, &ddoc.lib.to_string())?;
-    let mut docs = String::from("[");
+    let mut docs = Vec::with_capacity(64 * part.len());
+    docs.push(b'[');
     for doc in part.iter().filter_map(|c| c.doc.as_ref()) {
         if docs.len() > 1 {
-            docs.push(',');
+            docs.push(b',');
         }
-        docs.push_str(std::str::from_utf8(doc).unwrap_or("null"));
+        match fields.and_then(|f| crate::projection::project(doc, f)) {
+            Some(projected) => docs.extend_from_slice(&projected),
+            None => docs.extend_from_slice(doc),
+        }
     }
-    docs.push(']');
+    docs.push(b']');
+    let docs = String::from_utf8(docs).map_err(|_| settee_js::Error::Engine("a stored document is not UTF-8".into()))?;
     let out = engine.map_docs(key, docs)?;
     Ok(decode_rows(&out, part, ddoc))
 }

@@ -16,6 +16,7 @@ mod ddoc;
 mod error;
 mod hll;
 mod index;
+mod projection;
 pub mod query;
 mod reduce;
 mod registry;
