@@ -883,3 +883,64 @@ fn enc(s: &str) -> String {
 fn j(v: &Value) -> String {
     enc(&v.to_string())
 }
+
+#[test]
+fn indexing_shows_in_active_tasks_survives_restarts_and_compacts_while_queried() {
+    let mut s = TestServer::start();
+    let c = s.admin();
+    assert_eq!(c.put("/big", "").status, 201);
+    let n = 40_000i64;
+    for start in (0..n).step_by(4000) {
+        let docs: Vec<Value> = (start..start + 4000).map(|i| json!({"_id": format!("d{i:06}"), "n": i, "g": i % 10})).collect();
+        bulk(&c, "big", json!(docs));
+    }
+    put_ddoc(&c, "big", "v", json!({"views": {"by_g": {"map": "function(doc) { emit(doc.g, doc.n); }", "reduce": "_sum"}}}));
+    let expected = json!({"rows": (0..10).map(|g| json!({"key": g, "value": (0..n).filter(|i| i % 10 == g).sum::<i64>()})).collect::<Vec<_>>()});
+    let url = s.url.clone();
+    let watcher = std::thread::spawn(move || {
+        let c = Client::new(&url, Some(common::ADMIN));
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            let tasks = c.get("/_active_tasks").json();
+            if let Some(t) = tasks.as_array().and_then(|ts| ts.iter().find(|t| t["type"] == "indexer")) {
+                return Some(t.clone());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    });
+    assert_eq!(ok(&c, "/big/_design/v/_view/by_g?group=true"), expected);
+    let task = watcher.join().unwrap().expect("the index build is listed in _active_tasks");
+    assert_eq!((task["database"].as_str(), task["design_document"].as_str()), (Some("big"), Some("_design/v")));
+    for field in ["changes_done", "total_changes", "progress", "started_on", "updated_on"] {
+        assert!(task[field].is_u64(), "{field} in {task}");
+    }
+    assert!(task["total_changes"].as_u64() >= Some(n as u64), "{task}");
+    assert!(task["pid"].is_string() && task["node"].is_string());
+
+    // The index is on disk: after a restart it answers without rebuilding.
+    let seq = ok(&c, "/big/_design/v/_info")["view_index"]["update_seq"].clone();
+    s.restart();
+    let c = s.admin();
+    assert_eq!(ok(&c, "/big/_design/v/_view/by_g?group=true&update=false"), expected);
+    assert_eq!(ok(&c, "/big/_design/v/_info")["view_index"]["update_seq"], seq);
+
+    // Rewrite a tenth of the documents (same values) so compaction has garbage to drop, and
+    // query while it runs: every answer is complete and right.
+    let rows = ok(&c, "/big/_all_docs?startkey=%22d%22&limit=4000")["rows"].clone();
+    let docs: Vec<Value> = rows.as_array().unwrap().iter().map(|r| {
+        let i: i64 = r["id"].as_str().unwrap()[1..].parse().unwrap();
+        json!({"_id": r["id"], "_rev": r["value"]["rev"], "n": i, "g": i % 10})
+    }).collect();
+    bulk(&c, "big", json!(docs));
+    assert_eq!(ok(&c, "/big/_design/v/_view/by_g?group=true"), expected);
+    assert_eq!(c.post("/big/_compact/v", "{}").status, 202);
+    loop {
+        assert_eq!(ok(&c, "/big/_design/v/_view/by_g?group=true"), expected);
+        assert_eq!(ok(&c, "/big/_design/v/_view/by_g?reduce=false&limit=1&skip=39999")["rows"][0]["value"], json!(39999));
+        if ok(&c, "/big/_design/v/_info")["view_index"]["compact_running"] == false {
+            break;
+        }
+    }
+    assert_eq!(ok(&c, "/big/_design/v/_view/by_g?group=true"), expected);
+}
