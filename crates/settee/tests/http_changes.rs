@@ -54,7 +54,26 @@ fn normal_feed_resumes_and_filters() {
     c.get("/db/_changes?since=garbage").error(400, "bad_request");
     c.get("/db/_changes?feed=sideways").error(400, "bad_request");
     c.get("/db/_changes?heartbeat=-5").error(400, "bad_request");
-    c.get("/db/_changes?filter=nope/nope").error(400, "bad_request");
+    c.get("/db/_changes?filter=nope/nope").error(404, "not_found");
+    c.get("/db/_changes?filter=x/nope").error(404, "not_found");
+    c.get("/db/_changes?filter=_view").error(400, "query_parse_error");
+    // JavaScript filters get each document and the request; `_view` passes documents the
+    // view's map function emits rows for.
+    let rev = c.get("/db/_design/x").json()["_rev"].as_str().unwrap().to_string();
+    let ddoc = json!({
+        "_rev": rev,
+        "filters": {"mod": "function(doc, req) { return doc.i % Number(req.query.m) == 0 && req.method == 'GET'; }"},
+        "views": {"big": {"map": "function(doc) { if (doc.i >= 27) emit(doc.i, null); }"}}
+    });
+    assert_eq!(c.put("/db/_design/x", &ddoc.to_string()).status, 201);
+    let ids = |v: Value| -> Vec<String> { v["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect() };
+    let mut by_ten = ids(c.get("/db/_changes?filter=x/mod&m=10").json());
+    by_ten.sort();
+    assert_eq!(by_ten, ["d0", "d10", "d20"]);
+    let mut big = ids(c.get("/db/_changes?filter=_view&view=x/big").json());
+    big.sort();
+    assert_eq!(big, ["d27", "d28", "d29"]);
+    c.get("/db/_changes?filter=_view&view=x/none").error(404, "not_found");
     // Mango selectors, evaluated against each document's winning revision.
     let picked = c.post("/db/_changes?filter=_selector&include_docs=true", r#"{"selector":{"i":{"$gte":10,"$lt":13}}}"#).json();
     let ids: Vec<&str> = picked["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
