@@ -11,28 +11,12 @@ and _changes rows/s, durable single-document PUTs (1 and 64 writers), and the re
 """
 import argparse
 import base64
-import http.client
 import json
 import subprocess
 import threading
 import time
-import urllib.parse
 
-
-class Client:
-    def __init__(self, url, auth):
-        u = urllib.parse.urlparse(url)
-        self.host, self.port = u.hostname, u.port
-        self.headers = {"Content-Type": "application/json"}
-        if auth:
-            self.headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
-        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
-
-    def request(self, method, path, body=None):
-        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        self.conn.request(method, path, body=data, headers=self.headers)
-        resp = self.conn.getresponse()
-        return resp.status, resp.read()
+from benchclient import Client
 
 
 def wrk_get(url, path, auth, seconds):

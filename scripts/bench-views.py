@@ -13,38 +13,15 @@ same with large documents (up to 100 extra ~800-byte fields); and the time of a
 against sums computed here.
 """
 import argparse
-import base64
-import http.client
 import json
 import random
 import string
 import time
-import urllib.parse
+
+from benchclient import Client
 
 MAP = ("function(doc){ if (doc.metadata && doc.metadata.createdAt) { var p = doc.metadata.createdAt.split(\"-\");"
        " emit([p[0], p[1]], doc.score); } }")
-
-
-class Client:
-    def __init__(self, url, auth):
-        u = urllib.parse.urlparse(url)
-        self.host, self.port = u.hostname, u.port
-        self.headers = {"Content-Type": "application/json"}
-        if auth:
-            self.headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
-        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=3600)
-
-    def request(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        self.conn.request(method, path, body=data, headers=self.headers)
-        resp = self.conn.getresponse()
-        return resp.status, resp.read()
-
-    def ok(self, method, path, body=None):
-        status, data = self.request(method, path, body)
-        if status >= 300:
-            raise SystemExit(f"{method} {path}: {status} {data[:300]!r}")
-        return json.loads(data)
 
 
 def score_docs(n, rng, extra_fields=0):
@@ -124,7 +101,7 @@ def main():
     ap.add_argument("--words", type=int, default=200000)
     args = ap.parse_args()
     auth = f"{args.user}:{args.password}" if args.user else None
-    c = Client(args.url, auth)
+    c = Client(args.url, auth, timeout=3600)
     rng = random.Random(7)
     expected = load(c, "bench_scores", score_docs(args.docs, rng))
     print(json.dumps({"workload": "index_js_reduce", **time_group_query(c, "bench_scores", "js", "function(keys, values, rereduce) { return sum(values); }", expected, args.docs)}), flush=True)

@@ -143,18 +143,13 @@ fn update_mode(q: &Query) -> HttpResult<Update> {
 fn check_range(q: &ViewQuery, ddoc: &DesignDoc) -> HttpResult<()> {
     let (Some(s), Some(e)) = (&q.start_key, &q.end_key) else { return Ok(()) };
     let c = ddoc.options.collation;
-    let bound = |k: &Value, id: &Option<String>| {
-        let mut b = viewkey::encoded(k, c);
-        if let Some(id) = id {
-            viewkey::push_doc_id(&mut b, id, 0);
-        }
-        b
-    };
-    let (start, end) = (bound(s, &q.start_docid), bound(e, &q.end_docid));
-    if viewkey::encoded(s, c) == viewkey::encoded(e, c) {
+    // Different keys decide the order by themselves (encodings are prefix-free); equal keys
+    // never make an empty range here.
+    let (start_key, end_key) = (viewkey::encoded(s, c), viewkey::encoded(e, c));
+    if start_key == end_key {
         return Ok(());
     }
-    match (q.descending, start.cmp(&end)) {
+    match (q.descending, start_key.cmp(&end_key)) {
         (false, std::cmp::Ordering::Greater) => {
             Err(qpe("No rows can match your key range, reverse your start_key and end_key or set descending=true"))
         }
@@ -410,10 +405,11 @@ pub fn info(state: &State, req: &Req, name: &str, ddoc_name: &str) -> HttpResult
     let meta = index.meta_of(&snap)?;
     let file = std::fs::metadata(index.path()).map_or(0, |m| m.len());
     let (running, waiting, compacting) = index.state();
+    let pending = db.snapshot().pending(&meta.seq)?;
     let body = json!({
         "name": ddoc_name,
         "view_index": {
-            "updates_pending": {"minimum": db.snapshot().pending(&meta.seq)?, "preferred": db.snapshot().pending(&meta.seq)?, "total": db.snapshot().pending(&meta.seq)?},
+            "updates_pending": {"minimum": pending, "preferred": pending, "total": pending},
             "waiting_commit": false,
             "waiting_clients": waiting,
             "updater_running": running,

@@ -14,7 +14,6 @@
 //! The encoding is one-way for strings (a sort key does not give the text back): view rows
 //! keep the key's JSON text beside it for output.
 
-use std::cmp::Ordering;
 use std::sync::LazyLock;
 
 use icu_collator::options::CollatorOptions;
@@ -196,11 +195,6 @@ pub fn group_prefix(key: &[u8], level: usize, c: Collation) -> Option<&[u8]> {
         at += value_len(&key[at..], c)?;
     }
     Some(&key[..at])
-}
-
-/// Compares two encoded keys (plain byte order, named for readers of view code).
-pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
-    a.cmp(b)
 }
 
 /// Appends a document id to an encoded key so that rows order by key, then id, then `dup`

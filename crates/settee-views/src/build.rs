@@ -49,8 +49,7 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Res
     task.update(0, total);
     let doc = DocOptions { conflicts: true, local_seq: ddoc.options.local_seq, ..DocOptions::default() };
     let mut changes = snap.changes(&start.seq, ChangesOptions { include_docs: true, doc, ..ChangesOptions::default() })?;
-    let sources: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
-    let fields = Arc::new(crate::projection::fields_read(&sources));
+    let program = Arc::new(MapProgram::of(&ddoc, index.signature()));
     let mut writing: Option<settee_store::Pending<(), Error>> = None;
     let mut done = 0u64;
     loop {
@@ -60,7 +59,7 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Res
         }
         let position = changes.position().clone();
         let n = batch.len() as u64;
-        let mapped = map_batch(pool, &ddoc, index.signature(), &fields, batch)?;
+        let mapped = map_batch(pool, &program, batch)?;
         if let Some(w) = writing.take() {
             w.wait()?;
             index.changed.send_modify(|v| *v += 1);
@@ -110,15 +109,35 @@ fn next_batch(changes: &mut settee_db::Changes, ddoc: &DesignDoc) -> Result<Vec<
     Ok(batch)
 }
 
+/// What every engine needs to map documents for one index, made once per update.
+struct MapProgram {
+    /// The engine's cache key for the compiled functions (the index signature).
+    key: String,
+    sources: Vec<String>,
+    /// `views.lib` as JSON text.
+    lib: String,
+    /// The only document members the functions read, when that is known.
+    fields: Option<HashSet<String>>,
+    collation: viewkey::Collation,
+}
+
+impl MapProgram {
+    fn of(ddoc: &DesignDoc, signature: &str) -> MapProgram {
+        let sources: Vec<String> = ddoc.views.iter().map(|v| v.map.clone()).collect();
+        let fields = crate::projection::fields_read(&sources.iter().map(String::as_str).collect::<Vec<_>>());
+        MapProgram { key: signature.to_string(), sources, lib: ddoc.lib.to_string(), fields, collation: ddoc.options.collation }
+    }
+}
+
 /// Maps a batch on the pool, split evenly over its engines.
-fn map_batch(pool: &Arc<Pool>, ddoc: &DesignDoc, signature: &str, fields: &Arc<Option<HashSet<String>>>, batch: Vec<Change>) -> Result<Vec<Mapped>> {
+fn map_batch(pool: &Arc<Pool>, program: &Arc<MapProgram>, batch: Vec<Change>) -> Result<Vec<Mapped>> {
     let per_worker = batch.len().div_ceil(pool.workers()).max(1);
     let mut pending = Vec::new();
     let mut batch = batch.into_iter().peekable();
     while batch.peek().is_some() {
         let part: Vec<Change> = batch.by_ref().take(per_worker).collect();
-        let (ddoc, key, fields) = (ddoc.clone(), signature.to_string(), fields.clone());
-        pending.push(pool.submit(move |engine| map_part(engine, &ddoc, &key, fields.as_ref().as_ref(), part)));
+        let program = program.clone();
+        pending.push(pool.submit(move |engine| map_part(engine, &program, part)));
     }
     let mut out = Vec::new();
     for p in pending {
@@ -130,31 +149,30 @@ fn map_batch(pool: &Arc<Pool>, ddoc: &DesignDoc, signature: &str, fields: &Arc<O
 type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;
 
 /// Runs on a pool thread: maps the documents of `part` and encodes the emitted keys.
-/// Only the members in `fields` (when known) are given to the engine.
-fn map_part(engine: &mut settee_js::Engine, ddoc: &DesignDoc, key: &str, fields: Option<&HashSet<String>>, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
-    let sources: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
-    engine.load_map(key, &sources, &ddoc.lib.to_string())?;
+/// Only the members the functions read (when known) are given to the engine.
+fn map_part(engine: &mut settee_js::Engine, program: &MapProgram, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
+    let sources: Vec<&str> = program.sources.iter().map(String::as_str).collect();
+    engine.load_map(&program.key, &sources, &program.lib)?;
     let mut docs = Vec::with_capacity(64 * part.len());
     docs.push(b'[');
     for doc in part.iter().filter_map(|c| c.doc.as_ref()) {
         if docs.len() > 1 {
             docs.push(b',');
         }
-        match fields.and_then(|f| crate::projection::project(doc, f)) {
+        match program.fields.as_ref().and_then(|f| crate::projection::project(doc, f)) {
             Some(projected) => docs.extend_from_slice(&projected),
             None => docs.extend_from_slice(doc),
         }
     }
     docs.push(b']');
     let docs = String::from_utf8(docs).map_err(|_| settee_js::Error::Engine("a stored document is not UTF-8".into()))?;
-    let out = engine.map_docs(key, docs)?;
-    Ok(decode_rows(&out, part, ddoc))
+    let out = engine.map_docs(&program.key, docs)?;
+    Ok(decode_rows(&out, part, program.collation))
 }
 
-fn decode_rows(out: &str, part: Vec<Change>, ddoc: &DesignDoc) -> Result<Vec<Mapped>> {
+fn decode_rows(out: &str, part: Vec<Change>, collation: viewkey::Collation) -> Result<Vec<Mapped>> {
     let per_doc: Vec<EmittedJson> = serde_json::from_str(out).map_err(|_| Error::Corrupted("map output"))?;
     let mut per_doc = per_doc.into_iter();
-    let collation = ddoc.options.collation;
     part.into_iter()
         .map(|c| {
             if c.doc.is_none() {

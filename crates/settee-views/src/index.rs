@@ -87,7 +87,6 @@ impl IndexMeta {
 pub(crate) struct BuildState {
     pub running: bool,
     pub started: u64,
-    pub finished: u64,
     pub last_error: Option<(u64, Arc<Error>)>,
     /// Clients waiting for the running update.
     pub waiting: u64,
@@ -219,12 +218,11 @@ fn row_actions(id: &str, mut emitted: Vec<Emitted>) -> Vec<(Vec<u8>, Vec<u8>)> {
     emitted.sort_by(|a, b| a.key.cmp(&b.key));
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(emitted.len());
     let mut dup = 0u32;
-    let mut prev: Option<Vec<u8>> = None;
-    for e in emitted {
-        dup = if prev.as_ref() == Some(&e.key) { dup + 1 } else { 0 };
-        let mut key = e.key.clone();
+    for (i, e) in emitted.iter().enumerate() {
+        dup = if i > 0 && emitted[i - 1].key == e.key { dup + 1 } else { 0 };
+        let mut key = Vec::with_capacity(e.key.len() + id.len() + 2);
+        key.extend_from_slice(&e.key);
         viewkey::push_doc_id(&mut key, id, dup);
-        prev = Some(e.key);
         out.push((key, row::encode_value(&e.key_json, &e.value_json)));
     }
     out

@@ -258,10 +258,6 @@ fn is_sum_failure(v: &Value) -> bool {
 
 const SUM_ERROR: &str = "The _sum function requires that map values be numbers, arrays of numbers, or objects. Objects cannot be mixed with other data structures. Objects can be arbitrarily nested, provided that the values for all fields are themselves numbers, arrays of numbers, or objects.";
 
-fn sum_error(culprit: &Value) -> Value {
-    culprit.clone()
-}
-
 /// A number kept exact while it is an integer, as Erlang's arithmetic does.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Num {
@@ -325,7 +321,7 @@ fn sum2(acc: Value, v: Value) -> Result<Value, Value> {
         (Value::Number(a), Value::Array(b)) => sum_arrays(vec![Value::Number(a)], b),
         (Value::Object(a), Value::Object(b)) => sum_objects(a, b),
         (Value::Number(a), Value::Object(b)) if Num::of(&a) == Num::Int(0) => sum_objects(Map::new(), b),
-        (_, v) => Err(sum_error(&v)),
+        (_, v) => Err(v),
     }
 }
 
@@ -337,9 +333,9 @@ fn sum_arrays(a: Vec<Value>, b: Vec<Value>) -> Result<Value, Value> {
         out.push(match (a.next(), b.next()) {
             (Some(Value::Number(x)), Some(Value::Number(y))) => Num::of(&x).add(Num::of(&y)).json(),
             (Some(x @ Value::Number(_)), None) | (None, Some(x @ Value::Number(_))) => x,
-            (Some(x), _) if !x.is_number() => return Err(sum_error(&x)),
-            (_, Some(y)) => return Err(sum_error(&y)),
-            (_, None) => return Err(sum_error(&Value::Null)),
+            (Some(x), _) if !x.is_number() => return Err(x),
+            (_, Some(y)) => return Err(y),
+            (_, None) => return Err(Value::Null),
         });
     }
     Ok(Value::Array(out))
@@ -352,7 +348,7 @@ fn sum_objects(mut a: Map<String, Value>, b: Map<String, Value>) -> Result<Value
             None => match v {
                 Value::Number(_) | Value::Object(_) => v,
                 Value::Array(items) if items.iter().all(Value::is_number) => Value::Array(items),
-                other => return Err(sum_error(&other)),
+                other => return Err(other),
             },
         };
         a.insert(k, merged);

@@ -126,7 +126,6 @@ impl Views {
                 }
                 let mut st = index.build.lock().expect("build lock");
                 st.running = false;
-                st.finished = run;
                 if let Err(e) = result {
                     st.last_error = Some((run, Arc::new(e)));
                 }
