@@ -4,13 +4,15 @@
 A stopgap until `settee bench` exists. Usage:
 
     scripts/bench-views.py URL [--user U --password P] [--docs 100000] [--large-docs 20000]
-                               [--words 200000]
+                               [--words 200000] [--python LANGUAGE]
 
 Reports JSON lines: docs indexed per second for the first `?group=true` query of the
 published "scoresByMonth" view, with a JavaScript `sum(values)` reduce and with `_sum`; the
 same with large documents (up to 100 extra ~800-byte fields); and the time of a
 `group=true` `_count` query over a built view of `--words` rows. Every answer is checked
-against sums computed here.
+against sums computed here. With `--python LANGUAGE`, the same view written in Python is
+also indexed, in a design document of that language (the server must have a query server,
+such as couchpy, configured for it).
 """
 import argparse
 import json
@@ -22,6 +24,12 @@ from benchclient import Client
 
 MAP = ("function(doc){ if (doc.metadata && doc.metadata.createdAt) { var p = doc.metadata.createdAt.split(\"-\");"
        " emit([p[0], p[1]], doc.score); } }")
+
+PYTHON_MAP = """def fun(doc):
+    m = doc.get('metadata')
+    if m and m.get('createdAt'):
+        p = m['createdAt'].split('-')
+        yield [p[0], p[1]], doc['score']"""
 
 
 def score_docs(n, rng, extra_fields=0):
@@ -54,8 +62,11 @@ def load(c, db, docs):
     return expected
 
 
-def time_group_query(c, db, ddoc, reduce, expected, n):
-    c.ok("PUT", f"/{db}/_design/{ddoc}", {"views": {"scoresByMonth": {"map": MAP, "reduce": reduce}}})
+def time_group_query(c, db, ddoc, reduce, expected, n, language=None):
+    body = {"views": {"scoresByMonth": {"map": PYTHON_MAP if language else MAP, "reduce": reduce}}}
+    if language:
+        body["language"] = language
+    c.ok("PUT", f"/{db}/_design/{ddoc}", body)
     started = time.time()
     rows = c.ok("GET", f"/{db}/_design/{ddoc}/_view/scoresByMonth?group=true")["rows"]
     elapsed = time.time() - started
@@ -99,6 +110,7 @@ def main():
     ap.add_argument("--docs", type=int, default=100000)
     ap.add_argument("--large-docs", type=int, default=20000)
     ap.add_argument("--words", type=int, default=200000)
+    ap.add_argument("--python", metavar="LANGUAGE", help="also index the view written in Python, in a design document of this language")
     args = ap.parse_args()
     auth = f"{args.user}:{args.password}" if args.user else None
     c = Client(args.url, auth, timeout=3600)
@@ -106,6 +118,8 @@ def main():
     expected = load(c, "bench_scores", score_docs(args.docs, rng))
     print(json.dumps({"workload": "index_js_reduce", **time_group_query(c, "bench_scores", "js", "function(keys, values, rereduce) { return sum(values); }", expected, args.docs)}), flush=True)
     print(json.dumps({"workload": "index_builtin_sum", **time_group_query(c, "bench_scores", "native", "_sum", expected, args.docs)}), flush=True)
+    if args.python:
+        print(json.dumps({"workload": "index_python_builtin_sum", **time_group_query(c, "bench_scores", "py", "_sum", expected, args.docs, args.python)}), flush=True)
     if args.large_docs:
         expected = load(c, "bench_large", score_docs(args.large_docs, rng, extra_fields=100))
         print(json.dumps({"workload": "index_large_js_reduce", **time_group_query(c, "bench_large", "js", "function(keys, values, rereduce) { return sum(values); }", expected, args.large_docs)}), flush=True)

@@ -2,6 +2,7 @@
 
 use settee_db::Error as DbError;
 use settee_js::Error as JsError;
+use settee_queryserver::Error as QsError;
 use settee_views::Error as ViewError;
 
 /// A failed request as CouchDB reports it: `{"error": …, "reason": …}` with a status code.
@@ -111,9 +112,24 @@ impl From<&ViewError> for HttpError {
             ViewError::Js(JsError::OutOfMemory) => HttpError::new(500, "os_process_error", "OS process ran out of memory."),
             ViewError::Js(JsError::Raised { error, reason }) => HttpError::new(500, error, reason.clone()),
             ViewError::Js(JsError::Engine(r)) => HttpError::new(500, "os_process_error", r.clone()),
+            ViewError::QueryServer(e) => HttpError::from(e),
             ViewError::Store(_) | ViewError::Corrupted(_) | ViewError::Io { .. } => {
                 tracing::error!(error = %reason, "index failure");
                 HttpError::new(500, "unknown_error", reason)
+            }
+        }
+    }
+}
+
+impl From<&QsError> for HttpError {
+    fn from(e: &QsError) -> HttpError {
+        match e {
+            QsError::UnknownLanguage(l) => HttpError::new(500, "unknown_query_language", l.clone()),
+            QsError::Timeout(_) => HttpError::new(500, "os_process_error", "OS process timed out."),
+            QsError::Raised { error, reason } => HttpError::new(500, error, reason.clone()),
+            QsError::Spawn { .. } | QsError::Process(_) => {
+                tracing::error!(error = %e, "query server failure");
+                HttpError::new(500, "os_process_error", e.to_string())
             }
         }
     }

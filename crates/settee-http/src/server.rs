@@ -1,5 +1,6 @@
 //! The server: shared state, the accept loop, authentication and routing.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,6 +14,7 @@ use hyper::Method;
 use hyper_util::rt::TokioIo;
 use settee_db::{Catalog, CatalogOptions, DocLimits};
 use settee_js::Limits;
+use settee_queryserver::QueryServers;
 use settee_store::{NodeCache, StoreOptions};
 use settee_views::{Views, ViewsConfig};
 use tokio::net::TcpListener;
@@ -36,6 +38,25 @@ fn js_limits(config: &Config) -> Limits {
 /// `[query_server_config] reduce_limit`: on unless `false` (or `log`, which only logs).
 fn reduce_limit(config: &Config) -> bool {
     config.get("query_server_config", "reduce_limit").is_none_or(|v| v.trim() == "true")
+}
+
+/// External query servers by language: `COUCHDB_QUERY_SERVER_{LANG}` environment variables,
+/// overridden by the `[query_servers]` section. JavaScript always runs in-process.
+fn query_servers(config: &Config) -> HashMap<String, String> {
+    let mut servers: HashMap<String, String> =
+        std::env::vars().filter_map(|(k, v)| Some((k.strip_prefix("COUCHDB_QUERY_SERVER_")?.to_ascii_lowercase(), v))).collect();
+    for (lang, command) in config.section("query_servers").unwrap_or_default() {
+        servers.insert(lang.to_ascii_lowercase(), command.clone());
+    }
+    servers.retain(|lang, command| lang != "javascript" && !command.trim().is_empty());
+    servers
+}
+
+/// Applies the query-server settings of `config` to `servers`.
+fn configure_query_servers(servers: &QueryServers, config: &Config) {
+    servers.set_commands(query_servers(config));
+    let timeout = std::time::Duration::from_millis(config.get_or("couchdb", "os_process_timeout", 5000u64).max(1));
+    servers.set_limits(timeout, reduce_limit(config), config.get_or("query_server_config", "os_process_soft_limit", 100usize));
 }
 
 /// The version this server reports, and the CouchDB version whose API it speaks.
@@ -152,11 +173,14 @@ impl State {
         let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize), atts };
         let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
+        let servers = Arc::new(QueryServers::default());
+        configure_query_servers(&servers, &config);
         let views = Views::new(ViewsConfig {
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             limits: js_limits(&config),
             reduce_limit: reduce_limit(&config),
             store: catalog.store_options().clone(),
+            servers,
         });
         let state = State {
             catalog,
@@ -179,6 +203,7 @@ impl State {
         let config = self.config.read().expect("config lock");
         self.views.pool().set_limits(js_limits(&config));
         self.views.set_reduce_limit(reduce_limit(&config));
+        configure_query_servers(self.views.servers(), &config);
     }
 
     /// A new document id.

@@ -471,6 +471,7 @@ pub async fn validate_design_docs(state: &Arc<State>, docs: &[settee_db::NewDoc]
         out[i] = match DesignDoc::parse(&doc.id, &body) {
             Err(e) => Some(HttpError::from(e)),
             Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => compile_check(state, ddoc).await.err(),
+            Ok(ddoc) if !ddoc.views.is_empty() && state.views.servers().has(&ddoc.language) => external_compile_check(state, ddoc).await.err(),
             Ok(_) => None,
         };
     }
@@ -485,7 +486,7 @@ async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
             if let Err(e) = engine.load_map(&key, &[v.map.as_str()], "null") {
                 return Ok(Err(("map", v.name.clone(), e)));
             }
-            if let Some(settee_views::Reduce::Js(src)) = &v.reduce {
+            if let Some(settee_views::Reduce::Function(src)) = &v.reduce {
                 if let Err(e) = engine.load_reduce(src) {
                     return Ok(Err(("reduce", v.name.clone(), e)));
                 }
@@ -507,6 +508,33 @@ async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
     }
 }
 
+/// Compiles every map and reduce function of `ddoc` in a process of its language's query
+/// server (`reset`, then `add_fun` each), as CouchDB does before saving.
+async fn external_compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
+    let servers = state.views.servers().clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        let mut process = servers.checkout(&ddoc.language).map_err(|e| HttpError::from(&e))?;
+        let (timeout, config) = (process.timeout(), process.reset_config());
+        for v in &ddoc.views {
+            let reduce = match &v.reduce {
+                Some(settee_views::Reduce::Function(src)) => Some(&**src),
+                _ => None,
+            };
+            for (kind, src) in std::iter::once(("map", v.map.as_str())).chain(reduce.map(|r| ("reduce", r))) {
+                let failed = |reason: String| HttpError::new(400, "compilation_error", format!("Compilation of the {kind} function in the '{}' view failed: {reason}", v.name));
+                match process.load(&format!("validate:{src}"), &[src], &Value::Null, &config, timeout) {
+                    Ok(()) => {}
+                    Err(settee_queryserver::Error::Raised { error, reason }) if error == "compilation_error" => return Err(failed(reason)),
+                    Err(settee_queryserver::Error::Process(reason)) => return Err(failed(reason)),
+                    Err(e) => return Err(HttpError::from(&e)),
+                }
+            }
+        }
+        Ok(())
+    });
+    checked.await.map_err(crate::db::join_error)?
+}
+
 /// Reads `_design/{name}` as JSON, with CouchDB's `not_found` errors.
 fn design_json(db: &Database, name: &str) -> HttpResult<Value> {
     let body = db.snapshot().open_doc(&format!("_design/{name}"), None, &DocOptions::default())?;
@@ -520,6 +548,9 @@ pub fn view_filter(state: &State, db: &Database, view: &str) -> HttpResult<sette
     let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &design_json(db, ddoc_name)?)?;
     let (_, def) = ddoc.view(view_name).ok_or_else(|| HttpError::not_found("missing_named_view"))?;
     let key = format!("viewfilter:{}:{}", ddoc.signature(), def.name);
+    if ddoc.language != "javascript" {
+        return external_view_filter(state, &ddoc, def.map.clone(), key);
+    }
     let (map, lib, limits) = (def.map.clone(), ddoc.lib.to_string(), state.views.pool().limits());
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
         let out = settee_js::with_local_engine(limits, |e| {
@@ -531,12 +562,51 @@ pub fn view_filter(state: &State, db: &Database, view: &str) -> HttpResult<sette
     })))
 }
 
-/// `_changes?filter=ddoc/name`: the design document's `filters.name` JavaScript function,
-/// called with each document and the request.
+/// `_changes?filter=_view` for a view in another language: `map_doc` on its query server.
+fn external_view_filter(state: &State, ddoc: &DesignDoc, map: String, key: String) -> HttpResult<settee_db::DocFilter> {
+    let servers = state.views.servers().clone();
+    if !servers.has(&ddoc.language) {
+        return Err(HttpError::from(&settee_queryserver::Error::UnknownLanguage(ddoc.language.clone())));
+    }
+    let (language, lib) = (ddoc.language.clone(), ddoc.lib.clone());
+    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
+        let emitted = servers.checkout(&language).and_then(|mut p| {
+            let (timeout, config) = (p.timeout(), p.reset_config());
+            p.load(&key, &[map.as_str()], &lib, &config, timeout)?;
+            p.map_doc(doc.to_string().as_bytes(), timeout)
+        });
+        // One function: `[[...rows...]]`; any row means it passes.
+        emitted.ok().and_then(|text| serde_json::from_str::<Value>(&text).ok()).is_some_and(|rows| rows[0].as_array().is_some_and(|r| !r.is_empty()))
+    })))
+}
+
+/// `_changes?filter=ddoc/name` for a design document in another language: the `ddoc`
+/// command of its query server, with each document and the request.
+fn external_filter(state: &State, ddoc: Value, language: &str, name: &str, request: Value) -> HttpResult<settee_db::DocFilter> {
+    let servers = state.views.servers().clone();
+    if !servers.has(language) {
+        return Err(HttpError::from(&settee_queryserver::Error::UnknownLanguage(language.to_string())));
+    }
+    let (language, name) = (language.to_string(), name.to_string());
+    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
+        let answer = servers.checkout(&language).and_then(|mut p| {
+            let timeout = p.timeout();
+            p.ddoc(&ddoc, &["filters", &name], &json!([[doc], request]), timeout)
+        });
+        answer.is_ok_and(|a| a == json!([true, [true]]))
+    })))
+}
+
+/// `_changes?filter=ddoc/name`: the design document's `filters.name` function, called with
+/// each document and the request.
 pub fn js_filter(state: &State, db: &Database, filter: &str, req: &Req) -> HttpResult<settee_db::DocFilter> {
     let (ddoc_name, name) = filter.split_once('/').ok_or_else(|| HttpError::bad_request("`filter` parameter is not a valid design document filter"))?;
     let ddoc = design_json(db, ddoc_name)?;
     let source = ddoc.get("filters").and_then(|f| f.get(name)).and_then(Value::as_str).ok_or_else(|| HttpError::not_found(format!("missing json key: {name}")))?;
+    let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript");
+    if language != "javascript" {
+        return external_filter(state, ddoc.clone(), language, name, filter_request(db, req));
+    }
     let key = format!("filter:{ddoc_name}:{name}:{:x}", md5_of(source));
     let (source, ddoc_text, limits) = (source.to_string(), ddoc.to_string(), state.views.pool().limits());
     let request = filter_request(db, req).to_string();

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use settee_db::{ChangesOptions, Database, DocOptions, SeqVector, DESIGN_PREFIX};
 use settee_js::Pool;
+use settee_queryserver::QueryServers;
 use settee_json::viewkey;
 
 use crate::ddoc::DesignDoc;
@@ -32,7 +33,7 @@ struct Change {
 }
 
 /// Runs one update of `index` to the database's current position.
-pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Result<()> {
+pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, servers: &QueryServers) -> Result<()> {
     let snap = db.snapshot();
     let start = index.meta()?;
     let target = snap.seq()?;
@@ -59,7 +60,11 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>) -> Res
         }
         let position = changes.position().clone();
         let n = batch.len() as u64;
-        let mapped = map_batch(pool, &program, batch)?;
+        let mapped = if ddoc.language == "javascript" {
+            map_batch(pool, &program, batch)?
+        } else {
+            map_external(servers, &ddoc.language, pool.workers(), &program, batch)?
+        };
         if let Some(w) = writing.take() {
             w.wait()?;
             index.changed.send_modify(|v| *v += 1);
@@ -119,13 +124,22 @@ struct MapProgram {
     /// The only document members the functions read, when that is known.
     fields: Option<HashSet<String>>,
     collation: viewkey::Collation,
+    /// `views.lib` for external query servers.
+    lib_value: serde_json::Value,
 }
 
 impl MapProgram {
     fn of(ddoc: &DesignDoc, signature: &str) -> MapProgram {
         let sources: Vec<String> = ddoc.views.iter().map(|v| v.map.clone()).collect();
         let fields = crate::projection::fields_read(&sources.iter().map(String::as_str).collect::<Vec<_>>());
-        MapProgram { key: signature.to_string(), sources, lib: ddoc.lib.to_string(), fields, collation: ddoc.options.collation }
+        MapProgram {
+            key: signature.to_string(),
+            sources,
+            lib: ddoc.lib.to_string(),
+            fields,
+            collation: ddoc.options.collation,
+            lib_value: ddoc.lib.clone(),
+        }
     }
 }
 
@@ -144,6 +158,51 @@ fn map_batch(pool: &Arc<Pool>, program: &Arc<MapProgram>, batch: Vec<Change>) ->
         out.extend(settee_js::wait(p)??);
     }
     Ok(out)
+}
+
+/// Maps a batch on processes of the language's query server, `workers` of them at once,
+/// one `map_doc` per document as the protocol has it. A document the server refuses to map
+/// is skipped (logged), as a JavaScript map function that throws is.
+fn map_external(servers: &QueryServers, language: &str, workers: usize, program: &MapProgram, batch: Vec<Change>) -> Result<Vec<Mapped>> {
+    let per_worker = batch.len().div_ceil(workers.max(1)).max(1);
+    let parts: Vec<Vec<Change>> = {
+        let mut batch = batch.into_iter().peekable();
+        std::iter::from_fn(|| batch.peek().is_some().then(|| batch.by_ref().take(per_worker).collect())).collect()
+    };
+    let results: Vec<Result<Vec<Mapped>>> = std::thread::scope(|scope| {
+        let running: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || map_external_part(servers, language, program, part))).collect();
+        running.into_iter().map(|t| t.join().unwrap_or(Err(Error::Corrupted("a mapping thread panicked")))).collect()
+    });
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+fn map_external_part(servers: &QueryServers, language: &str, program: &MapProgram, part: Vec<Change>) -> Result<Vec<Mapped>> {
+    let mut process = servers.checkout(language)?;
+    let timeout = process.timeout();
+    let sources: Vec<&str> = program.sources.iter().map(String::as_str).collect();
+    let config = process.reset_config();
+    process.load(&program.key, &sources, &program.lib_value, &config, timeout)?;
+    let nothing = format!("[{}]", vec!["[]"; sources.len()].join(","));
+    let answers = process.map_docs(part.iter().filter_map(|c| c.doc.as_deref()), timeout)?;
+    let mut out = String::from("[");
+    for answer in answers {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        match answer {
+            Ok(rows) => out.push_str(&rows),
+            Err(e) => {
+                tracing::info!(language, "map function failed on a document: {e}");
+                out.push_str(&nothing);
+            }
+        }
+    }
+    out.push(']');
+    decode_rows(&out, part, program.collation)
 }
 
 type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;

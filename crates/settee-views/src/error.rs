@@ -12,6 +12,9 @@ pub enum Error {
     /// Design document JavaScript failed as a whole (did not compile, timed out, ...).
     #[error(transparent)]
     Js(#[from] settee_js::Error),
+    /// An external query server failed (could not start, timed out, raised an error).
+    #[error(transparent)]
+    QueryServer(#[from] settee_queryserver::Error),
     /// No such design document or view; the reason is CouchDB's (`missing`, `deleted`,
     /// `missing_named_view`).
     #[error("not found: {0}")]

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
 use settee_js::Limits;
+use settee_queryserver::QueryServers;
 use settee_json::viewkey::{self, Collation};
 use settee_store::Reducer;
 
@@ -29,8 +30,8 @@ pub enum Reduce {
     Stats,
     /// `_approx_count_distinct`.
     ApproxCountDistinct,
-    /// A JavaScript function's source.
-    Js(Arc<str>),
+    /// A function's source, in the design document's language.
+    Function(Arc<str>),
 }
 
 impl Reduce {
@@ -43,7 +44,7 @@ impl Reduce {
             "_stats" => Reduce::Stats,
             "_approx_count_distinct" => Reduce::ApproxCountDistinct,
             _ if builtin.starts_with('_') => return Err(format!("`{builtin}` is not a supported reduce function.")),
-            _ => Reduce::Js(source.into()),
+            _ => Reduce::Function(source.into()),
         })
     }
 
@@ -54,7 +55,7 @@ impl Reduce {
             Reduce::Sum => "_sum",
             Reduce::Stats => "_stats",
             Reduce::ApproxCountDistinct => "_approx_count_distinct",
-            Reduce::Js(s) => s,
+            Reduce::Function(s) => s,
         }
     }
 }
@@ -78,19 +79,33 @@ fn failed(reduction: &[u8]) -> Option<Error> {
     Some(Error::Reduce { error: text("error"), reason: text("reason") })
 }
 
+/// Where a view's reduce function (one not builtin) runs.
+#[derive(Clone)]
+pub enum Runner {
+    /// In this thread's JavaScript engine, under the limits the closure gives at call time.
+    Js(Arc<dyn Fn() -> Limits + Send + Sync>),
+    /// In a process of the language's external query server.
+    External {
+        /// The query servers.
+        servers: Arc<QueryServers>,
+        /// The design document's language.
+        language: String,
+    },
+}
+
 /// The tree reducer of one view.
 pub struct ViewReducer {
     reduce: Reduce,
     collation: Collation,
-    limits: Arc<dyn Fn() -> Limits + Send + Sync>,
+    runner: Runner,
     /// CouchDB's `[query_server_config] reduce_limit`: JavaScript reductions must shrink.
     reduce_limit: bool,
 }
 
 impl ViewReducer {
-    /// The reducer for `reduce`; `limits` gives the JavaScript limits at the time of a call.
-    pub fn new(reduce: Reduce, collation: Collation, limits: Arc<dyn Fn() -> Limits + Send + Sync>, reduce_limit: bool) -> ViewReducer {
-        ViewReducer { reduce, collation, limits, reduce_limit }
+    /// The reducer for `reduce`, running functions on `runner`.
+    pub fn new(reduce: Reduce, collation: Collation, runner: Runner, reduce_limit: bool) -> ViewReducer {
+        ViewReducer { reduce, collation, runner, reduce_limit }
     }
 
     fn try_reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>> {
@@ -113,26 +128,16 @@ impl ViewReducer {
                 }
                 Ok(hll.encode())
             }
-            Reduce::Js(src) => {
-                let mut keys = String::from("[");
-                let mut values = String::from("[");
-                for (i, (k, v)) in entries.iter().enumerate() {
-                    let (key_json, value_json) = row::split_value(v)?;
-                    let id = viewkey::split_row_key(k, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
-                    if i > 0 {
-                        keys.push(',');
-                        values.push(',');
-                    }
-                    keys.push('[');
-                    keys.push_str(key_json);
-                    keys.push(',');
-                    keys.push_str(&Value::String(id).to_string());
-                    keys.push(']');
-                    values.push_str(value_json);
-                }
-                keys.push(']');
-                values.push(']');
-                self.js(src, Some(keys), values)
+            Reduce::Function(src) => {
+                let rows = entries
+                    .iter()
+                    .map(|(k, v)| {
+                        let (key_json, value_json) = row::split_value(v)?;
+                        let id = viewkey::split_row_key(k, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
+                        Ok((key_json, Value::String(id).to_string(), value_json))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.function(src, Some(&rows), &[])
             }
         }
     }
@@ -156,16 +161,9 @@ impl ViewReducer {
                 }
                 Ok(hll.encode())
             }
-            Reduce::Js(src) => {
-                let mut values = String::from("[");
-                for (i, r) in reductions.iter().enumerate() {
-                    if i > 0 {
-                        values.push(',');
-                    }
-                    values.push_str(std::str::from_utf8(r).map_err(|_| Error::Corrupted("reduction"))?);
-                }
-                values.push(']');
-                self.js(src, None, values)
+            Reduce::Function(src) => {
+                let values = reductions.iter().map(|r| std::str::from_utf8(r).map_err(|_| Error::Corrupted("reduction"))).collect::<Result<Vec<_>>>()?;
+                self.function(src, None, &values)
             }
         }
     }
@@ -184,12 +182,34 @@ impl ViewReducer {
         text.into_bytes()
     }
 
-    fn js(&self, src: &str, keys: Option<String>, values: String) -> Result<Vec<u8>> {
-        let input = values.len() + keys.as_ref().map_or(0, String::len);
-        let out = settee_js::with_local_engine((self.limits)(), |e| {
-            e.load_reduce(src)?;
-            e.reduce(src, keys, values)
-        })?;
+    /// Runs a reduce function over `rows` (key, id and value as JSON text) or, when `rows`
+    /// is None, its rereduce over `values`; with `reduce_limit`, a result that does not
+    /// shrink is `reduce_overflow_error`.
+    fn function(&self, src: &str, rows: Option<&[(&str, String, &str)]>, values: &[&str]) -> Result<Vec<u8>> {
+        let (out, input) = match &self.runner {
+            Runner::Js(limits) => {
+                let values = match rows {
+                    Some(rows) => json_array(rows.iter().map(|(_, _, v)| *v)),
+                    None => json_array(values.iter().copied()),
+                };
+                let keys = rows.map(|rows| json_array(rows.iter().map(|(k, id, _)| format!("[{k},{id}]"))));
+                let input = values.len() + keys.as_ref().map_or(0, String::len);
+                let out = settee_js::with_local_engine(limits(), |e| {
+                    e.load_reduce(src)?;
+                    e.reduce(src, keys, values)
+                })?;
+                (out, input)
+            }
+            Runner::External { servers, language } => {
+                let (text, rereduce) = match rows {
+                    Some(rows) => (json_array(rows.iter().map(|(k, id, v)| format!("[[{k},{id}],{v}]"))), false),
+                    None => (json_array(values.iter().copied()), true),
+                };
+                let mut process = servers.checkout(language)?;
+                let timeout = process.timeout();
+                (process.reduce(src, &text, rereduce, timeout)?.to_string(), text.len())
+            }
+        };
         if self.reduce_limit && out.len() > JS_LIMIT && out.len() * 2 > input {
             return Err(Error::Reduce {
                 error: "reduce_overflow_error".into(),
@@ -227,12 +247,26 @@ impl Reducer for ViewReducer {
     }
 }
 
+/// A JSON array of JSON texts.
+fn json_array<S: AsRef<str>>(items: impl Iterator<Item = S>) -> String {
+    let mut out = String::from("[");
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.as_ref());
+    }
+    out.push(']');
+    out
+}
+
 fn as_failure(e: &Error) -> Vec<u8> {
     match e {
         Error::Reduce { error, reason } => failure(error, reason),
         Error::Js(settee_js::Error::Raised { error, reason }) => failure(error, reason),
         Error::Js(settee_js::Error::Compile(reason)) => failure("compilation_error", reason),
-        Error::Js(settee_js::Error::Timeout(_)) => failure("os_process_error", "timeout"),
+        Error::Js(settee_js::Error::Timeout(_)) | Error::QueryServer(settee_queryserver::Error::Timeout(_)) => failure("os_process_error", "timeout"),
+        Error::QueryServer(settee_queryserver::Error::Raised { error, reason }) => failure(error, reason),
         other => failure("reduce_error", &other.to_string()),
     }
 }
@@ -454,7 +488,7 @@ mod tests {
     }
 
     fn reducer(r: Reduce) -> ViewReducer {
-        ViewReducer::new(r, Collation::Unicode, Arc::new(Limits::default), true)
+        ViewReducer::new(r, Collation::Unicode, Runner::Js(Arc::new(Limits::default)), true)
     }
 
     fn run(r: &ViewReducer, rows: &[(Value, Value)]) -> Result<String> {
@@ -495,10 +529,10 @@ mod tests {
 
     #[test]
     fn javascript_reduce_gets_keys_ids_and_rereduce() {
-        let r = reducer(Reduce::Js("function(keys, values, rereduce) { if (rereduce) return sum(values); return keys.map(function(k){ return k[1].length + k[0]; }).reduce(function(a, b){ return a + b; }, 0); }".into()));
+        let r = reducer(Reduce::Function("function(keys, values, rereduce) { if (rereduce) return sum(values); return keys.map(function(k){ return k[1].length + k[0]; }).reduce(function(a, b){ return a + b; }, 0); }".into()));
         // keys 1 and 2 with ids d0, d1: (2 + 1) + (2 + 2)
         assert_eq!(run(&r, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap(), "7");
-        let grows = reducer(Reduce::Js("function(k, v) { var s = ''; for (var i = 0; i < 5000; i++) s += 'x'; return s; }".into()));
+        let grows = reducer(Reduce::Function("function(k, v) { var s = ''; for (var i = 0; i < 5000; i++) s += 'x'; return s; }".into()));
         let err = run(&grows, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap_err();
         assert!(matches!(err, Error::Reduce { ref error, .. } if error == "reduce_overflow_error"), "{err}");
     }

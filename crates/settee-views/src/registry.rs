@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use settee_db::{Database, DbSnapshot, DocOptions};
 use settee_js::{Limits, Pool};
+use settee_queryserver::QueryServers;
 use settee_store::{NoBlobs, StoreOptions};
 
 use crate::build::{self, covers};
 use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::reduce::ViewReducer;
+use crate::reduce::{Runner, ViewReducer};
 
 /// How views run.
 #[derive(Clone)]
@@ -25,6 +26,8 @@ pub struct ViewsConfig {
     pub reduce_limit: bool,
     /// Options for index files (their node cache is shared with the databases').
     pub store: StoreOptions,
+    /// External query servers, for design documents in other languages.
+    pub servers: Arc<QueryServers>,
 }
 
 /// The open indexes of one database, kept with the database so they close with it.
@@ -36,6 +39,7 @@ struct DbIndexes {
 /// Views for the whole server.
 pub struct Views {
     pool: Arc<Pool>,
+    servers: Arc<QueryServers>,
     store: StoreOptions,
     reduce_limit: AtomicBool,
 }
@@ -54,7 +58,17 @@ impl Drop for Waiting<'_> {
 impl Views {
     /// Starts the engine pool.
     pub fn new(config: ViewsConfig) -> Views {
-        Views { pool: Arc::new(Pool::new(config.workers, config.limits)), store: config.store, reduce_limit: AtomicBool::new(config.reduce_limit) }
+        Views {
+            pool: Arc::new(Pool::new(config.workers, config.limits)),
+            servers: config.servers,
+            store: config.store,
+            reduce_limit: AtomicBool::new(config.reduce_limit),
+        }
+    }
+
+    /// The external query servers.
+    pub fn servers(&self) -> &Arc<QueryServers> {
+        &self.servers
     }
 
     /// The JavaScript engine pool (also used by filters and validation functions).
@@ -78,24 +92,25 @@ impl Views {
     /// The index for `ddoc`'s views in `db`, opened on first use and shared by every design
     /// document with the same signature.
     pub fn index(&self, db: &Arc<Database>, ddoc: &DesignDoc) -> Result<Arc<Index>> {
-        if ddoc.language != "javascript" {
+        let runner = if ddoc.language == "javascript" {
+            let pool = self.pool.clone();
+            Runner::Js(Arc::new(move || pool.limits()))
+        } else if self.servers.has(&ddoc.language) {
+            Runner::External { servers: self.servers.clone(), language: ddoc.language.clone() }
+        } else {
             return Err(Error::UnknownLanguage(ddoc.language.clone()));
-        }
+        };
         let indexes = db.extension(DbIndexes::default);
         let mut open = indexes.open.lock().expect("indexes lock");
         let signature = ddoc.signature();
         if let Some(index) = open.get(&signature) {
             return Ok(index.clone());
         }
-        let limits = {
-            let pool = self.pool.clone();
-            Arc::new(move || pool.limits()) as Arc<dyn Fn() -> Limits + Send + Sync>
-        };
         let reduce_limit = self.reduce_limit.load(Ordering::Relaxed);
         let reducers = ddoc
             .views
             .iter()
-            .map(|v| v.reduce.clone().map(|r| Arc::new(ViewReducer::new(r, ddoc.options.collation, limits.clone(), reduce_limit))))
+            .map(|v| v.reduce.clone().map(|r| Arc::new(ViewReducer::new(r, ddoc.options.collation, runner.clone(), reduce_limit))))
             .collect();
         let index = Arc::new(Index::open(&db.dir().join("views"), ddoc.clone(), db.q(), reducers, &self.store)?);
         open.insert(signature, index.clone());
@@ -116,11 +131,11 @@ impl Views {
         st.running = true;
         st.started += 1;
         let run = st.started;
-        let (db, index, pool) = (db.clone(), index.clone(), self.pool.clone());
+        let (db, index, pool, servers) = (db.clone(), index.clone(), self.pool.clone(), self.servers.clone());
         std::thread::Builder::new()
             .name("settee-indexer".into())
             .spawn(move || {
-                let result = build::update(&index, &db, &pool);
+                let result = build::update(&index, &db, &pool, &servers);
                 if let Err(e) = &result {
                     tracing::warn!(db = db.name(), ddoc = index.ddoc().id, "index update failed: {e}");
                 }

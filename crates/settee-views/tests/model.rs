@@ -246,7 +246,7 @@ fn view_queries_match_brute_force() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
-    let views = Views::new(ViewsConfig { workers: 2, limits: Default::default(), reduce_limit: true, store: catalog.store_options().clone() });
+    let views = Views::new(ViewsConfig { workers: 2, limits: Default::default(), reduce_limit: true, store: catalog.store_options().clone(), servers: Default::default() });
     let mut runner = TestRunner::new(Config { cases: 48, rng_seed: RngSeed::Fixed(11), ..Config::default() });
     let counter = std::sync::atomic::AtomicUsize::new(0);
     let case = (docs(), prop::collection::vec(queries(), 25), prop::collection::vec(any::<bool>(), 40), -5i64..6);
