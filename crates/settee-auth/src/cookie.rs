@@ -1,0 +1,90 @@
+//! `AuthSession` cookies: `base64url(name:hex-time:mac)`, where the MAC (HMAC-SHA256) is keyed
+//! by the server secret and covers a per-user value (the user's password salt or hash), so a
+//! changed password ends the user's sessions.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::password::same;
+
+/// Seconds a session cookie stays valid (`[chttpd_auth] timeout`).
+pub const DEFAULT_TIMEOUT: u64 = 600;
+
+fn mac(secret: &[u8], user_secret: &str, payload: &str) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
+    mac.update(user_secret.as_bytes());
+    mac.update(&[0]);
+    mac.update(payload.as_bytes());
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// A cookie value for `name`, issued at `now` (Unix seconds).
+pub fn make(secret: &[u8], user_secret: &str, name: &str, now: u64) -> String {
+    let payload = format!("{name}:{now:X}");
+    let mut raw = payload.as_bytes().to_vec();
+    raw.push(b':');
+    raw.extend_from_slice(&mac(secret, user_secret, &payload));
+    URL_SAFE_NO_PAD.encode(raw)
+}
+
+/// The user name a cookie claims and when it was issued, before it is checked.
+pub fn claims(cookie: &str) -> Option<(String, u64)> {
+    let raw = URL_SAFE_NO_PAD.decode(cookie.trim_end_matches('=')).ok()?;
+    let (name, time, _) = split(&raw)?;
+    Some((name.to_string(), time))
+}
+
+fn split(raw: &[u8]) -> Option<(&str, u64, usize)> {
+    let first = raw.iter().position(|&b| b == b':')?;
+    let second = first + 1 + raw[first + 1..].iter().position(|&b| b == b':')?;
+    let name = std::str::from_utf8(&raw[..first]).ok()?;
+    let time = u64::from_str_radix(std::str::from_utf8(&raw[first + 1..second]).ok()?, 16).ok()?;
+    Some((name, time, second))
+}
+
+/// The cookie's age in seconds if it is genuine for `user_secret` and younger than
+/// `timeout` at `now`.
+pub fn check(secret: &[u8], user_secret: &str, cookie: &str, timeout: u64, now: u64) -> Option<u64> {
+    let raw = URL_SAFE_NO_PAD.decode(cookie.trim_end_matches('=')).ok()?;
+    let (_, time, second) = split(&raw)?;
+    let payload = std::str::from_utf8(&raw[..second]).ok()?;
+    let genuine = same(&mac(secret, user_secret, payload), &raw[second + 1..]);
+    (genuine && now < time.saturating_add(timeout)).then(|| now.saturating_sub(time))
+}
+
+/// Whether a cookie this old should be replaced by a fresh one (once 10% of its lifetime
+/// has passed, as CouchDB does).
+pub fn needs_refresh(age: u64, timeout: u64) -> bool {
+    age.saturating_mul(10) > timeout
+}
+
+/// A `Set-Cookie` value; persistent cookies carry `Max-Age` (`[chttpd_auth]
+/// allow_persistent_cookies`, on by default).
+pub fn header(value: &str, timeout: u64, persistent: bool) -> String {
+    let mut h = format!("AuthSession={value}; Version=1; Path=/; HttpOnly");
+    if persistent {
+        h.push_str(&format!("; Max-Age={timeout}"));
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_signed_per_user_and_expire() {
+        let cookie = make(b"secret", "salt1", "root", 1000);
+        assert_eq!(claims(&cookie), Some(("root".into(), 1000)));
+        assert_eq!(check(b"secret", "salt1", &cookie, 600, 1010), Some(10));
+        assert!(check(b"other", "salt1", &cookie, 600, 1010).is_none(), "wrong secret");
+        assert!(check(b"secret", "salt2", &cookie, 600, 1010).is_none(), "password changed");
+        assert!(check(b"secret", "salt1", &cookie, 600, 1600).is_none(), "expired");
+        assert!(check(b"secret", "salt1", "garbage", 600, 1010).is_none());
+        let forged = make(b"guess", "salt1", "root", 1000);
+        assert!(check(b"secret", "salt1", &forged, 600, 1010).is_none(), "forged");
+        assert!(!needs_refresh(10, 600) && needs_refresh(61, 600));
+    }
+}

@@ -1,0 +1,20 @@
+//! The security model of CouchDB 3, without HTTP: callers and roles, password hashes in the
+//! config file and in `_users` documents, signed session cookies, and per-database security
+//! objects (database admins and members).
+//!
+//! * [`User`]: who is asking; server admins hold `_admin`.
+//! * [`SecurityObject`]: a database's `_security`, deciding who is a member or an admin.
+//! * [`password`]: PBKDF2 hashing and checking.
+//! * [`cookie`]: `AuthSession` cookies.
+
+#![deny(missing_docs)]
+
+pub mod cookie;
+mod error;
+pub mod password;
+mod security;
+mod user;
+
+pub use error::{Error, Result};
+pub use security::{Denied, Group, SecurityObject};
+pub use user::{user_ctx, User, ADMIN_ROLE};
