@@ -6,6 +6,7 @@
 //! * [`SecurityObject`]: a database's `_security`, deciding who is a member or an admin.
 //! * [`password`]: PBKDF2 hashing and checking.
 //! * [`cookie`]: `AuthSession` cookies.
+//! * [`users`]: the rules of the users database.
 
 #![deny(missing_docs)]
 
@@ -14,6 +15,7 @@ mod error;
 pub mod password;
 mod security;
 mod user;
+pub mod users;
 
 pub use error::{Error, Result};
 pub use security::{Denied, Group, SecurityObject};

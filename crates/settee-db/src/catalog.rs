@@ -102,8 +102,14 @@ impl Catalog {
         self.root.join(dir_name(name))
     }
 
-    /// Creates a database with `q` shards (the default when `None`).
+    /// Creates a database with `q` shards (the default when `None`) and no security object.
     pub fn create(&self, name: &str, q: Option<usize>) -> Result<Arc<Database>> {
+        self.create_secured(name, q, Vec::new())
+    }
+
+    /// Creates a database whose security object (JSON text) is `security` from its first
+    /// moment: it becomes visible under its name only once the object is on disk.
+    pub fn create_secured(&self, name: &str, q: Option<usize>, security: Vec<u8>) -> Result<Arc<Database>> {
         validate_name(name)?;
         let _ddl = self.ddl.lock().expect("ddl lock");
         let path = self.path(name);
@@ -113,7 +119,8 @@ impl Catalog {
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
         let tmp = self.root.join(format!(".new-{}-{stamp}", std::process::id()));
         std::fs::create_dir(&tmp).map_err(Error::io("create database"))?;
-        let built = Database::create(&tmp, name, q.unwrap_or(self.options.q).max(1), &self.options.store, &self.tasks);
+        let built = Database::create(&tmp, name, q.unwrap_or(self.options.q).max(1), &self.options.store, &self.tasks)
+            .and_then(|db| if security.is_empty() { Ok(db) } else { db.set_security_now(security).map(|()| db) });
         let db = match built {
             Ok(db) => db,
             Err(e) => {

@@ -173,6 +173,16 @@ impl Database {
         Ok(out)
     }
 
+    /// Sets the security object of every shard, waiting for it to be on disk (for databases
+    /// being created).
+    pub(crate) fn set_security_now(&self, security: Vec<u8>) -> Result<()> {
+        for shard in &self.shards {
+            let security = security.clone();
+            shard.update_meta(move |m| m.security = security).wait()?;
+        }
+        Ok(())
+    }
+
     /// Changes the metadata of every shard (security object, revs limit).
     pub async fn update_meta(&self, f: impl Fn(&mut ShardMeta) + Clone + Send + 'static) -> Result<()> {
         let pending: Vec<_> = self.shards.iter().map(|s| s.update_meta(f.clone())).collect();

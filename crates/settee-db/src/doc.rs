@@ -143,6 +143,13 @@ impl NewDoc {
 }
 
 impl NewDoc {
+    /// Replaces the body (as a layer above rewrites it before saving, e.g. hashing a user's
+    /// password); the revision term follows the new body.
+    pub fn set_body(&mut self, body: &Map<String, Value>) {
+        self.body = body::encode(body);
+        self.edit = EditTerm::new(body);
+    }
+
     /// An edit made from a stored revision: its body unchanged (`body` as stored), with the
     /// attachments given (stubs for those kept). Used by the standalone attachment endpoints.
     pub fn from_stored(id: &str, parent: Option<Rev>, body: Vec<u8>, atts: Vec<NewAtt>) -> Result<NewDoc> {

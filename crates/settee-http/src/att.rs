@@ -205,7 +205,10 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: 
     let (parent, body, mut atts) = base_edit(&db, id, rev, |a| a.name != att_name)?;
     let source = upload(state, req, &db, id, &content_type).await?;
     atts.push(NewAtt { name: att_name.to_string(), content_type, source });
-    let doc = NewDoc::from_stored(id, parent, body, atts)?;
+    let mut doc = NewDoc::from_stored(id, parent, body, atts)?;
+    if let Some(Some(e)) = crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc)).await.pop() {
+        return Err(e);
+    }
     let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
     let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     let resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
@@ -316,7 +319,10 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_nam
     let snap = db.snapshot();
     snap.attachment(id, Some(&rev), att_name)?;
     let (parent, body, atts) = base_edit(&db, id, Some(rev), |a| a.name != att_name)?;
-    let doc = NewDoc::from_stored(id, parent, body, atts)?;
+    let mut doc = NewDoc::from_stored(id, parent, body, atts)?;
+    if let Some(Some(e)) = crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc)).await.pop() {
+        return Err(e);
+    }
     let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
     let resp = reply::json(200, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     Ok(reply::with_header(resp, ETAG, &format!("\"{rev}\"")))

@@ -30,7 +30,8 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     let ids: Vec<String> = parsed.iter().map(|d| d.id.clone()).collect();
     let mode = if new_edits { EditMode::Interactive } else { EditMode::Replicated };
     let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
-    let refused = crate::view::validate_design_docs(state, &parsed).await;
+    let mut parsed = parsed;
+    let refused = crate::access::check_writes(state, req, &db, &mut parsed).await;
     let accepted: Vec<NewDoc> = parsed.into_iter().zip(&refused).filter(|(_, r)| r.is_none()).map(|(d, _)| d).collect();
     let mut results = db.update(accepted, mode, durability).await?.into_iter();
     state.views.kick(&db);

@@ -11,20 +11,22 @@ use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response, Sink};
 use crate::request::Req;
-use crate::server::{require_admin, State};
+use crate::access;
+use crate::server::State;
 
 /// `PUT/GET/HEAD/DELETE/POST /{db}`.
 pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     match req.method {
         Method::PUT => {
-            require_admin(req)?;
+            access::server_admin(req)?;
             let q = req.query.u64("q")?.map(|q| q as usize);
             if q == Some(0) {
                 return Err(HttpError::bad_request("`q` must be a positive integer"));
             }
             let st = state.clone();
             let n = name.to_string();
-            tokio::task::spawn_blocking(move || st.catalog.create(&n, q)).await.map_err(join_error)??;
+            let security = access::default_security(state);
+            tokio::task::spawn_blocking(move || st.catalog.create_secured(&n, q, security)).await.map_err(join_error)??;
             Ok(reply::with_header(reply::json(201, &json!({"ok": true})), LOCATION, &format!("/{name}")))
         }
         Method::GET | Method::HEAD => {
@@ -32,7 +34,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             Ok(reply::json(200, &db_info(&db)?))
         }
         Method::DELETE => {
-            require_admin(req)?;
+            access::server_admin(req)?;
             if req.query.get("rev").is_some() {
                 return Err(HttpError::bad_request("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?"));
             }
@@ -238,6 +240,7 @@ pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) ->
             Ok(reply::json_bytes(200, if sec.is_empty() { b"{}".to_vec() } else { sec }))
         }
         (&Method::PUT, "_revs_limit" | "_purged_infos_limit") => {
+            access::db_admin(req, &db)?;
             let limit = match req.json(1 << 20).await? {
                 Value::Number(n) => n.as_u64().filter(|&n| n > 0),
                 _ => None,
@@ -251,30 +254,19 @@ pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) ->
             Ok(reply::ok())
         }
         (&Method::PUT, "_security") => {
+            let editable = state.config.read().expect("config lock").get_or("couchdb", "users_db_security_editable", false);
+            if access::is_users_db(state, name) && !editable {
+                return Err(HttpError::new(403, "forbidden", "You can't edit the security object of the user database."));
+            }
+            access::db_admin(req, &db)?;
             let sec = req.json(state.max_request).await?;
-            validate_security(&sec)?;
+            settee_auth::SecurityObject::validate(&sec).map_err(HttpError::bad_request)?;
             let bytes = serde_json::to_vec(&sec).expect("json");
             db.update_meta(move |m| m.security = bytes.clone()).await?;
             Ok(reply::ok())
         }
         _ => Err(HttpError::method_not_allowed("GET,HEAD,PUT")),
     }
-}
-
-fn validate_security(sec: &Value) -> HttpResult<()> {
-    let Value::Object(obj) = sec else { return Err(HttpError::bad_request("Security object must be a JSON object")) };
-    for part in ["admins", "members"] {
-        let Some(v) = obj.get(part) else { continue };
-        let Value::Object(group) = v else { return Err(HttpError::bad_request(format!("{part} must be a JSON object"))) };
-        for list in ["names", "roles"] {
-            match group.get(list) {
-                None => {}
-                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
-                Some(_) => return Err(HttpError::bad_request(format!("{part}.{list} must be a JSON list of strings"))),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `_compact`, `_ensure_full_commit`, `_view_cleanup`, `_purge`.
@@ -285,7 +277,7 @@ pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &
     let db = open(state, name)?;
     match which {
         "_compact" if req.segments.len() == 2 => {
-            require_admin(req)?;
+            access::maintenance_admin(req, &db)?;
             req.require_json()?;
             if !db.start_compaction() {
                 return Err(HttpError::new(409, "conflict", "Compaction is already running"));
@@ -313,7 +305,7 @@ const MAX_PURGE_IDS: usize = 100;
 
 /// `POST /{db}/_purge`: `{"docid": ["rev", …]}` removes those leaf revisions for good.
 async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpResult<Response> {
-    require_admin(req)?;
+    access::db_admin(req, db)?;
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
     if body.len() > MAX_PURGE_IDS {

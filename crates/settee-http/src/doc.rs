@@ -74,6 +74,9 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
     }
     let rev_text = record.tree.nodes[i].rev.to_string();
+    if !plain && !req.is_admin() && crate::access::is_users_db(state, name) && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
+        return Err(HttpError::new(403, "forbidden", "Only admins may read user documents with these options."));
+    }
     if !plain {
         return Ok(reply::json_bytes(200, snap.render_as(id, &record, i, &opts, &rev_text)?));
     }
@@ -81,7 +84,11 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     if req.header("if-none-match").is_some_and(|inm| inm.trim().trim_start_matches("W/").trim_matches('"') == rev_text) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
-    let resp = reply::json_bytes(200, snap.render_as(id, &record, i, &opts, &rev_text)?);
+    let mut rendered = snap.render_as(id, &record, i, &opts, &rev_text)?;
+    if !req.is_admin() && crate::access::is_users_db(state, name) {
+        rendered = crate::access::filter_user_doc(state, req, &db, id, rendered)?;
+    }
+    let resp = reply::json_bytes(200, rendered);
     Ok(reply::with_header(resp, ETAG, &etag))
 }
 
@@ -180,12 +187,13 @@ pub fn accepts_multipart(req: &Req) -> bool {
 
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
-async fn write_one(state: &Arc<State>, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
+async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
     }
-    if let Some(Some(e)) = crate::view::validate_design_docs(state, std::slice::from_ref(&doc)).await.pop() {
+    let mut doc = doc;
+    if let Some(Some(e)) = crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc)).await.pop() {
         return Err(e);
     }
     let result = db.update(vec![doc], mode, durability).await?.pop().expect("one answer");
@@ -205,7 +213,7 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRes
     let (mode, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, Some(id)).await?;
     let status = if doc.deleted { 200 } else { 201 };
-    write_one(state, &db, doc, mode, durability, status, name).await
+    write_one(state, req, &db, doc, mode, durability, status, name).await
 }
 
 /// `POST /{db}`: a new document with a generated id unless it names one.
@@ -214,7 +222,7 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let db = open(state, name)?;
     let (_, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, None).await?;
-    write_one(state, &db, doc, EditMode::Interactive, durability, 201, name).await
+    write_one(state, req, &db, doc, EditMode::Interactive, durability, 201, name).await
 }
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
@@ -228,7 +236,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
     let (_, durability) = write_options(req)?;
-    write_one(state, &db, doc, EditMode::Interactive, durability, 200, name).await
+    write_one(state, req, &db, doc, EditMode::Interactive, durability, 200, name).await
 }
 
 /// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.
@@ -251,5 +259,5 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
         }
     }
     let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
-    write_one(state, &db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
+    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
 }

@@ -49,11 +49,6 @@ impl HttpError {
         HttpError::new(415, "bad_content_type", "Content-Type must be application/json")
     }
 
-    /// 401 for a caller who must be a server admin.
-    pub fn not_admin() -> HttpError {
-        HttpError::new(401, "unauthorized", "You are not a server admin.")
-    }
-
     /// The JSON body (without the trailing newline).
     pub fn body(&self) -> Vec<u8> {
         serde_json::to_vec(&serde_json::json!({"error": self.error, "reason": self.reason})).expect("json")

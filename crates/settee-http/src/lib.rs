@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+mod access;
 mod att;
 mod auth;
 mod background;

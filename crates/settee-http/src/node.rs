@@ -80,22 +80,17 @@ async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         (text("name"), text("password"))
     };
     let st = state.clone();
-    let checked = tokio::task::spawn_blocking(move || {
-        let config = st.config.read().expect("config lock");
-        st.auth.check(&config, &name, &password).map(|u| (u, config.get("admins", &name).unwrap_or("").to_string()))
-    })
-    .await
-    .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
-    let Some((user, stored)) = checked else {
-        return Err(HttpError::new(401, "unauthorized", "Name or password is incorrect."));
+    let checked = tokio::task::spawn_blocking(move || st.account(&name).filter(|a| a.verify(&password)))
+        .await
+        .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
+    let Some(account) = checked else {
+        let resp = reply::error(&HttpError::new(401, "unauthorized", "Name or password is incorrect."));
+        return Ok(reply::with_header(resp, SET_COOKIE, "AuthSession=; Version=1; Path=/; HttpOnly"));
     };
-    let cookie = auth::make_cookie(&state.secret, &stored, &user.name);
-    let (timeout, persistent) = {
-        let config = state.config.read().expect("config lock");
-        (config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT), config.get_or("chttpd_auth", "allow_persistent_cookies", true))
-    };
-    let resp = reply::json(200, &json!({"ok": true, "name": user.name, "roles": user.roles}));
-    Ok(reply::with_header(resp, SET_COOKIE, &auth::cookie_header(&cookie, timeout, persistent)))
+    let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, auth::now());
+    let (timeout, persistent) = state.cookie_settings();
+    let resp = reply::json(200, &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}));
+    Ok(reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, timeout, persistent)))
 }
 
 /// Admin-only server endpoints.

@@ -25,7 +25,7 @@ use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::{segments, Query, Req};
 use crate::uuids::Uuids;
-use crate::{att, bulk, changes, db, doc, node, view};
+use crate::{access, att, bulk, changes, db, doc, node, view};
 
 /// JavaScript limits from `[couchdb] os_process_timeout` (ms) and `[settee] js_memory_mb`.
 fn js_limits(config: &Config) -> Limits {
@@ -157,6 +157,11 @@ impl State {
             },
         };
         let catalog = Catalog::open(&opts.data_dir, options).map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
+        for system in [auth::users_db(&config), "_replicator".to_string()] {
+            if catalog.get(&system).is_err() {
+                catalog.create_secured(&system, Some(1), access::ADMIN_ONLY.to_vec()).map_err(|e| format!("creating {system}: {e}"))?;
+            }
+        }
         let welcome = serde_json::json!({
             "couchdb": "Welcome",
             "version": VERSION,
@@ -211,15 +216,26 @@ impl State {
         self.uuids.lock().expect("uuid lock").next()
     }
 
+    /// The account named `name` (a server admin, or a user of the users database).
+    pub fn account(&self, name: &str) -> Option<auth::Account> {
+        auth::account(&self.config.read().expect("config lock"), &self.catalog, name)
+    }
+
     /// Who is asking: Basic credentials (verified off the event loop the first time), or a
     /// session cookie (with a fresh cookie to send back once the old one has aged).
     async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<(Option<User>, Option<String>)> {
         if let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) {
-            if let Some(user) = self.auth.cached(&self.config.read().expect("config lock"), h) {
+            let Some((name, password)) = auth::parse_basic(h) else {
+                return Err(HttpError::bad_request("Authorization header has invalid base64 value"));
+            };
+            if name == "_" && password == "_" {
+                return Ok((None, None));
+            }
+            if let Some(user) = self.auth.cached(h, |n| self.account(n)) {
                 return Ok((Some(user), None));
             }
             let (state, header) = (self.clone(), h.to_string());
-            let checked = tokio::task::spawn_blocking(move || state.auth.verify(&state.config.read().expect("config lock"), &header)).await;
+            let checked = tokio::task::spawn_blocking(move || state.auth.verify(&header, &password, state.account(&name))).await;
             return match checked {
                 Ok(Some(u)) => Ok((Some(u), None)),
                 _ => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
@@ -232,17 +248,24 @@ impl State {
             .flat_map(|v| v.split(';'))
             .find_map(|c| c.trim().strip_prefix("AuthSession=").map(str::to_string));
         if let Some(cookie) = cookie.filter(|c| !c.is_empty()) {
-            let config = self.config.read().expect("config lock");
-            let timeout = config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT);
-            let Some((user, age)) = auth::check_cookie(&config, &self.secret, &cookie, timeout) else { return Ok((None, None)) };
-            let refresh = auth::needs_refresh(age, timeout).then(|| {
-                let stored = config.get("admins", &user.name).unwrap_or("");
-                let persistent = config.get_or("chttpd_auth", "allow_persistent_cookies", true);
-                auth::cookie_header(&auth::make_cookie(&self.secret, stored, &user.name), timeout, persistent)
-            });
-            return Ok((Some(user), refresh));
+            let Some((name, _)) = settee_auth::cookie::claims(&cookie) else {
+                return Err(HttpError::bad_request("Malformed AuthSession cookie. Please clear your cookies."));
+            };
+            let Some(account) = self.account(&name) else { return Ok((None, None)) };
+            let (timeout, persistent) = self.cookie_settings();
+            let now = auth::now();
+            let Some(age) = settee_auth::cookie::check(&self.secret, &account.fingerprint(), &cookie, timeout, now) else { return Ok((None, None)) };
+            let refresh = settee_auth::cookie::needs_refresh(age, timeout)
+                .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &account.fingerprint(), &name, now), timeout, persistent));
+            return Ok((Some(account.user), refresh));
         }
         Ok((None, None))
+    }
+
+    /// `[chttpd_auth] timeout` and `allow_persistent_cookies`.
+    pub fn cookie_settings(&self) -> (u64, bool) {
+        let config = self.config.read().expect("config lock");
+        (config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT), config.get_or("chttpd_auth", "allow_persistent_cookies", true))
     }
 }
 
@@ -367,13 +390,16 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         Some("_settee_test_panic") if state.panic_route => panic!("test panic requested"),
         Some("_uuids") => node::uuids(state, req),
         Some("_session") => Box::pin(node::session(state, req)).await,
+        Some("_all_dbs" | "_dbs_info") if !state.config.read().expect("config lock").get_or("chttpd", "admin_only_all_dbs", true) => {
+            Box::pin(node::route(state, req)).await
+        }
         Some(name) if name.starts_with('_') && !settee_db::SYSTEM_DATABASES.contains(&name) => {
-            require_admin(req)?;
+            access::server_admin(req)?;
             Box::pin(node::route(state, req)).await
         }
         Some(name) => {
             let name = name.to_string();
-            require_db_access(req)?;
+            access::check_db_request(state, req, &name)?;
             db_route(state, req, &name).await
         }
     }
@@ -393,7 +419,6 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_revs_limit" | "_security" | "_purged_infos_limit" if rest == 2 => Box::pin(db::meta(state, req, name, &second)).await,
         "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest == 2 => Box::pin(db::maintenance(state, req, name, &second)).await,
         "_compact" if rest == 3 => {
-            require_admin(req)?;
             let ddoc = req.segments[2].clone();
             view::compact(state, req, name, &ddoc)
         }
@@ -433,23 +458,4 @@ async fn doc_route(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> H
         return doc::get(state, req, name, id);
     }
     Box::pin(doc::handle(state, req, name, id)).await
-}
-
-/// Fails unless the caller is a server admin.
-pub fn require_admin(req: &Req) -> HttpResult<()> {
-    if req.is_admin() {
-        Ok(())
-    } else {
-        Err(HttpError::not_admin())
-    }
-}
-
-/// New databases are readable by admins only until per-database security lands (CouchDB 3's
-/// `admin_only` default).
-fn require_db_access(req: &Req) -> HttpResult<()> {
-    if req.is_admin() {
-        Ok(())
-    } else {
-        Err(HttpError::new(401, "unauthorized", "You are not authorized to access this db."))
-    }
 }

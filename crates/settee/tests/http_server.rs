@@ -56,7 +56,7 @@ fn secure_by_default_and_sessions() {
     let me = with_cookie.get("/_session").json();
     assert_eq!(me["userCtx"]["name"], "admin");
     assert_eq!(me["info"]["authenticated"], "cookie");
-    assert_eq!(with_cookie.get("/_all_dbs").json(), json!(["newdb"]));
+    assert_eq!(with_cookie.get("/_all_dbs").json(), json!(["_replicator", "_users", "newdb"]));
     let form = anon.send("POST", "/_session", Some("name=admin&password=secret"), &[("Content-Type", "application/x-www-form-urlencoded")]);
     assert_eq!(form.status, 200);
     anon.post("/_session", r#"{"name":"admin","password":"nope"}"#).error(401, "unauthorized");
@@ -94,14 +94,14 @@ fn all_dbs_dbs_info_and_node_endpoints() {
     for db in ["b", "a", "c/d", "e"] {
         assert_eq!(c.put(&format!("/{}", db.replace('/', "%2F")), "").status, 201);
     }
-    assert_eq!(c.get("/_all_dbs").json(), json!(["a", "b", "c/d", "e"]));
+    assert_eq!(c.get("/_all_dbs").json(), json!(["_replicator", "_users", "a", "b", "c/d", "e"]), "the system databases exist from the start");
     assert_eq!(c.get("/_all_dbs?descending=true&limit=2").json(), json!(["e", "c/d"]));
     assert_eq!(c.get("/_all_dbs?start_key=%22b%22&end_key=%22c/d%22").json(), json!(["b", "c/d"]));
-    assert_eq!(c.get("/_all_dbs?skip=3").json(), json!(["e"]));
+    assert_eq!(c.get("/_all_dbs?skip=5").json(), json!(["e"]));
     let info = c.post("/_dbs_info", r#"{"keys":["a","zz"]}"#).json();
     assert_eq!(info[0]["info"]["db_name"], "a");
     assert_eq!(info[1]["error"], "not_found");
-    assert_eq!(c.get("/_dbs_info").json().as_array().unwrap().len(), 4);
+    assert_eq!(c.get("/_dbs_info").json().as_array().unwrap().len(), 6);
     assert_eq!(c.get("/_active_tasks").json(), json!([]));
     assert_eq!(c.get("/_membership").json()["all_nodes"].as_array().unwrap().len(), 1);
     assert!(c.get("/_node/_local").json()["name"].is_string());

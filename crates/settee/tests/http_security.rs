@@ -1,0 +1,227 @@
+//! Who may do what, as CouchDB 3 decides it: an access matrix of endpoints against every kind
+//! of caller (anonymous, wrong password, a user who is not a member, members by name and by
+//! role, database admins by name and by role, the server admin, valid, expired and forged
+//! session cookies); databases closed to all but admins from birth; and the users database's
+//! own rules (closed by default, sign-up, own document only, no role changes, passwords
+//! stored only as hashes).
+
+mod common;
+
+use common::{Client, Resp, TestServer};
+use serde_json::{json, Value};
+
+const USERS: [(&str, &[&str]); 6] = [("alice", &[]), ("bob", &["staff"]), ("dana", &[]), ("carl", &["boss"]), ("eve", &["other"]), ("cookie", &["staff"])];
+
+fn add_user(admin: &Client, name: &str, roles: &[&str]) {
+    let doc = json!({"name": name, "password": format!("{name}-pw"), "roles": roles, "type": "user"});
+    let r = admin.put(&format!("/_users/org.couchdb.user:{name}"), &doc.to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+}
+
+fn user(s: &TestServer, name: &str) -> Client {
+    Client::new(&s.url, Some((name, &format!("{name}-pw"))))
+}
+
+fn with_cookie(s: &TestServer, value: &str) -> Client {
+    let mut c = Client::new(&s.url, None);
+    c.extra.push(("Cookie".into(), format!("AuthSession={value}")));
+    c
+}
+
+fn login(s: &TestServer, name: &str) -> String {
+    let r = s.anon().post("/_session", &json!({"name": name, "password": format!("{name}-pw")}).to_string());
+    assert_eq!(r.status, 200, "{}", r.text);
+    let cookie = r.header("set-cookie").expect("a session cookie");
+    cookie.trim_start_matches("AuthSession=").split(';').next().unwrap().to_string()
+}
+
+/// A server with the users above, database `secure` (admins: dana by name, role boss;
+/// members: alice by name, role staff) holding document `doc`, and `closed` left as created.
+fn setup() -> TestServer {
+    let s = TestServer::start();
+    let admin = s.admin();
+    assert_eq!(admin.put("/_node/_local/_config/chttpd_auth/iterations", r#""1000""#).status, 200);
+    for (name, roles) in USERS {
+        add_user(&admin, name, roles);
+    }
+    for db in ["secure", "closed"] {
+        assert_eq!(admin.put(&format!("/{db}"), "").status, 201);
+        assert_eq!(admin.put(&format!("/{db}/doc"), r#"{"v":1}"#).status, 201);
+    }
+    let sec = json!({"admins": {"names": ["dana"], "roles": ["boss"]}, "members": {"names": ["alice"], "roles": ["staff"]}});
+    assert_eq!(admin.put("/secure/_security", &sec.to_string()).status, 200);
+    s
+}
+
+fn expect(r: &Resp, status: u16, error: Option<&str>, what: &str) {
+    assert_eq!(r.status, status, "{what}: {}", r.text);
+    if let Some(e) = error {
+        assert_eq!(r.json()["error"], e, "{what}: {}", r.text);
+    }
+}
+
+#[test]
+fn the_access_matrix() {
+    let s = setup();
+    let admin = s.admin();
+    let alice_cookie = login(&s, "alice");
+    let callers: Vec<(&str, Client)> = vec![
+        ("anonymous", s.anon()),
+        ("wrong password", Client::new(&s.url, Some(("alice", "nope")))),
+        ("not a member", user(&s, "eve")),
+        ("member by name", user(&s, "alice")),
+        ("member by role", user(&s, "bob")),
+        ("member by cookie", with_cookie(&s, &alice_cookie)),
+        ("db admin by name", user(&s, "dana")),
+        ("db admin by role", user(&s, "carl")),
+        ("server admin", s.admin()),
+    ];
+    // (caller, expected status) per endpoint; U = 401, F = 403.
+    type Row<'a> = (&'a str, &'a str, Option<&'a str>, [u16; 9]);
+    let rows: Vec<Row> = vec![
+        ("GET", "/secure/doc", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
+        ("GET", "/secure", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
+        ("GET", "/secure/_all_docs", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
+        ("GET", "/secure/_changes", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
+        ("GET", "/secure/_security", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
+        ("PUT", "/secure/new-{n}", Some(r#"{"x":1}"#), [401, 401, 403, 201, 201, 201, 201, 201, 201]),
+        ("PUT", "/secure/_design/d{n}", Some(r#"{"views":{}}"#), [401, 401, 403, 403, 403, 403, 201, 201, 201]),
+        ("PUT", "/secure/_revs_limit", Some("100"), [401, 401, 403, 403, 403, 403, 200, 200, 200]),
+        ("POST", "/secure/_view_cleanup", Some("{}"), [401, 401, 403, 401, 401, 401, 202, 202, 202]),
+        ("GET", "/closed/doc", None, [401, 401, 403, 403, 403, 403, 403, 403, 200]),
+        ("PUT", "/closed/new-{n}", Some("{}"), [401, 401, 403, 403, 403, 403, 403, 403, 201]),
+        ("PUT", "/made-{n}", Some(""), [401, 401, 401, 401, 401, 401, 401, 401, 201]),
+        ("GET", "/_all_dbs", None, [401, 401, 401, 401, 401, 401, 401, 401, 200]),
+        ("GET", "/_active_tasks", None, [401, 401, 401, 401, 401, 401, 401, 401, 200]),
+        ("GET", "/_node/_local/_config", None, [401, 401, 401, 401, 401, 401, 401, 401, 200]),
+        ("GET", "/_users/_all_docs", None, [401, 401, 401, 401, 401, 401, 401, 401, 200]),
+        ("GET", "/", None, [200, 401, 200, 200, 200, 200, 200, 200, 200]),
+        ("GET", "/_up", None, [200, 401, 200, 200, 200, 200, 200, 200, 200]),
+    ];
+    let mut n = 0;
+    for (method, path, body, want) in &rows {
+        for ((who, c), status) in callers.iter().zip(want) {
+            n += 1;
+            let path = path.replace("{n}", &n.to_string());
+            let r = c.send(method, &path, *body, &[]);
+            let error = match status {
+                401 => Some("unauthorized"),
+                403 => Some("forbidden"),
+                _ => None,
+            };
+            expect(&r, *status, error, &format!("{method} {path} as {who}"));
+        }
+    }
+    // The reasons CouchDB gives.
+    assert_eq!(s.anon().get("/secure/doc").json()["reason"], "You are not authorized to access this db.");
+    assert_eq!(user(&s, "eve").get("/secure/doc").json()["reason"], "You are not allowed to access this db.");
+    assert_eq!(user(&s, "alice").put("/secure/_design/x", "{}").json()["reason"], "You are not a db or server admin.");
+    assert_eq!(user(&s, "alice").post("/secure/_compact", "{}").json()["reason"], "You are not a server or db admin.");
+    assert_eq!(user(&s, "dana").put("/another", "").json()["reason"], "You are not a server admin.");
+    assert_eq!(Client::new(&s.url, Some(("alice", "nope"))).get("/").json()["reason"], "Name or password is incorrect.");
+    // A member's bulk write of a design document is refused for that document alone.
+    let r = user(&s, "alice").post("/secure/_bulk_docs", r#"{"docs":[{"_id":"ok1"},{"_id":"_design/no"}]}"#);
+    assert_eq!(r.status, 201, "{}", r.text);
+    let results = r.json();
+    assert_eq!(results[0]["ok"], true);
+    assert_eq!(results[1]["error"], "forbidden");
+    assert_eq!(admin.get("/secure/_design/no").status, 404);
+}
+
+#[test]
+fn sessions_cookies_expire_and_forgeries_are_ignored() {
+    let s = setup();
+    let cookie = login(&s, "cookie");
+    let session = with_cookie(&s, &cookie).get("/_session").json();
+    assert_eq!(session["userCtx"], json!({"name": "cookie", "roles": ["staff"]}));
+    assert_eq!(session["info"]["authenticated"], "cookie");
+    assert_eq!(with_cookie(&s, &cookie).get("/secure/doc").status, 200);
+
+    // A forged cookie (someone else's name, a made-up MAC) is ignored: the caller is anonymous.
+    let forged = common::base64_bytes(format!("admin:{:X}:{}", 2_000_000_000u64, "x".repeat(32)).as_bytes()).replace('+', "-").replace('/', "_").replace('=', "");
+    let r = with_cookie(&s, &forged).get("/_session");
+    assert_eq!(r.json()["userCtx"]["name"], Value::Null);
+    expect(&with_cookie(&s, &forged).get("/secure/doc"), 401, Some("unauthorized"), "forged cookie");
+    expect(&with_cookie(&s, "%%%").get("/secure/doc"), 400, Some("bad_request"), "malformed cookie");
+
+    // Changing the password ends the sessions made with the old one.
+    let admin = s.admin();
+    let mut doc = admin.get("/_users/org.couchdb.user:cookie").json();
+    doc["password"] = json!("changed");
+    assert_eq!(admin.put("/_users/org.couchdb.user:cookie", &doc.to_string()).status, 201);
+    expect(&with_cookie(&s, &cookie).get("/secure/doc"), 401, Some("unauthorized"), "cookie after a password change");
+    expect(&user(&s, "cookie").get("/secure/doc"), 401, Some("unauthorized"), "the old password");
+    assert_eq!(Client::new(&s.url, Some(("cookie", "changed"))).get("/secure/doc").status, 200);
+
+    // An expired cookie is ignored.
+    assert_eq!(admin.put("/_node/_local/_config/chttpd_auth/timeout", r#""1""#).status, 200);
+    let short = login(&s, "alice");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    expect(&with_cookie(&s, &short).get("/secure/doc"), 401, Some("unauthorized"), "expired cookie");
+
+    // Failed logins get 401 and a cleared cookie.
+    let r = s.anon().post("/_session", r#"{"name":"alice","password":"wrong"}"#);
+    expect(&r, 401, Some("unauthorized"), "wrong password at login");
+    assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("AuthSession=;")));
+}
+
+#[test]
+fn the_users_database_is_closed_by_default() {
+    let s = setup();
+    let alice = user(&s, "alice");
+    expect(&alice.get("/_users/org.couchdb.user:alice"), 403, Some("forbidden"), "own document, default security");
+    let signup = json!({"name": "zed", "password": "p", "roles": [], "type": "user"}).to_string();
+    expect(&s.anon().put("/_users/org.couchdb.user:zed", &signup), 401, Some("unauthorized"), "anonymous sign-up");
+    let r = s.admin().put("/_users/_security", "{}");
+    expect(&r, 403, Some("forbidden"), "editing the users database's security");
+    assert_eq!(r.json()["reason"], "You can't edit the security object of the user database.");
+    let closed = s.admin().get("/_users/_security").json();
+    assert_eq!(closed["members"]["roles"], json!(["_admin"]));
+}
+
+#[test]
+fn an_open_users_database_lets_people_sign_up_and_manage_only_themselves() {
+    let s = setup();
+    let admin = s.admin();
+    assert_eq!(admin.put("/_node/_local/_config/couchdb/users_db_security_editable", r#""true""#).status, 200);
+    assert_eq!(admin.put("/_users/_security", "{}").status, 200);
+
+    let signup = json!({"name": "zed", "password": "zed-pw", "roles": [], "type": "user"});
+    let r = s.anon().put("/_users/org.couchdb.user:zed", &signup.to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let zed = user(&s, "zed");
+    let own = zed.get("/_users/org.couchdb.user:zed");
+    assert_eq!(own.status, 200, "{}", own.text);
+    let own = own.json();
+    assert!(own.get("password").is_none(), "the password is not stored: {own}");
+    assert_eq!(own["password_scheme"], "pbkdf2");
+    assert!(own["derived_key"].as_str().is_some_and(|k| k.len() == 64));
+    assert!(!own.to_string().contains("zed-pw"));
+    expect(&zed.get("/_users/org.couchdb.user:alice"), 404, Some("not_found"), "someone else's document");
+    expect(&zed.get("/_users/_all_docs"), 401, Some("unauthorized"), "listing users");
+
+    let mut escalate = own.clone();
+    escalate["roles"] = json!(["boss"]);
+    let r = zed.put("/_users/org.couchdb.user:zed", &escalate.to_string());
+    expect(&r, 403, Some("forbidden"), "a user giving themselves roles");
+    assert_eq!(r.json()["reason"], "Only _admin may edit roles");
+    let mut other = admin.get("/_users/org.couchdb.user:alice").json();
+    other["password"] = json!("mine-now");
+    expect(&zed.put("/_users/org.couchdb.user:alice", &other.to_string()), 404, Some("not_found"), "writing someone else's document");
+    let sneaky = json!({"name": "yan", "password": "p", "roles": ["boss"], "type": "user"});
+    let r = s.anon().put("/_users/org.couchdb.user:yan", &sneaky.to_string());
+    expect(&r, 403, Some("forbidden"), "signing up with roles");
+    assert_eq!(r.json()["reason"], "Only _admin may set roles");
+    let bad = json!({"name": "other", "password": "p", "roles": [], "type": "user"});
+    assert_eq!(s.anon().put("/_users/org.couchdb.user:wrong", &bad.to_string()).json()["reason"], "Doc ID must be of the form org.couchdb.user:name");
+
+    let mut change = own;
+    change["password"] = json!("new-pw");
+    assert_eq!(zed.put("/_users/org.couchdb.user:zed", &change.to_string()).status, 201);
+    expect(&zed.get("/_users/org.couchdb.user:zed"), 401, Some("unauthorized"), "the old password after a change");
+    assert_eq!(Client::new(&s.url, Some(("zed", "new-pw"))).get("/_session").json()["userCtx"]["name"], "zed");
+    let log = std::fs::read_to_string(&s.log).unwrap_or_default();
+    for secret in ["zed-pw", "new-pw", "mine-now", "alice-pw"] {
+        assert!(!log.contains(secret), "a password reached the log");
+    }
+}
