@@ -120,7 +120,7 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
 /// Checks and prepares document writes before they are saved; one answer per document,
 /// `None` for those that may be saved. Design documents need a database admin and must be
 /// valid; documents of the users database follow its rules and have passwords hashed (off
-/// the event loop).
+/// the event loop); every other document passes the `validate_doc_update` functions.
 pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &mut [NewDoc]) -> Vec<Option<HttpError>> {
     let user = req.user.as_ref();
     let admin = match is_db_admin(user, db) {
@@ -148,6 +148,9 @@ pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc
                 *slot = prepare_user_doc(db, doc, user, admin, iterations).await.err();
             }
         }
+    }
+    if let Err(e) = crate::validate::run(state, req, db, docs, &mut out).await {
+        return vec![Some(e); docs.len()];
     }
     out
 }

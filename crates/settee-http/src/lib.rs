@@ -27,6 +27,7 @@ mod reply;
 mod request;
 mod server;
 mod uuids;
+mod validate;
 mod view;
 
 pub use auth::{hash_password, verify_password};

@@ -104,6 +104,32 @@ impl Engine {
         Ok(bools)
     }
 
+    /// Compiles a `validate_doc_update` function under `key`, with `require` over the design
+    /// document `ddoc_json` (also its `this`), unless a program with that key exists.
+    pub fn load_validator(&mut self, key: &str, source: &str, ddoc_json: &str) -> Result<()> {
+        if self.programs.contains_key(key) {
+            return Ok(());
+        }
+        let (source, ddoc) = (source.to_string(), ddoc_json.to_string());
+        self.compile(key, move |ctx| {
+            let make: Function = ctx.globals().get("__validator")?;
+            let ddoc: Value = ctx.json_parse(ddoc)?;
+            make.call((source, ddoc))
+        })
+    }
+
+    /// Runs a loaded validation function: `Ok(None)` when it accepts the write, else the
+    /// `(error, reason)` it threw (`forbidden`, `unauthorized`, or `unknown_error` for other
+    /// thrown values). Arguments are JSON texts.
+    pub fn validate(&mut self, key: &str, new_doc: String, old_doc: String, user_ctx: String, sec_obj: String) -> Result<Option<(String, String)>> {
+        let out = self.call(key, move |ctx, f| f.call::<_, String>((new_doc, old_doc, user_ctx, sec_obj)).map_err(|e| caught(ctx, e)))?;
+        if out == "ok" {
+            return Ok(None);
+        }
+        let (error, reason) = out.split_once('\n').ok_or_else(|| Error::Engine(format!("unexpected validation answer: {out}")))?;
+        Ok(Some((error.to_string(), reason.to_string())))
+    }
+
     /// Compiles a reduce function under its own source text as key.
     pub fn load_reduce(&mut self, source: &str) -> Result<()> {
         if self.programs.contains_key(source) {
@@ -248,6 +274,26 @@ mod tests {
         assert_eq!(out, serde_json::json!([[[[8, null]]]]));
         let out = rows(&mut e, &["function(doc) { require('views/lib/nothing'); emit(1, 1); }"], lib, r#"[{"n":4}]"#);
         assert_eq!(out, serde_json::json!([[[]]]), "a missing module fails that document only");
+    }
+
+    #[test]
+    fn validators_accept_refuse_and_fail() {
+        let mut e = Engine::new(Limits::default()).unwrap();
+        let src = "function(newDoc, oldDoc, userCtx, secObj) {
+            if (newDoc.bad) throw({forbidden: 'no bad docs for ' + userCtx.name});
+            if (!userCtx.name) throw({unauthorized: 'log in'});
+            if (oldDoc && oldDoc.locked) throw('locked\\nreally');
+            if (newDoc.boom) throw new Error('boom');
+            if (secObj.admins && newDoc.who !== this._id) throw({forbidden: 'this is the ddoc'});
+        }";
+        e.load_validator("v", src, r#"{"_id":"_design/v"}"#).unwrap();
+        let run = |e: &mut Engine, new: &str, old: &str, ctx: &str| e.validate("v", new.into(), old.into(), ctx.into(), r#"{"admins":{}}"#.into());
+        assert_eq!(run(&mut e, r#"{"who":"_design/v"}"#, "null", r#"{"name":"ann"}"#).unwrap(), None);
+        assert_eq!(run(&mut e, r#"{"bad":1}"#, "null", r#"{"name":"ann"}"#).unwrap(), Some(("forbidden".into(), "no bad docs for ann".into())));
+        assert_eq!(run(&mut e, "{}", "null", r#"{"name":null}"#).unwrap(), Some(("unauthorized".into(), "log in".into())));
+        assert_eq!(run(&mut e, "{}", r#"{"locked":true}"#, r#"{"name":"a"}"#).unwrap(), Some(("unknown_error".into(), "locked\nreally".into())));
+        assert!(run(&mut e, r#"{"boom":1}"#, "null", r#"{"name":"a"}"#).is_err(), "a thrown Error fails the call");
+        assert_eq!(run(&mut e, r#"{"who":"x"}"#, "null", r#"{"name":"a"}"#).unwrap(), Some(("forbidden".into(), "this is the ddoc".into())));
     }
 
     #[test]

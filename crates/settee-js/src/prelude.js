@@ -171,3 +171,29 @@ function __filter(source, ddoc) {
     return JSON.stringify(out);
   };
 }
+
+// A `validate_doc_update` function (`require` over the whole design document), called with
+// the new document, the old one (or null), the user context and the security object as JSON
+// texts. Answers "ok", or the error name and the reason on two lines for a thrown
+// `{forbidden: …}`, `{unauthorized: …}` or other value; a thrown Error fails the call itself.
+function __validator(source, ddoc) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (newText, oldText, ctxText, secText) {
+    try {
+      fn.call(ddoc, JSON.parse(newText), JSON.parse(oldText), JSON.parse(ctxText), JSON.parse(secText));
+      return "ok";
+    } catch (e) {
+      var text = function (v) { return typeof v === "string" ? v : JSON.stringify(v); };
+      if (e && typeof e === "object" && e.forbidden !== undefined) {
+        return "forbidden\n" + text(e.forbidden);
+      }
+      if (e && typeof e === "object" && e.unauthorized !== undefined) {
+        return "unauthorized\n" + text(e.unauthorized);
+      }
+      if (e && e.name && e.stack) {
+        throw e;
+      }
+      return "unknown_error\n" + text(e);
+    }
+  };
+}

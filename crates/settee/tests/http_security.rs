@@ -225,3 +225,64 @@ fn an_open_users_database_lets_people_sign_up_and_manage_only_themselves() {
         assert!(!log.contains(secret), "a password reached the log");
     }
 }
+
+const VDU: &str = "function(newDoc, oldDoc, userCtx, secObj) {
+  if (newDoc.bad) throw({forbidden: 'bad doc'});
+  if (newDoc.needs_login && !userCtx.name) throw({unauthorized: 'please log in'});
+  if (newDoc.owner && newDoc.owner !== userCtx.name && userCtx.roles.indexOf('_admin') < 0) throw({forbidden: 'not yours'});
+  if (oldDoc && oldDoc.frozen) throw({forbidden: 'frozen'});
+  if (newDoc.check_sec && secObj.members.names.indexOf(userCtx.name) < 0) throw({forbidden: 'not a named member'});
+  if (newDoc.db && newDoc.db !== userCtx.db) throw({forbidden: 'wrong db'});
+}";
+
+#[test]
+fn validate_doc_update_runs_on_every_kind_of_write() {
+    let s = setup();
+    let admin = s.admin();
+    assert_eq!(admin.put("/secure/_design/rules", &json!({"validate_doc_update": VDU}).to_string()).status, 201);
+    let alice = user(&s, "alice");
+    let refused = |r: Resp, status: u16, reason: &str, what: &str| {
+        expect(&r, status, Some(if status == 401 { "unauthorized" } else { "forbidden" }), what);
+        assert_eq!(r.json()["reason"], reason, "{what}");
+    };
+    refused(alice.put("/secure/b1", r#"{"bad":true}"#), 403, "bad doc", "PUT");
+    refused(admin.put("/secure/b2", r#"{"bad":true}"#), 403, "bad doc", "server admins do not bypass validation");
+    refused(alice.post("/secure", r#"{"bad":true}"#), 403, "bad doc", "POST");
+    refused(alice.put("/secure/o1", r#"{"owner":"bob"}"#), 403, "not yours", "userCtx.name");
+    assert_eq!(alice.put("/secure/o2", r#"{"owner":"alice"}"#).status, 201);
+    assert_eq!(user(&s, "bob").put("/secure/s1", r#"{"check_sec":true}"#).json()["reason"], "not a named member", "secObj");
+    assert_eq!(alice.put("/secure/s2", r#"{"check_sec":true,"db":"secure"}"#).status, 201, "secObj and userCtx.db");
+
+    // Updates see the old document; deletions are writes too.
+    let frozen = alice.put("/secure/f", r#"{"frozen":true}"#).json();
+    let rev = frozen["rev"].as_str().unwrap().to_string();
+    refused(alice.put("/secure/f", &json!({"_rev": rev, "x": 1}).to_string()), 403, "frozen", "update");
+    refused(alice.delete(&format!("/secure/f?rev={rev}")), 403, "frozen", "delete");
+    refused(alice.send("PUT", &format!("/secure/f/att.txt?rev={rev}"), Some("hello"), &[("Content-Type", "text/plain")]), 403, "frozen", "attachment upload");
+    assert_eq!(admin.get("/secure/f").json()["_rev"], rev, "nothing was written");
+
+    // _bulk_docs: per-document refusals, interactive and replicated.
+    let r = alice.post("/secure/_bulk_docs", r#"{"docs":[{"_id":"k1"},{"_id":"k2","bad":true}]}"#);
+    assert_eq!(r.status, 201);
+    let out = r.json();
+    assert_eq!(out[0]["ok"], true);
+    assert_eq!((out[1]["error"].as_str(), out[1]["reason"].as_str()), (Some("forbidden"), Some("bad doc")));
+    let replicated = json!({"new_edits": false, "docs": [{"_id": "r1", "_rev": "1-abc", "bad": true}, {"_id": "r2", "_rev": "1-abc"}]});
+    let r = alice.post("/secure/_bulk_docs", &replicated.to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let out = r.json();
+    assert_eq!(out.as_array().unwrap().len(), 1, "only failures are listed: {out}");
+    assert_eq!(out[0]["id"], "r1");
+    assert_eq!(out[0]["error"], "forbidden");
+    assert_eq!(admin.get("/secure/r1").status, 404);
+    assert_eq!(admin.get("/secure/r2").status, 200);
+    refused(alice.send("PUT", "/secure/r3?new_edits=false", Some(r#"{"_rev":"1-abc","bad":true}"#), &[]), 403, "bad doc", "replicated PUT");
+
+    // `unauthorized` from an anonymous writer of a public database.
+    assert_eq!(admin.put("/open", "").status, 201);
+    assert_eq!(admin.put("/open/_security", "{}").status, 200);
+    assert_eq!(admin.put("/open/_design/rules", &json!({"validate_doc_update": VDU}).to_string()).status, 201);
+    refused(s.anon().put("/open/x", r#"{"needs_login":true}"#), 401, "please log in", "anonymous write");
+    assert_eq!(s.anon().put("/open/y", r#"{"v":1}"#).status, 201, "a public database takes anonymous writes");
+    assert_eq!(s.anon().get("/open/y").status, 200);
+}

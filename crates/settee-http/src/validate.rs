@@ -1,0 +1,146 @@
+//! `validate_doc_update` functions: every design document's function runs on every write
+//! of a normal document (interactive or replicated), with the new document, the current one,
+//! the user context and the security object; the first refusal wins, as in CouchDB.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Map, Value};
+use settee_db::{is_local, AllDocsOptions, Database, DocOptions, NewDoc, DESIGN_PREFIX};
+
+use crate::error::{HttpError, HttpResult};
+use crate::request::Req;
+use crate::server::State;
+
+/// One design document's validation function.
+struct Validator {
+    /// Engine cache key: design document id and revision.
+    key: String,
+    language: String,
+    source: String,
+    /// The design document, for `require` and `this` (and for external query servers).
+    ddoc: Value,
+}
+
+/// The validation functions of a database, re-read when its design documents change.
+#[derive(Default)]
+struct Cached(Mutex<(Vec<(String, String)>, Arc<Vec<Validator>>)>);
+
+/// The database's validation functions.
+fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
+    let snap = db.snapshot();
+    let opts = AllDocsOptions { start: Some(DESIGN_PREFIX.into()), end: Some("_design0".into()), inclusive_end: false, ..Default::default() };
+    let mut current = Vec::new();
+    for row in snap.all_docs(opts)? {
+        let row = row?;
+        current.push((row.id, row.rev.to_string()));
+    }
+    let cache = db.extension(Cached::default);
+    let mut slot = cache.0.lock().expect("validators cache");
+    if slot.0 != current {
+        let mut found = Vec::new();
+        for (id, rev) in &current {
+            let Ok(body) = snap.open_doc(id, None, &DocOptions::default()) else { continue };
+            let Ok(ddoc) = serde_json::from_slice::<Value>(&body) else { continue };
+            let Some(source) = ddoc.get("validate_doc_update").and_then(Value::as_str) else { continue };
+            let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript").to_string();
+            found.push(Validator { key: format!("vdu:{id}:{rev}"), language, source: source.to_string(), ddoc });
+        }
+        *slot = (current, Arc::new(found));
+    }
+    Ok(slot.1.clone())
+}
+
+/// The document as validation functions see it: its members with `_id`, the parent `_rev`,
+/// `_revisions` and `_deleted`.
+fn new_doc_json(doc: &NewDoc) -> Value {
+    let mut map: Map<String, Value> = serde_json::from_slice(&doc.body).unwrap_or_default();
+    map.insert("_id".into(), json!(doc.id));
+    if let Some(rev) = doc.revs.first() {
+        map.insert("_rev".into(), json!(rev.to_string()));
+        let ids: Vec<String> = doc.revs.iter().map(|r| r.id.to_string()).collect();
+        map.insert("_revisions".into(), json!({"start": rev.pos, "ids": ids}));
+    }
+    if doc.deleted {
+        map.insert("_deleted".into(), json!(true));
+    }
+    Value::Object(map)
+}
+
+/// Runs the database's validation functions over `docs` (design and local documents are not
+/// validated), recording a refusal in `out` for each document refused.
+pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewDoc], out: &mut [Option<HttpError>]) -> HttpResult<()> {
+    let validators = validators(db)?;
+    if validators.is_empty() {
+        return Ok(());
+    }
+    let snap = db.snapshot();
+    let mut jobs = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        if out[i].is_some() || doc.id.starts_with(DESIGN_PREFIX) || is_local(&doc.id) {
+            continue;
+        }
+        let old = snap.open_doc(&doc.id, None, &DocOptions::default()).ok().map_or_else(|| "null".to_string(), |b| String::from_utf8_lossy(&b).into_owned());
+        jobs.push((i, new_doc_json(doc).to_string(), old));
+    }
+    let ctx = settee_auth::user_ctx(req.user.as_ref(), Some(db.name())).to_string();
+    let sec = String::from_utf8(db.snapshot().meta()?.security).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "{}".into());
+    let (limits, servers) = (state.views.pool().limits(), state.views.servers().clone());
+    let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Result<Option<(String, String)>, String>)> {
+        jobs.into_iter().map(|(i, new, old)| (i, first_refusal(&validators, &servers, limits, &new, &old, &ctx, &sec))).collect()
+    })
+    .await
+    .map_err(crate::db::join_error)?;
+    for (i, verdict) in verdicts {
+        out[i] = match verdict {
+            Ok(None) => None,
+            Ok(Some((error, reason))) => {
+                let status = match error.as_str() {
+                    "forbidden" => 403,
+                    "unauthorized" => 401,
+                    _ => 500,
+                };
+                Some(HttpError::new(status, &error, reason))
+            }
+            Err(reason) => Some(HttpError::new(500, "unknown_error", reason)),
+        };
+    }
+    Ok(())
+}
+
+/// The first refusal of any validator for one write.
+fn first_refusal(validators: &[Validator], servers: &settee_queryserver::QueryServers, limits: settee_js::Limits, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Option<(String, String)>, String> {
+    for v in validators {
+        let verdict = if v.language == "javascript" {
+            settee_js::with_local_engine(limits, |e| {
+                e.load_validator(&v.key, &v.source, &v.ddoc.to_string())?;
+                e.validate(&v.key, new.to_string(), old.to_string(), ctx.to_string(), sec.to_string())
+            })
+            .map_err(|e| e.to_string())?
+        } else {
+            external(servers, v, new, old, ctx, sec)?
+        };
+        if verdict.is_some() {
+            return Ok(verdict);
+        }
+    }
+    Ok(None)
+}
+
+/// A validation function in another language, through its query server's `ddoc` command.
+fn external(servers: &settee_queryserver::QueryServers, v: &Validator, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Option<(String, String)>, String> {
+    let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
+    let args = json!([parse(new), parse(old), parse(ctx), parse(sec)]);
+    let mut process = servers.checkout(&v.language).map_err(|e| e.to_string())?;
+    let timeout = process.timeout();
+    let answer = process.ddoc(&v.ddoc, &["validate_doc_update"], &args, timeout).map_err(|e| e.to_string())?;
+    if answer == json!(1) || answer == json!(true) {
+        return Ok(None);
+    }
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    for kind in ["forbidden", "unauthorized"] {
+        if let Some(reason) = answer.get(kind) {
+            return Ok(Some((kind.to_string(), text(reason))));
+        }
+    }
+    Ok(Some(("unknown_error".to_string(), text(&answer))))
+}
