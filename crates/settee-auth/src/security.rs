@@ -19,7 +19,7 @@ impl Group {
     }
 
     fn holds(&self, user: &User) -> bool {
-        self.names.iter().any(|n| *n == user.name) || self.roles.iter().any(|r| user.roles.contains(r))
+        self.names.contains(&user.name) || self.roles.iter().any(|r| user.roles.contains(r))
     }
 
     fn read(v: Option<&Value>) -> Group {

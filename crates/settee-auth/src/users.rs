@@ -164,7 +164,8 @@ mod tests {
     fn the_auth_rules_with_couchdbs_messages() {
         let ok = body(json!({"name": "bob", "type": "user", "roles": []}));
         assert!(validate(ID, false, &ok, None, None, false).is_ok());
-        let cases: Vec<(Map<String, Value>, Option<Value>, Option<User>, &str)> = vec![
+        type Case = (Map<String, Value>, Option<Value>, Option<User>, &'static str);
+        let cases: Vec<Case> = vec![
             (body(json!({"name": "bob", "roles": []})), None, None, "doc.type must be user"),
             (body(json!({"type": "user", "roles": []})), None, None, "doc.name is required"),
             (body(json!({"name": "bob", "type": "user"})), None, None, "doc.roles must exist"),

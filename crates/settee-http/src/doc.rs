@@ -187,7 +187,7 @@ pub fn accepts_multipart(req: &Req) -> bool {
 
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
-async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16, name: &str) -> HttpResult<Response> {
+async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
@@ -204,7 +204,7 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
     }
     let resp = reply::json(status, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     let resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
-    let location = format!("/{}/{}", name, percent_encoding::utf8_percent_encode(&id, percent_encoding::NON_ALPHANUMERIC));
+    let location = format!("/{}/{}", db.name(), percent_encoding::utf8_percent_encode(&id, percent_encoding::NON_ALPHANUMERIC));
     Ok(reply::with_header(resp, LOCATION, &location))
 }
 
@@ -213,7 +213,7 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRes
     let (mode, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, Some(id)).await?;
     let status = if doc.deleted { 200 } else { 201 };
-    write_one(state, req, &db, doc, mode, durability, status, name).await
+    write_one(state, req, &db, doc, mode, durability, status).await
 }
 
 /// `POST /{db}`: a new document with a generated id unless it names one.
@@ -222,7 +222,7 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let db = open(state, name)?;
     let (_, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, None).await?;
-    write_one(state, req, &db, doc, EditMode::Interactive, durability, 201, name).await
+    write_one(state, req, &db, doc, EditMode::Interactive, durability, 201).await
 }
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
@@ -236,7 +236,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
     let (_, durability) = write_options(req)?;
-    write_one(state, req, &db, doc, EditMode::Interactive, durability, 200, name).await
+    write_one(state, req, &db, doc, EditMode::Interactive, durability, 200).await
 }
 
 /// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.
@@ -259,5 +259,5 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
         }
     }
     let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
-    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, 201, name).await
+    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, 201).await
 }

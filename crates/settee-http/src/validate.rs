@@ -23,7 +23,13 @@ struct Validator {
 
 /// The validation functions of a database, re-read when its design documents change.
 #[derive(Default)]
-struct Cached(Mutex<(Vec<(String, String)>, Arc<Vec<Validator>>)>);
+struct Cached(Mutex<(DesignRevs, Arc<Vec<Validator>>)>);
+
+/// Each design document's id and revision.
+type DesignRevs = Vec<(String, String)>;
+
+/// A refusal: CouchDB's error name and the reason.
+type Refusal = Option<(String, String)>;
 
 /// The database's validation functions.
 fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
@@ -85,7 +91,7 @@ pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewD
     let ctx = settee_auth::user_ctx(req.user.as_ref(), Some(db.name())).to_string();
     let sec = String::from_utf8(db.snapshot().meta()?.security).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "{}".into());
     let (limits, servers) = (state.views.pool().limits(), state.views.servers().clone());
-    let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Result<Option<(String, String)>, String>)> {
+    let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Result<Refusal, String>)> {
         jobs.into_iter().map(|(i, new, old)| (i, first_refusal(&validators, &servers, limits, &new, &old, &ctx, &sec))).collect()
     })
     .await
@@ -108,7 +114,7 @@ pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewD
 }
 
 /// The first refusal of any validator for one write.
-fn first_refusal(validators: &[Validator], servers: &settee_queryserver::QueryServers, limits: settee_js::Limits, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Option<(String, String)>, String> {
+fn first_refusal(validators: &[Validator], servers: &settee_queryserver::QueryServers, limits: settee_js::Limits, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Refusal, String> {
     for v in validators {
         let verdict = if v.language == "javascript" {
             settee_js::with_local_engine(limits, |e| {
@@ -127,7 +133,7 @@ fn first_refusal(validators: &[Validator], servers: &settee_queryserver::QuerySe
 }
 
 /// A validation function in another language, through its query server's `ddoc` command.
-fn external(servers: &settee_queryserver::QueryServers, v: &Validator, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Option<(String, String)>, String> {
+fn external(servers: &settee_queryserver::QueryServers, v: &Validator, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Refusal, String> {
     let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
     let args = json!([parse(new), parse(old), parse(ctx), parse(sec)]);
     let mut process = servers.checkout(&v.language).map_err(|e| e.to_string())?;
