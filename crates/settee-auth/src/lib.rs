@@ -7,12 +7,16 @@
 //! * [`password`]: PBKDF2 hashing and checking.
 //! * [`cookie`]: `AuthSession` cookies.
 //! * [`users`]: the rules of the users database.
+//! * [`jwt`]: JSON Web Token checks.
+//! * [`proxy`]: proxy authentication tokens.
 
 #![deny(missing_docs)]
 
 pub mod cookie;
 mod error;
+pub mod jwt;
 pub mod password;
+pub mod proxy;
 mod security;
 mod user;
 pub mod users;

@@ -84,6 +84,34 @@ pub fn account(config: &Config, catalog: &Catalog, name: &str) -> Option<Account
     Some(Account { user: User { name: name.to_string(), roles }, credentials: Credentials::Doc(doc) })
 }
 
+/// The authentication handlers `[chttpd] authentication_handlers` lists, in its order, by
+/// CouchDB's names (`cookie`, `default`, `jwt`, `proxy`); cookie then Basic when unset.
+pub fn handlers(config: &Config) -> Vec<&'static str> {
+    let Some(list) = config.get("chttpd", "authentication_handlers") else { return vec!["cookie", "default"] };
+    let mut found: Vec<(usize, &'static str)> =
+        ["cookie", "default", "jwt", "proxy"].into_iter().filter_map(|h| list.find(&format!("{h}_authentication_handler")).map(|at| (at, h))).collect();
+    found.sort();
+    found.into_iter().map(|(_, h)| h).collect()
+}
+
+/// The JWT settings: `[jwt_keys]` and `[jwt_auth]`.
+pub fn jwt_config(config: &Config) -> settee_auth::jwt::JwtConfig {
+    let keys = config.section("jwt_keys").unwrap_or_default().iter().cloned().collect();
+    let required_claims = config
+        .get("jwt_auth", "required_claims")
+        .unwrap_or("")
+        .split(',')
+        .map(|c| c.trim().trim_start_matches('{').split(',').next().unwrap_or("").trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect();
+    settee_auth::jwt::JwtConfig {
+        keys,
+        required_claims,
+        roles_claim_path: config.get("jwt_auth", "roles_claim_path").map(str::to_string),
+        roles_claim_name: config.get("jwt_auth", "roles_claim_name").unwrap_or("_couchdb.roles").to_string(),
+    }
+}
+
 /// Remembers which Basic `Authorization` values passed, for which account fingerprint.
 pub struct Authenticator {
     verified: RwLock<HashMap<u64, (String, String)>>,

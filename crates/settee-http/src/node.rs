@@ -55,9 +55,9 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
     match req.method {
         Method::GET | Method::HEAD => {
             let (name, roles) = req.user.as_ref().map_or((Value::Null, vec![]), |u| (json!(u.name), u.roles.clone()));
-            let how = if req.header("authorization").is_some() { "default" } else { "cookie" };
-            let mut info = json!({"authentication_handlers": ["cookie", "default"]});
-            if req.user.is_some() {
+            let handlers = crate::auth::handlers(&state.config.read().expect("config lock"));
+            let mut info = json!({"authentication_handlers": handlers});
+            if let Some(how) = req.auth_handler {
                 info["authenticated"] = json!(how);
             }
             Ok(reply::json(200, &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info})))

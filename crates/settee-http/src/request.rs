@@ -100,6 +100,8 @@ pub struct Req {
     pub body: Option<Incoming>,
     /// The authenticated caller.
     pub user: Option<User>,
+    /// The authentication handler that named the user (`default`, `cookie`, `jwt`, `proxy`).
+    pub auth_handler: Option<&'static str>,
     /// Time spent reading the body, for `X-CouchDB-Body-Time`.
     pub body_time: std::time::Duration,
 }

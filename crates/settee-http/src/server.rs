@@ -221,45 +221,96 @@ impl State {
         auth::account(&self.config.read().expect("config lock"), &self.catalog, name)
     }
 
-    /// Who is asking: Basic credentials (verified off the event loop the first time), or a
-    /// session cookie (with a fresh cookie to send back once the old one has aged).
-    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<(Option<User>, Option<String>)> {
-        if let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) {
-            let Some((name, password)) = auth::parse_basic(h) else {
-                return Err(HttpError::bad_request("Authorization header has invalid base64 value"));
+    /// Who is asking, by the configured handlers in order (`[chttpd]
+    /// authentication_handlers`; cookie then Basic by default, JWT and proxy when listed).
+    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<Authenticated> {
+        let handlers = auth::handlers(&self.config.read().expect("config lock"));
+        for handler in handlers {
+            let found = match handler {
+                "default" => self.basic(headers).await?,
+                "cookie" => self.cookie(headers)?,
+                "jwt" => self.jwt(headers)?,
+                "proxy" => self.proxy(headers),
+                _ => None,
             };
-            if name == "_" && password == "_" {
-                return Ok((None, None));
+            if let Some((user, refresh)) = found {
+                return Ok(Authenticated { user: Some(user), handler: Some(handler), refresh });
             }
-            if let Some(user) = self.auth.cached(h, |n| self.account(n)) {
-                return Ok((Some(user), None));
-            }
-            let (state, header) = (self.clone(), h.to_string());
-            let checked = tokio::task::spawn_blocking(move || state.auth.verify(&header, &password, state.account(&name))).await;
-            return match checked {
-                Ok(Some(u)) => Ok((Some(u), None)),
-                _ => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
-            };
         }
+        Ok(Authenticated::default())
+    }
+
+    /// Basic credentials, verified off the event loop the first time.
+    async fn basic(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<Option<(User, Option<String>)>> {
+        let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) else {
+            return Ok(None);
+        };
+        let Some((name, password)) = auth::parse_basic(h) else {
+            return Err(HttpError::bad_request("Authorization header has invalid base64 value"));
+        };
+        if name == "_" && password == "_" {
+            return Ok(None);
+        }
+        if let Some(user) = self.auth.cached(h, |n| self.account(n)) {
+            return Ok(Some((user, None)));
+        }
+        let (state, header) = (self.clone(), h.to_string());
+        let checked = tokio::task::spawn_blocking(move || state.auth.verify(&header, &password, state.account(&name))).await;
+        match checked {
+            Ok(Some(u)) => Ok(Some((u, None))),
+            _ => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
+        }
+    }
+
+    /// An `AuthSession` cookie, with a fresh cookie to send back once the old one has aged.
+    fn cookie(&self, headers: &hyper::HeaderMap) -> HttpResult<Option<(User, Option<String>)>> {
         let cookie = headers
             .get_all(hyper::header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .find_map(|c| c.trim().strip_prefix("AuthSession=").map(str::to_string));
-        if let Some(cookie) = cookie.filter(|c| !c.is_empty()) {
-            let Some((name, _)) = settee_auth::cookie::claims(&cookie) else {
-                return Err(HttpError::bad_request("Malformed AuthSession cookie. Please clear your cookies."));
-            };
-            let Some(account) = self.account(&name) else { return Ok((None, None)) };
-            let (timeout, persistent) = self.cookie_settings();
-            let now = auth::now();
-            let Some(age) = settee_auth::cookie::check(&self.secret, &account.fingerprint(), &cookie, timeout, now) else { return Ok((None, None)) };
-            let refresh = settee_auth::cookie::needs_refresh(age, timeout)
-                .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &account.fingerprint(), &name, now), timeout, persistent));
-            return Ok((Some(account.user), refresh));
+        let Some(cookie) = cookie.filter(|c| !c.is_empty()) else { return Ok(None) };
+        let Some((name, _)) = settee_auth::cookie::claims(&cookie) else {
+            return Err(HttpError::bad_request("Malformed AuthSession cookie. Please clear your cookies."));
+        };
+        let Some(account) = self.account(&name) else { return Ok(None) };
+        let (timeout, persistent) = self.cookie_settings();
+        let now = auth::now();
+        let Some(age) = settee_auth::cookie::check(&self.secret, &account.fingerprint(), &cookie, timeout, now) else { return Ok(None) };
+        let refresh = settee_auth::cookie::needs_refresh(age, timeout)
+            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &account.fingerprint(), &name, now), timeout, persistent));
+        Ok(Some((account.user, refresh)))
+    }
+
+    /// `Authorization: Bearer <JWT>`: a refused token is an error, not anonymity.
+    fn jwt(&self, headers: &hyper::HeaderMap) -> HttpResult<Option<(User, Option<String>)>> {
+        let Some(token) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|h| h.strip_prefix("Bearer ")) else {
+            return Ok(None);
+        };
+        let cfg = auth::jwt_config(&self.config.read().expect("config lock"));
+        match settee_auth::jwt::verify(token.trim(), &cfg) {
+            Ok(user) => Ok(Some((user, None))),
+            Err(settee_auth::jwt::JwtError::BadRequest(r)) => Err(HttpError::bad_request(r)),
+            Err(settee_auth::jwt::JwtError::Unauthorized(r)) => Err(HttpError::new(401, "unauthorized", r)),
         }
-        Ok((None, None))
+    }
+
+    /// Proxy headers, trusted as given unless `[chttpd_auth] proxy_use_secret` asks for a
+    /// token; a wrong token passes the request on to the next handler.
+    fn proxy(&self, headers: &hyper::HeaderMap) -> Option<(User, Option<String>)> {
+        let config = self.config.read().expect("config lock");
+        let header = |key: &str, default: &str| config.get("chttpd_auth", key).unwrap_or(default).to_ascii_lowercase();
+        let text = |name: String| headers.get(name.as_str()).and_then(|v| v.to_str().ok());
+        let name = text(header("x_auth_username", "X-Auth-CouchDB-UserName"))?.to_string();
+        let roles = settee_auth::proxy::roles(text(header("x_auth_roles", "X-Auth-CouchDB-Roles")));
+        if config.get_or("chttpd_auth", "proxy_use_secret", false) {
+            let token = text(header("x_auth_token", "X-Auth-CouchDB-Token")).unwrap_or("");
+            if !settee_auth::proxy::token_matches(&self.secret, &name, token) {
+                return None;
+            }
+        }
+        Some((User { name, roles }, None))
     }
 
     /// `[chttpd_auth] timeout` and `allow_persistent_cookies`.
@@ -267,6 +318,15 @@ impl State {
         let config = self.config.read().expect("config lock");
         (config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT), config.get_or("chttpd_auth", "allow_persistent_cookies", true))
     }
+}
+
+/// The outcome of authentication: the user, the handler that named them, and a renewed
+/// session cookie to send back.
+#[derive(Default)]
+struct Authenticated {
+    user: Option<User>,
+    handler: Option<&'static str>,
+    refresh: Option<String>,
 }
 
 /// Accepts connections until the listener fails.
@@ -362,7 +422,7 @@ impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
 
 async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
-    let (user, refresh) = state.authenticate(&parts.headers).await?;
+    let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers).await?;
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
@@ -370,6 +430,7 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResul
         headers: parts.headers,
         body: Some(body),
         user,
+        auth_handler: handler,
         body_time: std::time::Duration::ZERO,
     };
     let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));

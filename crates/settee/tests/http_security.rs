@@ -286,3 +286,73 @@ fn validate_doc_update_runs_on_every_kind_of_write() {
     assert_eq!(s.anon().put("/open/y", r#"{"v":1}"#).status, 201, "a public database takes anonymous writes");
     assert_eq!(s.anon().get("/open/y").status, 200);
 }
+
+fn set_config(admin: &Client, section: &str, key: &str, value: &str) {
+    let r = admin.put(&format!("/_node/_local/_config/{section}/{key}"), &json!(value).to_string());
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+fn bearer(s: &TestServer, token: &str) -> Client {
+    let mut c = Client::new(&s.url, None);
+    c.extra.push(("Authorization".into(), format!("Bearer {token}")));
+    c
+}
+
+fn hs256(claims: Value, secret: &[u8]) -> String {
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), &claims, &jsonwebtoken::EncodingKey::from_secret(secret)).unwrap()
+}
+
+#[test]
+fn json_web_tokens_and_proxy_headers_when_enabled() {
+    let s = setup();
+    let admin = s.admin();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let token = hs256(json!({"sub": "jay", "exp": now + 300, "_couchdb.roles": ["staff"]}), b"sekrit");
+    // Not enabled: a bearer token is not a credential.
+    expect(&bearer(&s, &token).get("/secure/doc"), 401, Some("unauthorized"), "JWT handler off");
+
+    set_config(&admin, "chttpd", "authentication_handlers", "{chttpd_auth, cookie_authentication_handler}, {chttpd_auth, jwt_authentication_handler}, {chttpd_auth, proxy_authentication_handler}, {chttpd_auth, default_authentication_handler}");
+    set_config(&admin, "jwt_keys", "hmac:_default", &common::base64_bytes(b"sekrit"));
+    set_config(&admin, "jwt_auth", "required_claims", "exp");
+    let jay = bearer(&s, &token);
+    assert_eq!(jay.get("/secure/doc").status, 200, "a member by the token's role");
+    let session = jay.get("/_session").json();
+    assert_eq!(session["userCtx"], json!({"name": "jay", "roles": ["staff"]}));
+    assert_eq!(session["info"]["authenticated"], "jwt");
+    assert_eq!(session["info"]["authentication_handlers"], json!(["cookie", "jwt", "proxy", "default"]));
+    expect(&jay.put("/secure/_design/j", "{}"), 403, Some("forbidden"), "a member is not a db admin");
+    let boss = bearer(&s, &hs256(json!({"sub": "kim", "exp": now + 300, "_couchdb.roles": ["boss"]}), b"sekrit"));
+    assert_eq!(boss.put("/secure/_design/k", "{}").status, 201, "a db admin by the token's role");
+    let refused = |token: String, status: u16, reason: &str| {
+        let r = bearer(&s, &token).get("/secure/doc");
+        assert_eq!(r.status, status, "{reason}: {}", r.text);
+        assert_eq!(r.json()["reason"], reason);
+    };
+    refused(hs256(json!({"sub": "jay", "exp": now + 300}), b"forged"), 400, "Bad HMAC");
+    refused(hs256(json!({"sub": "jay", "exp": now - 5}), b"sekrit"), 401, "exp not in future");
+    refused(hs256(json!({"sub": "jay"}), b"sekrit"), 400, "Missing exp claim");
+    refused(hs256(json!({"exp": now + 300}), b"sekrit"), 401, "Token missing sub claim.");
+    refused("garbage".into(), 400, "Malformed token");
+
+    // Proxy authentication, with the token the proxy computes from the shared secret.
+    set_config(&admin, "chttpd_auth", "proxy_use_secret", "true");
+    let secret: String = serde_json::from_str(&admin.get("/_node/_local/_config/chttpd_auth/secret").text).unwrap();
+    let proxied = |name: &str, token: &str| {
+        let mut c = Client::new(&s.url, None);
+        c.extra.push(("X-Auth-CouchDB-UserName".into(), name.into()));
+        c.extra.push(("X-Auth-CouchDB-Roles".into(), "staff, other".into()));
+        c.extra.push(("X-Auth-CouchDB-Token".into(), token.into()));
+        c
+    };
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(b"pat");
+    let good: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let pat = proxied("pat", &good);
+    assert_eq!(pat.get("/secure/doc").status, 200);
+    let session = pat.get("/_session").json();
+    assert_eq!(session["userCtx"], json!({"name": "pat", "roles": ["staff", "other"]}));
+    assert_eq!(session["info"]["authenticated"], "proxy");
+    expect(&proxied("pat", "00ff").get("/secure/doc"), 401, Some("unauthorized"), "a wrong proxy token leaves the caller anonymous");
+    expect(&proxied("root", &good).get("/secure/doc"), 401, Some("unauthorized"), "the token is tied to the name");
+}

@@ -1,0 +1,172 @@
+//! JSON Web Tokens (`Authorization: Bearer …`) as CouchDB checks them: HS/RS/ES 256/384/512
+//! signatures with keys named `hmac:KID`, `rsa:KID` or `ec:KID` (`_default` when the token
+//! has no `kid`), the claims `[jwt_auth] required_claims` names, `sub` as the user name and
+//! roles from a claim.
+
+use std::collections::HashMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+
+use crate::user::User;
+
+/// What a JWT check needs from the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct JwtConfig {
+    /// `[jwt_keys]`: `kty:kid` to the key (base64 secret for `hmac`, PEM for `rsa`/`ec`,
+    /// with newlines written as `\n`).
+    pub keys: HashMap<String, String>,
+    /// `[jwt_auth] required_claims`: claims that must be present (`exp`, `nbf`, `iat`,
+    /// `iss`); `exp` and `nbf` are checked against the clock only when required.
+    pub required_claims: Vec<String>,
+    /// `[jwt_auth] roles_claim_path`: a dotted path (`\.` for a literal dot) to the roles.
+    pub roles_claim_path: Option<String>,
+    /// `[jwt_auth] roles_claim_name`: a top-level claim holding the roles (`_couchdb.roles`).
+    pub roles_claim_name: String,
+}
+
+/// Why a token was refused, with CouchDB's status: `bad_request` (400) for malformed or
+/// badly signed tokens, `unauthorized` (401) for expired ones or ones without `sub`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JwtError {
+    /// 400 `bad_request`.
+    BadRequest(String),
+    /// 401 `unauthorized`.
+    Unauthorized(String),
+}
+
+fn bad(reason: &str) -> JwtError {
+    JwtError::BadRequest(reason.to_string())
+}
+
+fn key_for(alg: Algorithm, kid: Option<&str>, cfg: &JwtConfig) -> Result<DecodingKey, JwtError> {
+    let kty = match alg {
+        Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => "hmac",
+        Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512 => "rsa",
+        Algorithm::ES256 | Algorithm::ES384 => "ec",
+        _ => return Err(bad("Invalid alg header parameter")),
+    };
+    let value = cfg.keys.get(&format!("{kty}:{}", kid.unwrap_or("_default"))).ok_or_else(|| bad("Unknown kid"))?;
+    let pem = value.replace("\\n", "\n");
+    match kty {
+        "hmac" => STANDARD.decode(value.trim()).map(|k| DecodingKey::from_secret(&k)).map_err(|_| bad("Not a valid key")),
+        "rsa" => DecodingKey::from_rsa_pem(pem.as_bytes()).map_err(|_| bad("not an RSA public key")),
+        _ => DecodingKey::from_ec_pem(pem.as_bytes()).map_err(|_| bad("not an EC public key")),
+    }
+}
+
+/// Checks `token` and returns the user it names.
+pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
+    let header = decode_header(token).map_err(|_| bad("Malformed token"))?;
+    let key = key_for(header.alg, header.kid.as_deref(), cfg)?;
+    let mut validation = Validation::new(header.alg);
+    validation.leeway = 0;
+    validation.validate_aud = false;
+    validation.validate_exp = cfg.required_claims.iter().any(|c| c == "exp");
+    validation.validate_nbf = cfg.required_claims.iter().any(|c| c == "nbf");
+    validation.set_required_spec_claims(&cfg.required_claims);
+    let hmac = matches!(header.alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512);
+    let claims = decode::<Value>(token, &key, &validation).map_err(|e| match e.kind() {
+        ErrorKind::ExpiredSignature => JwtError::Unauthorized("exp not in future".into()),
+        ErrorKind::ImmatureSignature => JwtError::Unauthorized("nbf not in past".into()),
+        ErrorKind::InvalidSignature if hmac => bad("Bad HMAC"),
+        ErrorKind::InvalidSignature => bad("Bad signature"),
+        ErrorKind::MissingRequiredClaim(c) => JwtError::BadRequest(format!("Missing {c} claim")),
+        _ => bad("Malformed token"),
+    })?;
+    let claims = claims.claims;
+    let name = claims.get("sub").and_then(Value::as_str).ok_or_else(|| JwtError::Unauthorized("Token missing sub claim.".into()))?;
+    Ok(User { name: name.to_string(), roles: roles(&claims, cfg)? })
+}
+
+/// The roles claim: an array of strings (or a comma-separated string), at the configured path.
+fn roles(claims: &Value, cfg: &JwtConfig) -> Result<Vec<String>, JwtError> {
+    let found = match &cfg.roles_claim_path {
+        Some(path) => split_path(path).iter().try_fold(claims, |v, part| v.get(part.as_str())),
+        None => claims.get(cfg.roles_claim_name.as_str()),
+    };
+    match found {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items.iter().map(|r| r.as_str().map(str::to_string).ok_or_else(|| bad("Malformed token"))).collect(),
+        Some(Value::String(s)) => Ok(s.split(',').map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect()),
+        Some(_) => Err(bad("Malformed token")),
+    }
+}
+
+/// `a.b\.c` → `["a", "b.c"]`.
+fn split_path(path: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'.') => {
+                chars.next();
+                parts.last_mut().expect("one part").push('.');
+            }
+            '.' => parts.push(String::new()),
+            c => parts.last_mut().expect("one part").push(c),
+        }
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{encode, EncodingKey, Header};
+    use serde_json::json;
+
+    fn hmac_config(required: &[&str]) -> JwtConfig {
+        JwtConfig {
+            keys: HashMap::from([("hmac:_default".to_string(), STANDARD.encode(b"sekrit"))]),
+            required_claims: required.iter().map(|c| c.to_string()).collect(),
+            roles_claim_path: None,
+            roles_claim_name: "_couchdb.roles".into(),
+        }
+    }
+
+    fn hs256(claims: Value, secret: &[u8]) -> String {
+        encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret)).unwrap()
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    #[test]
+    fn hmac_tokens_name_users_and_roles() {
+        let cfg = hmac_config(&["exp"]);
+        let token = hs256(json!({"sub": "ann", "exp": now() + 60, "_couchdb.roles": ["staff"]}), b"sekrit");
+        assert_eq!(verify(&token, &cfg), Ok(User { name: "ann".into(), roles: vec!["staff".into()] }));
+        assert_eq!(verify(&hs256(json!({"sub": "ann", "exp": now() + 60}), b"wrong"), &cfg), Err(bad("Bad HMAC")));
+        assert_eq!(verify(&hs256(json!({"sub": "ann", "exp": now() - 10}), b"sekrit"), &cfg), Err(JwtError::Unauthorized("exp not in future".into())));
+        assert_eq!(verify(&hs256(json!({"sub": "ann"}), b"sekrit"), &cfg), Err(bad("Missing exp claim")));
+        assert_eq!(verify(&hs256(json!({"exp": now() + 60}), b"sekrit"), &cfg), Err(JwtError::Unauthorized("Token missing sub claim.".into())));
+        assert_eq!(verify("not.a.token", &cfg), Err(bad("Malformed token")));
+        let expired_but_not_required = hs256(json!({"sub": "ann", "exp": now() - 10}), b"sekrit");
+        assert!(verify(&expired_but_not_required, &hmac_config(&[])).is_ok(), "exp is only checked when required, as CouchDB does");
+    }
+
+    #[test]
+    fn ec_tokens_and_nested_role_paths() {
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let mut cfg = hmac_config(&[]);
+        cfg.keys.insert("ec:k1".into(), pair.public_key_pem().replace('\n', "\\n"));
+        cfg.roles_claim_path = Some("app.couch\\.roles".into());
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("k1".into());
+        let claims = json!({"sub": "bo", "app": {"couch.roles": ["a", "b"]}});
+        let token = encode(&header, &claims, &EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap()).unwrap();
+        assert_eq!(verify(&token, &cfg), Ok(User { name: "bo".into(), roles: vec!["a".into(), "b".into()] }));
+        header.kid = Some("k2".into());
+        let unknown = encode(&header, &claims, &EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap()).unwrap();
+        assert_eq!(verify(&unknown, &cfg), Err(bad("Unknown kid")));
+        let other = rcgen::KeyPair::generate().unwrap();
+        header.kid = Some("k1".into());
+        let forged = encode(&header, &claims, &EncodingKey::from_ec_pem(other.serialize_pem().as_bytes()).unwrap()).unwrap();
+        assert_eq!(verify(&forged, &cfg), Err(bad("Bad signature")));
+    }
+}
