@@ -348,6 +348,13 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<
 /// Answers one request. A handler that panics is answered with a logged 500.
 async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     let server_header = state.server_header.clone();
+    let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
+    let cors = origin.as_ref().and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
+    if let Some(preflight) = cors.as_ref().filter(|_| req.method() == Method::OPTIONS).and_then(|c| c.preflight(req.headers())) {
+        let mut resp = preflight;
+        resp.headers_mut().insert(SERVER, server_header);
+        return resp;
+    }
     let head_request = req.method() == Method::HEAD;
     // The request line is kept for the logs only when request logging is on.
     let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) { (req.method().clone(), req.uri().clone()) } else { Default::default() };
@@ -371,6 +378,9 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     }
     resp.headers_mut().insert(SERVER, server_header);
     resp.headers_mut().insert("x-couch-request-id", request_id());
+    if let (Some(cors), Some(origin)) = (&cors, &origin) {
+        cors.decorate(origin, &mut resp);
+    }
     tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
     resp
 }
