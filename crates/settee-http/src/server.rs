@@ -334,15 +334,20 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<
     loop {
         let (stream, _peer): (_, SocketAddr) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
-            });
-            let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service).await;
-        });
+        tokio::spawn(serve_connection(stream, state.clone()));
     }
+}
+
+/// Serves HTTP/1.1 requests on one connection (plain or TLS) until it closes.
+pub async fn serve_connection<I>(io: I, state: Arc<State>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
+    });
+    let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
 }
 
 /// Answers one request. A handler that panics is answered with a logged 500.

@@ -68,8 +68,26 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
     if let Some((name, password)) = &prepared.generated_admin {
         println!("Created server admin `{name}` with password `{password}` (stored hashed in {}; shown only now).", opts.config_path.display());
     }
+    let tls = file
+        .get_or("ssl", "enable", false)
+        .then(|| -> Result<_, String> {
+            let need = |key: &str| file.get("ssl", key).map(str::to_string).ok_or(format!("[ssl] enable is true but [ssl] {key} is not set"));
+            Ok((settee_http::tls_acceptor(&need("cert_file")?, &need("key_file")?)?, file.get_or("ssl", "port", 6984u16)))
+        })
+        .transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
+        if let Some((acceptor, tls_port)) = tls {
+            let listener = tokio::net::TcpListener::bind((bind.as_str(), tls_port)).await.map_err(|e| format!("binding {bind}:{tls_port}: {e}"))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            println!("Settee {} serving TLS on https://{addr}", settee_http::VERSION);
+            let state = prepared.state.clone();
+            tokio::spawn(async move {
+                if let Err(e) = settee_http::serve_tls(listener, acceptor, state).await {
+                    tracing::error!("the TLS listener failed: {e}");
+                }
+            });
+        }
         let listener = tokio::net::TcpListener::bind((bind.as_str(), port)).await.map_err(|e| format!("binding {bind}:{port}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("Settee {} listening on http://{addr}", settee_http::VERSION);
