@@ -196,9 +196,11 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
     if let Some(Some(e)) = crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc)).await.pop() {
         return Err(e);
     }
+    let deleted = doc.deleted;
     let result = db.update(vec![doc], mode, durability).await?.pop().expect("one answer");
     let rev = result?;
     state.views.kick(db);
+    crate::peruser::after_writes(state, db, &[(id.clone(), deleted)]).await?;
     if durability == Durability::Batch {
         return Ok(reply::json(202, &json!({"ok": true, "id": id})));
     }

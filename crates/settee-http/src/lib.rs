@@ -24,6 +24,7 @@ mod error;
 mod multipart;
 mod node;
 mod openrevs;
+mod peruser;
 mod reply;
 mod request;
 mod server;

@@ -356,3 +356,33 @@ fn json_web_tokens_and_proxy_headers_when_enabled() {
     expect(&proxied("pat", "00ff").get("/secure/doc"), 401, Some("unauthorized"), "a wrong proxy token leaves the caller anonymous");
     expect(&proxied("root", &good).get("/secure/doc"), 401, Some("unauthorized"), "the token is tied to the name");
 }
+
+#[test]
+fn couch_peruser_gives_each_user_a_private_database() {
+    let s = setup();
+    let admin = s.admin();
+    set_config(&admin, "couch_peruser", "enable", "true");
+    add_user(&admin, "pia", &[]);
+    let db = "/userdb-706961";
+    assert_eq!(admin.get(&format!("{db}/_security")).json(), json!({"admins": {"names": ["pia"]}, "members": {"names": ["pia"]}}));
+    let pia = user(&s, "pia");
+    assert_eq!(pia.put(&format!("{db}/note"), r#"{"text":"mine"}"#).status, 201);
+    assert_eq!(pia.get(&format!("{db}/note")).json()["text"], "mine");
+    assert_eq!(pia.put(&format!("{db}/_design/app"), r#"{"views":{}}"#).status, 201, "the owner administers it");
+    expect(&user(&s, "alice").get(&format!("{db}/note")), 403, Some("forbidden"), "another user");
+    expect(&s.anon().get(&format!("{db}/note")), 401, Some("unauthorized"), "anonymous");
+
+    // Deleting the user takes them off their database, which stays.
+    let rev = admin.get("/_users/org.couchdb.user:pia").json()["_rev"].as_str().unwrap().to_string();
+    assert_eq!(admin.delete(&format!("/_users/org.couchdb.user:pia?rev={rev}")).status, 200);
+    assert_eq!(admin.get(&format!("{db}/_security")).json(), json!({"admins": {"names": []}, "members": {"names": []}}));
+    assert_eq!(admin.get(&format!("{db}/note")).status, 200);
+
+    // With delete_dbs, the database goes with the user.
+    set_config(&admin, "couch_peruser", "delete_dbs", "true");
+    add_user(&admin, "quin", &[]);
+    assert_eq!(admin.get("/userdb-7175696e").status, 200);
+    let rev = admin.get("/_users/org.couchdb.user:quin").json()["_rev"].as_str().unwrap().to_string();
+    assert_eq!(admin.delete(&format!("/_users/org.couchdb.user:quin?rev={rev}")).status, 200);
+    assert_eq!(admin.get("/userdb-7175696e").status, 404);
+}
