@@ -9,12 +9,14 @@
 //! * [`users`]: the rules of the users database.
 //! * [`jwt`]: JSON Web Token checks.
 //! * [`proxy`]: proxy authentication tokens.
+//! * [`lockout`]: refusing repeated failed logins.
 
 #![deny(missing_docs)]
 
 pub mod cookie;
 mod error;
 pub mod jwt;
+pub mod lockout;
 pub mod password;
 pub mod proxy;
 mod security;

@@ -79,11 +79,13 @@ async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         (text("name"), text("password"))
     };
-    let st = state.clone();
-    let checked = tokio::task::spawn_blocking(move || st.account(&name).filter(|a| a.verify(&password)))
+    state.check_lockout(req.peer, &name)?;
+    let (st, who) = (state.clone(), name.clone());
+    let checked = tokio::task::spawn_blocking(move || st.account(&who).filter(|a| a.verify(&password)))
         .await
         .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
     let Some(account) = checked else {
+        state.login_failed(req.peer, &name);
         let resp = reply::error(&HttpError::new(401, "unauthorized", "Name or password is incorrect."));
         return Ok(reply::with_header(resp, SET_COOKIE, "AuthSession=; Version=1; Path=/; HttpOnly"));
     };

@@ -102,6 +102,8 @@ pub struct Req {
     pub user: Option<User>,
     /// The authentication handler that named the user (`default`, `cookie`, `jwt`, `proxy`).
     pub auth_handler: Option<&'static str>,
+    /// The client's address.
+    pub peer: std::net::IpAddr,
     /// Time spent reading the body, for `X-CouchDB-Body-Time`.
     pub body_time: std::time::Duration,
 }

@@ -74,6 +74,8 @@ pub struct State {
     pub welcome: Bytes,
     /// Server header value, built once.
     pub server_header: HeaderValue,
+    /// Failed logins per client address and user.
+    pub lockout: settee_auth::lockout::Lockout,
     /// Cookie signing secret.
     pub secret: Vec<u8>,
     /// Document id generator.
@@ -197,6 +199,7 @@ impl State {
             max_request,
             config: RwLock::new(config),
             auth: Authenticator::default(),
+            lockout: Default::default(),
             views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
@@ -223,11 +226,11 @@ impl State {
 
     /// Who is asking, by the configured handlers in order (`[chttpd]
     /// authentication_handlers`; cookie then Basic by default, JWT and proxy when listed).
-    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<Authenticated> {
+    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr) -> HttpResult<Authenticated> {
         let handlers = auth::handlers(&self.config.read().expect("config lock"));
         for handler in handlers {
             let found = match handler {
-                "default" => self.basic(headers).await?,
+                "default" => self.basic(headers, peer).await?,
                 "cookie" => self.cookie(headers)?,
                 "jwt" => self.jwt(headers)?,
                 "proxy" => self.proxy(headers),
@@ -241,7 +244,7 @@ impl State {
     }
 
     /// Basic credentials, verified off the event loop the first time.
-    async fn basic(self: &Arc<Self>, headers: &hyper::HeaderMap) -> HttpResult<Option<(User, Option<String>)>> {
+    async fn basic(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr) -> HttpResult<Option<(User, Option<String>)>> {
         let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) else {
             return Ok(None);
         };
@@ -254,11 +257,50 @@ impl State {
         if let Some(user) = self.auth.cached(h, |n| self.account(n)) {
             return Ok(Some((user, None)));
         }
-        let (state, header) = (self.clone(), h.to_string());
-        let checked = tokio::task::spawn_blocking(move || state.auth.verify(&header, &password, state.account(&name))).await;
+        self.check_lockout(peer, &name)?;
+        let (state, header, who) = (self.clone(), h.to_string(), name.clone());
+        let checked = tokio::task::spawn_blocking(move || state.auth.verify(&header, &password, state.account(&who))).await;
         match checked {
-            Ok(Some(u)) => Ok(Some((u, None))),
-            _ => Err(HttpError::new(401, "unauthorized", "Name or password is incorrect.")),
+            Ok(Some(u)) => {
+                self.lockout.succeeded(peer, &name);
+                Ok(Some((u, None)))
+            }
+            _ => {
+                self.login_failed(peer, &name);
+                Err(HttpError::new(401, "unauthorized", "Name or password is incorrect."))
+            }
+        }
+    }
+
+    /// `[chttpd_auth_lockout]`: `mode` (`enforce`, `warn` or `off`), `threshold`, `max_lifetime` (ms).
+    fn lockout_policy(&self) -> (String, settee_auth::lockout::Policy) {
+        let config = self.config.read().expect("config lock");
+        let d = settee_auth::lockout::Policy::default();
+        let policy = settee_auth::lockout::Policy {
+            threshold: config.get_or("chttpd_auth_lockout", "threshold", d.threshold),
+            lifetime_ms: config.get_or("chttpd_auth_lockout", "max_lifetime", d.lifetime_ms),
+            max_entries: config.get_or("chttpd_auth_lockout", "max_objects", d.max_entries),
+        };
+        (config.get("chttpd_auth_lockout", "mode").unwrap_or("enforce").to_string(), policy)
+    }
+
+    /// Refuses a login attempt for `name` from `peer` while that pair is locked out.
+    pub fn check_lockout(&self, peer: std::net::IpAddr, name: &str) -> HttpResult<()> {
+        let (mode, policy) = self.lockout_policy();
+        if mode != "off" && self.lockout.locked(peer, name, auth::now_ms(), policy) {
+            if mode == "enforce" {
+                return Err(HttpError::new(403, "forbidden", "Account is temporarily locked due to multiple authentication failures"));
+            }
+            tracing::warn!(user = name, %peer, "repeated authentication failures");
+        }
+        Ok(())
+    }
+
+    /// Records a failed login attempt.
+    pub fn login_failed(&self, peer: std::net::IpAddr, name: &str) {
+        let (mode, policy) = self.lockout_policy();
+        if mode != "off" {
+            self.lockout.failed(peer, name, auth::now_ms(), policy);
         }
     }
 
@@ -332,26 +374,26 @@ struct Authenticated {
 /// Accepts connections until the listener fails.
 pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<()> {
     loop {
-        let (stream, _peer): (_, SocketAddr) = listener.accept().await?;
+        let (stream, peer): (_, SocketAddr) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(stream, state.clone()));
+        tokio::spawn(serve_connection(stream, state.clone(), peer.ip()));
     }
 }
 
 /// Serves HTTP/1.1 requests on one connection (plain or TLS) until it closes.
-pub async fn serve_connection<I>(io: I, state: Arc<State>)
+pub async fn serve_connection<I>(io: I, state: Arc<State>, peer: std::net::IpAddr)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
         let state = state.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
+        async move { Ok::<_, std::convert::Infallible>(handle(state, req, peer).await) }
     });
     let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
 }
 
 /// Answers one request. A handler that panics is answered with a logged 500.
-async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
+async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr) -> Response {
     let server_header = state.server_header.clone();
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
     let cors = origin.as_ref().and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
@@ -363,7 +405,7 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>) -> Response {
     let head_request = req.method() == Method::HEAD;
     // The request line is kept for the logs only when request logging is on.
     let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) { (req.method().clone(), req.uri().clone()) } else { Default::default() };
-    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req)) }).await {
+    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req, peer)) }).await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
         Err(message) => {
@@ -435,9 +477,9 @@ impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
     }
 }
 
-async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResult<Response> {
+async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
-    let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers).await?;
+    let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers, peer).await?;
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
@@ -446,6 +488,7 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>) -> HttpResul
         body: Some(body),
         user,
         auth_handler: handler,
+        peer,
         body_time: std::time::Duration::ZERO,
     };
     let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));

@@ -34,13 +34,13 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
 /// connection.
 pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::io::Result<()> {
     loop {
-        let (stream, _) = listener.accept().await?;
+        let (stream, peer) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
             let handshake = tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream)).await;
             if let Ok(Ok(tls)) = handshake {
-                serve_connection(tls, state).await;
+                serve_connection(tls, state, peer.ip()).await;
             }
         });
     }

@@ -64,6 +64,8 @@ fn expect(r: &Resp, status: u16, error: Option<&str>, what: &str) {
 fn the_access_matrix() {
     let s = setup();
     let admin = s.admin();
+    // The wrong-password caller fails on every row; the lockout has its own test.
+    set_config(&admin, "chttpd_auth_lockout", "mode", "off");
     let alice_cookie = login(&s, "alice");
     let callers: Vec<(&str, Client)> = vec![
         ("anonymous", s.anon()),
@@ -385,4 +387,26 @@ fn couch_peruser_gives_each_user_a_private_database() {
     let rev = admin.get("/_users/org.couchdb.user:quin").json()["_rev"].as_str().unwrap().to_string();
     assert_eq!(admin.delete(&format!("/_users/org.couchdb.user:quin?rev={rev}")).status, 200);
     assert_eq!(admin.get("/userdb-7175696e").status, 404);
+}
+
+#[test]
+fn repeated_failed_logins_lock_that_user_out_from_that_address() {
+    let s = setup();
+    let admin = s.admin();
+    set_config(&admin, "chttpd_auth_lockout", "threshold", "3");
+    let wrong = Client::new(&s.url, Some(("alice", "guess")));
+    for _ in 0..3 {
+        expect(&wrong.get("/secure/doc"), 401, Some("unauthorized"), "a wrong guess");
+    }
+    let locked = |r: Resp, what: &str| {
+        expect(&r, 403, Some("forbidden"), what);
+        assert_eq!(r.json()["reason"], "Account is temporarily locked due to multiple authentication failures");
+    };
+    locked(user(&s, "alice").get("/secure/doc"), "the right password once locked");
+    locked(s.anon().post("/_session", r#"{"name":"alice","password":"alice-pw"}"#), "a session login once locked");
+    assert_eq!(user(&s, "bob").get("/secure/doc").status, 200, "other users are not affected");
+    assert_eq!(admin.get("/secure/doc").status, 200);
+
+    set_config(&admin, "chttpd_auth_lockout", "mode", "off");
+    assert_eq!(user(&s, "alice").get("/secure/doc").status, 200, "mode = off lifts it");
 }
