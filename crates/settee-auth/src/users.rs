@@ -20,6 +20,20 @@ pub fn may_write(user: Option<&User>, id: &str, db_admin: bool) -> bool {
     db_admin || user.is_none_or(|u| id.strip_prefix(USER_PREFIX) == Some(u.name.as_str()))
 }
 
+/// Keeps the credentials of `old` in a document its owner rewrites without a new password:
+/// owners never see their credentials, so their edits do not carry them.
+pub fn keep_credentials(doc: &mut Map<String, Value>, old: Option<&Value>) {
+    if doc.contains_key("password") || doc.contains_key("derived_key") || doc.contains_key("password_sha") {
+        return;
+    }
+    let Some(Value::Object(old)) = old else { return };
+    for k in CREDENTIALS {
+        if let Some(v) = old.get(k) {
+            doc.insert(k.to_string(), v.clone());
+        }
+    }
+}
+
 /// Replaces a plaintext `password` member by PBKDF2 credentials (slow by design).
 pub fn hash_password(doc: &mut Map<String, Value>, iterations: u32) {
     let Some(Value::String(password)) = doc.get("password").cloned() else {
@@ -112,12 +126,19 @@ pub fn validate(id: &str, deleted: bool, doc: &Map<String, Value>, old: Option<&
 }
 
 /// What `reader` may see of the user document `doc` (named `id`): all of it for database
-/// admins and the user it names, else only the `public` members, or nothing (`None`).
+/// admins; for the user it names, all but the credentials (no one but admins ever sees a
+/// password hash); for others only the `public` members, or nothing (`None`).
 pub fn visible(id: &str, doc: Value, reader: Option<&User>, db_admin: bool, public: &[String]) -> Option<Value> {
-    if db_admin || reader.is_some_and(|u| id.strip_prefix(USER_PREFIX) == Some(u.name.as_str())) {
+    if db_admin {
         return Some(doc);
     }
-    let Value::Object(members) = doc else { return None };
+    let Value::Object(mut members) = doc else { return None };
+    if reader.is_some_and(|u| id.strip_prefix(USER_PREFIX) == Some(u.name.as_str())) {
+        for k in CREDENTIALS {
+            members.remove(k);
+        }
+        return Some(Value::Object(members));
+    }
     let kept: Map<String, Value> = members.into_iter().filter(|(k, _)| k == "_id" || k == "_rev" || public.contains(k)).collect();
     (kept.len() > kept.keys().filter(|k| k.starts_with('_')).count()).then_some(Value::Object(kept))
 }
@@ -195,7 +216,7 @@ mod tests {
     #[test]
     fn readers_see_their_own_document_or_public_members() {
         let doc = json!({"_id": ID, "_rev": "1-a", "name": "bob", "derived_key": "k", "city": "x"});
-        assert_eq!(visible(ID, doc.clone(), Some(&user("bob")), false, &[]), Some(doc.clone()));
+        assert_eq!(visible(ID, doc.clone(), Some(&user("bob")), false, &[]), Some(json!({"_id": ID, "_rev": "1-a", "name": "bob", "city": "x"})), "owners never see their hash");
         assert_eq!(visible(ID, doc.clone(), Some(&user("eve")), false, &[]), None);
         assert_eq!(visible(ID, doc.clone(), Some(&user("eve")), false, &["city".into()]), Some(json!({"_id": ID, "_rev": "1-a", "city": "x"})));
         assert_eq!(visible(ID, doc.clone(), None, true, &[]), Some(doc));

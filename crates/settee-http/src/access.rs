@@ -169,6 +169,10 @@ async fn prepare_user_doc(db: &Arc<Database>, doc: &mut NewDoc, user: Option<&Us
     .await
     .map_err(crate::db::join_error)?;
     let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+    let mut body = body;
+    if !admin {
+        users::keep_credentials(&mut body, old.as_ref());
+    }
     users::validate(&doc.id, doc.deleted, &body, old.as_ref(), user, admin).map_err(|e| HttpError::new(403, "forbidden", e.to_string()))?;
     doc.set_body(&body);
     Ok(())

@@ -195,10 +195,20 @@ fn an_open_users_database_lets_people_sign_up_and_manage_only_themselves() {
     let own = zed.get("/_users/org.couchdb.user:zed");
     assert_eq!(own.status, 200, "{}", own.text);
     let own = own.json();
-    assert!(own.get("password").is_none(), "the password is not stored: {own}");
-    assert_eq!(own["password_scheme"], "pbkdf2");
-    assert!(own["derived_key"].as_str().is_some_and(|k| k.len() == 64));
-    assert!(!own.to_string().contains("zed-pw"));
+    for secret in ["password", "derived_key", "salt", "password_sha", "iterations"] {
+        assert!(own.get(secret).is_none(), "no password or hash reaches a non-admin: {own}");
+    }
+    let stored = admin.get("/_users/org.couchdb.user:zed").json();
+    assert!(stored.get("password").is_none(), "the password is not stored: {stored}");
+    assert_eq!(stored["password_scheme"], "pbkdf2");
+    assert!(stored["derived_key"].as_str().is_some_and(|k| k.len() == 64));
+    assert!(!stored.to_string().contains("zed-pw"));
+    // The owner edits their document without credentials; the password still works.
+    let mut edited = own.clone();
+    edited["city"] = json!("Lisbon");
+    assert_eq!(zed.put("/_users/org.couchdb.user:zed", &edited.to_string()).status, 201);
+    let own = zed.get("/_users/org.couchdb.user:zed").json();
+    assert_eq!(own["city"], "Lisbon", "zed still logs in with the same password");
     expect(&zed.get("/_users/org.couchdb.user:alice"), 404, Some("not_found"), "someone else's document");
     expect(&zed.get("/_users/_all_docs"), 401, Some("unauthorized"), "listing users");
 
@@ -222,9 +232,10 @@ fn an_open_users_database_lets_people_sign_up_and_manage_only_themselves() {
     assert_eq!(zed.put("/_users/org.couchdb.user:zed", &change.to_string()).status, 201);
     expect(&zed.get("/_users/org.couchdb.user:zed"), 401, Some("unauthorized"), "the old password after a change");
     assert_eq!(Client::new(&s.url, Some(("zed", "new-pw"))).get("/_session").json()["userCtx"]["name"], "zed");
+    let hash = admin.get("/_users/org.couchdb.user:zed").json()["derived_key"].as_str().unwrap().to_string();
     let log = std::fs::read_to_string(&s.log).unwrap_or_default();
-    for secret in ["zed-pw", "new-pw", "mine-now", "alice-pw"] {
-        assert!(!log.contains(secret), "a password reached the log");
+    for secret in ["zed-pw", "new-pw", "mine-now", "alice-pw", hash.as_str()] {
+        assert!(!log.contains(secret), "a password or hash reached the log");
     }
 }
 
