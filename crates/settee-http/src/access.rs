@@ -201,3 +201,35 @@ pub fn filter_user_doc(state: &State, req: &Req, db: &Database, id: &str, doc: V
 pub fn is_users_db(state: &State, db: &str) -> bool {
     db == crate::auth::users_db(&state.config.read().expect("config lock"))
 }
+
+/// `[chttpd] require_valid_user` (or `require_valid_user_except_for_up`): anonymous requests
+/// get 401 `Authentication required.`, except logging in (`POST /_session`) and, with the
+/// second setting, `/_up`.
+pub fn requires_valid_user(state: &State, first: Option<&str>, method: &Method) -> bool {
+    let config = state.config.read().expect("config lock");
+    let all = config.get_or("chttpd", "require_valid_user", false);
+    let except_up = config.get_or("chttpd", "require_valid_user_except_for_up", false);
+    if !all && !except_up {
+        return false;
+    }
+    match first {
+        Some("_session") if *method == Method::POST => false,
+        Some("_up") => all && !except_up,
+        _ => true,
+    }
+}
+
+/// The `WWW-Authenticate` value for a 401 answer, as CouchDB chooses it: the request's
+/// `X-CouchDB-WWW-Authenticate`, else `[chttpd] WWW-Authenticate`, else `Basic
+/// realm="server"` when every request must authenticate; otherwise none, so browsers do not
+/// show a login prompt to applications.
+pub fn www_authenticate(state: &State, asked: Option<hyper::header::HeaderValue>) -> Option<String> {
+    if let Some(asked) = asked.as_ref().and_then(|v| v.to_str().ok()) {
+        return Some(asked.to_string());
+    }
+    let config = state.config.read().expect("config lock");
+    if let Some(configured) = config.get("chttpd", "WWW-Authenticate").or_else(|| config.get("httpd", "WWW-Authenticate")) {
+        return Some(configured.to_string());
+    }
+    config.get_or("chttpd", "require_valid_user", false).then(|| "Basic realm=\"server\"".to_string())
+}

@@ -396,6 +396,8 @@ where
 async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr) -> Response {
     let server_header = state.server_header.clone();
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
+    let asked_www = req.headers().get("x-couchdb-www-authenticate").cloned();
+    let state_after = state.clone();
     let cors = origin.as_ref().and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
     if let Some(preflight) = cors.as_ref().filter(|_| req.method() == Method::OPTIONS).and_then(|c| c.preflight(req.headers())) {
         let mut resp = preflight;
@@ -427,6 +429,11 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net
     resp.headers_mut().insert("x-couch-request-id", request_id());
     if let (Some(cors), Some(origin)) = (&cors, &origin) {
         cors.decorate(origin, &mut resp);
+    }
+    if resp.status() == hyper::StatusCode::UNAUTHORIZED {
+        if let Some(v) = access::www_authenticate(&state_after, asked_www).and_then(|v| HeaderValue::from_str(&v).ok()) {
+            resp.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
+        }
     }
     tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
     resp
@@ -503,6 +510,9 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
 
 async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     let first = req.segments.first().cloned();
+    if req.user.is_none() && access::requires_valid_user(state, first.as_deref(), &req.method) {
+        return Err(HttpError::new(401, "unauthorized", "Authentication required."));
+    }
     match first.as_deref() {
         None => node::welcome(state, req),
         Some("_up") => node::up(req),

@@ -421,3 +421,30 @@ fn repeated_failed_logins_lock_that_user_out_from_that_address() {
     set_config(&admin, "chttpd_auth_lockout", "mode", "off");
     assert_eq!(user(&s, "alice").get("/secure/doc").status, 200, "mode = off lifts it");
 }
+
+#[test]
+fn require_valid_user_and_www_authenticate() {
+    let s = setup();
+    let admin = s.admin();
+    let r = s.anon().get("/secure/doc");
+    assert!(r.header("www-authenticate").is_none(), "no login prompt by default");
+    let r = s.anon().send("GET", "/secure/doc", None, &[("X-CouchDB-WWW-Authenticate", "Cookie")]);
+    assert_eq!(r.header("www-authenticate"), Some("Cookie"), "asked for by the client");
+    assert_eq!(s.anon().get("/").status, 200);
+
+    set_config(&admin, "chttpd", "require_valid_user", "true");
+    let r = s.anon().get("/");
+    expect(&r, 401, Some("unauthorized"), "anonymous with require_valid_user");
+    assert_eq!(r.json()["reason"], "Authentication required.");
+    assert_eq!(r.header("www-authenticate"), Some("Basic realm=\"server\""));
+    expect(&s.anon().get("/_up"), 401, Some("unauthorized"), "even /_up");
+    assert_eq!(s.anon().post("/_session", r#"{"name":"alice","password":"alice-pw"}"#).status, 200, "logging in stays possible");
+    assert_eq!(user(&s, "alice").get("/").status, 200);
+
+    set_config(&admin, "chttpd", "require_valid_user", "false");
+    set_config(&admin, "chttpd", "require_valid_user_except_for_up", "true");
+    assert_eq!(s.anon().get("/_up").status, 200);
+    expect(&s.anon().get("/"), 401, Some("unauthorized"), "everything but /_up");
+    set_config(&admin, "chttpd", "WWW-Authenticate", "Basic realm=\"settee\"");
+    assert_eq!(s.anon().get("/").header("www-authenticate"), Some("Basic realm=\"settee\""));
+}
