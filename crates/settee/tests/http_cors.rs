@@ -10,13 +10,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
-use common::{Client, TestServer};
-use serde_json::json;
-
-fn set_config(admin: &Client, section: &str, key: &str, value: &str) {
-    let r = admin.put(&format!("/_node/_local/_config/{section}/{key}"), &json!(value).to_string());
-    assert_eq!(r.status, 200, "{}", r.text);
-}
+use common::{set_config, Client, TestServer};
 
 fn enable(admin: &Client, origins: &str) {
     set_config(admin, "chttpd", "enable_cors", "true");

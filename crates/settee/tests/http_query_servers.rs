@@ -25,8 +25,7 @@ fn full_protocol_server() -> String {
 }
 
 fn configure(c: &Client, lang: &str, command: &str) {
-    let r = c.put(&format!("/_node/_local/_config/query_servers/{lang}"), &json!(command).to_string());
-    assert_eq!(r.status, 200, "{}", r.text);
+    common::set_config(c, "query_servers", lang, command);
 }
 
 fn bulk(c: &Client, db: &str, docs: Value) {

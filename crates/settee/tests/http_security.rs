@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Client, Resp, TestServer};
+use common::{set_config, Client, Resp, TestServer};
 use serde_json::{json, Value};
 
 const USERS: [(&str, &[&str]); 6] = [("alice", &[]), ("bob", &["staff"]), ("dana", &[]), ("carl", &["boss"]), ("eve", &["other"]), ("cookie", &["staff"])];
@@ -308,11 +308,6 @@ fn validate_doc_update_runs_on_every_kind_of_write() {
     refused(s.anon().put("/open/x", r#"{"needs_login":true}"#), 401, "please log in", "anonymous write");
     assert_eq!(s.anon().put("/open/y", r#"{"v":1}"#).status, 201, "a public database takes anonymous writes");
     assert_eq!(s.anon().get("/open/y").status, 200);
-}
-
-fn set_config(admin: &Client, section: &str, key: &str, value: &str) {
-    let r = admin.put(&format!("/_node/_local/_config/{section}/{key}"), &json!(value).to_string());
-    assert_eq!(r.status, 200, "{}", r.text);
 }
 
 fn bearer(s: &TestServer, token: &str) -> Client {

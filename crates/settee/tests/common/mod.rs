@@ -207,6 +207,12 @@ impl Client {
     }
 }
 
+/// Sets a config value through `/_node/_local/_config` (as the admin client `admin`).
+pub fn set_config(admin: &Client, section: &str, key: &str, value: &str) {
+    let r = admin.put(&format!("/_node/_local/_config/{section}/{key}"), &serde_json::json!(value).to_string());
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
 /// The admin's `Authorization` header value.
 pub fn admin_auth() -> String {
     format!("Basic {}", base64(&format!("{}:{}", ADMIN.0, ADMIN.1)))
