@@ -64,6 +64,8 @@ fn expect(r: &Resp, status: u16, error: Option<&str>, what: &str) {
 fn the_access_matrix() {
     let s = setup();
     let admin = s.admin();
+    let view = json!({"views": {"all": {"map": "function(doc) { emit(doc._id, null); }"}}});
+    assert_eq!(admin.put("/secure/_design/v", &view.to_string()).status, 201);
     // The wrong-password caller fails on every row; the lockout has its own test.
     set_config(&admin, "chttpd_auth_lockout", "mode", "off");
     let alice_cookie = login(&s, "alice");
@@ -97,6 +99,8 @@ fn the_access_matrix() {
         ("PUT", "/secure/doc{n}/a.txt", Some("hello"), [401, 401, 403, 201, 201, 201, 201, 201, 201]),
         ("POST", "/secure/_purge", Some("{}"), [401, 401, 403, 403, 403, 403, 201, 201, 201]),
         ("GET", "/secure/_design/d/_info", None, [401, 401, 403, 404, 404, 404, 404, 404, 404]),
+        ("GET", "/secure/_design/v/_view/all", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
+        ("GET", "/secure/_changes?filter=_view&view=v/all", None, [401, 401, 403, 200, 200, 200, 200, 200, 200]),
         ("GET", "/_session", None, [200, 401, 200, 200, 200, 200, 200, 200, 200]),
         ("GET", "/closed/doc", None, [401, 401, 403, 403, 403, 403, 403, 403, 200]),
         ("POST", "/closed/_bulk_docs", Some(r#"{"docs":[{}]}"#), [401, 401, 403, 403, 403, 403, 403, 403, 201]),
@@ -110,18 +114,31 @@ fn the_access_matrix() {
         ("GET", "/_up", None, [200, 401, 200, 200, 200, 200, 200, 200, 200]),
         ("DELETE", "/closed", None, [401, 401, 401, 401, 401, 401, 401, 401, 200]),
     ];
+    // Callers whose credentials do not hold: a forged or an expired session cookie counts as
+    // anonymous; a badly signed JSON Web Token is refused outright.
+    set_config(&admin, "chttpd", "authentication_handlers", "{chttpd_auth, cookie_authentication_handler}, {chttpd_auth, jwt_authentication_handler}, {chttpd_auth, default_authentication_handler}");
+    set_config(&admin, "jwt_keys", "hmac:_default", &common::base64_bytes(b"sekrit"));
+    let bad_jwt = bearer(&s, &hs256(json!({"sub": "alice"}), b"not-the-key"));
+    let broken: Vec<(&str, Client, Option<u16>)> = vec![
+        ("forged cookie", with_cookie(&s, &forged_cookie("alice", 0)), None),
+        ("expired cookie", with_cookie(&s, &signed_cookie(&s, "alice", 3600)), None),
+        ("JWT with a bad signature", bad_jwt, Some(400)),
+    ];
     let mut n = 0;
     for (method, path, body, want) in &rows {
-        for ((who, c), status) in callers.iter().zip(want) {
+        let anonymous = want[0];
+        let extra = broken.iter().map(|(who, c, status)| (*who, c, status.unwrap_or(anonymous)));
+        for (who, c, status) in callers.iter().zip(want).map(|((who, c), status)| (*who, c, *status)).chain(extra) {
             n += 1;
             let path = path.replace("{n}", &n.to_string());
             let r = c.send(method, &path, *body, &[]);
             let error = match status {
+                400 => Some("bad_request"),
                 401 => Some("unauthorized"),
                 403 => Some("forbidden"),
                 _ => None,
             };
-            expect(&r, *status, error, &format!("{method} {path} as {who}"));
+            expect(&r, status, error, &format!("{method} {path} as {who}"));
         }
     }
     // The reasons CouchDB gives.
@@ -140,6 +157,38 @@ fn the_access_matrix() {
     assert_eq!(admin.get("/secure/_design/no").status, 404);
 }
 
+/// A cookie for `name` issued `age` seconds ago with a made-up signature.
+fn forged_cookie(name: &str, age: u64) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let mut raw = format!("{name}:{:X}:", now - age).into_bytes();
+    raw.extend_from_slice(&[7u8; 32]);
+    url_safe(&raw)
+}
+
+/// A genuine cookie for `name` issued `age` seconds ago, signed as the server signs (with
+/// its secret, read here as the admin): expired once `age` passes `[chttpd_auth] timeout`.
+fn signed_cookie(s: &TestServer, name: &str, age: u64) -> String {
+    use hmac::Mac;
+    let admin = s.admin();
+    let secret: String = serde_json::from_str(&admin.get("/_node/_local/_config/chttpd_auth/secret").text).unwrap();
+    let doc = admin.get(&format!("/_users/org.couchdb.user:{name}")).json();
+    let fingerprint = format!("{}:{}:", doc["salt"].as_str().unwrap(), doc["derived_key"].as_str().unwrap());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let payload = format!("{name}:{:X}", now - age);
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(fingerprint.as_bytes());
+    mac.update(&[0]);
+    mac.update(payload.as_bytes());
+    let mut raw = payload.into_bytes();
+    raw.push(b':');
+    raw.extend_from_slice(&mac.finalize().into_bytes());
+    url_safe(&raw)
+}
+
+fn url_safe(raw: &[u8]) -> String {
+    common::base64_bytes(raw).replace('+', "-").replace('/', "_").replace('=', "")
+}
+
 #[test]
 fn sessions_cookies_expire_and_forgeries_are_ignored() {
     let s = setup();
@@ -149,6 +198,9 @@ fn sessions_cookies_expire_and_forgeries_are_ignored() {
     assert_eq!(session["info"]["authenticated"], "cookie");
     assert_eq!(with_cookie(&s, &cookie).get("/secure/doc").status, 200);
 
+    // A cookie signed here as the server signs is accepted while fresh (so the matrix's
+    // expired cookie differs from a good one only in its age).
+    assert_eq!(with_cookie(&s, &signed_cookie(&s, "alice", 5)).get("/secure/doc").status, 200);
     // A forged cookie (someone else's name, a made-up MAC) is ignored: the caller is anonymous.
     let forged = common::base64_bytes(format!("admin:{:X}:{}", 2_000_000_000u64, "x".repeat(32)).as_bytes()).replace('+', "-").replace('/', "_").replace('=', "");
     let r = with_cookie(&s, &forged).get("/_session");
