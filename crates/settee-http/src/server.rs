@@ -74,6 +74,8 @@ pub struct State {
     pub welcome: Bytes,
     /// Server header value, built once.
     pub server_header: HeaderValue,
+    /// `[chttpd] authentication_handlers`, read when the config changes (every request uses it).
+    pub handlers: arc_swap::ArcSwap<Vec<&'static str>>,
     /// Failed logins per client address and user.
     pub lockout: settee_auth::lockout::Lockout,
     /// Cookie signing secret.
@@ -189,6 +191,7 @@ impl State {
             store: catalog.store_options().clone(),
             servers,
         });
+        let handlers = auth::handlers(&config);
         let state = State {
             catalog,
             welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
@@ -200,6 +203,7 @@ impl State {
             config: RwLock::new(config),
             auth: Authenticator::default(),
             lockout: Default::default(),
+            handlers: arc_swap::ArcSwap::from_pointee(handlers),
             views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
@@ -212,6 +216,7 @@ impl State {
         self.views.pool().set_limits(js_limits(&config));
         self.views.set_reduce_limit(reduce_limit(&config));
         configure_query_servers(self.views.servers(), &config);
+        self.handlers.store(Arc::new(auth::handlers(&config)));
     }
 
     /// A new document id.
@@ -227,8 +232,8 @@ impl State {
     /// Who is asking, by the configured handlers in order (`[chttpd]
     /// authentication_handlers`; cookie then Basic by default, JWT and proxy when listed).
     async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr) -> HttpResult<Authenticated> {
-        let handlers = auth::handlers(&self.config.read().expect("config lock"));
-        for handler in handlers {
+        let handlers = self.handlers.load();
+        for &handler in handlers.iter() {
             let found = match handler {
                 "default" => self.basic(headers, peer).await?,
                 "cookie" => self.cookie(headers)?,
