@@ -60,12 +60,51 @@ pub fn needs_refresh(age: u64, timeout: u64) -> bool {
     age.saturating_mul(10) > timeout
 }
 
-/// A `Set-Cookie` value; persistent cookies carry `Max-Age` (`[chttpd_auth]
-/// allow_persistent_cookies`, on by default).
-pub fn header(value: &str, timeout: u64, persistent: bool) -> String {
-    let mut h = format!("AuthSession={value}; Version=1; Path=/; HttpOnly");
-    if persistent {
-        h.push_str(&format!("; Max-Age={timeout}"));
+/// How session cookies are set (`[chttpd_auth]`).
+#[derive(Clone, Debug, Default)]
+pub struct Attributes {
+    /// `timeout`: seconds a cookie lasts.
+    pub timeout: u64,
+    /// `allow_persistent_cookies`: send `Max-Age`, so the cookie outlives the browser session.
+    pub persistent: bool,
+    /// The request came over TLS: mark the cookie `Secure`.
+    pub secure: bool,
+    /// `cookie_domain`.
+    pub domain: Option<String>,
+    /// `same_site`: `None`, `Lax` or `Strict`.
+    pub same_site: Option<String>,
+}
+
+impl Attributes {
+    fn suffix(&self) -> String {
+        let mut h = String::from("; Version=1; Path=/; HttpOnly");
+        if let Some(d) = &self.domain {
+            h.push_str(&format!("; Domain={d}"));
+        }
+        if let Some(s) = &self.same_site {
+            h.push_str(&format!("; SameSite={s}"));
+        }
+        if self.secure {
+            h.push_str("; Secure");
+        }
+        h
+    }
+}
+
+/// A `Set-Cookie` value for a session cookie.
+pub fn header(value: &str, attrs: &Attributes) -> String {
+    let mut h = format!("AuthSession={value}{}", attrs.suffix());
+    if attrs.persistent {
+        h.push_str(&format!("; Max-Age={}", attrs.timeout));
+    }
+    h
+}
+
+/// A `Set-Cookie` value that clears the session cookie (`Max-Age=0` when logging out).
+pub fn clearing(attrs: &Attributes, expire: bool) -> String {
+    let mut h = format!("AuthSession={}", attrs.suffix());
+    if expire {
+        h.push_str("; Max-Age=0");
     }
     h
 }
@@ -86,5 +125,17 @@ mod tests {
         let forged = make(b"guess", "salt1", "root", 1000);
         assert!(check(b"secret", "salt1", &forged, 600, 1010).is_none(), "forged");
         assert!(!needs_refresh(10, 600) && needs_refresh(61, 600));
+    }
+
+    #[test]
+    fn cookie_attributes() {
+        let mut a = Attributes { timeout: 600, persistent: true, ..Default::default() };
+        assert_eq!(header("v", &a), "AuthSession=v; Version=1; Path=/; HttpOnly; Max-Age=600");
+        a.secure = true;
+        a.same_site = Some("Strict".into());
+        a.domain = Some("example.com".into());
+        a.persistent = false;
+        assert_eq!(header("v", &a), "AuthSession=v; Version=1; Path=/; HttpOnly; Domain=example.com; SameSite=Strict; Secure");
+        assert_eq!(clearing(&a, true), "AuthSession=; Version=1; Path=/; HttpOnly; Domain=example.com; SameSite=Strict; Secure; Max-Age=0");
     }
 }

@@ -62,7 +62,7 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
             Ok(reply::json(200, &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info})))
         }
         Method::POST => login(state, req).await,
-        Method::DELETE => Ok(reply::with_header(reply::ok(), SET_COOKIE, "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0")),
+        Method::DELETE => Ok(reply::with_header(reply::ok(), SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), true))),
         _ => Err(HttpError::method_not_allowed("GET,HEAD,POST,DELETE")),
     }
 }
@@ -86,12 +86,11 @@ async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     let Some(account) = checked else {
         state.login_failed(req.peer, &name);
         let resp = reply::error(&HttpError::new(401, "unauthorized", "Name or password is incorrect."));
-        return Ok(reply::with_header(resp, SET_COOKIE, "AuthSession=; Version=1; Path=/; HttpOnly"));
+        return Ok(reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false)));
     };
     let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, auth::now());
-    let (timeout, persistent) = state.cookie_settings();
     let resp = reply::json(200, &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}));
-    Ok(reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, timeout, persistent)))
+    Ok(reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls))))
 }
 
 /// Admin-only server endpoints.

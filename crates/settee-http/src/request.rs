@@ -104,6 +104,8 @@ pub struct Req {
     pub auth_handler: Option<&'static str>,
     /// The client's address.
     pub peer: std::net::IpAddr,
+    /// Whether the request came over TLS.
+    pub tls: bool,
     /// Time spent reading the body, for `X-CouchDB-Body-Time`.
     pub body_time: std::time::Duration,
 }

@@ -231,12 +231,12 @@ impl State {
 
     /// Who is asking, by the configured handlers in order (`[chttpd]
     /// authentication_handlers`; cookie then Basic by default, JWT and proxy when listed).
-    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr) -> HttpResult<Authenticated> {
+    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr, tls: bool) -> HttpResult<Authenticated> {
         let handlers = self.handlers.load();
         for &handler in handlers.iter() {
             let found = match handler {
                 "default" => self.basic(headers, peer).await?,
-                "cookie" => self.cookie(headers)?,
+                "cookie" => self.cookie(headers, tls)?,
                 "jwt" => self.jwt(headers)?,
                 "proxy" => self.proxy(headers),
                 _ => None,
@@ -310,7 +310,7 @@ impl State {
     }
 
     /// An `AuthSession` cookie, with a fresh cookie to send back once the old one has aged.
-    fn cookie(&self, headers: &hyper::HeaderMap) -> HttpResult<Option<(User, Option<String>)>> {
+    fn cookie(&self, headers: &hyper::HeaderMap, tls: bool) -> HttpResult<Option<(User, Option<String>)>> {
         let cookie = headers
             .get_all(hyper::header::COOKIE)
             .iter()
@@ -322,11 +322,11 @@ impl State {
             return Err(HttpError::bad_request("Malformed AuthSession cookie. Please clear your cookies."));
         };
         let Some(account) = self.account(&name) else { return Ok(None) };
-        let (timeout, persistent) = self.cookie_settings();
+        let attrs = self.cookie_attributes(tls);
         let now = auth::now();
-        let Some(age) = settee_auth::cookie::check(&self.secret, &account.fingerprint(), &cookie, timeout, now) else { return Ok(None) };
-        let refresh = settee_auth::cookie::needs_refresh(age, timeout)
-            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &account.fingerprint(), &name, now), timeout, persistent));
+        let Some(age) = settee_auth::cookie::check(&self.secret, &account.fingerprint(), &cookie, attrs.timeout, now) else { return Ok(None) };
+        let refresh = settee_auth::cookie::needs_refresh(age, attrs.timeout)
+            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &account.fingerprint(), &name, now), &attrs));
         Ok(Some((account.user, refresh)))
     }
 
@@ -360,10 +360,24 @@ impl State {
         Some((User { name, roles }, None))
     }
 
-    /// `[chttpd_auth] timeout` and `allow_persistent_cookies`.
-    pub fn cookie_settings(&self) -> (u64, bool) {
+    /// How session cookies are set: `[chttpd_auth] timeout`, `allow_persistent_cookies`,
+    /// `cookie_domain`, `same_site`; `Secure` over TLS.
+    pub fn cookie_attributes(&self, tls: bool) -> settee_auth::cookie::Attributes {
         let config = self.config.read().expect("config lock");
-        (config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT), config.get_or("chttpd_auth", "allow_persistent_cookies", true))
+        let text = |k: &str| config.get("chttpd_auth", k).map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+        let same_site = text("same_site").and_then(|s| match s.to_ascii_lowercase().as_str() {
+            "none" => Some("None".to_string()),
+            "lax" => Some("Lax".to_string()),
+            "strict" => Some("Strict".to_string()),
+            _ => None,
+        });
+        settee_auth::cookie::Attributes {
+            timeout: config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT),
+            persistent: config.get_or("chttpd_auth", "allow_persistent_cookies", true),
+            secure: tls,
+            domain: text("cookie_domain"),
+            same_site,
+        }
     }
 }
 
@@ -381,24 +395,24 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<
     loop {
         let (stream, peer): (_, SocketAddr) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(stream, state.clone(), peer.ip()));
+        tokio::spawn(serve_connection(stream, state.clone(), peer.ip(), false));
     }
 }
 
 /// Serves HTTP/1.1 requests on one connection (plain or TLS) until it closes.
-pub async fn serve_connection<I>(io: I, state: Arc<State>, peer: std::net::IpAddr)
+pub async fn serve_connection<I>(io: I, state: Arc<State>, peer: std::net::IpAddr, tls: bool)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
         let state = state.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(state, req, peer).await) }
+        async move { Ok::<_, std::convert::Infallible>(handle(state, req, peer, tls).await) }
     });
     let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
 }
 
 /// Answers one request. A handler that panics is answered with a logged 500.
-async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr) -> Response {
+async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool) -> Response {
     let server_header = state.server_header.clone();
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
     let asked_www = req.headers().get("x-couchdb-www-authenticate").cloned();
@@ -412,7 +426,7 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net
     let head_request = req.method() == Method::HEAD;
     // The request line is kept for the logs only when request logging is on.
     let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) { (req.method().clone(), req.uri().clone()) } else { Default::default() };
-    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req, peer)) }).await {
+    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req, peer, tls)) }).await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
         Err(message) => {
@@ -489,9 +503,9 @@ impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
     }
 }
 
-async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr) -> HttpResult<Response> {
+async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
-    let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers, peer).await?;
+    let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers, peer, tls).await?;
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
@@ -501,6 +515,7 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
         user,
         auth_handler: handler,
         peer,
+        tls,
         body_time: std::time::Duration::ZERO,
     };
     let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));

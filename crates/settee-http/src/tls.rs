@@ -40,7 +40,7 @@ pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<
         tokio::spawn(async move {
             let handshake = tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream)).await;
             if let Ok(Ok(tls)) = handshake {
-                serve_connection(tls, state, peer.ip()).await;
+                serve_connection(tls, state, peer.ip(), true).await;
             }
         });
     }

@@ -26,6 +26,9 @@ try:
     out["welcome"] = call("GET", "/")
     out["put"] = call("PUT", "/tlsdb/doc", b'{"over":"tls"}')
     out["get"] = call("GET", "/tlsdb/doc")
+    login = urllib.request.Request(url + "/_session", method="POST", data=b'{"name":"admin","password":"secret"}', headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(login, context=ctx) as r:
+        out["cookie"] = r.headers.get("Set-Cookie")
 except Exception as e:
     out["error"] = type(e).__name__ + ": " + str(e)
 print(json.dumps(out))
@@ -58,6 +61,9 @@ fn https_with_a_self_signed_certificate() {
     assert_eq!(out["put"][0], 201, "{out}");
     assert_eq!(out["get"][1]["over"], "tls", "{out}");
     assert_eq!(s.admin().get("/tlsdb/doc").json()["over"], "tls", "the same databases over plain HTTP");
+    assert!(out["cookie"].as_str().is_some_and(|c| c.starts_with("AuthSession=") && c.contains("; Secure")), "session cookies over TLS are Secure: {out}");
+    let plain_login = s.anon().post("/_session", r#"{"name":"admin","password":"secret"}"#);
+    assert!(!plain_login.header("set-cookie").unwrap().contains("Secure"), "but not over plain HTTP");
 
     let untrusted = python(&https, "-");
     assert!(untrusted["error"].as_str().is_some_and(|e| e.contains("CERTIFICATE_VERIFY_FAILED")), "a client that does not trust the certificate refuses it: {untrusted}");
