@@ -106,8 +106,8 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
     if (users || name == "_replicator") && matches!(second, Some("_all_docs" | "_changes")) {
         return server_admin(req);
     }
-    // Other listings of user documents would bypass the per-document read rules.
-    if users && second.is_some_and(|s| s.starts_with('_') && s != "_design" && s != "_local" && s != "_security") {
+    // Other listings of user or replication documents would bypass the per-document rules.
+    if (users || name == REPLICATOR) && second.is_some_and(|s| s.starts_with('_') && s != "_design" && s != "_local" && s != "_security") {
         return server_admin(req);
     }
     let db = crate::db::open(state, name)?;
@@ -146,6 +146,13 @@ pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc
         for (doc, slot) in docs.iter_mut().zip(out.iter_mut()) {
             if slot.is_none() && !doc.id.starts_with(DESIGN_PREFIX) && !is_local(&doc.id) {
                 *slot = prepare_user_doc(db, doc, user, admin, iterations).await.err();
+            }
+        }
+    }
+    if db.name() == REPLICATOR && !admin {
+        for (doc, slot) in docs.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() && !doc.id.starts_with(DESIGN_PREFIX) && !is_local(&doc.id) {
+                *slot = own_replication_doc(db, doc, user).err();
             }
         }
     }
@@ -232,4 +239,77 @@ pub fn www_authenticate(state: &State, asked: Option<hyper::header::HeaderValue>
         return Some(configured.to_string());
     }
     config.get_or("chttpd", "require_valid_user", false).then(|| "Basic realm=\"server\"".to_string())
+}
+
+/// The replicator database.
+pub const REPLICATOR: &str = "_replicator";
+
+const OTHER_USERS: &str = "Can't update replication documents from other users.";
+
+/// A replication document written by someone who does not administer `_replicator`: it must
+/// be theirs (its `owner`), and becomes theirs when it names no owner.
+fn own_replication_doc(db: &Database, doc: &mut NewDoc, user: Option<&User>) -> HttpResult<()> {
+    let name = user.map(|u| u.name.as_str());
+    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+    if let Some(old_owner) = old.as_ref().and_then(|o| o.get("owner")) {
+        if old_owner.as_str() != name {
+            return Err(HttpError::new(403, "forbidden", OTHER_USERS));
+        }
+    }
+    let mut body: serde_json::Map<String, Value> = serde_json::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
+    match body.get("owner") {
+        None | Some(Value::Null) => {
+            body.insert("owner".into(), name.map_or(Value::Null, |n| Value::String(n.to_string())));
+            doc.set_body(&body);
+        }
+        Some(owner) if owner.as_str() == name => {}
+        Some(_) => return Err(HttpError::new(403, "forbidden", OTHER_USERS)),
+    }
+    Ok(())
+}
+
+/// A replication document as a reader who neither owns it nor administers `_replicator` sees
+/// it: without the credentials of its endpoints (user info in URLs, `headers`, `auth`).
+pub fn filter_replication_doc(req: &Req, db: &Database, doc: Vec<u8>) -> HttpResult<Vec<u8>> {
+    if is_db_admin(req.user.as_ref(), db)? {
+        return Ok(doc);
+    }
+    let Ok(Value::Object(mut members)) = serde_json::from_slice::<Value>(&doc) else { return Ok(doc) };
+    if members.get("owner").and_then(Value::as_str).is_some_and(|o| req.user.as_ref().is_some_and(|u| u.name == o)) {
+        return Ok(doc);
+    }
+    for side in ["source", "target"] {
+        match members.get_mut(side) {
+            Some(Value::String(url)) => *url = strip_userinfo(url),
+            Some(Value::Object(endpoint)) => {
+                endpoint.remove("headers");
+                endpoint.remove("auth");
+                if let Some(Value::String(url)) = endpoint.get_mut("url") {
+                    *url = strip_userinfo(url);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(serde_json::to_vec(&Value::Object(members)).expect("json"))
+}
+
+/// `http://user:pass@host/db` → `http://host/db`.
+fn strip_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn user_info_is_stripped_from_urls() {
+        assert_eq!(super::strip_userinfo("http://bob:pw@host:5984/db"), "http://host:5984/db");
+        assert_eq!(super::strip_userinfo("https://host/db@x"), "https://host/db@x");
+        assert_eq!(super::strip_userinfo("db"), "db");
+    }
 }

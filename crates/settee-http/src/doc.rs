@@ -74,7 +74,8 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
     }
     let rev_text = record.tree.nodes[i].rev.to_string();
-    if !plain && !req.is_admin() && crate::access::is_users_db(state, name) && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
+    let guarded = crate::access::is_users_db(state, name) || name == crate::access::REPLICATOR;
+    if !plain && !req.is_admin() && guarded && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
         return Err(HttpError::new(403, "forbidden", "Only admins may read user documents with these options."));
     }
     if !plain {
@@ -87,6 +88,9 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     let mut rendered = snap.render_as(id, &record, i, &opts, &rev_text)?;
     if !req.is_admin() && crate::access::is_users_db(state, name) {
         rendered = crate::access::filter_user_doc(state, req, &db, id, rendered)?;
+    }
+    if !req.is_admin() && name == crate::access::REPLICATOR {
+        rendered = crate::access::filter_replication_doc(req, &db, rendered)?;
     }
     let resp = reply::json_bytes(200, rendered);
     Ok(reply::with_header(resp, ETAG, &etag))

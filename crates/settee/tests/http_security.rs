@@ -505,3 +505,31 @@ fn require_valid_user_and_www_authenticate() {
     set_config(&admin, "chttpd", "WWW-Authenticate", "Basic realm=\"settee\"");
     assert_eq!(s.anon().get("/").header("www-authenticate"), Some("Basic realm=\"settee\""));
 }
+
+#[test]
+fn replication_documents_belong_to_their_owner() {
+    let s = setup();
+    let admin = s.admin();
+    assert_eq!(admin.put("/_replicator/_security", r#"{"members":{"roles":["staff"]}}"#).status, 200);
+    let bob = user(&s, "bob");
+    let doc = json!({"source": "http://bob:secret@remote:5984/a", "target": {"url": "http://bob:secret@remote:5984/b", "headers": {"Authorization": "Basic xyz"}}});
+    assert_eq!(bob.put("/_replicator/r1", &doc.to_string()).status, 201);
+    let own = bob.get("/_replicator/r1").json();
+    assert_eq!(own["owner"], "bob", "the writer becomes the owner");
+    assert_eq!(own["source"], "http://bob:secret@remote:5984/a", "owners see their credentials");
+
+    let cookie_user = user(&s, "cookie");
+    let theirs = cookie_user.get("/_replicator/r1").json();
+    assert_eq!(theirs["source"], "http://remote:5984/a", "others do not: {theirs}");
+    assert_eq!(theirs["target"], json!({"url": "http://remote:5984/b"}));
+    let mut edit = theirs.clone();
+    edit["continuous"] = json!(true);
+    let r = cookie_user.put("/_replicator/r1", &edit.to_string());
+    expect(&r, 403, Some("forbidden"), "editing someone else's replication");
+    assert_eq!(r.json()["reason"], "Can't update replication documents from other users.");
+    let r = cookie_user.put("/_replicator/r2", &json!({"owner": "bob", "source": "a", "target": "b"}).to_string());
+    expect(&r, 403, Some("forbidden"), "writing a document for someone else");
+    assert_eq!(admin.get("/_replicator/r1").json()["source"], "http://bob:secret@remote:5984/a", "admins see everything");
+    expect(&bob.get("/_replicator/r1?revs=true"), 403, Some("forbidden"), "no way around the read rules");
+    expect(&bob.post("/_replicator/_bulk_get", r#"{"docs":[{"id":"r1"}]}"#), 401, Some("unauthorized"), "listings are for server admins");
+}
