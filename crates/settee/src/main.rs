@@ -1,4 +1,5 @@
-//! The `settee` command: `settee serve` runs the server.
+//! The `settee` command: `settee serve` runs the server; `settee bench` measures any
+//! CouchDB-compatible server on CouchDB's published workloads.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,12 +41,42 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Run CouchDB's published workloads against a server (and another, side by side).
+    ///
+    /// URLs may carry credentials: http://admin:password@127.0.0.1:5984. Every answer is
+    /// checked; wrong answers are counted as failures and make the command fail.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The server to measure.
+    #[arg(long)]
+    url: String,
+    /// A second server to run the same workloads against, for ratios.
+    #[arg(long)]
+    compare: Option<String>,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Use the published sizes instead of the smaller defaults.
+    #[arg(long)]
+    published: bool,
+    /// Single-document reads: concurrent keep-alive clients [default: 60; published 120].
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Single-document reads: GETs per client [default: 200; published 400].
+    #[arg(long)]
+    requests: Option<usize>,
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info".into())).with_writer(std::io::stderr).init();
-    let Command::Serve { data, bind, port, config } = Cli::parse().command;
-    match serve(data, bind, port, config) {
+    let result = match Cli::parse().command {
+        Command::Serve { data, bind, port, config } => serve(data, bind, port, config),
+        Command::Bench(args) => bench(args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("settee: {e}");
@@ -93,6 +124,38 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
         println!("Settee {} listening on http://{addr}", settee_http::VERSION);
         settee_http::serve(listener, prepared.state).await.map_err(|e| e.to_string())
     })
+}
+
+/// Runs the benchmark workloads and prints the results.
+fn bench(args: BenchArgs) -> Result<(), String> {
+    use settee_bench::{client::Target, report, workloads::reads};
+    let targets: Vec<Target> = std::iter::once(&args.url).chain(args.compare.as_ref()).map(|u| Target::parse(u)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    let base = if args.published { reads::Params::PUBLISHED } else { reads::Params { clients: 60, requests: 200 } };
+    let params = reads::Params { clients: args.clients.unwrap_or(base.clients), requests: args.requests.unwrap_or(base.requests) };
+    raise_open_files_limit();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let mut outcomes = Vec::new();
+    for target in &targets {
+        let bar = indicatif::ProgressBar::new(0).with_message(format!("single-doc reads on {}", target.display));
+        bar.set_style(indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ({per_sec})").map_err(|e| e.to_string())?);
+        if args.json {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let outcome = runtime.block_on(reads::run(target, params, bar)).map_err(|e| format!("{}: {e}", target.display))?;
+        outcomes.push(vec![outcome]);
+    }
+    let names = (targets[0].display.as_str(), targets.get(1).map(|t| t.display.as_str()));
+    let compare = outcomes.get(1).map(Vec::as_slice);
+    if args.json {
+        println!("{}", report::json(names, &outcomes[0], compare));
+    } else {
+        println!("{}", report::table(names, &outcomes[0], compare));
+    }
+    let failures: u64 = outcomes.iter().flatten().map(|o| o.failures).sum();
+    if failures > 0 {
+        return Err(format!("{failures} wrong or failed answers"));
+    }
+    Ok(())
 }
 
 /// Raises the soft open-files limit to the hard limit, for many connections and databases.

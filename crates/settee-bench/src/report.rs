@@ -1,0 +1,122 @@
+//! Results: named metrics per workload, printed as a table (with ratios when two servers ran
+//! side by side) or as JSON.
+
+use serde_json::{json, Value};
+
+/// One measured number.
+#[derive(Clone, Debug)]
+pub struct Metric {
+    /// What was measured, e.g. `requests/s`.
+    pub name: String,
+    /// The value.
+    pub value: f64,
+    /// Whether a larger value is better (for the ratio's direction).
+    pub higher_is_better: bool,
+}
+
+impl Metric {
+    /// A metric where more is better (rates).
+    pub fn rate(name: &str, value: f64) -> Metric {
+        Metric { name: name.into(), value, higher_is_better: true }
+    }
+
+    /// A metric where less is better (times, failures).
+    pub fn cost(name: &str, value: f64) -> Metric {
+        Metric { name: name.into(), value, higher_is_better: false }
+    }
+}
+
+/// The metrics of one workload against one server.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The workload's name.
+    pub workload: String,
+    /// Its metrics, in report order.
+    pub metrics: Vec<Metric>,
+    /// Answers that were wrong or failed (a fast wrong answer is a failure, not a result).
+    pub failures: u64,
+}
+
+fn fmt(v: f64) -> String {
+    if v >= 100.0 || v == v.trunc() {
+        format!("{:.0}", v)
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// How many times better `a` is than `b` for this metric.
+fn ratio(m: &Metric, b: f64) -> Option<f64> {
+    if m.value == 0.0 || b == 0.0 {
+        return None;
+    }
+    Some(if m.higher_is_better { m.value / b } else { b / m.value })
+}
+
+/// A text table: one row per metric; with `compare`, the second server's value and the
+/// ratio (how many times better the first server is).
+pub fn table(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcome]>) -> String {
+    let mut rows = vec![vec!["workload".to_string(), "metric".to_string(), names.0.to_string()]];
+    if let Some(b) = names.1 {
+        rows[0].push(b.to_string());
+        rows[0].push("ratio".to_string());
+    }
+    for (i, o) in a.iter().enumerate() {
+        let other = compare.and_then(|c| c.get(i));
+        let mut metrics: Vec<(Metric, Option<f64>)> = o.metrics.iter().map(|m| (m.clone(), other.and_then(|b| b.metrics.iter().find(|x| x.name == m.name)).map(|x| x.value))).collect();
+        metrics.push((Metric::cost("failures", o.failures as f64), other.map(|b| b.failures as f64)));
+        for (m, b) in metrics {
+            let mut row = vec![o.workload.clone(), m.name.clone(), fmt(m.value)];
+            if compare.is_some() {
+                row.push(b.map_or("-".into(), fmt));
+                row.push(b.and_then(|b| ratio(&m, b)).map_or("-".into(), |r| format!("{r:.1}x")));
+            }
+            rows.push(row);
+        }
+    }
+    let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    rows.iter()
+        .map(|r| r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The same as JSON: `{"servers": [...], "results": [{"workload", "server", "failures", metrics...}]}`.
+pub fn json(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcome]>) -> Value {
+    let rows = |server: &str, outcomes: &[Outcome]| -> Vec<Value> {
+        outcomes
+            .iter()
+            .map(|o| {
+                let mut v = json!({"workload": o.workload, "server": server, "failures": o.failures});
+                for m in &o.metrics {
+                    v[m.name.as_str()] = json!(m.value);
+                }
+                v
+            })
+            .collect()
+    };
+    let mut results = rows(names.0, a);
+    if let (Some(name), Some(b)) = (names.1, compare) {
+        results.extend(rows(name, b));
+    }
+    let servers: Vec<&str> = std::iter::once(names.0).chain(names.1).collect();
+    json!({"servers": servers, "results": results})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_show_ratios_in_the_better_direction() {
+        let a = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 1000.0), Metric::cost("p99 ms", 2.0)], failures: 0 }];
+        let b = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 100.0), Metric::cost("p99 ms", 50.0)], failures: 3 }];
+        let t = table(("A", Some("B")), &a, Some(&b));
+        assert!(t.contains("requests/s  1000  100  10.0x"), "{t}");
+        assert!(t.contains("p99 ms      2     50   25.0x"), "{t}");
+        assert!(t.contains("failures    0     3"), "{t}");
+        let j = json(("A", Some("B")), &a, Some(&b));
+        assert_eq!(j["results"][1]["failures"], 3);
+        assert_eq!(j["results"][0]["requests/s"], 1000.0);
+    }
+}

@@ -1,0 +1,3 @@
+//! The published workloads.
+
+pub mod reads;

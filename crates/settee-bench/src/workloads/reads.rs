@@ -1,0 +1,137 @@
+//! Workload 1, single-document reads (from "High Performance Erlang"): database `animals`,
+//! document `cat` = `{"name":"gizmo"}`, many keep-alive clients each reading it in a loop.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::Method;
+use indicatif::ProgressBar;
+
+use crate::client::{Conn, Target};
+use crate::error::{Error, Result};
+use crate::report::{Metric, Outcome};
+
+/// The workload's size.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Concurrent keep-alive clients (published: 120).
+    pub clients: usize,
+    /// GETs per client (published: 400).
+    pub requests: usize,
+}
+
+impl Params {
+    /// The published parameters.
+    pub const PUBLISHED: Params = Params { clients: 120, requests: 400 };
+}
+
+/// Creates `animals/cat` (keeping it if it is already right).
+async fn setup(target: &Target) -> Result<()> {
+    let mut c = Conn::open(target).await?;
+    c.expect(Method::PUT, "/animals", None, &[201, 202, 412]).await?;
+    let current = c.call(Method::GET, "/animals/cat", None).await?;
+    if current.status == 200 && is_gizmo(&current.body) {
+        return Ok(());
+    }
+    let rev = serde_json::from_slice::<serde_json::Value>(&current.body).ok().and_then(|d| d.get("_rev").and_then(|r| r.as_str()).map(str::to_string));
+    let body = match rev {
+        Some(rev) => serde_json::json!({"name": "gizmo", "_rev": rev}),
+        None => serde_json::json!({"name": "gizmo"}),
+    };
+    c.expect(Method::PUT, "/animals/cat", Some(Bytes::from(body.to_string())), &[201, 202]).await?;
+    Ok(())
+}
+
+fn is_gizmo(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|d| d.get("name").and_then(|n| n.as_str()) == Some("gizmo") && d.get("_id").and_then(|i| i.as_str()) == Some("cat"))
+}
+
+/// One client: its latencies and failures.
+async fn client(target: Target, requests: usize, progress: ProgressBar) -> (Vec<Duration>, u64) {
+    let mut latencies = Vec::with_capacity(requests);
+    let mut failures = 0u64;
+    let mut conn = None;
+    for _ in 0..requests {
+        let started = Instant::now();
+        if conn.is_none() {
+            conn = Conn::open(&target).await.ok();
+        }
+        let ok = match conn.as_mut() {
+            Some(c) => match c.call(Method::GET, "/animals/cat", None).await {
+                Ok(a) => a.status == 200 && is_gizmo(&a.body),
+                Err(_) => {
+                    conn = None;
+                    false
+                }
+            },
+            None => false,
+        };
+        latencies.push(started.elapsed());
+        if !ok {
+            failures += 1;
+        }
+        progress.inc(1);
+    }
+    (latencies, failures)
+}
+
+/// The latency at quantile `q` (0..=1) of sorted latencies, in milliseconds.
+fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+/// Runs the workload.
+pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Result<Outcome> {
+    setup(target).await?;
+    progress.set_length((params.clients * params.requests) as u64);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..params.clients).map(|_| tokio::spawn(client(target.clone(), params.requests, progress.clone()))).collect();
+    let mut latencies = Vec::with_capacity(params.clients * params.requests);
+    let mut failures = 0;
+    for t in tasks {
+        let (l, f) = t.await.map_err(|e| Error::Io(e.to_string()))?;
+        latencies.extend(l);
+        failures += f;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    latencies.sort_unstable();
+    let total = latencies.len() as f64;
+    Ok(Outcome {
+        workload: "single-doc reads".into(),
+        metrics: vec![
+            Metric::cost("elapsed s", elapsed),
+            Metric::rate("requests/s", (total - failures as f64) / elapsed),
+            Metric::cost("p50 ms", quantile_ms(&latencies, 0.5)),
+            Metric::cost("p90 ms", quantile_ms(&latencies, 0.9)),
+            Metric::cost("p99 ms", quantile_ms(&latencies, 0.99)),
+            Metric::cost("max ms", latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0)),
+        ],
+        failures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_of_sorted_latencies() {
+        let l: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(quantile_ms(&l, 0.5), 50.0);
+        assert_eq!(quantile_ms(&l, 0.99), 99.0);
+        assert_eq!(quantile_ms(&l, 1.0), 100.0);
+        assert_eq!(quantile_ms(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn only_the_right_document_counts() {
+        assert!(is_gizmo(br#"{"_id":"cat","_rev":"1-a","name":"gizmo"}"#));
+        assert!(!is_gizmo(br#"{"_id":"cat","name":"tom"}"#));
+        assert!(!is_gizmo(b"not json"));
+    }
+}

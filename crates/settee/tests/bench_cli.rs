@@ -1,0 +1,90 @@
+//! `settee bench` against a real server (answers verified, JSON report) and against a server
+//! that answers quickly but wrongly (reported as failures, and the command fails).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::Command;
+
+use common::{TestServer, ADMIN};
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_settee")).arg("bench").args(args).output().expect("settee bench runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn single_document_reads_against_a_real_server() {
+    let s = TestServer::start();
+    let url = s.url.replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
+    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "4", "--requests", "25", "--json"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
+    let reads = &report["results"][0];
+    assert_eq!(reads["workload"], "single-doc reads");
+    assert_eq!(reads["failures"], 0);
+    assert!(reads["requests/s"].as_f64().unwrap() > 0.0);
+    assert!(reads["p99 ms"].as_f64().unwrap() >= reads["p50 ms"].as_f64().unwrap());
+    assert_eq!(s.admin().get("/animals/cat").json()["name"], "gizmo", "the workload's document");
+
+    let (ok, stdout, _) = bench(&["--url", &url, "--compare", &url, "--clients", "2", "--requests", "10"]);
+    assert!(ok);
+    assert!(stdout.lines().next().unwrap().starts_with("workload"), "a table: {stdout}");
+    assert!(stdout.contains("requests/s") && stdout.contains('x'), "with ratios: {stdout}");
+}
+
+/// A server that accepts everything and always answers `{"_id":"cat","name":"tom"}`.
+fn wrong_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut stream = stream;
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    let mut method = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if method.is_empty() {
+                            method = line.split(' ').next().unwrap_or("").to_string();
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    let _ = reader.read_exact(&mut body);
+                    let status = if method == "PUT" { "201 Created" } else { "200 OK" };
+                    let answer = r#"{"_id":"cat","name":"tom"}"#;
+                    let reply = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}", answer.len());
+                    if stream.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn fast_wrong_answers_are_failures() {
+    let url = wrong_server();
+    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "2", "--requests", "10", "--json"]);
+    assert!(!ok, "wrong answers fail the command: {stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
+    assert_eq!(report["results"][0]["failures"], 20);
+    assert_eq!(report["results"][0]["requests/s"], 0.0, "wrong answers are not counted as served");
+    assert!(stderr.contains("20 wrong or failed answers"), "{stderr}");
+}
