@@ -14,3 +14,39 @@ pub mod report;
 pub mod workloads;
 
 pub use error::{Error, Result};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Which workloads to run, with their sizes.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Workload 1, single-document reads.
+    pub reads: Option<workloads::reads::Params>,
+    /// Workloads 2 and 5, view indexing and word count.
+    pub views: Option<workloads::views::Params>,
+    /// No progress bars (for `--json`).
+    pub quiet: bool,
+}
+
+fn bar(message: String, quiet: bool) -> ProgressBar {
+    let bar = ProgressBar::new(0).with_message(message);
+    if let Ok(style) = ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ({per_sec})") {
+        bar.set_style(style);
+    }
+    if quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar
+}
+
+/// Runs the planned workloads against one server, in order.
+pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Outcome>> {
+    let mut out = Vec::new();
+    if let Some(p) = plan.reads {
+        out.push(workloads::reads::run(target, p, bar(format!("single-doc reads on {}", target.display), plan.quiet)).await?);
+    }
+    if let Some(p) = plan.views {
+        out.extend(workloads::views::run(target, p, bar(format!("view workloads on {} (loading)", target.display), plan.quiet)).await?);
+    }
+    Ok(out)
+}

@@ -35,6 +35,8 @@ pub struct Outcome {
     pub metrics: Vec<Metric>,
     /// Answers that were wrong or failed (a fast wrong answer is a failure, not a result).
     pub failures: u64,
+    /// A time series sampled while it ran, as `(seconds, value)` (e.g. indexer changes/s).
+    pub series: Vec<(f64, f64)>,
 }
 
 fn fmt(v: f64) -> String {
@@ -88,6 +90,9 @@ pub fn json(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcom
             .iter()
             .map(|o| {
                 let mut v = json!({"workload": o.workload, "server": server, "failures": o.failures});
+                if !o.series.is_empty() {
+                    v["series"] = json!(o.series);
+                }
                 for m in &o.metrics {
                     v[m.name.as_str()] = json!(m.value);
                 }
@@ -109,8 +114,8 @@ mod tests {
 
     #[test]
     fn tables_show_ratios_in_the_better_direction() {
-        let a = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 1000.0), Metric::cost("p99 ms", 2.0)], failures: 0 }];
-        let b = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 100.0), Metric::cost("p99 ms", 50.0)], failures: 3 }];
+        let a = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 1000.0), Metric::cost("p99 ms", 2.0)], failures: 0, series: vec![] }];
+        let b = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 100.0), Metric::cost("p99 ms", 50.0)], failures: 3, series: vec![] }];
         let t = table(("A", Some("B")), &a, Some(&b));
         assert!(t.contains("requests/s  1000  100  10.0x"), "{t}");
         assert!(t.contains("p99 ms      2     50   25.0x"), "{t}");

@@ -68,6 +68,18 @@ struct BenchArgs {
     /// Single-document reads: GETs per client [default: 200; published 400].
     #[arg(long)]
     requests: Option<usize>,
+    /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count).
+    #[arg(long, default_value = "reads,views", value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// View indexing: score documents [default: 20,000; published 100,000].
+    #[arg(long)]
+    docs: Option<usize>,
+    /// View indexing: large score documents, 0 to skip [default: 1,000; published 20,000].
+    #[arg(long)]
+    large_docs: Option<usize>,
+    /// Word count: word documents, 0 to skip [default: 50,000; published 200,000].
+    #[arg(long)]
+    words: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -128,21 +140,23 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
 
 /// Runs the benchmark workloads and prints the results.
 fn bench(args: BenchArgs) -> Result<(), String> {
-    use settee_bench::{client::Target, report, workloads::reads};
+    use settee_bench::{client::Target, report, workloads::reads, workloads::views};
     let targets: Vec<Target> = std::iter::once(&args.url).chain(args.compare.as_ref()).map(|u| Target::parse(u)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    let base = if args.published { reads::Params::PUBLISHED } else { reads::Params { clients: 60, requests: 200 } };
-    let params = reads::Params { clients: args.clients.unwrap_or(base.clients), requests: args.requests.unwrap_or(base.requests) };
+    let wants = |w: &str| args.workloads.iter().any(|x| x == w);
+    if let Some(unknown) = args.workloads.iter().find(|w| !["reads", "views"].contains(&w.as_str())) {
+        return Err(format!("unknown workload `{unknown}` (known: reads, views)"));
+    }
+    let (r, v) = if args.published { (reads::Params::PUBLISHED, views::Params::PUBLISHED) } else { (reads::Params { clients: 60, requests: 200 }, views::Params::SMALL) };
+    let plan = settee_bench::Plan {
+        reads: wants("reads").then(|| reads::Params { clients: args.clients.unwrap_or(r.clients), requests: args.requests.unwrap_or(r.requests) }),
+        views: wants("views").then(|| views::Params { docs: args.docs.unwrap_or(v.docs), large_docs: args.large_docs.unwrap_or(v.large_docs), words: args.words.unwrap_or(v.words) }),
+        quiet: args.json,
+    };
     raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     let mut outcomes = Vec::new();
     for target in &targets {
-        let bar = indicatif::ProgressBar::new(0).with_message(format!("single-doc reads on {}", target.display));
-        bar.set_style(indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ({per_sec})").map_err(|e| e.to_string())?);
-        if args.json {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        }
-        let outcome = runtime.block_on(reads::run(target, params, bar)).map_err(|e| format!("{}: {e}", target.display))?;
-        outcomes.push(vec![outcome]);
+        outcomes.push(runtime.block_on(settee_bench::run(target, &plan)).map_err(|e| format!("{}: {e}", target.display))?);
     }
     let names = (targets[0].display.as_str(), targets.get(1).map(|t| t.display.as_str()));
     let compare = outcomes.get(1).map(Vec::as_slice);

@@ -1,4 +1,5 @@
-//! `settee bench` against a real server (answers verified, JSON report) and against a server
+//! `settee bench` against a real server (reads, view indexing and word count, answers verified,
+//! JSON report) and against a server
 //! that answers quickly but wrongly (reported as failures, and the command fails).
 
 mod common;
@@ -16,10 +17,10 @@ fn bench(args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
-fn single_document_reads_against_a_real_server() {
+fn every_workload_against_a_real_server() {
     let s = TestServer::start();
     let url = s.url.replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
-    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "4", "--requests", "25", "--json"]);
+    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "4", "--requests", "25", "--docs", "500", "--large-docs", "20", "--words", "1000", "--json"]);
     assert!(ok, "{stdout}\n{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
     let reads = &report["results"][0];
@@ -28,8 +29,15 @@ fn single_document_reads_against_a_real_server() {
     assert!(reads["requests/s"].as_f64().unwrap() > 0.0);
     assert!(reads["p99 ms"].as_f64().unwrap() >= reads["p50 ms"].as_f64().unwrap());
     assert_eq!(s.admin().get("/animals/cat").json()["name"], "gizmo", "the workload's document");
+    let names: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["workload"].as_str().unwrap()).collect();
+    assert_eq!(names, ["single-doc reads", "score docs indexing, JS sum", "score docs indexing, _sum", "large docs indexing, JS sum", "large docs indexing, _sum", "word count, _count", "word count, JS sum"]);
+    for r in report["results"].as_array().unwrap() {
+        assert_eq!(r["failures"], 0, "{r}");
+    }
+    assert!(report["results"][1]["docs/s"].as_f64().unwrap() > 0.0);
+    assert!(report["results"][5]["groups"].as_f64().unwrap() > 10.0);
 
-    let (ok, stdout, _) = bench(&["--url", &url, "--compare", &url, "--clients", "2", "--requests", "10"]);
+    let (ok, stdout, _) = bench(&["--url", &url, "--compare", &url, "--clients", "2", "--requests", "10", "--workloads", "reads"]);
     assert!(ok);
     assert!(stdout.lines().next().unwrap().starts_with("workload"), "a table: {stdout}");
     assert!(stdout.contains("requests/s") && stdout.contains('x'), "with ratios: {stdout}");
@@ -81,7 +89,7 @@ fn wrong_server() -> String {
 #[test]
 fn fast_wrong_answers_are_failures() {
     let url = wrong_server();
-    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "2", "--requests", "10", "--json"]);
+    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "2", "--requests", "10", "--workloads", "reads", "--json"]);
     assert!(!ok, "wrong answers fail the command: {stdout}");
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
     assert_eq!(report["results"][0]["failures"], 20);

@@ -1,3 +1,4 @@
 //! The published workloads.
 
 pub mod reads;
+pub mod views;

@@ -112,6 +112,7 @@ pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Resu
             Metric::cost("max ms", latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0)),
         ],
         failures,
+        series: Vec::new(),
     })
 }
 
