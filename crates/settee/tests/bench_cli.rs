@@ -1,6 +1,6 @@
-//! `settee bench` against a real server (reads, view indexing and word count, answers verified,
-//! JSON report) and against a server
-//! that answers quickly but wrongly (reported as failures, and the command fails).
+//! `settee bench` against a real server (reads, view indexing and word count, answers
+//! verified, JSON report) and against a server that answers quickly but wrongly (reported as
+//! failures, and the command fails).
 
 mod common;
 
