@@ -45,14 +45,19 @@ impl FileBackend {
         FileBackend::locked(file)
     }
 
+    /// Takes the file's writer lock. A lock held only briefly (by a store of this process
+    /// still closing on its writer thread, or by a child process between its fork and exec)
+    /// is waited for, up to a second; a lock held longer is another writer.
     fn locked(file: File) -> io::Result<FileBackend> {
-        match file.try_lock() {
-            Ok(()) => Ok(FileBackend { file }),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                Err(io::Error::new(io::ErrorKind::ResourceBusy, "the store file is open in another writer"))
+        for attempt in 0..100 {
+            match file.try_lock() {
+                Ok(()) => return Ok(FileBackend { file }),
+                Err(std::fs::TryLockError::WouldBlock) if attempt < 99 => std::thread::sleep(std::time::Duration::from_millis(10)),
+                Err(std::fs::TryLockError::WouldBlock) => break,
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
-            Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
+        Err(io::Error::new(io::ErrorKind::ResourceBusy, "the store file is open in another writer"))
     }
 }
 
