@@ -79,6 +79,10 @@ impl Conn {
             req = req.header("content-type", "application/json");
         }
         let req = req.body(Full::new(body.unwrap_or_default())).map_err(|e| Error::Io(e.to_string()))?;
+        if self.sender.is_closed() || self.sender.ready().await.is_err() {
+            // The server closed the idle connection (Node servers do after 5 s): open another.
+            *self = Conn::open(&self.target).await?;
+        }
         self.sender.ready().await.map_err(|e| Error::Io(e.to_string()))?;
         let resp = self.sender.send_request(req).await.map_err(|e| Error::Io(e.to_string()))?;
         let status = resp.status().as_u16();

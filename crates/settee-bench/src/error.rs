@@ -15,5 +15,16 @@ pub enum Error {
     WrongAnswer(String),
 }
 
+impl Error {
+    /// The same error, saying which workload met it.
+    pub fn context(self, workload: &str) -> Error {
+        match self {
+            Error::Io(m) => Error::Io(format!("{workload}: {m}")),
+            Error::WrongAnswer(m) => Error::WrongAnswer(format!("{workload}: {m}")),
+            other => other,
+        }
+    }
+}
+
 /// Result with this crate's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

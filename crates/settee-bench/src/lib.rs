@@ -43,10 +43,12 @@ fn bar(message: String, quiet: bool) -> ProgressBar {
 pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Outcome>> {
     let mut out = Vec::new();
     if let Some(p) = plan.reads {
-        out.push(workloads::reads::run(target, p, bar(format!("single-doc reads on {}", target.display), plan.quiet)).await?);
+        let bar = bar(format!("single-doc reads on {}", target.display), plan.quiet);
+        out.push(workloads::reads::run(target, p, bar).await.map_err(|e| e.context("single-doc reads"))?);
     }
     if let Some(p) = plan.views {
-        out.extend(workloads::views::run(target, p, bar(format!("view workloads on {} (loading)", target.display), plan.quiet)).await?);
+        let bar = bar(format!("view workloads on {} (loading)", target.display), plan.quiet);
+        out.extend(workloads::views::run(target, p, bar).await.map_err(|e| e.context("view workloads"))?);
     }
     Ok(out)
 }

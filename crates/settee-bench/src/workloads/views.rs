@@ -57,7 +57,11 @@ fn score_doc(i: usize, rng: &mut StdRng, extra_fields: usize) -> (Value, (String
     (doc, (y.to_string(), format!("{m:02}")), score)
 }
 
-/// Deletes and creates `db`, then loads `docs` in batches of 1,000, checking every result.
+/// Most bytes of documents in one `_bulk_docs` request (some servers refuse large bodies).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Deletes and creates `db`, then loads `docs` in batches of 1,000 (fewer for large
+/// documents), checking every result.
 async fn load(c: &mut Conn, db: &str, docs: impl Iterator<Item = Value>, progress: &ProgressBar) -> Result<()> {
     let _ = c.call(Method::DELETE, &format!("/{db}"), None).await?;
     c.expect(Method::PUT, &format!("/{db}"), None, &[201, 202]).await?;
@@ -65,7 +69,12 @@ async fn load(c: &mut Conn, db: &str, docs: impl Iterator<Item = Value>, progres
     let mut docs = docs.peekable();
     while docs.peek().is_some() {
         batch.clear();
-        batch.extend(docs.by_ref().take(1000));
+        let mut bytes = 0;
+        while batch.len() < 1000 && bytes < BATCH_BYTES {
+            let Some(doc) = docs.next() else { break };
+            bytes += doc.to_string().len();
+            batch.push(doc);
+        }
         let body = Bytes::from(json!({"docs": batch}).to_string());
         let answer = c.expect(Method::POST, &format!("/{db}/_bulk_docs"), Some(body), &[201, 202]).await?;
         let results: Vec<Value> = serde_json::from_slice(&answer.body).map_err(|_| Error::WrongAnswer("_bulk_docs answer is not a JSON array".into()))?;
