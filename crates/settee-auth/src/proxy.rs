@@ -9,18 +9,15 @@ use crate::password::{hex, same};
 /// Whether `token` is the HMAC (SHA-256, or SHA-1 as older CouchDB made it) of `name` under
 /// `secret`, in lower-case hex.
 pub fn token_matches(secret: &[u8], name: &str, token: &str) -> bool {
-    let sha256 = {
-        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).expect("any key length");
-        mac.update(name.as_bytes());
-        hex(&mac.finalize().into_bytes())
-    };
-    let sha1 = {
-        let mut mac = Hmac::<sha1::Sha1>::new_from_slice(secret).expect("any key length");
-        mac.update(name.as_bytes());
-        hex(&mac.finalize().into_bytes())
-    };
     let token = token.trim().to_ascii_lowercase();
-    same(sha256.as_bytes(), token.as_bytes()) || same(sha1.as_bytes(), token.as_bytes())
+    [mac_hex::<Hmac<sha2::Sha256>>(secret, name), mac_hex::<Hmac<sha1::Sha1>>(secret, name)].iter().any(|mac| same(mac.as_bytes(), token.as_bytes()))
+}
+
+/// Lower-case hex of the HMAC `M` of `name` keyed by `secret`.
+fn mac_hex<M: Mac + hmac::digest::KeyInit>(secret: &[u8], name: &str) -> String {
+    let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(secret).expect("any key length");
+    mac.update(name.as_bytes());
+    hex(&mac.finalize().into_bytes())
 }
 
 /// Roles from the roles header: comma-separated, trimmed.

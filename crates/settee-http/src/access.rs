@@ -138,11 +138,8 @@ pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc
     } else {
         out = crate::view::validate_design_docs(state, docs).await;
     }
-    let (users_db, iterations) = {
-        let config = state.config.read().expect("config lock");
-        (crate::auth::users_db(&config), config.get_or("chttpd_auth", "iterations", crate::auth::DEFAULT_ITERATIONS))
-    };
-    if db.name() == users_db {
+    if is_users_db(state, db.name()) {
+        let iterations = state.config.read().expect("config lock").get_or("chttpd_auth", "iterations", crate::auth::DEFAULT_ITERATIONS);
         for (doc, slot) in docs.iter_mut().zip(out.iter_mut()) {
             if slot.is_none() && !doc.id.starts_with(DESIGN_PREFIX) && !is_local(&doc.id) {
                 *slot = prepare_user_doc(db, doc, user, admin, iterations).await.err();

@@ -25,8 +25,7 @@ pub fn users_db(config: &Config) -> String {
     config.get("chttpd_auth", "authentication_db").unwrap_or("_users").to_string()
 }
 
-/// The id prefix of user documents.
-pub const USER_PREFIX: &str = "org.couchdb.user:";
+pub use settee_auth::users::USER_PREFIX;
 
 /// What an account's password is checked against.
 #[derive(Clone, Debug)]
@@ -112,6 +111,15 @@ pub fn jwt_config(config: &Config) -> settee_auth::jwt::JwtConfig {
     }
 }
 
+/// The user named `name` if their account still has `fingerprint` (a password check that
+/// passed earlier still holds); server admins are checked without copying their hash.
+pub fn revalidate(config: &Config, catalog: &Catalog, name: &str, fingerprint: &str) -> Option<User> {
+    if let Some(hash) = config.get("admins", name) {
+        return (hash == fingerprint).then(|| User::admin(name));
+    }
+    account(config, catalog, name).filter(|a| a.fingerprint() == fingerprint).map(|a| a.user)
+}
+
 /// Remembers which Basic `Authorization` values passed, for which account fingerprint.
 pub struct Authenticator {
     verified: RwLock<HashMap<u64, (String, String)>>,
@@ -126,12 +134,13 @@ impl Default for Authenticator {
 }
 
 impl Authenticator {
-    /// The user a Basic header was already verified for, if the account is unchanged.
-    pub fn cached(&self, header: &str, lookup: impl FnOnce(&str) -> Option<Account>) -> Option<User> {
+    /// The user a Basic header was already verified for, if `still_valid(name, fingerprint)`
+    /// says the account is unchanged.
+    pub fn cached(&self, header: &str, still_valid: impl FnOnce(&str, &str) -> Option<User>) -> Option<User> {
         let key = self.hasher.hash_one(header);
-        let (name, fingerprint) = self.verified.read().expect("auth cache").get(&key).cloned()?;
-        let account = lookup(&name)?;
-        (account.fingerprint() == fingerprint).then_some(account.user)
+        let verified = self.verified.read().expect("auth cache");
+        let (name, fingerprint) = verified.get(&key)?;
+        still_valid(name, fingerprint)
     }
 
     /// Verifies Basic credentials against `account` (slow by design: run it off the event
@@ -176,18 +185,23 @@ mod tests {
         Some(Account { user: User::admin("root"), credentials: Credentials::Config(hash.to_string()) })
     }
 
+    /// `still_valid` for an account looked up by `lookup`.
+    fn valid(lookup: Option<Account>) -> impl FnOnce(&str, &str) -> Option<User> {
+        move |_, fingerprint| lookup.filter(|a| a.fingerprint() == fingerprint).map(|a| a.user)
+    }
+
     #[test]
     fn verified_basic_credentials_are_remembered_until_the_password_changes() {
         let hash = hash_password("pw", 1000);
         let auth = Authenticator::default();
         let good = format!("Basic {}", STANDARD.encode("root:pw"));
-        assert!(auth.cached(&good, |_| admin_account(&hash)).is_none());
+        assert!(auth.cached(&good, valid(admin_account(&hash))).is_none());
         assert_eq!(auth.verify(&good, "pw", admin_account(&hash)).unwrap().name, "root");
-        assert_eq!(auth.cached(&good, |_| admin_account(&hash)).unwrap().name, "root");
+        assert_eq!(auth.cached(&good, valid(admin_account(&hash))).unwrap().name, "root");
         assert!(auth.verify("Basic eA==", "nope", admin_account(&hash)).is_none());
         let changed = hash_password("new", 1000);
-        assert!(auth.cached(&good, |_| admin_account(&changed)).is_none(), "a changed password ends the cached pass");
-        assert!(auth.cached(&good, |_| None).is_none(), "a removed account ends it too");
+        assert!(auth.cached(&good, valid(admin_account(&changed))).is_none(), "a changed password ends the cached pass");
+        assert!(auth.cached(&good, valid(None)).is_none(), "a removed account ends it too");
     }
 
     #[test]

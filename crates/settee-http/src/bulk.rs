@@ -33,11 +33,14 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     let mut parsed = parsed;
     let refused = crate::access::check_writes(state, req, &db, &mut parsed).await;
     let accepted: Vec<NewDoc> = parsed.into_iter().zip(&refused).filter(|(_, r)| r.is_none()).map(|(d, _)| d).collect();
-    let edits: Vec<(String, bool)> = accepted.iter().map(|d| (d.id.clone(), d.deleted)).collect();
+    // Only user documents need their ids after the write (for per-user databases).
+    let edits: Vec<(String, bool)> = if crate::peruser::watches(state, &db) { accepted.iter().map(|d| (d.id.clone(), d.deleted)).collect() } else { Vec::new() };
     let results = db.update(accepted, mode, durability).await?;
     state.views.kick(&db);
-    let written: Vec<(String, bool)> = edits.into_iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|(e, _)| e).collect();
-    crate::peruser::after_writes(state, &db, &written).await?;
+    if !edits.is_empty() {
+        let written: Vec<(String, bool)> = edits.into_iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|(e, _)| e).collect();
+        crate::peruser::after_writes(state, &db, &written).await?;
+    }
     let mut results = results.into_iter();
     let mut out = Vec::with_capacity(ids.len());
     for (id, refusal) in ids.into_iter().zip(refused) {

@@ -31,6 +31,12 @@ pub fn db_name(prefix: &str, name: &str) -> String {
     format!("{prefix}{}", settee_auth::password::hex(name.as_bytes()))
 }
 
+/// Whether writes to `db` need [`after_writes`]: it is the users database and per-user
+/// databases are on.
+pub fn watches(state: &State, db: &Database) -> bool {
+    crate::access::is_users_db(state, db.name()) && settings(state).is_some()
+}
+
 /// After user documents (`id`, deleted) were written to `db`: keeps their databases in step.
 pub async fn after_writes(state: &Arc<State>, db: &Database, written: &[(String, bool)]) -> HttpResult<()> {
     if !crate::access::is_users_db(state, db.name()) {

@@ -259,7 +259,7 @@ impl State {
         if name == "_" && password == "_" {
             return Ok(None);
         }
-        if let Some(user) = self.auth.cached(h, |n| self.account(n)) {
+        if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.config.read().expect("config lock"), &self.catalog, n, f)) {
             return Ok(Some((user, None)));
         }
         self.check_lockout(peer, &name)?;
@@ -323,10 +323,10 @@ impl State {
         };
         let Some(account) = self.account(&name) else { return Ok(None) };
         let attrs = self.cookie_attributes(tls);
-        let now = auth::now();
-        let Some(age) = settee_auth::cookie::check(&self.secret, &account.fingerprint(), &cookie, attrs.timeout, now) else { return Ok(None) };
+        let (now, fingerprint) = (auth::now(), account.fingerprint());
+        let Some(age) = settee_auth::cookie::check(&self.secret, &fingerprint, &cookie, attrs.timeout, now) else { return Ok(None) };
         let refresh = settee_auth::cookie::needs_refresh(age, attrs.timeout)
-            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &account.fingerprint(), &name, now), &attrs));
+            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &fingerprint, &name, now), &attrs));
         Ok(Some((account.user, refresh)))
     }
 

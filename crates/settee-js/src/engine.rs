@@ -85,12 +85,18 @@ impl Engine {
     /// Compiles a `filters` function under `key`, with `require` over the design document
     /// `ddoc_json`, unless a program with that key exists.
     pub fn load_filter(&mut self, key: &str, source: &str, ddoc_json: &str) -> Result<()> {
+        self.load_ddoc_function(key, "__filter", source, ddoc_json)
+    }
+
+    /// Compiles `source` under `key` with the prelude's `maker` (which takes the source and
+    /// the design document), unless a program with that key exists.
+    fn load_ddoc_function(&mut self, key: &str, maker: &'static str, source: &str, ddoc_json: &str) -> Result<()> {
         if self.programs.contains_key(key) {
             return Ok(());
         }
         let (source, ddoc) = (source.to_string(), ddoc_json.to_string());
         self.compile(key, move |ctx| {
-            let make: Function = ctx.globals().get("__filter")?;
+            let make: Function = ctx.globals().get(maker)?;
             let ddoc: Value = ctx.json_parse(ddoc)?;
             make.call((source, ddoc))
         })
@@ -107,15 +113,7 @@ impl Engine {
     /// Compiles a `validate_doc_update` function under `key`, with `require` over the design
     /// document `ddoc_json` (also its `this`), unless a program with that key exists.
     pub fn load_validator(&mut self, key: &str, source: &str, ddoc_json: &str) -> Result<()> {
-        if self.programs.contains_key(key) {
-            return Ok(());
-        }
-        let (source, ddoc) = (source.to_string(), ddoc_json.to_string());
-        self.compile(key, move |ctx| {
-            let make: Function = ctx.globals().get("__validator")?;
-            let ddoc: Value = ctx.json_parse(ddoc)?;
-            make.call((source, ddoc))
-        })
+        self.load_ddoc_function(key, "__validator", source, ddoc_json)
     }
 
     /// Runs a loaded validation function: `Ok(None)` when it accepts the write, else the

@@ -143,16 +143,22 @@ impl MapProgram {
     }
 }
 
+/// A batch cut into at most `workers` parts of nearly equal size, in order.
+fn split(batch: Vec<Change>, workers: usize) -> Vec<Vec<Change>> {
+    let per_worker = batch.len().div_ceil(workers.max(1)).max(1);
+    let mut batch = batch.into_iter().peekable();
+    std::iter::from_fn(|| batch.peek().is_some().then(|| batch.by_ref().take(per_worker).collect())).collect()
+}
+
 /// Maps a batch on the pool, split evenly over its engines.
 fn map_batch(pool: &Arc<Pool>, program: &Arc<MapProgram>, batch: Vec<Change>) -> Result<Vec<Mapped>> {
-    let per_worker = batch.len().div_ceil(pool.workers()).max(1);
-    let mut pending = Vec::new();
-    let mut batch = batch.into_iter().peekable();
-    while batch.peek().is_some() {
-        let part: Vec<Change> = batch.by_ref().take(per_worker).collect();
-        let program = program.clone();
-        pending.push(pool.submit(move |engine| map_part(engine, &program, part)));
-    }
+    let pending: Vec<_> = split(batch, pool.workers())
+        .into_iter()
+        .map(|part| {
+            let program = program.clone();
+            pool.submit(move |engine| map_part(engine, &program, part))
+        })
+        .collect();
     let mut out = Vec::new();
     for p in pending {
         out.extend(settee_js::wait(p)??);
@@ -164,13 +170,9 @@ fn map_batch(pool: &Arc<Pool>, program: &Arc<MapProgram>, batch: Vec<Change>) ->
 /// one `map_doc` per document as the protocol has it. A document the server refuses to map
 /// is skipped (logged), as a JavaScript map function that throws is.
 fn map_external(servers: &QueryServers, language: &str, workers: usize, program: &MapProgram, batch: Vec<Change>) -> Result<Vec<Mapped>> {
-    let per_worker = batch.len().div_ceil(workers.max(1)).max(1);
-    let parts: Vec<Vec<Change>> = {
-        let mut batch = batch.into_iter().peekable();
-        std::iter::from_fn(|| batch.peek().is_some().then(|| batch.by_ref().take(per_worker).collect())).collect()
-    };
     let results: Vec<Result<Vec<Mapped>>> = std::thread::scope(|scope| {
-        let running: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || map_external_part(servers, language, program, part))).collect();
+        let running: Vec<_> = split(batch, workers)
+            .into_iter().map(|part| scope.spawn(move || map_external_part(servers, language, program, part))).collect();
         running.into_iter().map(|t| t.join().unwrap_or(Err(Error::Corrupted("a mapping thread panicked")))).collect()
     });
     let mut out = Vec::new();
