@@ -10,6 +10,9 @@ pub enum Error {
     /// Connecting or talking to the server failed.
     #[error("{0}")]
     Io(String),
+    /// The workload cannot run with these parameters.
+    #[error("{0}")]
+    Usage(&'static str),
     /// The server answered, but not what the workload expects.
     #[error("wrong answer: {0}")]
     WrongAnswer(String),

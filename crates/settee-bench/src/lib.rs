@@ -24,6 +24,10 @@ pub struct Plan {
     pub reads: Option<workloads::reads::Params>,
     /// Workloads 2 and 5, view indexing and word count.
     pub views: Option<workloads::views::Params>,
+    /// Workload 3, fabric_bench.
+    pub fabric: Option<workloads::fabric::Params>,
+    /// Workload 4, C10K.
+    pub c10k: Option<workloads::c10k::Params>,
     /// No progress bars (for `--json`).
     pub quiet: bool,
 }
@@ -49,6 +53,14 @@ pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Out
     if let Some(p) = plan.views {
         let bar = bar(format!("view workloads on {} (loading)", target.display), plan.quiet);
         out.extend(workloads::views::run(target, p, bar).await.map_err(|e| e.context("view workloads"))?);
+    }
+    if let Some(p) = plan.fabric {
+        let bar = bar(format!("fabric_bench on {}", target.display), plan.quiet);
+        out.extend(workloads::fabric::run(target, p, bar).await.map_err(|e| e.context("fabric_bench"))?);
+    }
+    if let Some(p) = &plan.c10k {
+        let bar = bar(format!("C10K on {}", target.display), plan.quiet);
+        out.extend(workloads::c10k::run(target, p, bar).await.map_err(|e| e.context("C10K"))?);
     }
     Ok(out)
 }

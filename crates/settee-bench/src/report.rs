@@ -1,6 +1,8 @@
 //! Results: named metrics per workload, printed as a table (with ratios when two servers ran
 //! side by side) or as JSON.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 /// One measured number.
@@ -37,6 +39,15 @@ pub struct Outcome {
     pub failures: u64,
     /// A time series sampled while it ran, as `(seconds, value)` (e.g. indexer changes/s).
     pub series: Vec<(f64, f64)>,
+}
+
+/// The latency at quantile `q` (0..=1) of sorted latencies, in milliseconds.
+pub fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
 }
 
 fn fmt(v: f64) -> String {
@@ -111,6 +122,15 @@ pub fn json(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcom
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_of_sorted_latencies() {
+        let l: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(quantile_ms(&l, 0.5), 50.0);
+        assert_eq!(quantile_ms(&l, 0.99), 99.0);
+        assert_eq!(quantile_ms(&l, 1.0), 100.0);
+        assert_eq!(quantile_ms(&[], 0.5), 0.0);
+    }
 
     #[test]
     fn tables_show_ratios_in_the_better_direction() {

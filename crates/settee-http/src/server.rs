@@ -393,9 +393,29 @@ struct Authenticated {
 /// Accepts connections until the listener fails.
 pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<()> {
     loop {
-        let (stream, peer): (_, SocketAddr) = listener.accept().await?;
+        let (stream, peer): (_, SocketAddr) = accept(&listener).await;
         let _ = stream.set_nodelay(true);
         tokio::spawn(serve_connection(stream, state.clone(), peer.ip(), false));
+    }
+}
+
+/// The next connection. Failing to accept one (out of file descriptors under a flood of
+/// connections, or a client that gave up) must not stop the server: the error is logged and,
+/// since running out of descriptors lasts a while, the listener pauses briefly.
+pub(crate) async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    let mut failures = 0u64;
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                // Logged once, then once a second while it lasts.
+                if failures.is_multiple_of(50) {
+                    tracing::warn!("accepting a connection failed ({} times in a row): {e}", failures + 1);
+                }
+                failures += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
     }
 }
 

@@ -34,7 +34,7 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
 /// connection.
 pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::io::Result<()> {
     loop {
-        let (stream, peer) = listener.accept().await?;
+        let (stream, peer) = crate::server::accept(&listener).await;
         let _ = stream.set_nodelay(true);
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {

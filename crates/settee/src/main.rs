@@ -45,7 +45,7 @@ enum Command {
     ///
     /// URLs may carry credentials: http://admin:password@127.0.0.1:5984. Every answer is
     /// checked; wrong answers are counted as failures and make the command fail.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
 }
 
 #[derive(clap::Args)]
@@ -68,8 +68,9 @@ struct BenchArgs {
     /// Single-document reads: GETs per client [default: 200; published 400].
     #[arg(long)]
     requests: Option<usize>,
-    /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count).
-    #[arg(long, default_value = "reads,views", value_delimiter = ',')]
+    /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count),
+    /// `fabric` (fabric_bench), `c10k`.
+    #[arg(long, default_value = "reads,views,fabric,c10k", value_delimiter = ',')]
     workloads: Vec<String>,
     /// View indexing: score documents [default: 20,000; published 100,000].
     #[arg(long)]
@@ -80,13 +81,34 @@ struct BenchArgs {
     /// Word count: word documents, 0 to skip [default: 50,000; published 200,000].
     #[arg(long)]
     words: Option<usize>,
+    /// fabric_bench: documents added and read at random [default: 10,000; published 100,000].
+    #[arg(long)]
+    fabric_docs: Option<usize>,
+    /// fabric_bench: single-document updates [default and published: 1,000].
+    #[arg(long)]
+    updates: Option<usize>,
+    /// fabric_bench mixed run: documents bulk-loaded, 0 to skip [default: 100,000; published 1,000,000].
+    #[arg(long)]
+    mixed_docs: Option<usize>,
+    /// fabric_bench mixed run: concurrent readers [default and published: 15].
+    #[arg(long)]
+    readers: Option<usize>,
+    /// C10K: concurrent connections per step, comma-separated [default and published: 1000,5000,10000].
+    #[arg(long, value_delimiter = ',')]
+    connections: Option<Vec<usize>>,
+    /// C10K: requests per connection per step, alternating `GET /` and a document [default: 4].
+    #[arg(long)]
+    c10k_requests: Option<usize>,
+    /// C10K: seconds a step may take before what is unfinished counts as errors [default: 120].
+    #[arg(long)]
+    step_seconds: Option<u64>,
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info".into())).with_writer(std::io::stderr).init();
     let result = match Cli::parse().command {
         Command::Serve { data, bind, port, config } => serve(data, bind, port, config),
-        Command::Bench(args) => bench(args),
+        Command::Bench(args) => bench(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -140,16 +162,31 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
 
 /// Runs the benchmark workloads and prints the results.
 fn bench(args: BenchArgs) -> Result<(), String> {
-    use settee_bench::{client::Target, report, workloads::reads, workloads::views};
+    use settee_bench::client::Target;
+    use settee_bench::report;
+    use settee_bench::workloads::{c10k, fabric, reads, views};
     let targets: Vec<Target> = std::iter::once(&args.url).chain(args.compare.as_ref()).map(|u| Target::parse(u)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     let wants = |w: &str| args.workloads.iter().any(|x| x == w);
-    if let Some(unknown) = args.workloads.iter().find(|w| !["reads", "views"].contains(&w.as_str())) {
-        return Err(format!("unknown workload `{unknown}` (known: reads, views)"));
+    const KNOWN: [&str; 4] = ["reads", "views", "fabric", "c10k"];
+    if let Some(unknown) = args.workloads.iter().find(|w| !KNOWN.contains(&w.as_str())) {
+        return Err(format!("unknown workload `{unknown}` (known: {})", KNOWN.join(", ")));
     }
-    let (r, v) = if args.published { (reads::Params::PUBLISHED, views::Params::PUBLISHED) } else { (reads::Params { clients: 60, requests: 200 }, views::Params::SMALL) };
+    let (r, v, f) = if args.published { (reads::Params::PUBLISHED, views::Params::PUBLISHED, fabric::Params::PUBLISHED) } else { (reads::Params { clients: 60, requests: 200 }, views::Params::SMALL, fabric::Params::SMALL) };
+    let c = c10k::Params::published();
     let plan = settee_bench::Plan {
         reads: wants("reads").then(|| reads::Params { clients: args.clients.unwrap_or(r.clients), requests: args.requests.unwrap_or(r.requests) }),
         views: wants("views").then(|| views::Params { docs: args.docs.unwrap_or(v.docs), large_docs: args.large_docs.unwrap_or(v.large_docs), words: args.words.unwrap_or(v.words) }),
+        fabric: wants("fabric").then(|| fabric::Params {
+            docs: args.fabric_docs.unwrap_or(f.docs),
+            updates: args.updates.unwrap_or(f.updates),
+            mixed_docs: args.mixed_docs.unwrap_or(f.mixed_docs),
+            readers: args.readers.unwrap_or(f.readers),
+        }),
+        c10k: wants("c10k").then(|| c10k::Params {
+            steps: args.connections.clone().unwrap_or(c.steps.clone()),
+            requests: args.c10k_requests.unwrap_or(c.requests),
+            step_limit: args.step_seconds.map_or(c.step_limit, std::time::Duration::from_secs),
+        }),
         quiet: args.json,
     };
     raise_open_files_limit();

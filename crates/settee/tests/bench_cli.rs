@@ -20,7 +20,10 @@ fn bench(args: &[&str]) -> (bool, String, String) {
 fn every_workload_against_a_real_server() {
     let s = TestServer::start();
     let url = s.url.replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
-    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "4", "--requests", "25", "--docs", "500", "--large-docs", "20", "--words", "1000", "--json"]);
+    let (ok, stdout, stderr) = bench(&[
+        "--url", &url, "--clients", "4", "--requests", "25", "--docs", "500", "--large-docs", "20", "--words", "1000", "--fabric-docs", "300", "--updates", "20", "--mixed-docs", "2000",
+        "--readers", "3", "--connections", "20,300", "--c10k-requests", "4", "--json",
+    ]);
     assert!(ok, "{stdout}\n{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
     let reads = &report["results"][0];
@@ -30,12 +33,40 @@ fn every_workload_against_a_real_server() {
     assert!(reads["p99 ms"].as_f64().unwrap() >= reads["p50 ms"].as_f64().unwrap());
     assert_eq!(s.admin().get("/animals/cat").json()["name"], "gizmo", "the workload's document");
     let names: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["workload"].as_str().unwrap()).collect();
-    assert_eq!(names, ["single-doc reads", "score docs indexing, JS sum", "score docs indexing, _sum", "large docs indexing, JS sum", "large docs indexing, _sum", "word count, _count", "word count, JS sum"]);
+    assert_eq!(
+        names,
+        [
+            "single-doc reads",
+            "score docs indexing, JS sum",
+            "score docs indexing, _sum",
+            "large docs indexing, JS sum",
+            "large docs indexing, _sum",
+            "word count, _count",
+            "word count, JS sum",
+            "fabric_bench add docs",
+            "fabric_bench random doc gets",
+            "fabric_bench _all_docs",
+            "fabric_bench _all_docs?include_docs=true",
+            "fabric_bench _changes",
+            "fabric_bench single-doc updates",
+            "fabric_bench mixed, 3 readers",
+            "fabric_bench mixed, load 2000 docs",
+            "C10K, 20 connections",
+            "C10K, 300 connections",
+        ]
+    );
     for r in report["results"].as_array().unwrap() {
         assert_eq!(r["failures"], 0, "{r}");
     }
     assert!(report["results"][1]["docs/s"].as_f64().unwrap() > 0.0);
     assert!(report["results"][5]["groups"].as_f64().unwrap() > 10.0);
+    let result = |name: &str| report["results"].as_array().unwrap().iter().find(|r| r["workload"] == name).unwrap().clone();
+    assert!(result("fabric_bench random doc gets")["gets/s"].as_f64().unwrap() > 0.0);
+    assert!(result("fabric_bench mixed, 3 readers")["reads/s while loading"].as_f64().unwrap() > 0.0);
+    assert!(result("fabric_bench mixed, load 2000 docs")["s alone"].as_f64().unwrap() > 0.0);
+    assert_eq!(result("C10K, 300 connections")["connect errors"], 0.0);
+    assert!(result("C10K, 300 connections")["requests/s"].as_f64().unwrap() > 0.0);
+    assert_eq!(s.admin().get("/fabric_bench").status, 404, "fabric_bench cleans up after itself");
 
     let (ok, stdout, _) = bench(&["--url", &url, "--compare", &url, "--clients", "2", "--requests", "10", "--workloads", "reads"]);
     assert!(ok);
@@ -95,4 +126,14 @@ fn fast_wrong_answers_are_failures() {
     assert_eq!(report["results"][0]["failures"], 20);
     assert_eq!(report["results"][0]["requests/s"], 0.0, "wrong answers are not counted as served");
     assert!(stderr.contains("20 wrong or failed answers"), "{stderr}");
+
+    let (ok, stdout, stderr) = bench(&["--url", &url, "--workloads", "c10k", "--connections", "5", "--c10k-requests", "2", "--json"]);
+    assert!(!ok, "{stdout}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
+    assert_eq!(report["results"][0]["failures"], 10, "a welcome without a version and the wrong cat");
+    assert_eq!(report["results"][0]["requests/s"], 0.0);
+
+    let (ok, _, stderr) = bench(&["--url", &url, "--workloads", "fabric", "--fabric-docs", "10"]);
+    assert!(!ok);
+    assert!(stderr.contains("wrong answer: fabric_bench: "), "{stderr}");
 }

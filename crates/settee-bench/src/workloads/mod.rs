@@ -1,4 +1,63 @@
-//! The published workloads.
+//! The published workloads, and what they share: loading documents in checked batches.
 
+pub mod c10k;
+pub mod fabric;
 pub mod reads;
 pub mod views;
+
+use bytes::Bytes;
+use hyper::Method;
+use indicatif::ProgressBar;
+use serde_json::{json, Value};
+
+use crate::client::Conn;
+use crate::error::{Error, Result};
+
+/// Most bytes of documents in one `_bulk_docs` request (some servers refuse large bodies).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Deletes and creates `db`, then loads `docs` in batches of 1,000 (fewer for large
+/// documents), checking every result.
+pub(crate) async fn load(
+    c: &mut Conn,
+    db: &str,
+    docs: impl Iterator<Item = Value>,
+    progress: &ProgressBar,
+) -> Result<()> {
+    let _ = c.call(Method::DELETE, &format!("/{db}"), None).await?;
+    c.expect(Method::PUT, &format!("/{db}"), None, &[201, 202])
+        .await?;
+    let mut batch = Vec::with_capacity(1000);
+    let mut docs = docs.peekable();
+    while docs.peek().is_some() {
+        batch.clear();
+        let mut bytes = 0;
+        while batch.len() < 1000 && bytes < BATCH_BYTES {
+            let Some(doc) = docs.next() else { break };
+            bytes += doc.to_string().len();
+            batch.push(doc);
+        }
+        let body = Bytes::from(json!({"docs": batch}).to_string());
+        let answer = c
+            .expect(
+                Method::POST,
+                &format!("/{db}/_bulk_docs"),
+                Some(body),
+                &[201, 202],
+            )
+            .await?;
+        let results: Vec<Value> = serde_json::from_slice(&answer.body)
+            .map_err(|_| Error::WrongAnswer("_bulk_docs answer is not a JSON array".into()))?;
+        if results.len() != batch.len()
+            || results
+                .iter()
+                .any(|r| r.get("ok") != Some(&Value::Bool(true)))
+        {
+            return Err(Error::WrongAnswer(format!(
+                "_bulk_docs into {db} did not save every document"
+            )));
+        }
+        progress.inc(batch.len() as u64);
+    }
+    Ok(())
+}

@@ -9,7 +9,7 @@ use indicatif::ProgressBar;
 
 use crate::client::{Conn, Target};
 use crate::error::{Error, Result};
-use crate::report::{Metric, Outcome};
+use crate::report::{quantile_ms, Metric, Outcome};
 
 /// The workload's size.
 #[derive(Clone, Copy, Debug)]
@@ -26,7 +26,7 @@ impl Params {
 }
 
 /// Creates `animals/cat` (keeping it if it is already right).
-async fn setup(target: &Target) -> Result<()> {
+pub(crate) async fn setup(target: &Target) -> Result<()> {
     let mut c = Conn::open(target).await?;
     c.expect(Method::PUT, "/animals", None, &[201, 202, 412]).await?;
     let current = c.call(Method::GET, "/animals/cat", None).await?;
@@ -42,7 +42,7 @@ async fn setup(target: &Target) -> Result<()> {
     Ok(())
 }
 
-fn is_gizmo(body: &[u8]) -> bool {
+pub(crate) fn is_gizmo(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|d| d.get("name").and_then(|n| n.as_str()) == Some("gizmo") && d.get("_id").and_then(|i| i.as_str()) == Some("cat"))
 }
 
@@ -73,15 +73,6 @@ async fn client(target: Target, requests: usize, progress: ProgressBar) -> (Vec<
         progress.inc(1);
     }
     (latencies, failures)
-}
-
-/// The latency at quantile `q` (0..=1) of sorted latencies, in milliseconds.
-fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i].as_secs_f64() * 1000.0
 }
 
 /// Runs the workload.
@@ -119,15 +110,6 @@ pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantiles_of_sorted_latencies() {
-        let l: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(quantile_ms(&l, 0.5), 50.0);
-        assert_eq!(quantile_ms(&l, 0.99), 99.0);
-        assert_eq!(quantile_ms(&l, 1.0), 100.0);
-        assert_eq!(quantile_ms(&[], 0.5), 0.0);
-    }
 
     #[test]
     fn only_the_right_document_counts() {

@@ -33,7 +33,15 @@ impl TestServer {
     /// Starts a server on `dir` (which may hold data from an earlier server).
     pub fn start_in(dir: tempfile::TempDir) -> TestServer {
         let log = dir.path().join(format!("server-{}.log", rand::random::<u32>()));
-        let (child, url) = spawn(dir.path(), &log);
+        let (child, url) = spawn(dir.path(), &log, None);
+        TestServer { child: Some(child), dir, url, log, allow_errors: false }
+    }
+
+    /// Starts a server on a new data directory that may hold at most `n` open files.
+    pub fn start_with_open_files(n: u32) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.log");
+        let (child, url) = spawn(dir.path(), &log, Some(n));
         TestServer { child: Some(child), dir, url, log, allow_errors: false }
     }
 
@@ -48,7 +56,7 @@ impl TestServer {
     /// Kills and starts again on the same data directory.
     pub fn restart(&mut self) {
         self.kill();
-        let (child, url) = spawn(self.dir.path(), &self.log);
+        let (child, url) = spawn(self.dir.path(), &self.log, None);
         self.child = Some(child);
         self.url = url;
     }
@@ -79,9 +87,17 @@ impl TestServer {
 
 // The child is handed to `TestServer`, whose `Drop` kills and waits for it.
 #[allow(clippy::zombie_processes)]
-fn spawn(dir: &Path, log: &Path) -> (Child, String) {
+fn spawn(dir: &Path, log: &Path, open_files: Option<u32>) -> (Child, String) {
     let err = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
+    let mut command = match open_files {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}")).arg("--").arg(env!("CARGO_BIN_EXE_settee"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_settee")),
+    };
+    let mut child = command
         .args(["serve", "--data"])
         .arg(dir)
         .args(["--port", "0", "--bind", "127.0.0.1"])

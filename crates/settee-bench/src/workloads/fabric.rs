@@ -1,0 +1,359 @@
+//! Workload 3, fabric_bench (CouchDB's own benchmark, as run for the "parallel preads"
+//! change): add N documents in batches of 1,000, read random documents, `_all_docs` with and
+//! without `include_docs`, `_changes`, single-document updates; then a mixed run where readers
+//! hammer one document while a writer bulk-loads, each measured alone and together.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::Method;
+use indicatif::ProgressBar;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::client::{Conn, Target};
+use crate::error::{Error, Result};
+use crate::report::{Metric, Outcome};
+use crate::workloads::load;
+
+/// The workload's size.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Documents added, then read at random as many times (published: 100,000).
+    pub docs: usize,
+    /// Single-document updates of one document (published: 1,000).
+    pub updates: usize,
+    /// Documents the writer bulk-loads in the mixed run (published: 1,000,000; 0 skips it).
+    pub mixed_docs: usize,
+    /// Clients reading one document in the mixed run (published: 15).
+    pub readers: usize,
+}
+
+impl Params {
+    /// The published sizes.
+    pub const PUBLISHED: Params = Params {
+        docs: 100_000,
+        updates: 1000,
+        mixed_docs: 1_000_000,
+        readers: 15,
+    };
+    /// Sizes that finish in seconds on a small machine.
+    pub const SMALL: Params = Params {
+        docs: 10_000,
+        updates: 1000,
+        mixed_docs: 100_000,
+        readers: 15,
+    };
+}
+
+const DB: &str = "fabric_bench";
+const LOAD_DB: &str = "fabric_bench_load";
+
+fn id(i: usize) -> String {
+    format!("doc{i:08}")
+}
+
+/// A small document, as fabric_bench's default `small` size.
+fn small_doc(i: usize, rng: &mut StdRng) -> Value {
+    let data: String = (0..32)
+        .map(|_| rng.gen_range(b'a'..=b'z') as char)
+        .collect();
+    json!({"_id": id(i), "i": i, "data": data})
+}
+
+/// Whether `body` is document `i` as loaded.
+fn is_doc(body: &Value, i: usize) -> bool {
+    body["_id"] == id(i) && body["i"] == i && body["data"].as_str().is_some_and(|d| d.len() == 32)
+}
+
+fn outcome(workload: &str, metrics: Vec<Metric>, failures: u64) -> Outcome {
+    Outcome {
+        workload: format!("fabric_bench {workload}"),
+        metrics,
+        failures,
+        series: Vec::new(),
+    }
+}
+
+fn parse(body: &[u8], what: &str) -> Result<Value> {
+    serde_json::from_slice(body).map_err(|_| Error::WrongAnswer(format!("{what}: not JSON")))
+}
+
+/// Reads `n` random documents one after another; wrong answers are failures.
+async fn random_gets(
+    c: &mut Conn,
+    n: usize,
+    rng: &mut StdRng,
+    progress: &ProgressBar,
+) -> Result<Outcome> {
+    let started = Instant::now();
+    let mut failures = 0;
+    for _ in 0..n {
+        let i = rng.gen_range(0..n);
+        let a = c
+            .call(Method::GET, &format!("/{DB}/{}", id(i)), None)
+            .await?;
+        if a.status != 200 || !serde_json::from_slice::<Value>(&a.body).is_ok_and(|d| is_doc(&d, i))
+        {
+            failures += 1;
+        }
+        progress.inc(1);
+    }
+    let s = started.elapsed().as_secs_f64();
+    Ok(outcome(
+        "random doc gets",
+        vec![Metric::cost("s", s), Metric::rate("gets/s", n as f64 / s)],
+        failures,
+    ))
+}
+
+/// Times one whole-database read and checks that it lists every document in id order.
+async fn listing(c: &mut Conn, n: usize, query: &str) -> Result<Outcome> {
+    let started = Instant::now();
+    let a = c
+        .expect(Method::GET, &format!("/{DB}/{query}"), None, &[200])
+        .await?;
+    let s = started.elapsed().as_secs_f64();
+    let body = parse(&a.body, query)?;
+    let ok = if query.starts_with("_changes") {
+        let ids: HashSet<&str> = body["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["id"].as_str())
+            .collect();
+        ids.len() == n && (0..n).all(|i| ids.contains(id(i).as_str()))
+    } else {
+        let rows = body["rows"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let docs = query.contains("include_docs=true");
+        body["total_rows"] == n
+            && rows.len() == n
+            && rows
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r["id"] == id(i) && (!docs || is_doc(&r["doc"], i)))
+    };
+    if !ok {
+        return Err(Error::WrongAnswer(format!(
+            "{query} does not list the {n} documents"
+        )));
+    }
+    Ok(outcome(
+        query,
+        vec![
+            Metric::cost("ms", s * 1000.0),
+            Metric::rate("rows/s", n as f64 / s),
+        ],
+        0,
+    ))
+}
+
+/// Updates one document `n` times in a row, checking each new revision and the result.
+async fn updates(c: &mut Conn, n: usize) -> Result<Outcome> {
+    let path = format!("/{DB}/{}", id(0));
+    let first = parse(
+        &c.expect(Method::GET, &path, None, &[200]).await?.body,
+        "GET",
+    )?;
+    let mut rev = first["_rev"].as_str().unwrap_or_default().to_string();
+    let started = Instant::now();
+    let mut failures = 0;
+    for k in 0..n {
+        let body = json!({"_id": id(0), "_rev": rev, "i": 0, "data": format!("{k:032}")});
+        let a = c
+            .call(Method::PUT, &path, Some(Bytes::from(body.to_string())))
+            .await?;
+        let new = serde_json::from_slice::<Value>(&a.body)
+            .ok()
+            .and_then(|v| v["rev"].as_str().map(str::to_string));
+        match new {
+            Some(r) if a.status == 201 && r.starts_with(&format!("{}-", k + 2)) => rev = r,
+            _ => failures += 1,
+        }
+    }
+    let s = started.elapsed().as_secs_f64();
+    let last = parse(
+        &c.expect(Method::GET, &path, None, &[200]).await?.body,
+        "GET",
+    )?;
+    if failures == 0
+        && (last["_rev"] != rev.as_str() || last["data"] != format!("{:032}", n.saturating_sub(1)))
+    {
+        return Err(Error::WrongAnswer(
+            "the updated document does not hold the last update".into(),
+        ));
+    }
+    Ok(outcome(
+        "single-doc updates",
+        vec![
+            Metric::cost("s", s),
+            Metric::rate("updates/s", n as f64 / s),
+        ],
+        failures,
+    ))
+}
+
+/// One reader: reads document 1 (one revision; document 0 took the updates) until `stop`;
+/// (good reads, failures).
+async fn reader(target: Target, mut stop: watch::Receiver<bool>) -> (u64, u64) {
+    let (mut good, mut bad) = (0, 0);
+    let Ok(mut c) = Conn::open(&target).await else {
+        return (0, 1);
+    };
+    let path = format!("/{DB}/{}", id(1));
+    while !*stop.borrow_and_update() {
+        match c.call(Method::GET, &path, None).await {
+            Ok(a)
+                if a.status == 200
+                    && serde_json::from_slice::<Value>(&a.body).is_ok_and(|d| is_doc(&d, 1)) =>
+            {
+                good += 1
+            }
+            _ => bad += 1,
+        }
+    }
+    (good, bad)
+}
+
+/// Runs `readers` readers until `stop`; (reads/s, failures).
+async fn read_while(target: &Target, readers: usize, stop: watch::Receiver<bool>) -> (f64, u64) {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..readers)
+        .map(|_| tokio::spawn(reader(target.clone(), stop.clone())))
+        .collect();
+    let (mut good, mut bad) = (0, 0);
+    for t in tasks {
+        let (g, b) = t.await.unwrap_or((0, 1));
+        good += g;
+        bad += b;
+    }
+    (good as f64 / started.elapsed().as_secs_f64(), bad)
+}
+
+/// Bulk-loads `n` documents into a fresh database; seconds taken.
+async fn bulk_load(target: &Target, n: usize, progress: &ProgressBar) -> Result<f64> {
+    let mut c = Conn::open(target).await?;
+    let mut rng = StdRng::seed_from_u64(11);
+    let docs = (0..n).map(move |i| small_doc(i, &mut rng));
+    let started = Instant::now();
+    load(&mut c, LOAD_DB, docs, progress).await?;
+    let s = started.elapsed().as_secs_f64();
+    let info = parse(
+        &c.expect(Method::GET, &format!("/{LOAD_DB}"), None, &[200])
+            .await?
+            .body,
+        LOAD_DB,
+    )?;
+    if info["doc_count"] != n {
+        return Err(Error::WrongAnswer(format!(
+            "{LOAD_DB} holds {} documents after loading {n}",
+            info["doc_count"]
+        )));
+    }
+    let _ = c.call(Method::DELETE, &format!("/{LOAD_DB}"), None).await;
+    Ok(s)
+}
+
+/// The mixed run: load alone, read alone for as long, then both at once.
+async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Result<Vec<Outcome>> {
+    let load_alone = bulk_load(target, params.mixed_docs, progress).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let readers = tokio::spawn({
+        let target = target.clone();
+        async move { read_while(&target, params.readers, stop_rx).await }
+    });
+    tokio::time::sleep(Duration::from_secs_f64(load_alone.clamp(2.0, 30.0))).await;
+    let _ = stop_tx.send(true);
+    let (reads_alone, failures_alone) = readers.await.map_err(|e| Error::Io(e.to_string()))?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let readers = tokio::spawn({
+        let target = target.clone();
+        async move { read_while(&target, params.readers, stop_rx).await }
+    });
+    let load_mixed = bulk_load(target, params.mixed_docs, progress).await;
+    let _ = stop_tx.send(true);
+    let (reads_mixed, failures_mixed) = readers.await.map_err(|e| Error::Io(e.to_string()))?;
+    let load_mixed = load_mixed?;
+    let n = params.mixed_docs as f64;
+    Ok(vec![
+        outcome(
+            &format!("mixed, {} readers", params.readers),
+            vec![
+                Metric::rate("reads/s alone", reads_alone),
+                Metric::rate("reads/s while loading", reads_mixed),
+                Metric::rate(
+                    "% kept",
+                    100.0 * reads_mixed / reads_alone.max(f64::MIN_POSITIVE),
+                ),
+            ],
+            failures_alone + failures_mixed,
+        ),
+        outcome(
+            &format!("mixed, load {} docs", params.mixed_docs),
+            vec![
+                Metric::cost("s alone", load_alone),
+                Metric::cost("s while read", load_mixed),
+                Metric::rate("docs/s while read", n / load_mixed),
+            ],
+            0,
+        ),
+    ])
+}
+
+/// Runs the workload. A wrong listing or load is an error; wrong single answers are failures.
+pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Result<Vec<Outcome>> {
+    if params.docs < 2 {
+        return Err(Error::Usage("fabric_bench needs at least 2 documents"));
+    }
+    progress.set_length((2 * params.docs + params.updates + 2 * params.mixed_docs) as u64);
+    let mut c = Conn::open(target).await?;
+    let mut rng = StdRng::seed_from_u64(10);
+    let docs: Vec<Value> = (0..params.docs).map(|i| small_doc(i, &mut rng)).collect();
+    let started = Instant::now();
+    load(&mut c, DB, docs.into_iter(), &progress).await?;
+    let s = started.elapsed().as_secs_f64();
+    let mut out = vec![outcome(
+        "add docs",
+        vec![
+            Metric::cost("s", s),
+            Metric::rate("docs/s", params.docs as f64 / s),
+        ],
+        0,
+    )];
+    out.push(random_gets(&mut c, params.docs, &mut rng, &progress).await?);
+    for query in ["_all_docs", "_all_docs?include_docs=true", "_changes"] {
+        out.push(listing(&mut c, params.docs, query).await?);
+    }
+    if params.updates > 0 {
+        out.push(updates(&mut c, params.updates).await?);
+        progress.inc(params.updates as u64);
+    }
+    if params.mixed_docs > 0 {
+        out.extend(mixed(target, params, &progress).await?);
+    }
+    let _ = c.call(Method::DELETE, &format!("/{DB}"), None).await;
+    progress.finish_and_clear();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_recognised_only_when_whole() {
+        let doc = small_doc(7, &mut StdRng::seed_from_u64(1));
+        assert!(is_doc(&doc, 7));
+        assert!(!is_doc(&doc, 8));
+        let mut short = doc.clone();
+        short["data"] = json!("abc");
+        assert!(!is_doc(&short, 7));
+    }
+}
