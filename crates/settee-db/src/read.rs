@@ -115,6 +115,17 @@ impl DbSnapshot {
         Ok((rec, i))
     }
 
+    /// Like [`DbSnapshot::resolve`] for the winner, decoding only the winning revision: the
+    /// record's tree is that one node. For reads that show no history or conflicts.
+    pub fn resolve_winner(&self, id: &str) -> Result<(DocRecord, usize)> {
+        let entry = self.shard(id).get(BY_ID, id.as_bytes())?.ok_or(Error::NotFound("missing"))?;
+        let rec = DocRecord::decode_winner(entry.value())?;
+        if rec.tree.nodes[0].deleted {
+            return Err(Error::NotFound("deleted"));
+        }
+        Ok((rec, 0))
+    }
+
     /// The JSON of node `i` of a record.
     pub fn render(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<Vec<u8>> {
         self.render_as(id, rec, i, opts, &rec.tree.nodes[i].rev.to_string())

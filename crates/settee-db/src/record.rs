@@ -3,11 +3,13 @@
 //! `by_id` value (a [`DocRecord`]):
 //!
 //! ```text
-//! 0  u8   version (1)
+//! 0  u8   version (3; version 2 lacks the winner's offset)
 //! 1  u8   flags: bit 0 = the document is deleted (its winner is a tombstone)
 //! 2  u64  LE shard sequence of the document's latest change
 //! 10 u32  LE size of the winner's body (CouchDB's "external" size)
-//! 14 rev  the winning revision (varint depth, tag, id)
+//! 14 u32  LE offset in this value of the winner's node, so that reading the current
+//!         revision costs the same however long the document's history
+//! 18 rev  the winning revision (varint depth, tag, id)
 //!    varint node count, then per node, parents first:
 //!         rev; varint parent index + 1 (0 = root); u8 flags (1 deleted, 2 stored, 4 blob);
 //!         if stored: varint sequence; inline body (varint length, bytes)
@@ -71,11 +73,32 @@ pub struct DocRecord {
     pub seq: u64,
 }
 
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
+/// The version before the winner's offset was recorded; still read.
+const VERSION_2: u8 = 2;
 const DELETED: u8 = 1;
 const STORED: u8 = 2;
 const BLOB: u8 = 4;
-const FIXED: usize = 14;
+
+/// The fixed header of a record: version, flags, sequence, size, and (from version 3) the
+/// winner's offset. Damage is reported, never a panic.
+struct Header {
+    deleted: bool,
+    seq: u64,
+    winner_offset: Option<usize>,
+}
+
+fn header(r: &mut Reader<'_>) -> Result<Header> {
+    let version = r.u8()?;
+    if version != VERSION && version != VERSION_2 {
+        return Err(Error::Corrupted("document record version"));
+    }
+    let deleted = r.u8()? & DELETED != 0;
+    let seq = r.u64_le()?;
+    r.take(4)?;
+    let winner_offset = if version == VERSION { Some(u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize) } else { None };
+    Ok(Header { deleted, seq, winner_offset })
+}
 
 impl DocRecord {
     /// Encodes for the `by_id` tree.
@@ -88,23 +111,46 @@ impl DocRecord {
         out.push(if w.deleted { DELETED } else { 0 });
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&size.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
         put_rev(&mut out, &w.rev);
         put_varint(&mut out, self.tree.nodes.len() as u64);
-        for n in &self.tree.nodes {
+        for (i, n) in self.tree.nodes.iter().enumerate() {
+            if i == winner {
+                let offset = u32::try_from(out.len()).expect("a document record is far below 4 GiB");
+                out[14..18].copy_from_slice(&offset.to_le_bytes());
+            }
             encode_node(&mut out, n);
         }
         out
     }
 
+    /// Decodes only the winning revision of a `by_id` value: a record whose tree is that
+    /// one node. For reads that show nothing of the history (a plain `GET`), at a cost that
+    /// does not grow with it.
+    pub fn decode_winner(bytes: &[u8]) -> Result<DocRecord> {
+        let mut r = Reader::new(bytes, "document record");
+        let h = header(&mut r)?;
+        let Some(offset) = h.winner_offset else {
+            let mut full = DocRecord::decode(bytes)?;
+            let w = full.tree.winner().ok_or(Error::Corrupted("document record without revisions"))?;
+            let mut node = full.tree.nodes.swap_remove(w);
+            node.parent = None;
+            return Ok(DocRecord { tree: RevTree { nodes: vec![node] }, seq: full.seq });
+        };
+        let winner = r.rev()?;
+        let mut at = Reader::new(bytes.get(offset..).ok_or(Error::Corrupted("document record winner offset"))?, "document record");
+        let mut node = decode_node(&mut at, usize::MAX)?;
+        if node.rev != winner || node.deleted != h.deleted {
+            return Err(Error::Corrupted("document record winner offset"));
+        }
+        node.parent = None;
+        Ok(DocRecord { tree: RevTree { nodes: vec![node] }, seq: h.seq })
+    }
+
     /// Decodes a `by_id` value.
     pub fn decode(bytes: &[u8]) -> Result<DocRecord> {
         let mut r = Reader::new(bytes, "document record");
-        if r.u8()? != VERSION {
-            return Err(Error::Corrupted("document record version"));
-        }
-        r.u8()?;
-        let seq = r.u64_le()?;
-        r.take(4)?;
+        let seq = header(&mut r)?.seq;
         r.rev()?;
         let count = r.len()?;
         let mut nodes = Vec::with_capacity(count.min(4096));
@@ -121,11 +167,7 @@ impl DocRecord {
 /// The winner of a `by_id` value, read without decoding the tree (for `_all_docs`).
 pub fn peek_winner(bytes: &[u8]) -> Result<(Rev, bool)> {
     let mut r = Reader::new(bytes, "document record");
-    if r.u8()? != VERSION {
-        return Err(Error::Corrupted("document record version"));
-    }
-    let deleted = r.u8()? & DELETED != 0;
-    r.take(FIXED - 2)?;
+    let deleted = header(&mut r)?.deleted;
     Ok((r.rev()?, deleted))
 }
 
@@ -176,7 +218,7 @@ fn decode_node(r: &mut Reader<'_>, index: usize) -> Result<RevNode<RevInfo>> {
             Body::Blob(blob, r.varint()?)
         };
         let n = r.len()?;
-        let atts = (0..n).map(|_| AttInfo::decode(r)).collect::<Result<Vec<_>>>()?;
+        let atts = if n == 0 { Vec::new() } else { (0..n).map(|_| AttInfo::decode(r)).collect::<Result<Vec<_>>>()? };
         Some(RevInfo { body, seq, atts })
     };
     Ok(RevNode { rev, parent, deleted: flags & DELETED != 0, info })
@@ -307,6 +349,39 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(DocRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn the_winner_alone_is_read_at_its_offset() {
+        let rec = sample();
+        let bytes = rec.encode();
+        let w = rec.tree.winner().unwrap();
+        let alone = DocRecord::decode_winner(&bytes).unwrap();
+        assert_eq!(alone.seq, rec.seq);
+        assert_eq!(alone.tree.nodes.len(), 1);
+        assert_eq!((&alone.tree.nodes[0].rev, &alone.tree.nodes[0].info, alone.tree.nodes[0].parent), (&rec.tree.nodes[w].rev, &rec.tree.nodes[w].info, None));
+        for cut in 0..bytes.len() {
+            assert!(DocRecord::decode_winner(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        // An offset that does not point at the winner is damage, reported.
+        for offset in [0u32, 19, 10_000] {
+            let mut bad = bytes.clone();
+            bad[14..18].copy_from_slice(&offset.to_le_bytes());
+            assert!(DocRecord::decode_winner(&bad).is_err(), "offset {offset}");
+        }
+    }
+
+    #[test]
+    fn version_2_records_without_the_offset_are_still_read() {
+        let rec = sample();
+        let mut old = rec.encode();
+        old.drain(14..18);
+        old[0] = VERSION_2;
+        assert_eq!(DocRecord::decode(&old).unwrap(), rec);
+        assert_eq!(peek_winner(&old).unwrap(), (Rev::parse("3-c").unwrap(), false));
+        assert_eq!(DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev, Rev::parse("3-c").unwrap());
+        let c = Counts::decode(&DocCounts.reduce(&[(b"a", &old)]).unwrap());
+        assert_eq!(c, Counts { live: 1, deleted: 0, external: 2 });
     }
 
     #[test]

@@ -236,7 +236,29 @@ fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditM
     };
     let rev = tree.nodes[leaf].rev.clone();
     tree.stem(usize::try_from(revs_limit).unwrap_or(usize::MAX));
+    spill_superseded(txn, &mut tree)?;
     Ok(Some((tree, rev)))
+}
+
+/// Moves the inline bodies of revisions that are no longer leaves into blobs. Superseded
+/// bodies stay readable by `?rev=` until compaction drops them, as in CouchDB, but every read
+/// and update of the document decodes and rewrites its record, so the record keeps only a
+/// pointer to them: a document's record then grows by a few dozen bytes per revision
+/// instead of by its body.
+fn spill_superseded(txn: &mut Txn, tree: &mut RevTree<RevInfo>) -> Result<()> {
+    let mut has_child = vec![false; tree.nodes.len()];
+    for n in &tree.nodes {
+        if let Some(p) = n.parent {
+            has_child[p] = true;
+        }
+    }
+    for (node, _) in tree.nodes.iter_mut().zip(has_child).filter(|(_, c)| *c) {
+        if let Some(RevInfo { body: body @ Body::Inline(_), .. }) = &mut node.info {
+            let Body::Inline(bytes) = &*body else { continue };
+            *body = Body::Blob(txn.write_blob(bytes)?, bytes.len() as u64);
+        }
+    }
+    Ok(())
 }
 
 /// Stores a new revision's body and attachments; stubs are taken from `base`, the revision

@@ -214,3 +214,36 @@ fn settee_json_b64(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
+
+/// A document updated many times keeps every superseded body readable by revision until
+/// compaction, but its record holds only pointers to them, so reading and updating it stays
+/// cheap however long its history.
+#[tokio::test]
+async fn superseded_bodies_leave_the_record_but_stay_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("h", Some(1)).unwrap();
+    let text = "x".repeat(500);
+    let mut revs = vec![put(&db, json!({"_id": "d", "n": 0, "text": text})).await.unwrap()];
+    for n in 1..60 {
+        revs.push(put(&db, json!({"_id": "d", "_rev": revs.last().unwrap().to_string(), "n": n, "text": text})).await.unwrap());
+    }
+    let snap = db.snapshot();
+    let record = snap.record("d").unwrap().unwrap();
+    assert_eq!(record.tree.nodes.len(), 60);
+    let inline: Vec<usize> = (0..60).filter(|&i| matches!(record.tree.nodes[i].info.as_ref().map(|i| &i.body), Some(settee_db::Body::Inline(_)))).collect();
+    assert_eq!(inline, [record.tree.winner().unwrap()], "only the current revision's body is inline");
+    assert!(record.encode().len() < 60 * 100, "the record holds pointers, not 60 bodies: {} bytes", record.encode().len());
+    for (n, rev) in revs.iter().enumerate() {
+        let old: Value = serde_json::from_slice(&snap.open_doc("d", Some(rev), &DocOptions::default()).unwrap()).unwrap();
+        assert_eq!((old["n"].as_u64(), old["text"].as_str()), (Some(n as u64), Some(text.as_str())));
+    }
+    assert_eq!(get(&db, "d").unwrap()["n"], 59);
+    // Compaction drops the superseded bodies, as in CouchDB.
+    assert!(db.start_compaction());
+    while db.compact_running() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(matches!(db.snapshot().open_doc("d", Some(&revs[3]), &DocOptions::default()), Err(Error::NotFound("missing"))));
+    assert_eq!(get(&db, "d").unwrap()["n"], 59);
+}

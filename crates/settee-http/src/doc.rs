@@ -68,7 +68,8 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     }
     let rev = q.get("rev").map(parse_rev).transpose()?;
     let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq || opts.attachments);
-    let (record, i) = snap.resolve(id, rev.as_ref())?;
+    // A plain read of the current revision needs nothing of the history.
+    let (record, i) = if plain && rev.is_none() { snap.resolve_winner(id)? } else { snap.resolve(id, rev.as_ref())? };
     if opts.attachments && accepts_multipart(req) {
         let (content_type, body) = multipart::related_doc(&snap, id, &record, i, &opts)?;
         return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
