@@ -148,7 +148,7 @@ impl Shard {
 fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
     let mut meta = ShardMeta::decode(txn.meta())?;
     // Each touched id's current record, and whether this job changed it.
-    let mut records: HashMap<&str, (Option<DocRecord>, bool)> = HashMap::new();
+    let mut records: HashMap<&str, (Option<DocRecord>, bool)> = HashMap::with_capacity(docs.len());
     let mut seq_changes: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
     let mut results = Vec::with_capacity(docs.len());
     for doc in docs {
