@@ -8,7 +8,9 @@ use clap::{Parser, Subcommand};
 use settee_http::{Config, ServerOptions, State};
 
 /// Many threads allocate small, short-lived buffers per request; mimalloc's per-thread heaps
-/// avoid the contention of the system allocator's arenas.
+/// avoid the contention of the system allocator's arenas. It is built without transparent
+/// huge pages (see the workspace manifest); on systems whose THP setting is `always`,
+/// `MIMALLOC_ALLOW_THP=0` in the environment turns them off for the process too.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
