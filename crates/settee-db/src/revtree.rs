@@ -52,7 +52,8 @@ impl<I> RevTree<I> {
         self.nodes.iter().position(|n| n.rev == *rev)
     }
 
-    fn child_counts(&self) -> Vec<u32> {
+    /// How many children each node has, by index.
+    pub(crate) fn child_counts(&self) -> Vec<u32> {
         let mut counts = vec![0u32; self.nodes.len()];
         for n in &self.nodes {
             if let Some(p) = n.parent {

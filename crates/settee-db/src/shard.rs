@@ -246,16 +246,12 @@ fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditM
 /// pointer to them: a document's record then grows by a few dozen bytes per revision
 /// instead of by its body.
 fn spill_superseded(txn: &mut Txn, tree: &mut RevTree<RevInfo>) -> Result<()> {
-    let mut has_child = vec![false; tree.nodes.len()];
-    for n in &tree.nodes {
-        if let Some(p) = n.parent {
-            has_child[p] = true;
-        }
-    }
-    for (node, _) in tree.nodes.iter_mut().zip(has_child).filter(|(_, c)| *c) {
-        if let Some(RevInfo { body: body @ Body::Inline(_), .. }) = &mut node.info {
-            let Body::Inline(bytes) = &*body else { continue };
-            *body = Body::Blob(txn.write_blob(bytes)?, bytes.len() as u64);
+    let children = tree.child_counts();
+    for (node, _) in tree.nodes.iter_mut().zip(children).filter(|&(_, c)| c > 0) {
+        if let Some(info) = &mut node.info {
+            if let Body::Inline(bytes) = &info.body {
+                info.body = Body::Blob(txn.write_blob(bytes)?, bytes.len() as u64);
+            }
         }
     }
     Ok(())

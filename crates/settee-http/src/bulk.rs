@@ -1,5 +1,6 @@
 //! Many documents per request: `_bulk_docs`, `_bulk_get`, `_revs_diff`, `_missing_revs`.
 
+use std::io::Write;
 use std::sync::Arc;
 
 use hyper::Method;
@@ -66,15 +67,13 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
 }
 
 /// One `_bulk_docs` result: `{"ok":true,"id","rev"}` or `{"id","error","reason"}`.
-fn push_row(out: &mut Vec<u8>, id: &str, row: Result<settee_json::Rev, HttpError>) {
+fn push_row(out: &mut Vec<u8>, id: &str, row: Result<Rev, HttpError>) {
     let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
     match row {
         Ok(rev) => {
             out.extend_from_slice(br#"{"ok":true,"id":"#);
             string(out, id);
-            out.extend_from_slice(br#","rev":""#);
-            out.extend_from_slice(rev.to_string().as_bytes());
-            out.extend_from_slice(br#""}"#);
+            let _ = write!(out, r#","rev":"{rev}"}}"#);
         }
         Err(h) => {
             out.extend_from_slice(br#"{"id":"#);

@@ -390,23 +390,26 @@ struct Authenticated {
     refresh: Option<String>,
 }
 
-/// Accepts connections until the listener fails.
-pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<()> {
+/// Accepts connections for as long as the server runs (failures to accept are retried, see
+/// [`accept`]).
+pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::convert::Infallible {
     loop {
         let (stream, peer): (_, SocketAddr) = accept(&listener).await;
-        let _ = stream.set_nodelay(true);
         tokio::spawn(serve_connection(stream, state.clone(), peer.ip(), false));
     }
 }
 
-/// The next connection. Failing to accept one (out of file descriptors under a flood of
+/// The next connection, with Nagle's delay off. Failing to accept one (out of file descriptors under a flood of
 /// connections, or a client that gave up) must not stop the server: the error is logged and,
 /// since running out of descriptors lasts a while, the listener pauses briefly.
 pub(crate) async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
     let mut failures = 0u64;
     loop {
         match listener.accept().await {
-            Ok(accepted) => return accepted,
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                return (stream, peer);
+            }
             Err(e) => {
                 // Logged once, then once a second while it lasts.
                 if failures.is_multiple_of(50) {

@@ -30,12 +30,11 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Accepts TLS connections until the listener fails; a failed handshake drops only that
+/// Accepts TLS connections for as long as the server runs; a failed handshake drops only that
 /// connection.
-pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::io::Result<()> {
+pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::convert::Infallible {
     loop {
         let (stream, peer) = crate::server::accept(&listener).await;
-        let _ = stream.set_nodelay(true);
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
             let handshake = tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream)).await;

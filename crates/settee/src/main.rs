@@ -149,16 +149,12 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
             println!("Settee {} serving TLS on https://{addr}", settee_http::VERSION);
             let state = prepared.state.clone();
-            tokio::spawn(async move {
-                if let Err(e) = settee_http::serve_tls(listener, acceptor, state).await {
-                    tracing::error!("the TLS listener failed: {e}");
-                }
-            });
+            tokio::spawn(settee_http::serve_tls(listener, acceptor, state));
         }
         let listener = tokio::net::TcpListener::bind((bind.as_str(), port)).await.map_err(|e| format!("binding {bind}:{port}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("Settee {} listening on http://{addr}", settee_http::VERSION);
-        settee_http::serve(listener, prepared.state).await.map_err(|e| e.to_string())
+        match settee_http::serve(listener, prepared.state).await {}
     })
 }
 

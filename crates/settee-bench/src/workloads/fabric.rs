@@ -221,19 +221,21 @@ async fn reader(target: Target, mut stop: watch::Receiver<bool>) -> (u64, u64) {
     (good, bad)
 }
 
-/// Runs `readers` readers until `stop`; (reads/s, failures).
-async fn read_while(target: &Target, readers: usize, stop: watch::Receiver<bool>) -> (f64, u64) {
+/// Runs `readers` readers for as long as `during` takes; its output, the reads/s and the
+/// failures.
+async fn read_during<T>(target: &Target, readers: usize, during: impl std::future::Future<Output = T>) -> (T, f64, u64) {
+    let (stop_tx, stop_rx) = watch::channel(false);
     let started = Instant::now();
-    let tasks: Vec<_> = (0..readers)
-        .map(|_| tokio::spawn(reader(target.clone(), stop.clone())))
-        .collect();
+    let tasks: Vec<_> = (0..readers).map(|_| tokio::spawn(reader(target.clone(), stop_rx.clone()))).collect();
+    let out = during.await;
+    let _ = stop_tx.send(true);
     let (mut good, mut bad) = (0, 0);
     for t in tasks {
         let (g, b) = t.await.unwrap_or((0, 1));
         good += g;
         bad += b;
     }
-    (good as f64 / started.elapsed().as_secs_f64(), bad)
+    (out, good as f64 / started.elapsed().as_secs_f64(), bad)
 }
 
 /// Bulk-loads `n` documents into a fresh database; seconds taken.
@@ -263,23 +265,9 @@ async fn bulk_load(target: &Target, n: usize, progress: &ProgressBar) -> Result<
 /// The mixed run: load alone, read alone for as long, then both at once.
 async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Result<Vec<Outcome>> {
     let load_alone = bulk_load(target, params.mixed_docs, progress).await?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let readers = tokio::spawn({
-        let target = target.clone();
-        async move { read_while(&target, params.readers, stop_rx).await }
-    });
-    tokio::time::sleep(Duration::from_secs_f64(load_alone.clamp(2.0, 30.0))).await;
-    let _ = stop_tx.send(true);
-    let (reads_alone, failures_alone) = readers.await.map_err(|e| Error::Io(e.to_string()))?;
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let readers = tokio::spawn({
-        let target = target.clone();
-        async move { read_while(&target, params.readers, stop_rx).await }
-    });
-    let load_mixed = bulk_load(target, params.mixed_docs, progress).await;
-    let _ = stop_tx.send(true);
-    let (reads_mixed, failures_mixed) = readers.await.map_err(|e| Error::Io(e.to_string()))?;
+    let pause = tokio::time::sleep(Duration::from_secs_f64(load_alone.clamp(2.0, 30.0)));
+    let ((), reads_alone, failures_alone) = read_during(target, params.readers, pause).await;
+    let (load_mixed, reads_mixed, failures_mixed) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, progress)).await;
     let load_mixed = load_mixed?;
     let n = params.mixed_docs as f64;
     Ok(vec![
