@@ -161,9 +161,9 @@ impl Engine {
     }
 
     /// Runs a loaded reduce function: `keys_json` is the JSON array of `[key, id]` pairs, or
-    /// `None` when rereducing. Returns the result as JSON text.
-    pub fn reduce(&mut self, source: &str, keys_json: Option<String>, values_json: String) -> Result<String> {
-        let rereduce = keys_json.is_none();
+    /// `None` (the function gets null) when rereducing or when it never reads its keys.
+    /// Returns the result as JSON text.
+    pub fn reduce(&mut self, source: &str, keys_json: Option<String>, values_json: String, rereduce: bool) -> Result<String> {
         self.call(source, move |ctx, f| f.call::<_, String>((keys_json, values_json, rereduce)).map_err(|e| caught(ctx, e)))
     }
 
@@ -316,11 +316,11 @@ mod tests {
         let mut e = engine();
         let src = "function(keys, values, rereduce) { return rereduce ? sum(values) * 10 : keys.length + sum(values); }";
         e.load_reduce(src).unwrap();
-        assert_eq!(e.reduce(src, Some(r#"[[1,"a"],[2,"b"]]"#.into()), "[5,6]".into()).unwrap(), "13");
-        assert_eq!(e.reduce(src, None, "[1,2]".into()).unwrap(), "30");
+        assert_eq!(e.reduce(src, Some(r#"[[1,"a"],[2,"b"]]"#.into()), "[5,6]".into(), false).unwrap(), "13");
+        assert_eq!(e.reduce(src, None, "[1,2]".into(), true).unwrap(), "30");
         let throws = "function() { throw {error: 'bad', reason: 'no'}; }";
         e.load_reduce(throws).unwrap();
-        assert!(matches!(e.reduce(throws, None, "[]".into()), Err(Error::Raised { .. })));
+        assert!(matches!(e.reduce(throws, None, "[]".into(), true), Err(Error::Raised { .. })));
     }
 
     #[test]

@@ -32,10 +32,10 @@ mod tests {
         let src = "function(k, v) { return sum(v); }";
         let out = with_local_engine(Limits::default(), |e| {
             e.load_reduce(src)?;
-            e.reduce(src, None, "[1,2]".into())
+            e.reduce(src, None, "[1,2]".into(), true)
         });
         assert_eq!(out.unwrap(), "3");
-        let again = with_local_engine(Limits::default(), |e| e.reduce(src, None, "[4]".into()));
+        let again = with_local_engine(Limits::default(), |e| e.reduce(src, None, "[4]".into(), true));
         assert_eq!(again.unwrap(), "4", "the compiled function is still loaded");
     }
 }

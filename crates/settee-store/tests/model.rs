@@ -69,6 +69,40 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Batches that mostly append: batch `i` puts most of its keys after every key of the batches
+/// before it (prefixed with `i + 1`), the rest anywhere before them (prefixed with 0), so
+/// leaves fill at the right edge and overflow, as sequence numbers and rising ids make them.
+fn appending_ops() -> impl Strategy<Value = Vec<Op>> {
+    let action = (key(), prop::option::weighted(0.9, prop::collection::vec(any::<u8>(), 1..24)));
+    let batch = prop::collection::vec((prop::bool::weighted(0.85), action), 1..60);
+    prop::collection::vec(prop_oneof![8 => batch.prop_map(Some), 1 => Just(None)], 1..16).prop_map(|batches| {
+        batches
+            .into_iter()
+            .enumerate()
+            .map(|(i, batch)| match batch {
+                None => Op::Reopen,
+                Some(actions) => Op::Batch(
+                    actions
+                        .into_iter()
+                        .map(|(append, (k, v))| {
+                            let mut key = vec![if append { i as u8 + 1 } else { 0 }];
+                            key.extend(k);
+                            (key, v)
+                        })
+                        .collect(),
+                ),
+            })
+            .collect()
+    })
+}
+
+/// Queries over the key space of [`appending_ops`].
+fn prefixed_query() -> impl Strategy<Value = Query> {
+    let bound = || (0u8..3, (0u8..18, key()).prop_map(|(p, k)| [vec![p], k].concat()));
+    (bound(), bound(), any::<bool>(), prop_oneof![Just(0u64), 0u64..80], prop::option::of(0u64..60))
+        .prop_map(|(lo, hi, backward, skip, limit)| Query { lo, hi, backward, skip, limit })
+}
+
 fn query() -> impl Strategy<Value = Query> {
     ((0u8..3, key()), (0u8..3, key()), any::<bool>(), prop_oneof![Just(0u64), 0u64..40], prop::option::of(0u64..30))
         .prop_map(|(lo, hi, backward, skip, limit)| Query { lo, hi, backward, skip, limit })
@@ -240,6 +274,11 @@ proptest! {
     #[test]
     fn custom_order_tree_matches_model(ops in prop::collection::vec(op(), 1..10), queries in prop::collection::vec(query(), 1..8)) {
         run(odd_order, 64, 1 << 20, ops, queries)?;
+    }
+
+    #[test]
+    fn appending_tree_matches_model(ops in appending_ops(), queries in prop::collection::vec(prefixed_query(), 1..8)) {
+        run(bytewise, 128, 1 << 20, ops, queries)?;
     }
 
     #[test]

@@ -59,6 +59,15 @@ fn fields_of(src: &str) -> Option<HashSet<String>> {
     Some(fields)
 }
 
+/// Whether a function `function [name](param, …) { … }` provably never reads its first
+/// parameter: the name appears nowhere but in the parameter list, and nothing reaches the
+/// arguments indirectly.
+pub fn first_parameter_unused(src: &str) -> bool {
+    let Some(param) = parameter(src) else { return false };
+    let bytes = src.as_bytes();
+    !OPAQUE.iter().any(|w| word_positions(bytes, w.as_bytes()).next().is_some()) && word_positions(bytes, param.as_bytes()).count() == 1
+}
+
 /// The first parameter's name of `function [name](param, …)`.
 fn parameter(src: &str) -> Option<String> {
     let s = src.trim_start();
@@ -133,6 +142,22 @@ mod tests {
         assert_eq!(fields_read(&[published]), set(&["metadata", "score"]));
         assert_eq!(fields_read(&["function (d) { emit(d._id, d . n); }", "function(x){ emit(x.word, 1) }"]), set(&["_id", "n", "word"]));
         assert_eq!(fields_read(&["function(doc) { emit(1, null); }"]), set(&[]));
+    }
+
+    #[test]
+    fn an_unread_first_parameter_is_recognised_only_when_provable() {
+        assert!(first_parameter_unused("function(keys, values, rereduce) { return sum(values); }"));
+        assert!(first_parameter_unused("function named (k, v) { return v.length; }"));
+        for src in [
+            "function(keys, values) { return keys.length; }",
+            "function(k, v) { return arguments[0]; }",
+            "function(k, v) { return eval('k'); }",
+            "function(k, v) { var f = function(k) { return 1; }; return f(); }",
+            "(keys, values) => sum(values)",
+            "function() { return 1; }",
+        ] {
+            assert!(!first_parameter_unused(src), "{src}");
+        }
     }
 
     #[test]

@@ -100,12 +100,15 @@ pub struct ViewReducer {
     runner: Runner,
     /// CouchDB's `[query_server_config] reduce_limit`: JavaScript reductions must shrink.
     reduce_limit: bool,
+    /// Whether the function may read its `keys` parameter (else it is given null).
+    keys_read: bool,
 }
 
 impl ViewReducer {
     /// The reducer for `reduce`, running functions on `runner`.
     pub fn new(reduce: Reduce, collation: Collation, runner: Runner, reduce_limit: bool) -> ViewReducer {
-        ViewReducer { reduce, collation, runner, reduce_limit }
+        let keys_read = !matches!(&reduce, Reduce::Function(src) if crate::projection::first_parameter_unused(src));
+        ViewReducer { reduce, collation, runner, reduce_limit, keys_read }
     }
 
     fn try_reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>> {
@@ -129,15 +132,8 @@ impl ViewReducer {
                 Ok(hll.encode())
             }
             Reduce::Function(src) => {
-                let rows = entries
-                    .iter()
-                    .map(|(k, v)| {
-                        let (key_json, value_json) = row::split_value(v)?;
-                        let id = viewkey::split_row_key(k, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
-                        Ok((key_json, Value::String(id).to_string(), value_json))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                self.function(src, Some(&rows), &[])
+                let rows = entries.iter().map(|(k, v)| Ok((*k, row::split_value(v)?))).collect::<Result<Vec<_>>>()?;
+                self.function(src, Input::Rows(&rows))
             }
         }
     }
@@ -163,7 +159,7 @@ impl ViewReducer {
             }
             Reduce::Function(src) => {
                 let values = reductions.iter().map(|r| std::str::from_utf8(r).map_err(|_| Error::Corrupted("reduction"))).collect::<Result<Vec<_>>>()?;
-                self.function(src, None, &values)
+                self.function(src, Input::Reductions(&values))
             }
         }
     }
@@ -182,41 +178,64 @@ impl ViewReducer {
         text.into_bytes()
     }
 
-    /// Runs a reduce function over `rows` (key, id and value as JSON text) or, when `rows`
-    /// is None, its rereduce over `values`; with `reduce_limit`, a result that does not
-    /// shrink is `reduce_overflow_error`.
-    fn function(&self, src: &str, rows: Option<&[(&str, String, &str)]>, values: &[&str]) -> Result<Vec<u8>> {
-        let (out, input) = match &self.runner {
+    /// Runs a reduce function over rows or, rereducing, over reductions; with `reduce_limit`,
+    /// a result that does not shrink is `reduce_overflow_error`. A JavaScript function that
+    /// never reads its `keys` parameter is not given the keys.
+    fn function(&self, src: &str, input: Input) -> Result<Vec<u8>> {
+        let (out, mut input_len, keys_given) = match &self.runner {
             Runner::Js(limits) => {
-                let values = match rows {
-                    Some(rows) => json_array(rows.iter().map(|(_, _, v)| *v)),
-                    None => json_array(values.iter().copied()),
+                let (keys, values, rereduce) = match input {
+                    Input::Rows(rows) => {
+                        let keys = if self.keys_read { Some(self.keys_json(rows)?) } else { None };
+                        (keys, json_array(rows.iter().map(|(_, (_, v))| *v)), false)
+                    }
+                    Input::Reductions(values) => (None, json_array(values.iter().copied()), true),
                 };
-                let keys = rows.map(|rows| json_array(rows.iter().map(|(k, id, _)| format!("[{k},{id}]"))));
-                let input = values.len() + keys.as_ref().map_or(0, String::len);
+                let (len, keys_given) = (values.len() + keys.as_ref().map_or(0, String::len), keys.is_some() || rereduce);
                 let out = settee_js::with_local_engine(limits(), |e| {
                     e.load_reduce(src)?;
-                    e.reduce(src, keys, values)
+                    e.reduce(src, keys, values, rereduce)
                 })?;
-                (out, input)
+                (out, len, keys_given)
             }
             Runner::External { servers, language } => {
-                let (text, rereduce) = match rows {
-                    Some(rows) => (json_array(rows.iter().map(|(k, id, v)| format!("[[{k},{id}],{v}]"))), false),
-                    None => (json_array(values.iter().copied()), true),
+                let (text, rereduce) = match input {
+                    Input::Rows(rows) => {
+                        let ids = rows.iter().map(|(k, _)| self.row_id_json(k)).collect::<Result<Vec<_>>>()?;
+                        (json_array(rows.iter().zip(ids).map(|((_, (k, v)), id)| format!("[[{k},{id}],{v}]"))), false)
+                    }
+                    Input::Reductions(values) => (json_array(values.iter().copied()), true),
                 };
                 let mut process = servers.checkout(language)?;
                 let timeout = process.timeout();
-                (process.reduce(src, &text, rereduce, timeout)?.to_string(), text.len())
+                (process.reduce(src, &text, rereduce, timeout)?.to_string(), text.len(), true)
             }
         };
-        if self.reduce_limit && out.len() > JS_LIMIT && out.len() * 2 > input {
-            return Err(Error::Reduce {
-                error: "reduce_overflow_error".into(),
-                reason: format!("Reduce output must shrink more rapidly: input size: {input} output size: {}", out.len()),
-            });
+        if self.reduce_limit && out.len() > JS_LIMIT {
+            // The limit counts the keys whether or not the function was given them.
+            if let (false, Input::Rows(rows)) = (keys_given, input) {
+                input_len += self.keys_json(rows)?.len();
+            }
+            if out.len() * 2 > input_len {
+                return Err(Error::Reduce {
+                    error: "reduce_overflow_error".into(),
+                    reason: format!("Reduce output must shrink more rapidly: input size: {input_len} output size: {}", out.len()),
+                });
+            }
         }
         Ok(out.into_bytes())
+    }
+
+    /// The JSON array of `[key, doc id]` pairs of `rows`, as a reduce function's `keys`.
+    fn keys_json(&self, rows: &[Row]) -> Result<String> {
+        let ids = rows.iter().map(|(k, _)| self.row_id_json(k)).collect::<Result<Vec<_>>>()?;
+        Ok(json_array(rows.iter().zip(ids).map(|((_, (k, _)), id)| format!("[{k},{id}]"))))
+    }
+
+    /// A row's document id as JSON text, from its stored key.
+    fn row_id_json(&self, stored_key: &[u8]) -> Result<String> {
+        let id = viewkey::split_row_key(stored_key, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
+        Ok(Value::String(id).to_string())
     }
 
     /// The JSON value of a stored reduction over `count` rows, or the failure it holds.
@@ -245,6 +264,23 @@ impl Reducer for ViewReducer {
         }
         Ok(self.try_rereduce(reductions).unwrap_or_else(|e| as_failure(&e)))
     }
+
+    /// A stored failure is computed again when its leaf changes (it may have been a timeout).
+    fn extends(&self, reduction: &[u8]) -> bool {
+        reduction.first() != Some(&FAILED)
+    }
+}
+
+/// A stored row: its key bytes, and its key and value as JSON text.
+type Row<'a> = (&'a [u8], (&'a str, &'a str));
+
+/// What a reduce function runs over.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    /// Rows of the view.
+    Rows(&'a [Row<'a>]),
+    /// Earlier results, to rereduce.
+    Reductions(&'a [&'a str]),
 }
 
 /// A JSON array of JSON texts.
@@ -535,5 +571,25 @@ mod tests {
         let grows = reducer(Reduce::Function("function(k, v) { var s = ''; for (var i = 0; i < 5000; i++) s += 'x'; return s; }".into()));
         let err = run(&grows, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap_err();
         assert!(matches!(err, Error::Reduce { ref error, .. } if error == "reduce_overflow_error"), "{err}");
+    }
+
+    #[test]
+    fn a_reduce_that_never_reads_its_keys_answers_the_same_without_them() {
+        let body = "var s = ''; for (var i = 0; i < 4100; i++) s += 'x'; return rereduce ? values.length : s;";
+        let ignores = reducer(Reduce::Function(format!("function(keys, values, rereduce) {{ {body} }}").into()));
+        let reads = reducer(Reduce::Function(format!("function(keys, values, rereduce) {{ keys; {body} }}").into()));
+        assert!(!ignores.keys_read && reads.keys_read);
+        // The output (4,102 bytes) would not shrink against the values alone, but does against
+        // values and long keys: reduce_limit counts the keys even when they are not passed.
+        for (key_len, overflows) in [(3000, false), (10, true)] {
+            let owned: Vec<_> = (0..3).map(|i| entry(json!("k".repeat(key_len)), &format!("d{i}"), json!(i))).collect();
+            let entries: Vec<(&[u8], &[u8])> = owned.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+            let (a, b) = (ignores.reduce(&entries).unwrap(), reads.reduce(&entries).unwrap());
+            assert_eq!(a, b, "keys of length {key_len}");
+            assert_eq!(failed(&a).is_some(), overflows, "keys of length {key_len}");
+        }
+        let sum = reducer(Reduce::Function("function(keys, values, rereduce) { return sum(values); }".into()));
+        assert!(!sum.keys_read);
+        assert_eq!(run(&sum, &[(json!(1), json!(2)), (json!(2), json!(3)), (json!(3), json!(4))]).unwrap(), "9");
     }
 }

@@ -52,6 +52,12 @@ pub trait Reducer: Send + Sync + 'static {
     fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String>;
     /// Combines reductions of adjacent key ranges.
     fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String>;
+    /// Whether a stored leaf reduction may be combined with the reduction of entries added
+    /// to that leaf, instead of the whole leaf being reduced again. A reducer whose stored
+    /// values can stand for a passing failure (worth computing again) says no for those.
+    fn extends(&self, _reduction: &[u8]) -> bool {
+        true
+    }
 }
 
 /// A reducer that keeps nothing beyond the tree's own entry count.

@@ -37,24 +37,26 @@ pub(crate) fn modify<S: NodeSink>(
     sorted.sort_by(|a, b| spec.cmp(a.1.key(), b.1.key()));
     let mut old = vec![None; actions.len()];
     let Some(root) = root else {
-        let entries = modify_leaf(spec, None, &sorted, &mut old);
-        let children = write_leaves(sink, spec, &entries)?;
+        let merged = modify_leaf(spec, None, &sorted, &mut old);
+        let children = write_leaves(sink, spec, &merged.entries)?;
         return Ok((build_root(sink, spec, children)?, old));
     };
     if sorted.is_empty() {
         return Ok((Some(root.clone()), old));
     }
     let root_node = sink.node(root.ptr)?;
-    let children = modify_subtree(sink, spec, root_node, &sorted, &mut old, 0)?;
+    let children = modify_subtree(sink, spec, root_node, None, &sorted, &mut old, 0)?;
     Ok((build_root(sink, spec, children)?, old))
 }
 
-/// Rewrites the subtree at `ptr` under `actions` (all of which belong to it) and returns the
-/// entries that replace its one entry in the parent: none, one, or several after a split.
+/// Rewrites the subtree at `node` under `actions` (all of which belong to it) and returns the
+/// entries that replace its one entry in the parent (`slot`: the parent and the node's
+/// position there; None at the root): none, one, or several after a split.
 fn modify_subtree<S: NodeSink>(
     sink: &mut S,
     spec: &TreeSpec,
     node: Arc<Node>,
+    slot: Option<(&Node, usize)>,
     actions: &[Indexed],
     old: &mut [Option<Vec<u8>>],
     depth: usize,
@@ -63,8 +65,8 @@ fn modify_subtree<S: NodeSink>(
         return Err(too_deep(Ptr { offset: 0, len: 0 }));
     }
     if node.is_leaf() {
-        let entries = modify_leaf(spec, Some(&node), actions, old);
-        return write_leaves(sink, spec, &entries);
+        let merged = modify_leaf(spec, Some(&node), actions, old);
+        return write_leaf(sink, spec, slot, merged);
     }
     // Rewritten children, by position; every other child is kept as it is encoded.
     let mut replaced: Vec<(usize, Vec<ChildEntry>)> = Vec::new();
@@ -76,7 +78,7 @@ fn modify_subtree<S: NodeSink>(
         rest = after;
         if !mine.is_empty() {
             let child = node.child(i, &*sink)?;
-            replaced.push((i, modify_subtree(sink, spec, child, mine, old, depth + 1)?));
+            replaced.push((i, modify_subtree(sink, spec, child, Some((&node, i)), mine, old, depth + 1)?));
         }
     }
     let mut pieces = Vec::with_capacity(node.len() + 2);
@@ -93,19 +95,23 @@ fn modify_subtree<S: NodeSink>(
     write_inners(sink, spec, &pieces)
 }
 
+/// A leaf's entries merged with the actions for its key range.
+struct Merged<'a> {
+    entries: Vec<(&'a [u8], &'a [u8])>,
+    /// Positions in `entries` of the entries added, when the leaf only grew (every entry it
+    /// had is still there unchanged); None when any was replaced or removed.
+    added: Option<Vec<usize>>,
+}
+
 /// Merges a leaf's entries with the actions for its key range.
-fn modify_leaf<'a>(
-    spec: &TreeSpec,
-    leaf: Option<&'a Arc<Node>>,
-    actions: &[Indexed<'a>],
-    old: &mut [Option<Vec<u8>>],
-) -> Vec<(&'a [u8], &'a [u8])> {
+fn modify_leaf<'a>(spec: &TreeSpec, leaf: Option<&'a Arc<Node>>, actions: &[Indexed<'a>], old: &mut [Option<Vec<u8>>]) -> Merged<'a> {
     let n = leaf.map_or(0, |l| l.len());
     let entry = |i: usize| {
         let l = leaf.expect("entries exist only in a leaf");
         (l.key(i), l.value(i))
     };
     let mut out = Vec::with_capacity(n + actions.len());
+    let mut added = Some(Vec::new());
     let (mut i, mut j) = (0, 0);
     while j < actions.len() {
         let key = actions[j].1.key();
@@ -118,6 +124,7 @@ fn modify_leaf<'a>(
         let mut current = None;
         if i < n && spec.cmp(entry(i).0, key) == Ordering::Equal {
             current = Some(entry(i));
+            added = None;
             i += 1;
         }
         while j < actions.len() && spec.cmp(actions[j].1.key(), key) == Ordering::Equal {
@@ -129,10 +136,46 @@ fn modify_leaf<'a>(
             };
             j += 1;
         }
+        if let (Some(added), Some(_)) = (added.as_mut(), current) {
+            added.push(out.len());
+        }
         out.extend(current);
     }
     out.extend((i..n).map(entry));
-    out
+    Merged { entries: out, added }
+}
+
+/// Writes a modified leaf that sits at `slot` in its parent. A leaf that only grew is
+/// written without reducing its old entries again: the new reduction combines the stored one
+/// with the added entries' (which reduce and rereduce must allow, as CouchDB's do). When such
+/// a leaf overflows and everything added sorts after its old entries (appends, such as
+/// sequence numbers or ids that only increase), the old leaf stays as it is and the added
+/// entries start new leaves. Anything else is rewritten and reduced in full.
+fn write_leaf<S: NodeSink>(sink: &mut S, spec: &TreeSpec, slot: Option<(&Node, usize)>, merged: Merged) -> Result<Vec<ChildEntry>> {
+    let (Some((parent, i)), Some(added)) = (slot, merged.added.filter(|a| !a.is_empty())) else {
+        return write_leaves(sink, spec, &merged.entries);
+    };
+    let (entries, stored) = (&merged.entries, parent.child_red(i));
+    if !spec.reducer.extends(stored) {
+        return write_leaves(sink, spec, entries);
+    }
+    let size: usize = entries.iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
+    if size <= sink.node_size() {
+        let new: Vec<(&[u8], &[u8])> = added.iter().map(|&at| entries[at]).collect();
+        let new_red = spec.reducer.reduce(&new).map_err(Error::Reduce)?;
+        let red = spec.reducer.rereduce(&[stored, &new_red]).map_err(Error::Reduce)?;
+        let ptr = sink.write_node(RecordKind::Leaf, encode_leaf(entries))?;
+        let key = entries.last().expect("a grown leaf has entries").0.to_vec();
+        return Ok(vec![ChildEntry { key, ptr, count: entries.len() as u64, red }]);
+    }
+    let kept = entries.len() - added.len();
+    let old_size: usize = entries[..kept].iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
+    if added[0] == kept && old_size * 2 >= sink.node_size() {
+        let mut out = vec![parent.child_entry(i)];
+        out.extend(write_leaves(sink, spec, &entries[kept..])?);
+        return Ok(out);
+    }
+    write_leaves(sink, spec, entries)
 }
 
 /// Writes leaf entries as leaves of about the node size.
