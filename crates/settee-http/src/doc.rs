@@ -74,19 +74,20 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         let (content_type, body) = multipart::related_doc(&snap, id, &record, i, &opts)?;
         return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
     }
-    let rev_text = record.tree.nodes[i].rev.to_string();
+    // The ETag is the revision in quotes; the revision alone is the middle of it.
+    let etag = format!("\"{}\"", record.tree.nodes[i].rev);
+    let rev_text = &etag[1..etag.len() - 1];
     let guarded = crate::access::is_users_db(state, name) || name == crate::access::REPLICATOR;
     if !plain && !req.is_admin() && guarded && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
         return Err(HttpError::new(403, "forbidden", "Only admins may read user documents with these options."));
     }
     if !plain {
-        return Ok(reply::json_bytes(200, snap.render_as(id, &record, i, &opts, &rev_text)?));
+        return Ok(reply::json_bytes(200, snap.render_as(id, &record, i, &opts, rev_text)?));
     }
-    let etag = format!("\"{rev_text}\"");
     if req.header("if-none-match").is_some_and(|inm| inm.trim().trim_start_matches("W/").trim_matches('"') == rev_text) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
-    let mut rendered = snap.render_as(id, &record, i, &opts, &rev_text)?;
+    let mut rendered = snap.render_as(id, &record, i, &opts, rev_text)?;
     if !req.is_admin() && crate::access::is_users_db(state, name) {
         rendered = crate::access::filter_user_doc(state, req, &db, id, rendered)?;
     }

@@ -253,14 +253,15 @@ impl State {
         let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) else {
             return Ok(None);
         };
+        // Credentials verified before are recognised by the header alone.
+        if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.config.read().expect("config lock"), &self.catalog, n, f)) {
+            return Ok(Some((user, None)));
+        }
         let Some((name, password)) = auth::parse_basic(h) else {
             return Err(HttpError::bad_request("Authorization header has invalid base64 value"));
         };
         if name == "_" && password == "_" {
             return Ok(None);
-        }
-        if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.config.read().expect("config lock"), &self.catalog, n, f)) {
-            return Ok(Some((user, None)));
         }
         self.check_lockout(peer, &name)?;
         let (state, header, who) = (self.clone(), h.to_string(), name.clone());
