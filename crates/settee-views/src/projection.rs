@@ -8,10 +8,6 @@
 //! not recognise keeps the whole document.
 
 use std::collections::HashSet;
-use std::fmt;
-
-use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
-use serde_json::value::RawValue;
 
 /// Identifiers whose presence anywhere in a function could reach the document indirectly.
 const OPAQUE: &[&str] = &["arguments", "eval", "this", "Function", "with"];
@@ -89,42 +85,110 @@ fn word_positions<'a>(hay: &'a [u8], word: &'a [u8]) -> impl Iterator<Item = usi
 }
 
 /// The document `doc` (a JSON object) with only the members in `fields`; `None` if it is
-/// not an object.
+/// not an object. Members are copied verbatim; the others are skipped without being parsed
+/// (strings by searching for their closing quote), so a large document costs little more
+/// than one pass over its bytes. `doc` is trusted to be well-formed JSON, as stored
+/// documents are: other text gives `None` or a wrong cut, never a panic.
 pub fn project(doc: &[u8], fields: &HashSet<String>) -> Option<Vec<u8>> {
-    let mut de = serde_json::Deserializer::from_slice(doc);
-    let out = de.deserialize_map(Keep { fields, out: Vec::with_capacity(256) }).ok()?;
-    Some(out)
-}
-
-struct Keep<'a> {
-    fields: &'a HashSet<String>,
-    out: Vec<u8>,
-}
-
-impl<'de> Visitor<'de> for Keep<'_> {
-    type Value = Vec<u8>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
+    let mut out = Vec::with_capacity(256);
+    out.push(b'{');
+    let mut i = expect(doc, skip_ws(doc, 0), b'{')?;
+    i = skip_ws(doc, i);
+    if doc.get(i) == Some(&b'}') {
+        out.push(b'}');
+        return rest_is_blank(doc, i + 1).then_some(out);
     }
+    loop {
+        let key_end = string_end(doc, i)?;
+        let key = member_name(&doc[i..key_end])?;
+        let value_start = skip_ws(doc, expect(doc, skip_ws(doc, key_end), b':')?);
+        let value_end = value_end(doc, value_start)?;
+        if fields.contains(key.as_ref()) {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            settee_json::body::write_str(&mut out, &key);
+            out.push(b':');
+            out.extend_from_slice(&doc[value_start..value_end]);
+        }
+        i = skip_ws(doc, value_end);
+        match doc.get(i)? {
+            b',' => i = skip_ws(doc, i + 1),
+            b'}' => {
+                out.push(b'}');
+                return rest_is_blank(doc, i + 1).then_some(out);
+            }
+            _ => return None,
+        }
+    }
+}
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Vec<u8>, A::Error> {
-        self.out.push(b'{');
-        while let Some(key) = map.next_key::<String>()? {
-            if self.fields.contains(&key) {
-                let value: &'de RawValue = map.next_value()?;
-                if self.out.len() > 1 {
-                    self.out.push(b',');
+fn skip_ws(doc: &[u8], mut i: usize) -> usize {
+    while doc.get(i).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+fn rest_is_blank(doc: &[u8], i: usize) -> bool {
+    skip_ws(doc, i) == doc.len()
+}
+
+/// The position after `byte` at `i`.
+fn expect(doc: &[u8], i: usize, byte: u8) -> Option<usize> {
+    (doc.get(i) == Some(&byte)).then_some(i + 1)
+}
+
+/// The position after the string that starts (with its quote) at `i`.
+fn string_end(doc: &[u8], i: usize) -> Option<usize> {
+    let mut j = expect(doc, i, b'"')?;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', doc.get(j..)?)?;
+        if doc[j] == b'"' {
+            return Some(j + 1);
+        }
+        j += 2; // a backslash and the character it escapes
+    }
+}
+
+/// A member name from its JSON string (quotes included).
+fn member_name(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = &raw[1..raw.len() - 1];
+    if memchr::memchr(b'\\', inner).is_none() {
+        return std::str::from_utf8(inner).ok().map(std::borrow::Cow::Borrowed);
+    }
+    serde_json::from_slice::<String>(raw).ok().map(std::borrow::Cow::Owned)
+}
+
+/// The position after the JSON value that starts at `i`.
+fn value_end(doc: &[u8], i: usize) -> Option<usize> {
+    match doc.get(i)? {
+        b'"' => string_end(doc, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match doc.get(j)? {
+                    b'"' => {
+                        j = string_end(doc, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
                 }
-                settee_json::body::write_str(&mut self.out, &key);
-                self.out.push(b':');
-                self.out.extend_from_slice(value.get().as_bytes());
-            } else {
-                map.next_value::<IgnoredAny>()?;
+                j += 1;
             }
         }
-        self.out.push(b'}');
-        Ok(self.out)
+        _ => {
+            let len = doc[i..].iter().position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')).unwrap_or(doc.len() - i);
+            (len > 0).then_some(i + len)
+        }
     }
 }
 
@@ -181,11 +245,87 @@ mod tests {
         }
     }
 
+    /// The reference: a full parse that keeps each member's text.
+    fn reference(doc: &[u8], fields: &HashSet<String>) -> Option<Vec<u8>> {
+        use serde::de::{Deserializer as _, MapAccess, Visitor};
+        struct Keep<'a>(&'a HashSet<String>);
+        impl<'de> Visitor<'de> for Keep<'_> {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = vec![b'{'];
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: &'de serde_json::value::RawValue = map.next_value()?;
+                    if self.0.contains(&key) {
+                        if out.len() > 1 {
+                            out.push(b',');
+                        }
+                        settee_json::body::write_str(&mut out, &key);
+                        out.push(b':');
+                        out.extend_from_slice(value.get().as_bytes());
+                    }
+                }
+                out.push(b'}');
+                Ok(out)
+            }
+        }
+        let mut de = serde_json::Deserializer::from_slice(doc);
+        let out = de.deserialize_map(Keep(fields)).ok()?;
+        de.end().ok()?;
+        Some(out)
+    }
+
+    /// Member names, some needing escapes or looking like structure.
+    const NAMES: &[&str] = &["a", "b", "q\"uote", "back\\slash", "ü", "_id", "tab\t", "{", "]"];
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let name = || prop::sample::select(NAMES.to_vec());
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+            any::<String>().prop_map(serde_json::Value::from),
+            name().prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 40, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                prop::collection::vec((name(), inner), 0..6).prop_map(|m| serde_json::Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn projection_equals_a_full_parse(
+            members in proptest::collection::vec((proptest::sample::select(NAMES.to_vec()), json_value()), 0..8),
+            wanted in proptest::collection::vec(proptest::sample::select([NAMES, &["zz"]].concat()), 0..4),
+            pretty in proptest::prelude::any::<bool>(),
+        ) {
+            // Members written by hand so that duplicate names survive, as in stored text.
+            let sep = if pretty { ",\n  " } else { "," };
+            let body: Vec<String> = members.iter().map(|(k, v)| {
+                let v = if pretty { serde_json::to_string_pretty(v).unwrap() } else { v.to_string() };
+                format!("{}{}{v}", serde_json::Value::from(*k), if pretty { " : " } else { ":" })
+            }).collect();
+            let doc = if pretty { format!(" {{\n  {} }}\n", body.join(sep)) } else { format!("{{{}}}", body.join(sep)) };
+            let fields: HashSet<String> = wanted.iter().map(|s| s.to_string()).collect();
+            proptest::prop_assert_eq!(project(doc.as_bytes(), &fields), reference(doc.as_bytes(), &fields), "{}", doc);
+        }
+    }
+
     #[test]
     fn projection_keeps_wanted_members_verbatim() {
         let doc = br#"{"_id":"a","big":"xxxxxxxx","n":1.50,"nested":{"a":[1,2]},"esc\"aped":true}"#;
         let out = project(doc, &set(&["n", "nested", "esc\"aped", "absent"]).unwrap()).unwrap();
         assert_eq!(std::str::from_utf8(&out).unwrap(), r#"{"n":1.50,"nested":{"a":[1,2]},"esc\"aped":true}"#);
         assert_eq!(project(b"[1]", &HashSet::new()), None);
+        for cut in [&br#"{"a":"x"#[..], br#"{"a":1"#, br#"{"a""#, br#"{"a":{"b":[1,"#, b"{", b"", br#"{"a":1}x"#, br#"{"a" 1}"#] {
+            assert_eq!(project(cut, &set(&["a"]).unwrap()), None, "{}", String::from_utf8_lossy(cut));
+        }
     }
 }
