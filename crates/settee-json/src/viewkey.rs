@@ -124,10 +124,38 @@ fn string(s: &str, c: Collation, out: &mut Vec<u8>) {
     out.push(STRING_END);
 }
 
+/// Strings up to this many bytes have their escaped sort keys remembered per thread: view
+/// keys repeat the same short strings (types, dates, names) over and over.
+const REMEMBERED_LEN: usize = 64;
+/// Entries a thread's memory of sort keys holds before it starts over.
+const REMEMBERED_KEYS: usize = 16_384;
+
+thread_local! {
+    static SORT_KEYS: std::cell::RefCell<std::collections::HashMap<Box<str>, Box<[u8]>>> = Default::default();
+}
+
 fn sort_key(s: &str, out: &mut Vec<u8>) {
+    if s.len() > REMEMBERED_LEN {
+        return escape(&raw_sort_key(s), out);
+    }
+    SORT_KEYS.with_borrow_mut(|known| {
+        if let Some(key) = known.get(s) {
+            return out.extend_from_slice(key);
+        }
+        let mut escaped = Vec::new();
+        escape(&raw_sort_key(s), &mut escaped);
+        out.extend_from_slice(&escaped);
+        if known.len() >= REMEMBERED_KEYS {
+            known.clear();
+        }
+        known.insert(s.into(), escaped.into());
+    })
+}
+
+fn raw_sort_key(s: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(s.len() * 2 + 4);
     let Ok(()) = ROOT.write_sort_key_to(s, &mut key);
-    escape(&key, out);
+    key
 }
 
 fn escape(bytes: &[u8], out: &mut Vec<u8>) {
@@ -239,6 +267,22 @@ mod tests {
     use crate::collate;
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn remembered_sort_keys_equal_computed_ones_and_stay_bounded() {
+        let long = "x".repeat(REMEMBERED_LEN + 1);
+        let strings: Vec<String> = (0..REMEMBERED_KEYS + 10).map(|i| format!("k{i}é")).chain([long, String::new(), "a\u{0}b".into()]).collect();
+        for pass in 0..2 {
+            for s in &strings {
+                let mut fresh = Vec::new();
+                escape(&raw_sort_key(s), &mut fresh);
+                let mut got = Vec::new();
+                sort_key(s, &mut got);
+                assert_eq!(got, fresh, "{s:?} on pass {pass}");
+            }
+        }
+        assert!(SORT_KEYS.with_borrow(|k| k.len()) <= REMEMBERED_KEYS);
+    }
 
     fn arb_json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
