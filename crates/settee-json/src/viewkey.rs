@@ -105,6 +105,93 @@ pub fn encoded(v: &Value, c: Collation) -> Vec<u8> {
     out
 }
 
+/// The encoding of the JSON text `json`: the same bytes as [`encoded`] of its parsed value,
+/// without building the value (except for objects). `None` if the text is not JSON.
+pub fn encoded_json(json: &str, c: Collation) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(16);
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde::de::DeserializeSeed::deserialize(Encoder { c, out: &mut out }, &mut de).ok()?;
+    de.end().ok()?;
+    Some(out)
+}
+
+/// Writes the encoding of the value it is given by a deserializer.
+struct Encoder<'a> {
+    c: Collation,
+    out: &'a mut Vec<u8>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Encoder<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Encoder<'_> {
+    fn number(self, n: Number) {
+        self.out.push(tags(self.c).number);
+        self.out.extend_from_slice(&number_bytes(&n));
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Encoder<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.out.push(tags(self.c).null);
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<(), E> {
+        let t = tags(self.c);
+        self.out.push(if b { t.tru } else { t.fals });
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<(), E> {
+        self.number(n.into());
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<(), E> {
+        self.number(n.into());
+        Ok(())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, f: f64) -> Result<(), E> {
+        self.number(Number::from_f64(f).ok_or_else(|| E::custom("not a finite number"))?);
+        Ok(())
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        self.out.push(tags(self.c).string);
+        string(s, self.c, self.out);
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let (c, out) = (self.c, self.out);
+        out.push(tags(c).array);
+        while seq.next_element_seed(Encoder { c, out: &mut *out })?.is_some() {}
+        out.push(END);
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        // Objects are parsed as values, so that a repeated member name keeps one value as
+        // parsing does; numbers kept exactly also arrive here, as maps with one private member.
+        let value: Value = serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        encode(&value, self.c, self.out);
+        Ok(())
+    }
+}
+
 /// A number as eight bytes whose unsigned order is numeric order.
 fn number_bytes(n: &Number) -> [u8; 8] {
     let f = n.as_f64().unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0));
@@ -269,6 +356,17 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn json_text_is_encoded_like_its_value() {
+        for text in ["1.0", "-0.0", "0", "1e2", "100", "-7", "18446744073709551615", "123456789012345678901234567890", r#" [ 1, "a\u0000b", {"k": 1, "k": 2}, null, true ] "#] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(encoded_json(text, Collation::Unicode), Some(encoded(&v, Collation::Unicode)), "{text}");
+        }
+        for bad in ["", "[1,", "1 2", "{\"a\"}", "nul"] {
+            assert_eq!(encoded_json(bad, Collation::Unicode), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn remembered_sort_keys_equal_computed_ones_and_stay_bounded() {
         let long = "x".repeat(REMEMBERED_LEN + 1);
         let strings: Vec<String> = (0..REMEMBERED_KEYS + 10).map(|i| format!("k{i}é")).chain([long, String::new(), "a\u{0}b".into()]).collect();
@@ -303,6 +401,14 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn encoding_json_text_equals_encoding_its_value(v in arb_json(), pretty in any::<bool>()) {
+            let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
+            for c in [Collation::Unicode, Collation::Raw] {
+                prop_assert_eq!(encoded_json(&text, c), Some(encoded(&v, c)), "{}", text);
+            }
+        }
 
         #[test]
         fn byte_order_is_couchdb_collation(a in arb_json(), b in arb_json()) {

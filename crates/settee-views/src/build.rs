@@ -245,8 +245,8 @@ fn decode_rows(out: &str, part: Vec<Change>, collation: viewkey::Collation) -> R
                 .map(|rows| {
                     rows.into_iter()
                         .map(|(k, v)| {
-                            let key: serde_json::Value = serde_json::from_str(k.get()).map_err(|_| Error::Corrupted("emitted key"))?;
-                            Ok(Emitted { key: viewkey::encoded(&key, collation), key_json: k.get().to_string(), value_json: v.get().to_string() })
+                            let key = viewkey::encoded_json(k.get(), collation).ok_or(Error::Corrupted("emitted key"))?;
+                            Ok(Emitted { key, key_json: k.get().to_string(), value_json: v.get().to_string() })
                         })
                         .collect::<Result<Vec<_>>>()
                 })
