@@ -162,7 +162,7 @@ impl Req {
 
 /// Splits a raw path into decoded segments (empty segments dropped).
 pub fn segments(path: &str) -> Vec<String> {
-    path.split('/').filter(|s| !s.is_empty()).map(|s| if s.contains('%') { percent_decode_str(s).decode_utf8_lossy().into_owned() } else { s.to_string() }).collect()
+    path.split('/').filter(|s| !s.is_empty()).map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned()).collect()
 }
 
 #[cfg(test)]

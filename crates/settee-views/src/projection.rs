@@ -36,7 +36,7 @@ pub fn fields_read(sources: &[&str]) -> Option<HashSet<String>> {
 fn fields_of(src: &str) -> Option<HashSet<String>> {
     let param = parameter(src)?;
     let bytes = src.as_bytes();
-    if OPAQUE.iter().any(|w| word_positions(bytes, w.as_bytes()).next().is_some()) {
+    if mentions_opaque(bytes) {
         return None;
     }
     let mut fields = HashSet::new();
@@ -61,7 +61,12 @@ fn fields_of(src: &str) -> Option<HashSet<String>> {
 pub fn first_parameter_unused(src: &str) -> bool {
     let Some(param) = parameter(src) else { return false };
     let bytes = src.as_bytes();
-    !OPAQUE.iter().any(|w| word_positions(bytes, w.as_bytes()).next().is_some()) && word_positions(bytes, param.as_bytes()).count() == 1
+    !mentions_opaque(bytes) && word_positions(bytes, param.as_bytes()).count() == 1
+}
+
+/// Whether the source uses anything that could reach the arguments indirectly.
+fn mentions_opaque(src: &[u8]) -> bool {
+    OPAQUE.iter().any(|w| word_positions(src, w.as_bytes()).next().is_some())
 }
 
 /// The first parameter's name of `function [name](param, …)`.

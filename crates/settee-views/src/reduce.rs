@@ -182,7 +182,7 @@ impl ViewReducer {
     /// a result that does not shrink is `reduce_overflow_error`. A JavaScript function that
     /// never reads its `keys` parameter is not given the keys.
     fn function(&self, src: &str, input: Input) -> Result<Vec<u8>> {
-        let (out, mut input_len, keys_given) = match &self.runner {
+        let (out, mut input_len, keys_counted) = match &self.runner {
             Runner::Js(limits) => {
                 let (keys, values, rereduce) = match input {
                     Input::Rows(rows) => {
@@ -191,19 +191,16 @@ impl ViewReducer {
                     }
                     Input::Reductions(values) => (None, json_array(values.iter().copied()), true),
                 };
-                let (len, keys_given) = (values.len() + keys.as_ref().map_or(0, String::len), keys.is_some() || rereduce);
+                let (len, keys_counted) = (values.len() + keys.as_ref().map_or(0, String::len), keys.is_some());
                 let out = settee_js::with_local_engine(limits(), |e| {
                     e.load_reduce(src)?;
                     e.reduce(src, keys, values, rereduce)
                 })?;
-                (out, len, keys_given)
+                (out, len, keys_counted)
             }
             Runner::External { servers, language } => {
                 let (text, rereduce) = match input {
-                    Input::Rows(rows) => {
-                        let ids = rows.iter().map(|(k, _)| self.row_id_json(k)).collect::<Result<Vec<_>>>()?;
-                        (json_array(rows.iter().zip(ids).map(|((_, (k, v)), id)| format!("[[{k},{id}],{v}]"))), false)
-                    }
+                    Input::Rows(rows) => (json_array(rows.iter().zip(self.row_ids(rows)?).map(|((_, (k, v)), id)| format!("[[{k},{id}],{v}]"))), false),
                     Input::Reductions(values) => (json_array(values.iter().copied()), true),
                 };
                 let mut process = servers.checkout(language)?;
@@ -213,7 +210,7 @@ impl ViewReducer {
         };
         if self.reduce_limit && out.len() > JS_LIMIT {
             // The limit counts the keys whether or not the function was given them.
-            if let (false, Input::Rows(rows)) = (keys_given, input) {
+            if let (false, Input::Rows(rows)) = (keys_counted, input) {
                 input_len += self.keys_json(rows)?.len();
             }
             if out.len() * 2 > input_len {
@@ -228,14 +225,17 @@ impl ViewReducer {
 
     /// The JSON array of `[key, doc id]` pairs of `rows`, as a reduce function's `keys`.
     fn keys_json(&self, rows: &[Row]) -> Result<String> {
-        let ids = rows.iter().map(|(k, _)| self.row_id_json(k)).collect::<Result<Vec<_>>>()?;
-        Ok(json_array(rows.iter().zip(ids).map(|((_, (k, _)), id)| format!("[{k},{id}]"))))
+        Ok(json_array(rows.iter().zip(self.row_ids(rows)?).map(|((_, (k, _)), id)| format!("[{k},{id}]"))))
     }
 
-    /// A row's document id as JSON text, from its stored key.
-    fn row_id_json(&self, stored_key: &[u8]) -> Result<String> {
-        let id = viewkey::split_row_key(stored_key, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
-        Ok(Value::String(id).to_string())
+    /// The rows' document ids as JSON text, from their stored keys.
+    fn row_ids(&self, rows: &[Row]) -> Result<Vec<String>> {
+        rows.iter()
+            .map(|(k, _)| {
+                let id = viewkey::split_row_key(k, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
+                Ok(Value::String(id).to_string())
+            })
+            .collect()
     }
 
     /// The JSON value of a stored reduction over `count` rows, or the failure it holds.

@@ -164,13 +164,11 @@ fn write_leaf<S: NodeSink>(sink: &mut S, spec: &TreeSpec, slot: Option<(&Node, u
         let new: Vec<(&[u8], &[u8])> = added.iter().map(|&at| entries[at]).collect();
         let new_red = spec.reducer.reduce(&new).map_err(Error::Reduce)?;
         let red = spec.reducer.rereduce(&[stored, &new_red]).map_err(Error::Reduce)?;
-        let ptr = sink.write_node(RecordKind::Leaf, encode_leaf(entries))?;
-        let key = entries.last().expect("a grown leaf has entries").0.to_vec();
-        return Ok(vec![ChildEntry { key, ptr, count: entries.len() as u64, red }]);
+        return Ok(vec![write_leaf_node(sink, entries, red)?]);
     }
     let kept = entries.len() - added.len();
-    let old_size: usize = entries[..kept].iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
-    if added[0] == kept && old_size * 2 >= sink.node_size() {
+    let appended = added[0] == kept;
+    if appended && entries[..kept].iter().map(|(k, v)| leaf_entry_len(k, v)).sum::<usize>() * 2 >= sink.node_size() {
         let mut out = vec![parent.child_entry(i)];
         out.extend(write_leaves(sink, spec, &entries[kept..])?);
         return Ok(out);
@@ -185,11 +183,16 @@ pub(crate) fn write_leaves<S: NodeSink>(sink: &mut S, spec: &TreeSpec, entries: 
     for r in ranges {
         let chunk = &entries[r];
         let red = spec.reducer.reduce(chunk).map_err(Error::Reduce)?;
-        let ptr = sink.write_node(RecordKind::Leaf, encode_leaf(chunk))?;
-        let key = chunk.last().expect("chunks are non-empty").0.to_vec();
-        out.push(ChildEntry { key, ptr, count: chunk.len() as u64, red });
+        out.push(write_leaf_node(sink, chunk, red)?);
     }
     Ok(out)
+}
+
+/// Writes one leaf of `entries` (non-empty) whose reduction is `red`; its entry for the parent.
+fn write_leaf_node<S: NodeSink>(sink: &mut S, entries: &[(&[u8], &[u8])], red: Vec<u8>) -> Result<ChildEntry> {
+    let ptr = sink.write_node(RecordKind::Leaf, encode_leaf(entries))?;
+    let key = entries.last().expect("leaves are non-empty").0.to_vec();
+    Ok(ChildEntry { key, ptr, count: entries.len() as u64, red })
 }
 
 /// Writes children as inner nodes of about the node size.
