@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
-use crate::format::{put_bytes, put_varint, varint_len, Ptr, Reader, RecordKind};
+use crate::format::{put_varint, varint_len, Ptr, Reader, RecordKind};
 
 /// A span (start, length) into a node's buffer.
 type Span = (u32, u32);
@@ -109,22 +109,25 @@ pub(crate) fn leaf_entry_len(key: &[u8], value: &[u8]) -> usize {
 }
 
 /// Encodes a leaf payload.
+#[cfg(test)]
 pub(crate) fn encode_leaf(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let size: usize = entries.iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
-    let mut out = Vec::with_capacity(size + 10);
-    put_varint(&mut out, entries.len() as u64);
-    for (k, v) in entries {
-        put_bytes(&mut out, k);
-        put_bytes(&mut out, v);
-    }
-    out
+    Node::build_leaf(entries).buf.into_vec()
 }
 
 /// Encodes an inner payload.
 #[cfg(test)]
 pub(crate) fn encode_inner(children: &[ChildEntry]) -> Vec<u8> {
     let pieces: Vec<ChildPiece> = children.iter().map(ChildPiece::New).collect();
-    encode_pieces(&pieces)
+    Node::build_inner(&pieces).buf.into_vec()
+}
+
+/// Appends a varint length and the bytes; returns where the bytes are. Spans past 4 GiB
+/// wrap, but a node that large is refused before it is stored or read.
+fn put_span(out: &mut Vec<u8>, b: &[u8]) -> Span {
+    put_varint(out, b.len() as u64);
+    let start = out.len() as u32;
+    out.extend_from_slice(b);
+    (start, b.len() as u32)
 }
 
 /// A child of an inner node being built: an unchanged child of an existing node (its
@@ -168,30 +171,55 @@ impl ChildPiece<'_> {
     }
 }
 
-/// Encodes an inner payload from pieces.
-pub(crate) fn encode_pieces(children: &[ChildPiece]) -> Vec<u8> {
-    let size: usize = children.iter().map(ChildPiece::encoded_len).sum();
-    let mut out = Vec::with_capacity(size + 10);
-    put_varint(&mut out, children.len() as u64);
-    for piece in children {
-        match piece {
-            ChildPiece::Kept(n, i) => {
-                let (start, len) = n.stored_child(*i).enc;
-                out.extend_from_slice(&n.buf[start as usize..(start + len) as usize]);
-            }
-            ChildPiece::New(c) => {
-                put_bytes(&mut out, &c.key);
-                put_varint(&mut out, c.ptr.offset);
-                put_varint(&mut out, u64::from(c.ptr.len));
-                put_varint(&mut out, c.count);
-                put_bytes(&mut out, &c.red);
+impl Node {
+    /// A leaf holding `entries` (non-empty, in order). The entries' places are noted while
+    /// they are encoded, so a node just built is never decoded.
+    pub fn build_leaf(entries: &[(&[u8], &[u8])]) -> Node {
+        let size: usize = entries.iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
+        let mut out = Vec::with_capacity(varint_len(entries.len() as u64) + size);
+        put_varint(&mut out, entries.len() as u64);
+        let slots = entries.iter()
+            .map(|(k, v)| {
+                let key = put_span(&mut out, k);
+                Slot { prefix: key_prefix(k), key, value: put_span(&mut out, v) }
+            })
+            .collect();
+        Node { buf: out.into_boxed_slice(), body: Body::Leaf(slots), pinned: Box::default() }
+    }
+
+    /// An inner node over `children` (non-empty, in order). Kept children's encodings are
+    /// copied as they are, and so are their pinned nodes.
+    pub fn build_inner(children: &[ChildPiece]) -> Node {
+        let size: usize = children.iter().map(ChildPiece::encoded_len).sum();
+        let mut out = Vec::with_capacity(varint_len(children.len() as u64) + size);
+        put_varint(&mut out, children.len() as u64);
+        let mut stored = Vec::with_capacity(children.len());
+        let mut pinned = Vec::with_capacity(children.len());
+        for piece in children {
+            let start = out.len() as u32;
+            match piece {
+                ChildPiece::Kept(n, i) => {
+                    let c = *n.stored_child(*i);
+                    out.extend_from_slice(n.span(c.enc));
+                    let moved = |s: Span| (s.0 - c.enc.0 + start, s.1);
+                    stored.push(Child { enc: (start, c.enc.1), key: moved(c.key), red: moved(c.red), ..c });
+                    pinned.push(n.pinned[*i].get().cloned().map_or_else(OnceLock::new, OnceLock::from));
+                }
+                ChildPiece::New(c) => {
+                    let key = put_span(&mut out, &c.key);
+                    put_varint(&mut out, c.ptr.offset);
+                    put_varint(&mut out, u64::from(c.ptr.len));
+                    put_varint(&mut out, c.count);
+                    let red = put_span(&mut out, &c.red);
+                    let enc = (start, out.len() as u32 - start);
+                    stored.push(Child { prefix: key_prefix(&c.key), enc, key, ptr: c.ptr, count: c.count, red });
+                    pinned.push(OnceLock::new());
+                }
             }
         }
+        Node { buf: out.into_boxed_slice(), body: Body::Inner(stored), pinned: pinned.into_boxed_slice() }
     }
-    out
-}
 
-impl Node {
     /// Decodes a node payload read from the record at `offset`. Never panics on any input.
     pub fn decode(kind: RecordKind, payload: &[u8], offset: u64) -> Result<Node> {
         let buf: Box<[u8]> = payload.into();
@@ -386,6 +414,30 @@ mod tests {
         assert_eq!(inner.len(), 1 + child.encoded_len());
         let n = Node::decode(RecordKind::Inner, &inner, 100).unwrap();
         assert_eq!(n.child_entry(0), child);
+    }
+
+    #[test]
+    fn built_nodes_match_their_decoded_payloads() {
+        let entries: Vec<(&[u8], &[u8])> = vec![(b"", b"x"), (b"abcdefghij", b""), (b"b", &[7; 300])];
+        let built = Node::build_leaf(&entries);
+        let decoded = Node::decode(RecordKind::Leaf, built.payload(), 0).unwrap();
+        for (i, (k, v)) in entries.iter().enumerate() {
+            assert_eq!((built.key(i), built.value(i)), (*k, *v));
+            assert_eq!((decoded.key(i), decoded.value(i)), (*k, *v));
+        }
+        let child = |k: &[u8], n: u64| ChildEntry { key: k.to_vec(), ptr: Ptr { offset: n * 1000, len: 300 }, count: n, red: vec![n as u8; n as usize] };
+        let first: Vec<ChildEntry> = (1..5).map(|n| child(format!("key{n}").as_bytes(), n)).collect();
+        let old = Node::decode(RecordKind::Inner, &encode_inner(&first), u64::MAX).unwrap();
+        let fresh = child(b"key2a", 200);
+        let pieces = [ChildPiece::Kept(&old, 0), ChildPiece::Kept(&old, 1), ChildPiece::New(&fresh), ChildPiece::Kept(&old, 3)];
+        let built = Node::build_inner(&pieces);
+        let decoded = Node::decode(RecordKind::Inner, built.payload(), u64::MAX).unwrap();
+        let want = [&first[0], &first[1], &fresh, &first[3]];
+        for (i, c) in want.iter().enumerate() {
+            assert_eq!(&built.child_entry(i), *c);
+            assert_eq!(&decoded.child_entry(i), *c);
+            assert_eq!(built.lower_bound_bytewise(&c.key), i);
+        }
     }
 
     #[test]

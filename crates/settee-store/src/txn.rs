@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
-use crate::node::{encode_pieces, ChildPiece, Node};
+use crate::node::{ChildPiece, Node};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
@@ -283,9 +283,9 @@ impl WriterState {
                     _ => ChildPiece::Kept(&node, i),
                 })
                 .collect();
-            let payload = encode_pieces(&pieces);
-            let real = self.app.append(RecordKind::Inner, &payload)?;
-            (real, Arc::new(Node::decode(RecordKind::Inner, &payload, real.offset)?))
+            let built = Node::build_inner(&pieces);
+            let real = self.app.append(RecordKind::Inner, built.payload())?;
+            (real, Arc::new(built))
         };
         done.insert(ptr.offset, real);
         written.push((real.offset, stored));
@@ -356,13 +356,12 @@ impl NodeSource for WriterState {
 }
 
 impl NodeSink for WriterState {
-    fn write_node(&mut self, kind: RecordKind, payload: Vec<u8>) -> Result<Ptr> {
-        let len = (payload.len() + RECORD_HEAD) as u64;
+    fn write_node(&mut self, node: Node) -> Result<Ptr> {
+        let len = (node.payload().len() + RECORD_HEAD) as u64;
         if len > u64::from(u32::MAX) {
             return Err(Error::TooLarge { len });
         }
         let ptr = Ptr { offset: self.next_virtual, len: len as u32 };
-        let node = Node::decode(kind, &payload, ptr.offset)?;
         self.virtual_nodes.insert(ptr.offset, Arc::new(node));
         self.next_virtual += len;
         self.virtual_bytes += len;

@@ -295,13 +295,7 @@ impl Iterator for Range<'_> {
 /// The entry for exactly `key`, found by one descent from `root`. Inner levels are walked
 /// by reference through pinned children; only the leaf is taken from the cache.
 pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, key: &[u8]) -> Result<Option<Entry>> {
-    let find = |node: &Node| {
-        if spec.is_bytewise() {
-            node.lower_bound_bytewise(key)
-        } else {
-            partition(node.len(), |i| spec.cmp(node.key(i), key) == Ordering::Less)
-        }
-    };
+    let find = |node: &Node| spec.lower_bound(node, key);
     let in_leaf = |leaf: Arc<Node>| {
         let i = find(&leaf);
         Ok((i < leaf.len() && spec.cmp(leaf.key(i), key) == Ordering::Equal).then(|| Entry::new(leaf, i)))

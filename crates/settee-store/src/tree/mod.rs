@@ -142,6 +142,15 @@ impl TreeSpec {
         self.comparator.is_none()
     }
 
+    /// The index of the first key of `node` not less than `key` (`node.len()` if none).
+    pub(crate) fn lower_bound(&self, node: &crate::node::Node, key: &[u8]) -> usize {
+        if self.is_bytewise() {
+            node.lower_bound_bytewise(key)
+        } else {
+            partition(node.len(), |i| self.cmp(node.key(i), key) == Ordering::Less)
+        }
+    }
+
     /// Compares two keys in the tree's order.
     #[inline]
     pub fn cmp(&self, a: &[u8], b: &[u8]) -> Ordering {

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use super::{too_deep, Action, TreeSpec, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
-use crate::format::{Ptr, RecordKind, Root};
-use crate::node::{encode_leaf, encode_pieces, leaf_entry_len, ChildEntry, ChildPiece, Node};
+use crate::format::{Ptr, Root};
+use crate::node::{leaf_entry_len, ChildEntry, ChildPiece, Node};
 
 /// Where new nodes go: the writer's pending region. Nodes written must be readable back
 /// through the same value as a [`NodeSource`].
 pub(crate) trait NodeSink: NodeSource {
     /// Takes a new node and returns the pointer that refers to it until the next commit.
-    fn write_node(&mut self, kind: RecordKind, payload: Vec<u8>) -> Result<Ptr>;
+    fn write_node(&mut self, node: Node) -> Result<Ptr>;
     /// Target node payload size in bytes.
     fn node_size(&self) -> usize;
 }
@@ -71,15 +71,15 @@ fn modify_subtree<S: NodeSink>(
     // Rewritten children, by position; every other child is kept as it is encoded.
     let mut replaced: Vec<(usize, Vec<ChildEntry>)> = Vec::new();
     let mut rest = actions;
-    for i in 0..node.len() {
-        let last = i + 1 == node.len();
-        let take = if last { rest.len() } else { rest.partition_point(|(_, a)| spec.cmp(a.key(), node.key(i)) != Ordering::Greater) };
+    while let Some((_, first)) = rest.first() {
+        // The child whose key range holds the first action (keys past the last child's
+        // largest key go to the last child), and every following action that belongs to it.
+        let i = spec.lower_bound(&node, first.key()).min(node.len() - 1);
+        let take = if i + 1 == node.len() { rest.len() } else { rest.partition_point(|(_, a)| spec.cmp(a.key(), node.key(i)) != Ordering::Greater) };
         let (mine, after) = rest.split_at(take);
         rest = after;
-        if !mine.is_empty() {
-            let child = node.child(i, &*sink)?;
-            replaced.push((i, modify_subtree(sink, spec, child, Some((&node, i)), mine, old, depth + 1)?));
-        }
+        let child = node.child(i, &*sink)?;
+        replaced.push((i, modify_subtree(sink, spec, child, Some((&node, i)), mine, old, depth + 1)?));
     }
     let mut pieces = Vec::with_capacity(node.len() + 2);
     let mut next = replaced.iter().peekable();
@@ -190,7 +190,7 @@ pub(crate) fn write_leaves<S: NodeSink>(sink: &mut S, spec: &TreeSpec, entries: 
 
 /// Writes one leaf of `entries` (non-empty) whose reduction is `red`; its entry for the parent.
 fn write_leaf_node<S: NodeSink>(sink: &mut S, entries: &[(&[u8], &[u8])], red: Vec<u8>) -> Result<ChildEntry> {
-    let ptr = sink.write_node(RecordKind::Leaf, encode_leaf(entries))?;
+    let ptr = sink.write_node(Node::build_leaf(entries))?;
     let key = entries.last().expect("leaves are non-empty").0.to_vec();
     Ok(ChildEntry { key, ptr, count: entries.len() as u64, red })
 }
@@ -203,7 +203,7 @@ fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: &[ChildPie
         let chunk = &children[r];
         let reds: Vec<&[u8]> = chunk.iter().map(ChildPiece::red).collect();
         let red = spec.reducer.rereduce(&reds).map_err(Error::Reduce)?;
-        let ptr = sink.write_node(RecordKind::Inner, encode_pieces(chunk))?;
+        let ptr = sink.write_node(Node::build_inner(chunk))?;
         let key = chunk.last().expect("chunks are non-empty").key().to_vec();
         let count = chunk.iter().fold(0u64, |n, c| n.saturating_add(c.count()));
         out.push(ChildEntry { key, ptr, count, red });
