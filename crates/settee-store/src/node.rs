@@ -10,7 +10,7 @@
 //! A decoded node keeps its payload in one buffer and spans into it, so decoding allocates
 //! twice however many entries there are, and reading an entry copies nothing.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
@@ -21,9 +21,10 @@ type Span = (u32, u32);
 
 /// A decoded node. Immutable: a node once written is never modified.
 ///
-/// An inner node also remembers its inner children once they are loaded (`pinned`), so
-/// that descents through the inner levels, which every query makes, skip the shared cache.
-/// Leaves are never pinned: they are the bulk of the data and stay under the cache's budget.
+/// An inner node also remembers its children once they are loaded (`pinned`), so that
+/// descents, which every query makes, skip the shared cache: inner children for good, leaves
+/// only while something else (the cache, a reader) keeps them, since leaves are the bulk of
+/// the data and stay under the cache's budget.
 #[derive(Debug)]
 pub(crate) struct Node {
     buf: Box<[u8]>,
@@ -31,7 +32,16 @@ pub(crate) struct Node {
     /// touches few cache lines and decides most probes without the key bytes.
     prefixes: Box<[u64]>,
     body: Body,
-    pinned: Box<[OnceLock<Arc<Node>>]>,
+    pinned: Box<[OnceLock<Pin>]>,
+}
+
+/// What an inner node remembers of a loaded child.
+#[derive(Debug, Clone)]
+enum Pin {
+    Inner(Arc<Node>),
+    /// Dead once the cache has let the leaf go and no reader holds it; the slot then stays
+    /// dead and the leaf is found through the cache again.
+    Leaf(Weak<Node>),
 }
 
 /// A child reached from an inner node: borrowed if pinned, else owned.
@@ -354,27 +364,31 @@ impl Node {
         }
     }
 
-    /// Inner child `i`'s node, pinned here if it is an inner node.
+    /// Inner child `i`'s node, pinned here once loaded.
     pub fn child<S: NodeSource + ?Sized>(&self, i: usize, src: &S) -> Result<Arc<Node>> {
-        if let Some(n) = self.pinned[i].get() {
-            return Ok(n.clone());
+        match self.pinned[i].get() {
+            Some(Pin::Inner(n)) => return Ok(n.clone()),
+            Some(Pin::Leaf(leaf)) => {
+                if let Some(n) = leaf.upgrade() {
+                    return Ok(n);
+                }
+            }
+            None => {}
         }
         let n = src.node(self.child_ptr(i))?;
-        if !n.is_leaf() {
-            let _ = self.pinned[i].set(n.clone());
-        }
+        let _ = self.pinned[i].set(if n.is_leaf() { Pin::Leaf(Arc::downgrade(&n)) } else { Pin::Inner(n.clone()) });
         Ok(n)
     }
 
     /// Inner child `i`'s node without touching reference counts when it is pinned.
     pub fn child_ref<S: NodeSource + ?Sized>(&self, i: usize, src: &S) -> Result<ChildNode<'_>> {
-        if let Some(n) = self.pinned[i].get() {
+        if let Some(Pin::Inner(n)) = self.pinned[i].get() {
             return Ok(ChildNode::Inner(n));
         }
         let n = self.child(i, src)?;
         Ok(match self.pinned[i].get() {
-            Some(pinned) => ChildNode::Inner(pinned),
-            None => ChildNode::Leaf(n),
+            Some(Pin::Inner(pinned)) => ChildNode::Inner(pinned),
+            _ => ChildNode::Leaf(n),
         })
     }
 
@@ -388,13 +402,14 @@ impl Node {
         }
     }
 
-    /// Memory this node holds, for the cache's budget.
+    /// Memory this node holds, for the cache's budget: a leaf pinned here may outlive its
+    /// contents as a bare `Node` the pin keeps allocated, counted as if it always did.
     pub fn weight(&self) -> u64 {
         let spans = match &self.body {
             Body::Leaf(e) => e.len() * std::mem::size_of::<Slot>(),
             Body::Inner(c) => c.len() * std::mem::size_of::<Child>(),
         };
-        let pins = self.pinned.len() * std::mem::size_of::<OnceLock<Arc<Node>>>();
+        let pins = self.pinned.len() * (std::mem::size_of::<OnceLock<Pin>>() + std::mem::size_of::<Node>() + 16);
         (self.buf.len() + spans + self.prefixes.len() * 8 + pins + 64) as u64
     }
 }
@@ -439,6 +454,36 @@ mod tests {
             assert_eq!(&decoded.child_entry(i), *c);
             assert_eq!(built.lower_bound_bytewise(&c.key), i);
         }
+    }
+
+    /// Leaves by offset, counting loads; dropping one stands for the cache letting it go.
+    struct Leaves(std::sync::Mutex<(std::collections::HashMap<u64, Arc<Node>>, usize)>);
+
+    impl NodeSource for Leaves {
+        fn node(&self, ptr: Ptr) -> Result<Arc<Node>> {
+            let mut g = self.0.lock().unwrap();
+            g.1 += 1;
+            let leaf = Node::build_leaf(&[(&ptr.offset.to_be_bytes()[..], b"v")]);
+            Ok(g.0.entry(ptr.offset).or_insert_with(|| Arc::new(leaf)).clone())
+        }
+    }
+
+    #[test]
+    fn leaves_are_pinned_only_while_held_elsewhere() {
+        let child = |offset: u64| ChildEntry { key: offset.to_be_bytes().to_vec(), ptr: Ptr { offset, len: 9 }, count: 1, red: vec![] };
+        let inner = Node::decode(RecordKind::Inner, &encode_inner(&[child(10), child(20)]), u64::MAX).unwrap();
+        let src = Leaves(std::sync::Mutex::new((Default::default(), 0)));
+        let loads = || src.0.lock().unwrap().1;
+        let first = inner.child(0, &src).unwrap();
+        assert_eq!((inner.child(0, &src).unwrap().key(0), loads()), (&10u64.to_be_bytes()[..], 1), "second descent uses the pin");
+        assert!(matches!(inner.child_ref(1, &src).unwrap(), ChildNode::Leaf(_)));
+        assert_eq!(loads(), 2);
+        // The source lets leaf 10 go and no one else holds it: the pin is dead and the
+        // leaf is loaded again.
+        src.0.lock().unwrap().0.remove(&10);
+        drop(first);
+        assert_eq!(inner.child(0, &src).unwrap().key(0), &10u64.to_be_bytes()[..]);
+        assert_eq!(loads(), 3);
     }
 
     #[test]

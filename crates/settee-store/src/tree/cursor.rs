@@ -293,7 +293,8 @@ impl Iterator for Range<'_> {
 }
 
 /// The entry for exactly `key`, found by one descent from `root`. Inner levels are walked
-/// by reference through pinned children; only the leaf is taken from the cache.
+/// by reference through pinned children; the leaf comes from its parent's pin while the
+/// cache still holds it, else from the cache.
 pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, key: &[u8]) -> Result<Option<Entry>> {
     let find = |node: &Node| spec.lower_bound(node, key);
     let in_leaf = |leaf: Arc<Node>| {
