@@ -65,6 +65,10 @@ struct Slot {
     value: Span,
 }
 
+/// Nodes with at most this many entries are searched by counting prefixes, not bisecting:
+/// a leaf's prefixes span a few cache lines, which a count loads in parallel.
+const SCAN_ENTRIES: usize = 64;
+
 /// The first eight bytes of `key` as a big-endian number, zero-padded. Two keys whose
 /// prefixes differ are ordered bytewise as their prefixes are.
 #[inline]
@@ -326,20 +330,19 @@ impl Node {
     /// In bytewise order, the index of the first key not less than `key` (`len()` if none).
     pub fn lower_bound_bytewise(&self, key: &[u8]) -> usize {
         let want = key_prefix(key);
-        let probe = |prefix: u64, i: usize| match prefix.cmp(&want) {
-            std::cmp::Ordering::Equal => crate::tree::bytewise(self.key(i), key).is_lt(),
-            o => o.is_lt(),
-        };
-        let (mut lo, mut hi) = (0, self.prefixes.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if probe(self.prefixes[mid], mid) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+        let prefixes = &self.prefixes[..];
+        if prefixes.len() > SCAN_ENTRIES {
+            let probe = |i: usize| match prefixes[i].cmp(&want) {
+                std::cmp::Ordering::Equal => crate::tree::bytewise(self.key(i), key).is_lt(),
+                o => o.is_lt(),
+            };
+            return crate::tree::partition(prefixes.len(), probe);
         }
-        lo
+        // Counting every prefix loads the whole array at once rather than one line per
+        // probe; only keys whose prefix equals the wanted one are read in full.
+        let below = prefixes.iter().filter(|&&p| p < want).count();
+        let equal = prefixes[below..].iter().take_while(|&&p| p == want).count();
+        below + crate::tree::partition(equal, |j| crate::tree::bytewise(self.key(below + j), key).is_lt())
     }
 
     /// Pointer to inner child `i`.
@@ -490,13 +493,24 @@ mod tests {
     fn bytewise_lower_bound_agrees_with_plain_search() {
         let keys: Vec<Vec<u8>> = vec![b"".to_vec(), b"a".to_vec(), b"ab".to_vec(), b"ab\0".to_vec(), b"abcdefgh".to_vec(),
             b"abcdefgh\0".to_vec(), b"abcdefghi".to_vec(), b"abcdefgi".to_vec(), b"b".to_vec(), vec![0xff; 12]];
-        let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &b"v"[..])).collect();
-        let n = Node::decode(RecordKind::Leaf, &encode_leaf(&entries), 0).unwrap();
         let mut probes = keys.clone();
         probes.extend([b"aa".to_vec(), b"abcdefgh\x01".to_vec(), b"c".to_vec(), vec![0xff; 13], vec![0]]);
+        check_lower_bound(&keys, &probes);
+        // Past SCAN_ENTRIES the node is bisected: many keys, long runs sharing a prefix.
+        let mut many: Vec<Vec<u8>> = (0..300u32).map(|i| format!("doc-{:03}{}", i / 40, "x".repeat(i as usize % 40)).into_bytes()).collect();
+        many.sort();
+        let mut probes = many.clone();
+        probes.extend([b"doc-".to_vec(), b"doc-003".to_vec(), b"doc-003xy".to_vec(), b"doc-9".to_vec(), b"".to_vec()]);
+        check_lower_bound(&many, &probes);
+    }
+
+    fn check_lower_bound(keys: &[Vec<u8>], probes: &[Vec<u8>]) {
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys are sorted and distinct");
+        let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &b"v"[..])).collect();
+        let n = Node::decode(RecordKind::Leaf, Node::build_leaf(&entries).payload(), 0).unwrap();
         for p in probes {
             let want = keys.iter().position(|k| k.as_slice() >= p.as_slice()).unwrap_or(keys.len());
-            assert_eq!(n.lower_bound_bytewise(&p), want, "{p:?}");
+            assert_eq!(n.lower_bound_bytewise(p), want, "{p:?}");
         }
     }
 
