@@ -8,7 +8,7 @@
 //! ```
 //!
 //! A decoded node keeps its payload in one buffer and spans into it, so decoding allocates
-//! twice however many entries there are, and reading an entry copies nothing.
+//! the same few times however many entries there are, and reading an entry copies nothing.
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -48,7 +48,7 @@ enum Pin {
 pub(crate) enum ChildNode<'a> {
     /// A pinned inner child, borrowed from its parent.
     Inner(&'a Node),
-    /// A leaf from the cache or the disk.
+    /// A leaf from its parent's pin, the cache or the disk.
     Leaf(Arc<Node>),
 }
 
@@ -383,7 +383,8 @@ impl Node {
         Ok(n)
     }
 
-    /// Inner child `i`'s node without touching reference counts when it is pinned.
+    /// Inner child `i`'s node, borrowed without touching reference counts when it is a
+    /// pinned inner node.
     pub fn child_ref<S: NodeSource + ?Sized>(&self, i: usize, src: &S) -> Result<ChildNode<'_>> {
         if let Some(Pin::Inner(n)) = self.pinned[i].get() {
             return Ok(ChildNode::Inner(n));
