@@ -266,8 +266,7 @@ fn bench_commits(dir: &Path, a: &Args) -> Result<(), Error> {
         let writers = a.writers.iter().copied().max().unwrap_or(64);
         let path = shm.join(format!("settee-bench-commits-{}.settee", std::process::id()));
         let store = Store::create(&path, options(DEFAULT_NODE_SIZE))?;
-        let mut t = Tally::default();
-        t.add(commit_slice(&store, &AtomicU64::new(0), writers, a.seconds)?);
+        let t = commit_slice(&store, &AtomicU64::new(0), writers, a.seconds)?;
         row(&format!("{writers} concurrent writers, file in memory (tmpfs)"), format!("{}/s", fmt(t.rate())),
             &format!("{:.1} µs per update, all threads; {:.1} updates per commit", 1e6 / t.rate(), t.per_commit()));
         drop(store);
