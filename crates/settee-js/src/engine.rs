@@ -253,6 +253,23 @@ mod tests {
     }
 
     #[test]
+    fn a_document_emitting_what_json_cannot_hold_skips_only_that_document() {
+        let mut e = engine();
+        let out = rows(
+            &mut e,
+            &["function(doc) { var v = {n: doc.n}; if (doc.cyclic) { v.self = v; } emit(doc.n, v); }", "function(doc) { emit('second', doc.n); }"],
+            "null",
+            r#"[{"n":1},{"n":2,"cyclic":true},{"n":3}]"#,
+        );
+        let expected = serde_json::json!([
+            [[[1, {"n": 1}]], [["second", 1]]],
+            [[], []],
+            [[[3, {"n": 3}]], [["second", 3]]],
+        ]);
+        assert_eq!(out, expected);
+    }
+
+    #[test]
     fn environment_helpers_behave_as_couchdb() {
         let mut e = engine();
         let out = rows(

@@ -127,14 +127,21 @@ function __program(sources, lib) {
         }
       }
       __rows = null;
-      try {
-        out[i] = JSON.stringify(per);
-      } catch (e) {
-        __log("emitted values of doc._id " + (doc && doc._id) + " are not JSON: " + __describe(e));
-        out[i] = JSON.stringify(fns.map(function () { return []; }));
-      }
+      out[i] = per;
     }
-    return "[" + out.join(",") + "]";
+    try {
+      return JSON.stringify(out);
+    } catch (_) {
+      // Some document emitted what JSON cannot hold: find it, and skip only it.
+      return "[" + out.map(function (per, i) {
+        try {
+          return JSON.stringify(per);
+        } catch (e) {
+          __log("emitted values of doc._id " + (docs[i] && docs[i]._id) + " are not JSON: " + __describe(e));
+          return JSON.stringify(fns.map(function () { return []; }));
+        }
+      }).join(",") + "]";
+    }
   };
 }
 

@@ -20,6 +20,8 @@ use crate::index::{Emitted, Index, IndexMeta, Mapped};
 const BATCH_DOCS: usize = 2000;
 /// Most document bytes in one batch.
 const BATCH_BYTES: usize = 16 << 20;
+/// Parts a batch is cut into per engine.
+const PARTS_PER_ENGINE: usize = 2;
 
 /// Whether every shard of `have` has reached `want`.
 pub fn covers(have: &SeqVector, want: &SeqVector) -> bool {
@@ -52,26 +54,34 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, server
     let mut changes = snap.changes(&start.seq, ChangesOptions { include_docs: true, doc, ..ChangesOptions::default() })?;
     let program = Arc::new(MapProgram::of(&ddoc, index.signature()));
     let mut writing: Option<settee_store::Pending<(), Error>> = None;
+    let mut mapping: Option<(Mapping, SeqVector, u64)> = None;
     let mut done = 0u64;
     loop {
+        // The next batch is read while the engines map the one before it.
         let batch = next_batch(&mut changes, &ddoc)?;
-        if batch.is_empty() {
+        let next = (!batch.is_empty()).then(|| {
+            let n = batch.len() as u64;
+            let started = if ddoc.language == "javascript" {
+                Mapping::start(pool, &program, batch)
+            } else {
+                Mapping::Done(map_external(servers, &ddoc.language, pool.workers(), &program, batch))
+            };
+            (started, changes.position().clone(), n)
+        });
+        if let Some((started, position, n)) = mapping.take() {
+            let mapped = started.finish()?;
+            if let Some(w) = writing.take() {
+                w.wait()?;
+                index.changed.send_modify(|v| *v += 1);
+            }
+            writing = Some(index.submit(mapped, IndexMeta { seq: position, purge_seq }));
+            done += n;
+            task.update(done, total.max(done));
+        }
+        mapping = next;
+        if mapping.is_none() {
             break;
         }
-        let position = changes.position().clone();
-        let n = batch.len() as u64;
-        let mapped = if ddoc.language == "javascript" {
-            map_batch(pool, &program, batch)?
-        } else {
-            map_external(servers, &ddoc.language, pool.workers(), &program, batch)?
-        };
-        if let Some(w) = writing.take() {
-            w.wait()?;
-            index.changed.send_modify(|v| *v += 1);
-        }
-        writing = Some(index.submit(mapped, IndexMeta { seq: position, purge_seq }));
-        done += n;
-        task.update(done, total.max(done));
     }
     if let Some(w) = writing.take() {
         w.wait()?;
@@ -150,20 +160,39 @@ fn split(batch: Vec<Change>, workers: usize) -> Vec<Vec<Change>> {
     std::iter::from_fn(|| batch.peek().is_some().then(|| batch.by_ref().take(per_worker).collect())).collect()
 }
 
-/// Maps a batch on the pool, split evenly over its engines.
-fn map_batch(pool: &Arc<Pool>, program: &Arc<MapProgram>, batch: Vec<Change>) -> Result<Vec<Mapped>> {
-    let pending: Vec<_> = split(batch, pool.workers())
-        .into_iter()
-        .map(|part| {
-            let program = program.clone();
-            pool.submit(move |engine| map_part(engine, &program, part))
-        })
-        .collect();
-    let mut out = Vec::new();
-    for p in pending {
-        out.extend(settee_js::wait(p)??);
+/// A batch being mapped: its parts queued on the engine pool, or its rows already known.
+enum Mapping {
+    Js(Vec<std::sync::mpsc::Receiver<settee_js::Result<Result<Vec<Mapped>>>>>),
+    Done(Result<Vec<Mapped>>),
+}
+
+impl Mapping {
+    /// Queues a batch on the pool, cut into parts so that every engine has work while the
+    /// next batch is read, and none waits long for the slowest part.
+    fn start(pool: &Arc<Pool>, program: &Arc<MapProgram>, batch: Vec<Change>) -> Mapping {
+        let pending = split(batch, PARTS_PER_ENGINE * pool.workers())
+            .into_iter()
+            .map(|part| {
+                let program = program.clone();
+                pool.submit(move |engine| map_part(engine, &program, part))
+            })
+            .collect();
+        Mapping::Js(pending)
     }
-    Ok(out)
+
+    /// Waits for every part; the rows in the batch's order.
+    fn finish(self) -> Result<Vec<Mapped>> {
+        match self {
+            Mapping::Done(rows) => rows,
+            Mapping::Js(pending) => {
+                let mut out = Vec::new();
+                for p in pending {
+                    out.extend(settee_js::wait(p)??);
+                }
+                Ok(out)
+            }
+        }
+    }
 }
 
 /// Maps a batch on processes of the language's query server, `workers` of them at once,

@@ -115,6 +115,10 @@ impl ViewReducer {
         match &self.reduce {
             Reduce::Count => Ok(Vec::new()),
             Reduce::Sum => {
+                let texts = entries.iter().map(|(_, v)| Ok(row::split_value(v)?.1.as_bytes())).collect::<Result<Vec<_>>>()?;
+                if let Some(total) = integer_sum(&texts) {
+                    return Ok(total.to_string().into_bytes());
+                }
                 let values = entries.iter().map(|(_, v)| row_value(v)).collect::<Result<Vec<_>>>()?;
                 let input: usize = entries.iter().map(|(_, v)| v.len()).sum();
                 Ok(self.sum_limited(sum(values), input))
@@ -142,6 +146,9 @@ impl ViewReducer {
         match &self.reduce {
             Reduce::Count => Ok(Vec::new()),
             Reduce::Sum => {
+                if let Some(total) = integer_sum(reductions) {
+                    return Ok(total.to_string().into_bytes());
+                }
                 let values = parse_all(reductions)?;
                 if let Some(failed) = values.iter().find(|v| is_sum_failure(v)) {
                     return Ok(failed.to_string().into_bytes());
@@ -372,6 +379,26 @@ impl Num {
     }
 }
 
+/// `_sum` over JSON texts that are all integers whose total fits in an `i64`, the common
+/// case, without building JSON values; `None` for anything else.
+fn integer_sum(texts: &[&[u8]]) -> Option<i64> {
+    texts.iter().try_fold(0i64, |total, text| total.checked_add(json_integer(text)?))
+}
+
+/// A JSON integer literal of at most 18 digits (so that it fits in an `i64`).
+fn json_integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, text),
+    };
+    let canonical = matches!(digits, [b'1'..=b'9', ..]) || (digits == b"0" && !negative);
+    if !canonical || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    Some(if negative { -n } else { n })
+}
+
 /// `_sum` over values (or partial sums): numbers, arrays of numbers (element-wise; a number
 /// counts as a one-element array), objects summed member-wise, recursively. The error is
 /// the value that could not be summed.
@@ -548,6 +575,37 @@ mod tests {
         assert_eq!(failed["caused_by"], "x");
         assert_eq!(failed["reason"], SUM_ERROR);
         assert_eq!(run(&r, &[(json!(1), json!(i64::MAX)), (json!(2), json!(1))]).unwrap(), "9.223372036854776e+18", "overflow goes to floating point");
+    }
+
+    #[test]
+    fn integer_literals_take_the_short_way_and_nothing_else_does() {
+        for (text, n) in [("0", Some(0)), ("-17", Some(-17)), ("999999999999999999", Some(999_999_999_999_999_999))] {
+            assert_eq!(json_integer(text.as_bytes()), n, "{text}");
+        }
+        for text in ["-0", "007", "+1", "1.0", "1e3", "", "-", "1000000000000000000", "\"1\"", "[1]"] {
+            assert_eq!(json_integer(text.as_bytes()), None, "{text}");
+        }
+        let texts = |items: &[&'static str]| -> Vec<&'static [u8]> { items.iter().map(|t| t.as_bytes()).collect() };
+        assert_eq!(integer_sum(&texts(&["1", "2", "3"])), Some(6));
+        assert_eq!(integer_sum(&texts(&["1", "2", "x"])), None);
+        assert_eq!(integer_sum(&texts(&["999999999999999999"; 10])), None, "a total past i64 goes the general way");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_integer_sum_agrees_with_the_general_sum(values in proptest::collection::vec(proptest::prop_oneof![9 => -(10i64.pow(17))..10i64.pow(17), 1 => proptest::num::i64::ANY], 0..40)) {
+            let texts: Vec<String> = values.iter().map(i64::to_string).collect();
+            let slices: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+            let general = sum(values.iter().map(|&v| Value::from(v)).collect()).unwrap().to_string();
+            match integer_sum(&slices) {
+                Some(total) => proptest::prop_assert_eq!(total.to_string(), general),
+                None => {
+                    let long = values.iter().any(|v| v.unsigned_abs() >= 1_000_000_000_000_000_000);
+                    let overflows = values.iter().try_fold(0i64, |t, &v| t.checked_add(v)).is_none();
+                    proptest::prop_assert!(long || overflows, "only 19-digit values or a total past i64 leave the short way");
+                }
+            }
+        }
     }
 
     #[test]
