@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::client::{Conn, Target};
 use crate::error::{Error, Result};
 use crate::report::{Metric, Outcome};
-use crate::workloads::load;
+use crate::workloads::{bulk_bodies, load, load_bodies};
 
 /// The workload's size.
 #[derive(Clone, Copy, Debug)]
@@ -238,13 +238,18 @@ async fn read_during<T>(target: &Target, readers: usize, during: impl std::futur
     (out, good as f64 / started.elapsed().as_secs_f64(), bad)
 }
 
-/// Bulk-loads `n` documents into a fresh database; seconds taken.
-async fn bulk_load(target: &Target, n: usize, progress: &ProgressBar) -> Result<f64> {
-    let mut c = Conn::open(target).await?;
+/// The request bodies of a bulk load of `n` documents, made before it is timed (the load
+/// generator shares the machine: making them while readers run would take their CPU).
+fn load_bodies_of(n: usize) -> Vec<(Bytes, usize)> {
     let mut rng = StdRng::seed_from_u64(11);
-    let docs = (0..n).map(move |i| small_doc(i, &mut rng));
+    bulk_bodies((0..n).map(move |i| small_doc(i, &mut rng))).collect()
+}
+
+/// Bulk-loads `n` documents from `bodies` into a fresh database; seconds taken.
+async fn bulk_load(target: &Target, n: usize, bodies: Vec<(Bytes, usize)>, progress: &ProgressBar) -> Result<f64> {
+    let mut c = Conn::open(target).await?;
     let started = Instant::now();
-    load(&mut c, LOAD_DB, docs, progress).await?;
+    load_bodies(&mut c, LOAD_DB, bodies.into_iter(), progress).await?;
     let s = started.elapsed().as_secs_f64();
     let info = parse(
         &c.expect(Method::GET, &format!("/{LOAD_DB}"), None, &[200])
@@ -264,10 +269,10 @@ async fn bulk_load(target: &Target, n: usize, progress: &ProgressBar) -> Result<
 
 /// The mixed run: load alone, read alone for as long, then both at once.
 async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Result<Vec<Outcome>> {
-    let load_alone = bulk_load(target, params.mixed_docs, progress).await?;
+    let load_alone = bulk_load(target, params.mixed_docs, load_bodies_of(params.mixed_docs), progress).await?;
     let pause = tokio::time::sleep(Duration::from_secs_f64(load_alone.clamp(2.0, 30.0)));
     let ((), reads_alone, failures_alone) = read_during(target, params.readers, pause).await;
-    let (load_mixed, reads_mixed, failures_mixed) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, progress)).await;
+    let (load_mixed, reads_mixed, failures_mixed) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, load_bodies_of(params.mixed_docs), progress)).await;
     let load_mixed = load_mixed?;
     let n = params.mixed_docs as f64;
     Ok(vec![
