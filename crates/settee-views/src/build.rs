@@ -1,6 +1,7 @@
 //! Bringing an index up to date: read the database's changes since the index's position,
 //! map the documents in batches on the engine pool (one engine per core), and write each
-//! batch's rows while the next batch is being mapped. One update runs per index at a time;
+//! batch's rows while the next batch is being mapped; the batch after that is read from the
+//! changes meanwhile. One update runs per index at a time;
 //! every client waiting for the index waits on that one run.
 
 use std::collections::HashSet;
