@@ -270,6 +270,14 @@ mod tests {
     }
 
     #[test]
+    fn each_document_keeps_what_it_emitted_though_the_object_changes_later() {
+        let mut e = engine();
+        let lib = r#"{"state": "exports.seen = {n: 0};"}"#;
+        let out = rows(&mut e, &["function(doc) { var s = require('views/lib/state').seen; s.n += 1; emit(doc._id, s); }"], lib, r#"[{"_id":"a"},{"_id":"b"}]"#);
+        assert_eq!(out, serde_json::json!([[[["a", {"n": 1}]]], [[["b", {"n": 2}]]]]));
+    }
+
+    #[test]
     fn environment_helpers_behave_as_couchdb() {
         let mut e = engine();
         let out = rows(

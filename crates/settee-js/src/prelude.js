@@ -127,21 +127,16 @@ function __program(sources, lib) {
         }
       }
       __rows = null;
-      out[i] = per;
+      // Each document's rows become text at once, as in CouchDB: a function may change an
+      // emitted object while mapping a later document.
+      try {
+        out[i] = JSON.stringify(per);
+      } catch (e) {
+        __log("emitted values of doc._id " + (doc && doc._id) + " are not JSON: " + __describe(e));
+        out[i] = JSON.stringify(fns.map(function () { return []; }));
+      }
     }
-    try {
-      return JSON.stringify(out);
-    } catch (_) {
-      // Some document emitted what JSON cannot hold: find it, and skip only it.
-      return "[" + out.map(function (per, i) {
-        try {
-          return JSON.stringify(per);
-        } catch (e) {
-          __log("emitted values of doc._id " + (docs[i] && docs[i]._id) + " are not JSON: " + __describe(e));
-          return JSON.stringify(fns.map(function () { return []; }));
-        }
-      }).join(",") + "]";
-    }
+    return "[" + out.join(",") + "]";
   };
 }
 
