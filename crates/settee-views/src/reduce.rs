@@ -119,7 +119,7 @@ impl ViewReducer {
                 if let Some(total) = integer_sum(&texts) {
                     return Ok(total.to_string().into_bytes());
                 }
-                let values = entries.iter().map(|(_, v)| row_value(v)).collect::<Result<Vec<_>>>()?;
+                let values = texts.iter().map(|t| serde_json::from_slice(t).map_err(|_| Error::Corrupted("row value"))).collect::<Result<Vec<Value>>>()?;
                 let input: usize = entries.iter().map(|(_, v)| v.len()).sum();
                 Ok(self.sum_limited(sum(values), input))
             }

@@ -269,10 +269,11 @@ async fn bulk_load(target: &Target, n: usize, bodies: Vec<(Bytes, usize)>, progr
 
 /// The mixed run: load alone, read alone for as long, then both at once.
 async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Result<Vec<Outcome>> {
-    let load_alone = bulk_load(target, params.mixed_docs, load_bodies_of(params.mixed_docs), progress).await?;
+    let bodies = load_bodies_of(params.mixed_docs);
+    let load_alone = bulk_load(target, params.mixed_docs, bodies.clone(), progress).await?;
     let pause = tokio::time::sleep(Duration::from_secs_f64(load_alone.clamp(2.0, 30.0)));
     let ((), reads_alone, failures_alone) = read_during(target, params.readers, pause).await;
-    let (load_mixed, reads_mixed, failures_mixed) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, load_bodies_of(params.mixed_docs), progress)).await;
+    let (load_mixed, reads_mixed, failures_mixed) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, bodies, progress)).await;
     let load_mixed = load_mixed?;
     let n = params.mixed_docs as f64;
     Ok(vec![
