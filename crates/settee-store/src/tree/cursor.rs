@@ -298,6 +298,7 @@ impl Iterator for Range<'_> {
 pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, key: &[u8]) -> Result<Option<Entry>> {
     let find = |node: &Node| spec.lower_bound(node, key);
     let in_leaf = |leaf: Arc<Node>| {
+        leaf.prefetch_tables();
         let i = find(&leaf);
         Ok((i < leaf.len() && spec.cmp(leaf.key(i), key) == Ordering::Equal).then(|| Entry::new(leaf, i)))
     };
