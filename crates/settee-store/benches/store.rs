@@ -240,6 +240,9 @@ fn bench_commits(dir: &Path, a: &Args) -> Result<(), Error> {
         let raw = raw_fsync_rate(dir, a.seconds / 2.0, kib);
         row(&format!("raw disk: append {kib} KiB + fdatasync"), format!("{}/s", fmt(raw)), &format!("{:.2} ms each", 1000.0 / raw));
     }
+    let raw = raw_overwrite_rate(dir, a.seconds / 2.0);
+    row("raw disk: overwrite 4 KiB of a written file + fdatasync", format!("{}/s", fmt(raw)),
+        &format!("{:.2} ms each; no new size or extent to record, as in the store's reserve", 1000.0 / raw));
     // The disk's speed drifts over seconds on a shared machine, so the writer counts take
     // turns in short slices and each row sums its slices: every row sees the same disk.
     let path = dir.join("commits.settee");
@@ -328,6 +331,26 @@ fn raw_fsync_rate(dir: &Path, secs: f64, kib: usize) -> f64 {
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
         f.write_all_at(&block, n * block.len() as u64).unwrap();
+        f.sync_data().unwrap();
+        n += 1;
+    }
+    let _ = std::fs::remove_file(&path);
+    per_sec(n, start.elapsed())
+}
+
+/// Syncs of 4 KiB written over blocks the file already has (64 MiB written and synced
+/// first, then overwritten in turn): the device's rate without file-system metadata.
+fn raw_overwrite_rate(dir: &Path, secs: f64) -> f64 {
+    const BLOCKS: u64 = 16 << 10;
+    let path = dir.join("raw-overwrite");
+    let f = std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
+    f.write_all_at(&vec![0u8; (BLOCKS * 4096) as usize], 0).unwrap();
+    f.sync_all().unwrap();
+    let block = vec![7u8; 4096];
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        f.write_all_at(&block, (n % BLOCKS) * 4096).unwrap();
         f.sync_data().unwrap();
         n += 1;
     }

@@ -184,7 +184,7 @@ impl Store {
         let (header, end) = init_file(backend.as_ref(), shared.schema.len())?;
         let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone(), end));
         let opts = &shared.options;
-        let new = WriterState::new(Appender::new(file, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
+        let new = WriterState::new(Appender::new(file, end, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
         let mut copy = Copy { new, rewriter, stats: CompactStats::default() };
 
         let mut last = self.snapshot();
@@ -218,6 +218,7 @@ fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snaps
     // Commit numbers go on from the old file's, so they never repeat.
     copy.new.header.generation = state.header.generation;
     copy.new.commit(0)?;
+    copy.new.app.release_reserve();
     let target = compact_path(&shared.path);
     copy.stats.old_size = old_file.backend.len().map_err(Error::io("file length"))?;
     copy.stats.new_size = copy.new.app.file.backend.len().map_err(Error::io("file length"))?;

@@ -53,9 +53,14 @@ impl StoreFile {
         self.committed.store(end, Ordering::Release);
     }
 
+    /// End of the last commit.
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
     /// Reads and checks the whole committed record at `ptr`.
     pub fn read_record(&self, ptr: Ptr) -> Result<(RecordKind, Vec<u8>)> {
-        self.read_record_below(ptr, self.committed.load(Ordering::Acquire))
+        self.read_record_below(ptr, self.committed())
     }
 
     /// Reads and checks the whole record at `ptr`, which must end by `limit` (a damaged

@@ -19,9 +19,11 @@
 //! Append-only: nothing written is ever modified. Records (nodes, blobs) carry a length and
 //! a CRC-32; a commit appends its records, pads to a 4 KiB boundary and appends a header
 //! holding the tree roots, the metadata, the file's random salt and a CRC-32 of the whole
-//! region the commit appended; then one `fdatasync`. Opening scans 4 KiB boundaries
-//! backwards for the newest header whose checksum, salt and region checksum hold, and cuts
-//! off anything after it. The byte layouts are in the `format` and `node` modules.
+//! region the commit appended; then one `fdatasync`. The writer keeps zeros written ahead of
+//! its appends, so that most syncs record no new file size. Opening scans 4 KiB boundaries
+//! backwards for the newest header whose checksum, salt and region checksum hold, keeps an
+//! all-zero tail no longer than a reserve, and cuts off anything else after it. The byte
+//! layouts are in the `format` and `node` modules.
 //!
 //! # Durability and errors
 //!

@@ -21,7 +21,7 @@ use crate::backend::{sync_parent, Backend, FileBackend};
 use crate::cache::NodeCache;
 use crate::error::{Error, Result};
 use crate::file::{recover, StoreFile};
-use crate::format::Header;
+use crate::format::{Header, BLOCK};
 use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Txn, WriterState};
@@ -134,6 +134,26 @@ fn lost() -> Error {
     Error::Panicked("the update closure panicked; its changes were rolled back".into())
 }
 
+/// Whether the bytes from `start` to `end` are all zero, as the appender's reserve is:
+/// a tail no longer than a reserve is read to tell, a longer one is taken as damage.
+fn zeros_only(backend: &dyn Backend, start: u64, end: u64) -> Result<bool> {
+    const STEP: u64 = 1 << 20;
+    if end - start > crate::txn::MAX_RESERVE + BLOCK {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; STEP.min(end - start) as usize];
+    let mut pos = start;
+    while pos < end {
+        let n = STEP.min(end - pos) as usize;
+        backend.read_exact_at(&mut buf[..n], pos).map_err(Error::io("read file tail"))?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n as u64;
+    }
+    Ok(true)
+}
+
 fn random_salt() -> [u8; 16] {
     let mut salt = [0u8; 16];
     for half in salt.chunks_mut(8) {
@@ -202,13 +222,15 @@ impl Store {
     /// Opens a store over any backend (tests use the in-memory one). `path` names it in errors.
     pub fn open_backend(backend: Arc<dyn Backend>, path: &Path, options: StoreOptions) -> Result<Store> {
         let found = recover(backend.as_ref(), path)?;
-        if backend.len().map_err(Error::io("file length"))? > found.end {
+        let len = backend.len().map_err(Error::io("file length"))?;
+        let reserved = len > found.end && zeros_only(backend.as_ref(), found.end, len)?;
+        if len > found.end && !reserved {
             backend.truncate(found.end).map_err(Error::io("truncate torn tail"))?;
             backend.sync().map_err(Error::io("truncate torn tail"))?;
         }
         let file = Arc::new(StoreFile::new(backend, options.cache.clone(), found.end));
         let schema: Arc<[TreeSpec]> = options.trees.clone().into();
-        let app = Appender::new(file, found.end);
+        let app = Appender::new(file, found.end, if reserved { len } else { found.end });
         let state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(SnapState::new(state.app.file.clone(), state.header.clone(), schema.clone())),
@@ -244,6 +266,12 @@ impl Store {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// Bytes of the file up to the end of its newest commit. The file itself may be longer
+    /// by the zeros its writer lays down ahead of its appends.
+    pub fn committed_len(&self) -> u64 {
+        self.shared.current.load().file.committed()
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

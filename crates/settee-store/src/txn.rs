@@ -34,6 +34,11 @@ pub struct LooseBlob {
 /// Unsynced appended bytes are written to the file once the buffer holds this many.
 const FLUSH_BYTES: usize = 1 << 20;
 
+/// Bounds of the zeros written ahead of the appends: an eighth of the file, so that a small
+/// database stays small and a busy one extends its file rarely.
+const MIN_RESERVE: u64 = 64 << 10;
+pub(crate) const MAX_RESERVE: u64 = 8 << 20;
+
 /// Blobs are stored compressed only when that saves at least 1/8 of their size.
 fn worth_compressing(raw: usize, compressed: usize) -> bool {
     compressed + raw / 8 <= raw
@@ -46,17 +51,22 @@ pub(crate) struct Appender {
     /// to them can be recognised as stale. Unique across files too.
     pub incarnation: u64,
     committed_end: u64,
+    /// End of the zeros written ahead of the appends ([`Appender::reserve`]).
+    reserved_end: u64,
     buf: Vec<u8>,
     buf_start: u64,
     crc: crc32fast::Hasher,
 }
 
 impl Appender {
-    pub fn new(file: Arc<StoreFile>, committed_end: u64) -> Appender {
+    /// Appends after `committed_end`; the file holds only zeros from there to
+    /// `reserved_end`.
+    pub fn new(file: Arc<StoreFile>, committed_end: u64, reserved_end: u64) -> Appender {
         Appender {
             file,
             incarnation: next_incarnation(),
             committed_end,
+            reserved_end: reserved_end.max(committed_end),
             buf: Vec::new(),
             buf_start: committed_end,
             crc: crc32fast::Hasher::new(),
@@ -86,8 +96,34 @@ impl Appender {
             self.file.backend.write_all_at(&self.buf, self.buf_start).map_err(Error::io("append"))?;
             self.buf_start += self.buf.len() as u64;
             self.buf.clear();
+            if self.buf_start > self.reserved_end {
+                self.reserve();
+            }
         }
         Ok(())
+    }
+
+    /// Writes zeros past the end of the file, so that the commits that follow overwrite
+    /// blocks the file already has: their syncs then record no new file size or extent,
+    /// which would cost the file system a journal commit each. The zeros are synced with
+    /// the commit that wrote them; a file opened with a zero tail keeps it. Best effort: a
+    /// full disk leaves the zeros unwritten and the appends going as before.
+    fn reserve(&mut self) {
+        let end = self.buf_start;
+        let target = (end + (end / 8).clamp(MIN_RESERVE, MAX_RESERVE)).next_multiple_of(BLOCK);
+        let zeros = vec![0u8; (target - end) as usize];
+        self.reserved_end = match self.file.backend.write_all_at(&zeros, end) {
+            Ok(()) => target,
+            Err(_) => end,
+        };
+    }
+
+    /// Cuts the reserved zeros off the file (a compacted file is handed over as small as
+    /// it can be). Best effort: a zero tail is harmless.
+    pub fn release_reserve(&mut self) {
+        if self.reserved_end > self.end() && self.buf.is_empty() && self.file.backend.truncate(self.end()).is_ok() {
+            self.reserved_end = self.end();
+        }
     }
 
     /// Appends one record and returns where it is.
@@ -134,6 +170,7 @@ impl Appender {
         self.incarnation = next_incarnation();
         self.buf.clear();
         self.buf_start = self.committed_end;
+        self.reserved_end = self.committed_end;
         self.crc = crc32fast::Hasher::new();
         // Best effort, synced so that a commit reported as failed cannot reappear after a
         // crash. If this fails, recovery still checks the tail, and the next commit

@@ -37,7 +37,8 @@ fn disk_full_fails_the_commit_and_the_writer_recovers() {
     let (backend, store) = new_store();
     put(&store, "a", "1").unwrap();
     backend.set_capacity(backend.len().unwrap() + 100);
-    let big = "x".repeat(10_000);
+    // Larger than the zeros the writer reserves past its appends, which need no more disk.
+    let big = "x".repeat(200_000);
     let err = put(&store, "b", &big).unwrap_err();
     assert!(matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull), "{err}");
     assert_eq!(keys(&store), ["a"], "readers still see the last commit");
@@ -47,6 +48,24 @@ fn disk_full_fails_the_commit_and_the_writer_recovers() {
     assert_eq!(keys(&store), ["a", "c"], "the failed update is gone, the next one landed");
     drop(store);
     assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "c"]);
+}
+
+/// The zeros a writer lays down ahead of its appends are a convenience: a disk with room
+/// for a commit but not for new zeros after it still takes the commit, and the file keeps
+/// opening at it.
+#[test]
+fn disk_too_full_for_the_reserve_still_commits() {
+    let (backend, store) = new_store();
+    put(&store, "a", "1").unwrap();
+    let reserved = backend.len().unwrap();
+    assert!(reserved > store.committed_len(), "the writer reserved zeros past its commit");
+    backend.set_capacity(reserved + 20_000);
+    let past_reserve = "x".repeat((reserved - store.committed_len()) as usize + 5_000);
+    put(&store, "b", &past_reserve).unwrap();
+    assert!(backend.len().unwrap() < reserved + 20_000, "no new zeros fit");
+    assert_eq!(keys(&store), ["a", "b"]);
+    drop(store);
+    assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "b"]);
 }
 
 #[test]
