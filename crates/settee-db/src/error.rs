@@ -56,6 +56,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// A copy for each of many callers answered with one error (I/O errors keep their kind
+    /// and message).
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::NoDatabase => Error::NoDatabase,
+            Error::DatabaseExists => Error::DatabaseExists,
+            Error::IllegalDatabaseName(s) => Error::IllegalDatabaseName(s.clone()),
+            Error::NotFound(s) => Error::NotFound(s),
+            Error::Conflict => Error::Conflict,
+            Error::BadRequest(s) => Error::BadRequest(s.clone()),
+            Error::DocValidation(s) => Error::DocValidation(s.clone()),
+            Error::IllegalDocId(s) => Error::IllegalDocId(s.clone()),
+            Error::DocumentTooLarge(s) => Error::DocumentTooLarge(s.clone()),
+            Error::MissingStub(a, b) => Error::MissingStub(a.clone(), b.clone()),
+            Error::NoAttachment => Error::NoAttachment,
+            Error::BadSequence => Error::BadSequence,
+            Error::Corrupted(s) => Error::Corrupted(s),
+            Error::Store(e) => Error::Store(e.duplicate()),
+            Error::Io { op, source } => Error::Io { op, source: std::io::Error::new(source.kind(), source.to_string()) },
+        }
+    }
+
     /// An I/O error during `op`.
     pub fn io(op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
         move |source| Error::Io { op, source }

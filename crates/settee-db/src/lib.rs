@@ -16,6 +16,7 @@ mod catalog;
 mod codec;
 mod database;
 mod doc;
+mod edit_queue;
 mod error;
 mod read;
 mod record;

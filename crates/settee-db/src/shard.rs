@@ -15,6 +15,7 @@ use settee_store::{Action, BlobCopier, Durability, Pending, Snapshot, Store, Sto
 use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::doc::NewDoc;
+use crate::edit_queue::{EditQueues, EditsPending};
 use crate::error::{Error, Result};
 use crate::record::{Body, DocCounts, DocRecord, RevInfo, SeqEntry};
 use crate::revtree::{Merged, RevTree};
@@ -97,6 +98,8 @@ pub type EditResult = Result<Rev>;
 /// An open shard.
 pub struct Shard {
     store: Store,
+    edits: Arc<EditQueues>,
+    local_edits: Arc<EditQueues>,
 }
 
 impl Shard {
@@ -104,7 +107,7 @@ impl Shard {
     pub fn open(path: &Path, options: StoreOptions, create: bool) -> Result<Shard> {
         let options = StoreOptions { trees: tree_specs(), ..options };
         let store = if create { Store::create(path, options)? } else { Store::open(path, options)? };
-        Ok(Shard { store })
+        Ok(Shard { store, edits: Arc::default(), local_edits: Arc::default() })
     }
 
     /// The newest committed state.
@@ -117,14 +120,15 @@ impl Shard {
         &self.store
     }
 
-    /// Applies document edits in one job; answers in the order given.
-    pub fn update_docs(&self, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability) -> Pending<Vec<EditResult>, Error> {
-        self.store.submit(durability, move |txn| apply_docs(txn, &docs, mode))
+    /// Applies document edits, together with those of other requests queued meanwhile (see
+    /// [`crate::edit_queue`]); answers in the order given.
+    pub fn update_docs(&self, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability) -> EditsPending {
+        self.edits.push(&self.store, docs, mode, durability, apply_docs)
     }
 
-    /// Writes local documents.
-    pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability) -> Pending<Vec<EditResult>, Error> {
-        self.store.submit(durability, move |txn| apply_local(txn, &docs))
+    /// Writes local documents, gathered as [`Shard::update_docs`] gathers edits.
+    pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability) -> EditsPending {
+        self.local_edits.push(&self.store, docs, EditMode::Interactive, durability, |txn, docs, _| apply_local(txn, docs))
     }
 
     /// Purges leaf revisions; answers with the revisions purged per document.
@@ -328,7 +332,14 @@ fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
         let have = slot.as_ref().map(|(n, _)| *n);
         let given = match doc.revs.first() {
             None => None,
-            Some(Rev { pos: 0, id: RevId::Text(t) }) => Some(t.parse::<u64>().map_err(|_| Error::BadRequest("Invalid rev format".into()))?),
+            Some(Rev { pos: 0, id: RevId::Text(t) }) => match t.parse::<u64>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    // An answer for this document alone: the job may carry other requests.
+                    results.push(Err(Error::BadRequest("Invalid rev format".into())));
+                    continue;
+                }
+            },
             Some(_) => {
                 results.push(Err(Error::Conflict));
                 continue;

@@ -247,3 +247,65 @@ async fn superseded_bodies_leave_the_record_but_stay_readable() {
     assert!(matches!(db.snapshot().open_doc("d", Some(&revs[3]), &DocOptions::default()), Err(Error::NotFound("missing"))));
     assert_eq!(get(&db, "d").unwrap()["n"], 59);
 }
+
+/// Requests that arrive while the writer is busy are applied together, in the order they
+/// came, each answered with its own results: a later edit of the same document sees the
+/// earlier one, and a bad edit fails only its own request.
+#[tokio::test]
+async fn edits_queued_behind_a_busy_writer_are_applied_in_order_and_answered_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = std::sync::Arc::new(catalog.create("q", Some(1)).unwrap());
+    let base = put(&db, json!({"_id": "shared", "v": 0})).await.unwrap();
+    let store_before = db.shards()[0].snapshot().generation();
+
+    // Hold the writer until every request below is queued.
+    let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let (g, release) = (gate.clone(), std::sync::Arc::new(std::sync::Barrier::new(2)));
+    let r = release.clone();
+    let blocker = db.shards()[0].store().submit(Durability::Durable, move |_| -> Result<(), settee_store::Error> {
+        g.wait();
+        r.wait();
+        Ok(())
+    });
+    gate.wait();
+
+    let mut requests = Vec::new();
+    for i in 0..10 {
+        let docs = vec![doc(json!({"_id": format!("a{i}"), "i": i})), doc(json!({"_id": format!("b{i}"), "i": i}))];
+        let db = db.clone();
+        requests.push(tokio::spawn(async move { db.update(docs, EditMode::Interactive, Durability::Durable).await }));
+    }
+    for v in [1, 2] {
+        let d = doc(json!({"_id": "shared", "_rev": base.to_string(), "v": v}));
+        let db = db.clone();
+        requests.push(tokio::spawn(async move { db.update(vec![d], EditMode::Interactive, Durability::Durable).await }));
+    }
+    for d in [json!({"_id": "_local/bad", "_rev": "0-x"}), json!({"_id": "_local/good", "n": 1})] {
+        let (d, db) = (doc(d), db.clone());
+        requests.push(tokio::spawn(async move { db.update(vec![d], EditMode::Interactive, Durability::Durable).await }));
+    }
+    // Let every request queue its edits, then free the writer.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    release.wait();
+    blocker.await.unwrap();
+
+    let mut answers = Vec::new();
+    for r in requests {
+        answers.push(r.await.unwrap().expect("the job as a whole succeeds"));
+    }
+    for (i, answer) in answers[..10].iter().enumerate() {
+        assert_eq!(answer.len(), 2, "request {i} gets its own two results");
+        assert!(answer.iter().all(|r| r.as_ref().is_ok_and(|rev| rev.pos == 1)), "{answer:?}");
+        assert_eq!(get(&db, &format!("b{i}")).unwrap()["i"], i);
+    }
+    let first = answers[10][0].as_ref().expect("the first edit of the shared document wins");
+    assert_eq!(first.pos, 2);
+    assert!(matches!(answers[11][0], Err(Error::Conflict)), "the second sees the first: {:?}", answers[11]);
+    assert_eq!(get(&db, "shared").unwrap()["v"], 1);
+    assert!(matches!(answers[12][0], Err(Error::BadRequest(_))), "{:?}", answers[12]);
+    assert_eq!(answers[13][0].as_ref().unwrap().to_string(), "0-1", "a bad local edit fails alone");
+    assert_eq!(db.snapshot().counts().unwrap().live, 21);
+    let commits = db.shards()[0].snapshot().generation() - store_before;
+    assert!(commits <= 2, "the queued edits were committed together ({commits} commits)");
+}

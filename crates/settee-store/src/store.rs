@@ -297,24 +297,41 @@ impl Store {
         F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |txn| match f(txn) {
-            Ok(v) => (true, Box::new(move |err: Option<&Error>| {
-                let answer = match err {
-                    None => Ok(v),
-                    Some(e) => Err(E::from(e.duplicate())),
-                };
-                let _ = tx.send(answer);
-            }) as Completion),
-            Err(e) => (false, Box::new(move |_: Option<&Error>| {
-                let _ = tx.send(Err(e));
-            }) as Completion),
+        self.submit_with(durability, f, move |answer| {
+            let _ = tx.send(answer);
+        });
+        Pending { rx }
+    }
+
+    /// Queues an update as [`Store::submit`] does, and calls `done` with its answer once it
+    /// is durable (or failed), on the writer thread, or at once if the store is closed. A
+    /// caller answering many waiters from one update needs no task of its own to wait. If the
+    /// update panics, `done` is dropped uncalled.
+    pub fn submit_with<T, E, F, D>(&self, durability: Durability, f: F, done: D)
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+        D: FnOnce(Result<T, E>) + Send + 'static,
+    {
+        // Shared with the job only so that a store already closed can still answer.
+        let done = Arc::new(Mutex::new(Some(done)));
+        let in_job = done.clone();
+        let job: Job = Box::new(move |txn| {
+            let done = in_job.lock().expect("answer lock").take().expect("a job runs once");
+            match f(txn) {
+                Ok(v) => (true, Box::new(move |err: Option<&Error>| match err {
+                    None => done(Ok(v)),
+                    Some(e) => done(Err(E::from(e.duplicate()))),
+                }) as Completion),
+                Err(e) => (false, Box::new(move |_: Option<&Error>| done(Err(e))) as Completion),
+            }
         });
         if let Err(e) = self.send(Request::Update { job, durability }) {
-            let (tx, rx) = oneshot::channel();
-            let _ = tx.send(Err(E::from(e)));
-            return Pending { rx };
+            if let Some(done) = done.lock().expect("answer lock").take() {
+                done(Err(E::from(e)));
+            }
         }
-        Pending { rx }
     }
 
     /// Runs an update and waits for its answer.
@@ -354,8 +371,9 @@ impl Drop for Store {
 }
 
 impl Error {
-    /// A copy of an error for each caller of a failed group commit.
-    pub(crate) fn duplicate(&self) -> Error {
+    /// A copy of an error for each caller of a failed group commit (I/O errors keep their
+    /// kind and message).
+    pub fn duplicate(&self) -> Error {
         match self {
             Error::Io { op, source } => Error::Io { op, source: std::io::Error::new(source.kind(), source.to_string()) },
             Error::Corrupted { offset, what } => Error::Corrupted { offset: *offset, what: what.clone() },
