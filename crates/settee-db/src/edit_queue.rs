@@ -5,7 +5,9 @@
 //! The first request to find its queue idle submits a job; the job takes whatever has
 //! queued by the time the writer runs it, applies it all in order (a later edit of an id sees
 //! the earlier one, exactly as one after the other), and answers each request with its own
-//! results once the commit is durable.
+//! results once the commit is durable. The job succeeds or fails as a whole only for
+//! failures of the store itself (I/O, damage) or a panic, which fail every request it took,
+//! as a failed group commit already did; a bad edit fails only its own document.
 
 use std::future::Future;
 use std::pin::Pin;
