@@ -39,6 +39,7 @@ mod cache;
 mod compact;
 mod error;
 mod file;
+mod held;
 pub mod format;
 mod node;
 mod snapshot;

@@ -446,10 +446,13 @@ fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shar
 /// Runs one job. A failed job's changes are undone; its completion still answers it. A
 /// panicking job is undone too, and its caller learns of it from the dropped channel.
 fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
-    let saved: Saved = (state.roots.clone(), state.meta.clone(), state.dirty);
+    let saved: Saved = (state.roots.clone(), state.meta.clone(), state.dirty, state.held.mark());
     let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut Txn { state: &mut *state })));
     match outcome {
-        Ok((true, completion)) => Some(completion),
+        Ok((true, completion)) => {
+            state.held.update_done();
+            Some(completion)
+        }
         Ok((false, completion)) => {
             undo(state, saved);
             completion(None);
@@ -464,12 +467,13 @@ fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
 
 /// What a job may change besides appending: roots, metadata, and whether anything is
 /// uncommitted.
-type Saved = (Vec<Option<crate::format::Root>>, Vec<u8>, bool);
+type Saved = (Vec<Option<crate::format::Root>>, Vec<u8>, bool, Vec<usize>);
 
 /// Restores the state a failed job started from. With nothing else uncommitted, the roots
 /// are the last commit's again and the job's in-memory nodes can go now.
-fn undo(state: &mut WriterState, (roots, meta, dirty): Saved) {
+fn undo(state: &mut WriterState, (roots, meta, dirty, held): Saved) {
     (state.roots, state.meta, state.dirty) = (roots, meta, dirty);
+    state.held.undo_update(&held);
     if !state.dirty {
         state.clear_virtual();
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
+use crate::held::{Held, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
 use crate::node::{ChildPiece, Node};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
@@ -204,6 +205,8 @@ pub(crate) struct WriterState {
     pub node_size: usize,
     pub compress_blobs: bool,
     pub dirty: bool,
+    /// Small modifications not yet applied to their trees (see [`crate::held`]).
+    pub held: Held,
     /// A file renamed into place whose directory entry is not yet known to be durable.
     pub unsynced_rename: Option<std::path::PathBuf>,
 }
@@ -227,6 +230,7 @@ impl WriterState {
             node_size,
             compress_blobs,
             dirty: false,
+            held: Held::default(),
             unsynced_rename: None,
         }
     }
@@ -237,14 +241,14 @@ impl WriterState {
 
     /// Bytes a commit now would write, at most (appended blobs plus in-memory nodes).
     pub fn uncommitted_bytes(&self) -> u64 {
-        self.app.appended() + self.virtual_bytes
+        self.app.appended() + self.virtual_bytes + self.held.bytes()
     }
 
     /// Commits all pending changes with `flags`; on failure the state returns to the last
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
         let mut written = Vec::new();
-        let result = self.write_reachable(&mut written).and_then(|roots| {
+        let result = self.apply_all_held().and_then(|()| self.write_reachable(&mut written)).and_then(|roots| {
             let mut header = Header {
                 salt: self.header.salt,
                 flags,
@@ -349,6 +353,7 @@ impl WriterState {
     pub fn abandon(&mut self) {
         self.app.rollback();
         self.clear_virtual();
+        self.held.clear();
         self.roots = self.header.roots.clone();
         self.roots.resize(self.roots.len().max(self.schema.len()), None);
         self.meta = self.header.meta.clone();
@@ -372,7 +377,73 @@ impl WriterState {
         Ok(BlobRef { offset: ptr.offset, stored_len: ptr.len, len })
     }
 
+    /// Modifies `tree`: a small modification is held until the commit (or until something
+    /// needs the tree), a larger one applied at once after what the tree holds. Returns,
+    /// per action, the value its key had just before it.
     pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.spec(tree)?;
+        if actions.len() > HOLD_MAX_ACTIONS || self.held.len(tree) + actions.len() > HOLD_MAX_PER_TREE {
+            self.apply_held(tree)?;
+            return self.modify_now(tree, actions);
+        }
+        let old = (0..actions.len())
+            .map(|i| self.value_before(tree, actions[i].key(), &actions[..i]))
+            .collect::<Result<Vec<_>>>()?;
+        self.held.push(tree, actions);
+        self.dirty = true;
+        Ok(old)
+    }
+
+    /// The value of `key` in `tree` with what is held and then `before` applied.
+    fn value_before(&self, tree: usize, key: &[u8], before: &[Action]) -> Result<Option<Vec<u8>>> {
+        let spec = self.spec(tree)?;
+        let in_batch = before.iter().rev().find(|a| spec.cmp(a.key(), key) == std::cmp::Ordering::Equal);
+        Ok(match in_batch.or_else(|| self.held.latest(spec, tree, key)) {
+            Some(Action::Put(_, v)) => Some(v.clone()),
+            Some(Action::Delete(_)) => None,
+            None => self.lookup_applied(tree, key)?.map(|e| e.value().to_vec()),
+        })
+    }
+
+    /// The entry for `key` in `tree` as applied, not counting held actions.
+    fn lookup_applied(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
+        let spec = self.spec(tree)?;
+        match &self.roots[tree] {
+            Some(root) => lookup(self, spec, &self.node(root.ptr)?, key),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry for `key` in `tree`, held actions included.
+    pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
+        let spec = self.spec(tree)?;
+        match self.held.latest(spec, tree, key) {
+            Some(Action::Put(k, v)) => Ok(Some(Entry::new(Arc::new(Node::build_leaf(&[(k, v)])), 0))),
+            Some(Action::Delete(_)) => Ok(None),
+            None => self.lookup_applied(tree, key),
+        }
+    }
+
+    /// Applies what `tree` holds.
+    pub fn apply_held(&mut self, tree: usize) -> Result<()> {
+        if self.held.len(tree) == 0 {
+            return Ok(());
+        }
+        let actions = self.held.take(tree);
+        let applied = self.modify_now(tree, &actions).map(drop);
+        self.held.applied_during_update(tree, actions);
+        applied
+    }
+
+    fn apply_all_held(&mut self) -> Result<()> {
+        for tree in 0..self.schema.len() {
+            self.apply_held(tree)?;
+        }
+        self.held.update_done();
+        Ok(())
+    }
+
+    fn modify_now(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
         let spec = self.spec(tree)?.clone();
         let root = self.roots[tree].clone();
         let (new_root, old) = modify(self, &spec, root.as_ref(), actions)?;
@@ -425,21 +496,19 @@ impl Txn<'_> {
 
     /// The entry for `key` in `tree`.
     pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
-        let spec = self.state.spec(tree)?;
-        match &self.state.roots[tree] {
-            Some(root) => lookup(&*self.state, spec, &self.state.node(root.ptr)?, key),
-            None => Ok(None),
-        }
+        self.state.get(tree, key)
     }
 
     /// Entries of `tree` in a range, seeing this transaction's changes.
-    pub fn range(&self, tree: usize, opts: RangeOptions) -> Result<Range<'_>> {
+    pub fn range(&mut self, tree: usize, opts: RangeOptions) -> Result<Range<'_>> {
+        self.state.apply_held(tree)?;
         let spec = self.state.spec(tree)?;
         Range::new(Box::new(&*self.state), spec, self.state.roots[tree].as_ref(), opts)
     }
 
     /// Count and reduction of `tree` between `lo` and `hi` (ascending key order).
-    pub fn reduce(&self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+    pub fn reduce(&mut self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+        self.state.apply_held(tree)?;
         let spec = self.state.spec(tree)?;
         reduce_range(&*self.state, spec, self.state.roots[tree].as_ref(), &KeyRange { lo, hi })
     }
@@ -483,8 +552,8 @@ impl Txn<'_> {
     }
 
     /// Number of entries in `tree`.
-    pub fn count(&self, tree: usize) -> Result<u64> {
-        self.state.spec(tree)?;
+    pub fn count(&mut self, tree: usize) -> Result<u64> {
+        self.state.apply_held(tree)?;
         Ok(self.state.roots[tree].as_ref().map_or(0, |r| r.count))
     }
 }

@@ -1,0 +1,176 @@
+//! Small modifications are held until their group commits (src/held.rs). Against a
+//! `BTreeMap` model: many updates queued behind a busy writer, so that they share one group,
+//! some small and held, some large and applied at once, some reading their tree (point reads
+//! through what is held, ranges and counts that apply it first), some failing after they
+//! changed things. Every value returned and every read inside an update, and the contents
+//! after the group and after reopening, equal the model's.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Barrier, Mutex};
+
+use proptest::prelude::*;
+use settee_store::{Action, Durability, Error, MemBackend, NodeCache, RangeOptions, SizeReduce, Store, StoreOptions, TreeSpec};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Debug, Clone)]
+enum Read {
+    Get(u8),
+    Range,
+    Count,
+}
+
+#[derive(Debug, Clone)]
+struct Update {
+    /// Key and new value (None: delete). More than 16 actions are applied at once.
+    actions: Vec<(u8, Option<u8>)>,
+    read: Option<Read>,
+    /// Fails after modifying and reading, so that its changes must be undone.
+    fails: bool,
+}
+
+/// What an update closure returns when it fails on purpose.
+#[derive(Debug)]
+enum Outcome {
+    Store(Error),
+    Planned,
+}
+
+impl From<Error> for Outcome {
+    fn from(e: Error) -> Outcome {
+        Outcome::Store(e)
+    }
+}
+
+fn key(k: u8) -> Vec<u8> {
+    vec![b'k', k]
+}
+
+fn update() -> impl Strategy<Value = Update> {
+    let actions = prop_oneof![
+        4 => proptest::collection::vec((0u8..24, proptest::option::of(any::<u8>())), 1..5),
+        1 => proptest::collection::vec((0u8..24, proptest::option::of(any::<u8>())), 17..40),
+    ];
+    let read = proptest::option::of(prop_oneof![(0u8..24).prop_map(Read::Get), Just(Read::Range), Just(Read::Count)]);
+    (actions, read, proptest::bool::weighted(0.2)).prop_map(|(actions, read, fails)| Update { actions, read, fails })
+}
+
+fn options() -> StoreOptions {
+    StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], cache: NodeCache::new(1 << 20), node_size: 256, ..StoreOptions::default() }
+}
+
+fn contents(store: &Store) -> Model {
+    store.snapshot().range(0, RangeOptions::default()).unwrap().map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec()))).collect::<Result<_, _>>().unwrap()
+}
+
+/// What `read` answers on `model`, as text.
+fn expected_read(read: &Read, model: &Model) -> String {
+    match read {
+        Read::Get(k) => format!("{:?}", model.get(&key(*k))),
+        Read::Range => format!("{:?}", model.iter().collect::<Vec<_>>()),
+        Read::Count => model.len().to_string(),
+    }
+}
+
+/// Runs `u` inside an update; returns the old values and the read, as text.
+fn run(t: &mut settee_store::Txn, u: &Update) -> Result<(Vec<Option<Vec<u8>>>, String), Outcome> {
+    let actions: Vec<Action> = u.actions.iter().map(|&(k, v)| match v {
+        Some(v) => Action::Put(key(k), vec![v]),
+        None => Action::Delete(key(k)),
+    }).collect();
+    let old = t.modify(0, &actions)?;
+    let read = match &u.read {
+        None => String::new(),
+        Some(Read::Get(k)) => format!("{:?}", t.get(0, &key(*k))?.map(|e| e.value().to_vec()).as_ref()),
+        Some(Read::Range) => {
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = t.range(0, RangeOptions::default())?.map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec()))).collect::<Result<_, _>>()?;
+            format!("{:?}", rows.iter().map(|(k, v)| (k, v)).collect::<Vec<_>>())
+        }
+        Some(Read::Count) => t.count(0)?.to_string(),
+    };
+    if u.fails {
+        return Err(Outcome::Planned);
+    }
+    Ok((old, read))
+}
+
+fn check_group(before: Vec<Update>, group: Vec<Update>) {
+    let backend = MemBackend::new();
+    let store = Arc::new(Store::create_backend(Arc::new(backend.clone()), Path::new("held"), options()).unwrap());
+    let mut model = Model::new();
+    // Earlier commits, so that the group starts from a tree with some depth.
+    for u in before.into_iter().filter(|u| !u.fails) {
+        store.update(Durability::Durable, move |t| run(t, &u).map(drop)).unwrap();
+    }
+    for (k, v) in contents(&store) {
+        model.insert(k, v);
+    }
+
+    let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let (g, r) = (gate.clone(), release.clone());
+    let blocker = store.submit(Durability::Durable, move |_| -> Result<(), Error> {
+        g.wait();
+        r.wait();
+        Ok(())
+    });
+    gate.wait();
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let mut pending = Vec::new();
+    let mut wanted = Vec::new();
+    for (i, u) in group.into_iter().enumerate() {
+        let mut after = model.clone();
+        let old: Vec<Option<Vec<u8>>> = u.actions.iter().map(|&(k, v)| {
+            let was = after.get(&key(k)).cloned();
+            match v {
+                Some(v) => after.insert(key(k), vec![v]),
+                None => after.remove(&key(k)),
+            };
+            was
+        }).collect();
+        let read = u.read.as_ref().map_or(String::new(), |r| expected_read(r, &after));
+        wanted.push((i, u.fails, old, read));
+        if !u.fails {
+            model = after;
+        }
+        let answers = answers.clone();
+        pending.push(store.submit(Durability::Durable, move |t| {
+            let outcome = run(t, &u);
+            if let Ok(got) = &outcome {
+                answers.lock().unwrap().push((i, got.clone()));
+            }
+            outcome.map(drop)
+        }));
+    }
+    release.wait();
+    blocker.wait().unwrap();
+    for (p, (i, fails, ..)) in pending.into_iter().zip(&wanted) {
+        match p.wait() {
+            Ok(()) => assert!(!fails, "update {i} should have failed"),
+            Err(Outcome::Planned) => assert!(fails, "update {i} failed unplanned"),
+            Err(Outcome::Store(e)) => panic!("update {i}: {e}"),
+        }
+    }
+    let answers = answers.lock().unwrap();
+    for (i, got) in answers.iter() {
+        let (_, _, old, read) = &wanted[*i];
+        assert_eq!(&got.0, old, "old values returned to update {i}");
+        assert_eq!(&got.1, read, "read inside update {i}");
+    }
+    assert_eq!(contents(&store), model, "after the group");
+    drop(store);
+    let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), Path::new("held"), options()).unwrap();
+    assert_eq!(contents(&reopened), model, "after reopening");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_group_of_held_and_applied_updates_equals_the_model(
+        before in proptest::collection::vec(update(), 0..6),
+        group in proptest::collection::vec(update(), 1..30),
+    ) {
+        check_group(before, group);
+    }
+}
