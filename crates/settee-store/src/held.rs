@@ -15,8 +15,9 @@ use crate::tree::{Action, TreeSpec};
 /// nodes once for all its keys, and is applied at once (after what its tree holds).
 pub(crate) const HOLD_MAX_ACTIONS: usize = 16;
 
-/// At most this many actions are held per tree, since point reads scan them.
-pub(crate) const HOLD_MAX_PER_TREE: usize = 1024;
+/// At most this many actions are held per tree: point reads inside updates scan them, and
+/// a group's worth (64 writers making a few actions each) is what holding is for.
+pub(crate) const HOLD_MAX_PER_TREE: usize = 256;
 
 /// The held actions of every tree.
 #[derive(Default)]

@@ -12,7 +12,8 @@
 //! per slot) and a metadata blob. Readers take a [`Snapshot`] (a committed header) and read
 //! through it from any thread with positional reads; they never wait for the writer.
 //! Writers submit closures that run on the store's writer thread against a [`Txn`];
-//! closures queued during a commit's sync are committed together (group commit).
+//! closures queued during a commit's sync are committed together (group commit); their small
+//! modifications are held and applied to each tree in one pass at the commit.
 //!
 //! # FORMAT
 //!

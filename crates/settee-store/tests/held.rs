@@ -73,8 +73,11 @@ fn expected_read(read: &Read, model: &Model) -> String {
     }
 }
 
-/// Runs `u` inside an update; returns the old values and the read, as text.
-fn run(t: &mut settee_store::Txn, u: &Update) -> Result<(Vec<Option<Vec<u8>>>, String), Outcome> {
+/// The values keys had before each action, and a read's answer as text.
+type Answer = (Vec<Option<Vec<u8>>>, String);
+
+/// Runs `u` inside an update.
+fn run(t: &mut settee_store::Txn, u: &Update) -> Result<Answer, Outcome> {
     let actions: Vec<Action> = u.actions.iter().map(|&(k, v)| match v {
         Some(v) => Action::Put(key(k), vec![v]),
         None => Action::Delete(key(k)),
@@ -169,7 +172,7 @@ proptest! {
     #[test]
     fn a_group_of_held_and_applied_updates_equals_the_model(
         before in proptest::collection::vec(update(), 0..6),
-        group in proptest::collection::vec(update(), 1..30),
+        group in proptest::collection::vec(update(), 1..100),
     ) {
         check_group(before, group);
     }
