@@ -86,7 +86,7 @@ impl Held {
             // The first application of a tree during the update took everything held then:
             // the actions from before the update followed by the update's own.
             match applied.iter().find(|(t, _)| *t == tree) {
-                Some((_, actions)) => *held = actions[..before].to_vec(),
+                Some((_, actions)) => *held = actions[..before.min(actions.len())].to_vec(),
                 None => held.truncate(before),
             }
         }

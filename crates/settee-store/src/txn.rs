@@ -248,7 +248,11 @@ impl WriterState {
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
         let mut written = Vec::new();
-        let result = self.apply_all_held().and_then(|()| self.write_reachable(&mut written)).and_then(|roots| {
+        // Held modifications run the reducer here rather than in their updates: a panic
+        // in it must fail this commit, not end the writer.
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_all_held()))
+            .unwrap_or_else(|_| Err(Error::Panicked("applying the group's modifications panicked; the group was dropped".into())));
+        let result = held.and_then(|()| self.write_reachable(&mut written)).and_then(|roots| {
             let mut header = Header {
                 salt: self.header.salt,
                 flags,

@@ -161,3 +161,30 @@ fn unknown_tree_is_an_error() {
     let r = store.update(Durability::Durable, |txn| txn.modify(9, &[Action::Delete(b"x".to_vec())]).map(drop));
     assert!(matches!(r, Err(Error::NoSuchTree(9))));
 }
+
+/// Panics on a value of "boom", like a buggy caller-supplied reducer.
+struct PanickyReduce;
+
+impl settee_store::Reducer for PanickyReduce {
+    fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
+        assert!(entries.iter().all(|(_, v)| *v != b"boom"), "reducer bug");
+        Ok(Vec::new())
+    }
+    fn rereduce(&self, _: &[&[u8]]) -> Result<Vec<u8>, String> {
+        Ok(Vec::new())
+    }
+}
+
+/// A small update is held and reduced only at its commit: a reducer that panics then fails
+/// that commit's updates, and the writer goes on.
+#[test]
+fn a_reducer_panicking_at_commit_fails_the_group_not_the_writer() {
+    let opts = StoreOptions { trees: vec![TreeSpec::bytewise(PanickyReduce)], ..options() };
+    let backend = MemBackend::new();
+    let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), opts).unwrap();
+    put(&store, "a", "1").unwrap();
+    let err = put(&store, "b", "boom").unwrap_err();
+    assert!(matches!(err, Error::Panicked(_)), "{err}");
+    put(&store, "c", "3").unwrap();
+    assert_eq!(keys(&store), ["a", "c"]);
+}
