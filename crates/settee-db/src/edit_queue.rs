@@ -40,8 +40,11 @@ struct Waiting {
     answer: oneshot::Sender<Result<Vec<EditResult>>>,
 }
 
-/// The requests a running job took: how many edits each had, and its answer.
-type Taken = Arc<Mutex<Option<Vec<(usize, oneshot::Sender<Result<Vec<EditResult>>>)>>>>;
+/// Per request a job took: how many edits it had, and where its answer goes.
+type Answers = Vec<(usize, oneshot::Sender<Result<Vec<EditResult>>>)>;
+
+/// The requests a running job took.
+type Taken = Arc<Mutex<Option<Answers>>>;
 
 /// The type of the function that applies a batch of edits on the writer thread.
 pub(crate) type Apply = fn(&mut Txn, &[Arc<NewDoc>], EditMode) -> Result<Vec<EditResult>>;
@@ -73,14 +76,13 @@ impl EditQueues {
         let job = move |txn: &mut Txn| {
             let waiting = queues.take(i);
             let docs: Vec<Arc<NewDoc>> = waiting.iter().flat_map(|w| w.docs.iter().cloned()).collect();
-            *in_job.lock().expect("taken lock") = Some(waiting.into_iter().map(|w| (w.docs.len(), w.answer)).collect());
+            *in_job.lock().expect("taken lock") = Some(answers_of(waiting));
             apply(txn, &docs, mode)
         };
         let queues = self.clone();
         let done = move |results: Result<Vec<EditResult>>| {
             // A job that never ran (the store is closed) leaves its requests queued.
-            let taken = taken.lock().expect("taken lock").take()
-                .unwrap_or_else(|| queues.take(i).into_iter().map(|w| (w.docs.len(), w.answer)).collect());
+            let taken = taken.lock().expect("taken lock").take().unwrap_or_else(|| answers_of(queues.take(i)));
             answer(taken, results);
         };
         store.submit_with(durability, job, done);
@@ -94,9 +96,15 @@ impl EditQueues {
     }
 }
 
+/// Where each request's answer goes, and how many results it takes; the edits themselves
+/// are dropped once applied.
+fn answers_of(waiting: Vec<Waiting>) -> Answers {
+    waiting.into_iter().map(|w| (w.docs.len(), w.answer)).collect()
+}
+
 /// Hands each request its share of `results`, in the order they were taken, or the job's
 /// error.
-fn answer(taken: Vec<(usize, oneshot::Sender<Result<Vec<EditResult>>>)>, results: Result<Vec<EditResult>>) {
+fn answer(taken: Answers, results: Result<Vec<EditResult>>) {
     match results {
         Ok(results) => {
             let mut results = results.into_iter();

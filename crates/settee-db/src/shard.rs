@@ -184,7 +184,7 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
     let mut by_id: Vec<Action> =
         records.into_iter().filter(|(_, (_, dirty))| *dirty).filter_map(|(id, (rec, _))| Some(Action::Put(id.as_bytes().to_vec(), rec?.encode()))).collect();
     by_id.sort_by(|a, b| a.key().cmp(b.key()));
-    txn.modify(BY_ID, &by_id)?;
+    txn.apply(BY_ID, &by_id)?;
     let by_seq: Vec<Action> = seq_changes
         .into_iter()
         .map(|(seq, v)| match v {
@@ -192,7 +192,7 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
             None => Action::Delete(seq.to_be_bytes().to_vec()),
         })
         .collect();
-    txn.modify(BY_SEQ, &by_seq)?;
+    txn.apply(BY_SEQ, &by_seq)?;
     txn.set_meta(meta.encode());
     Ok(results)
 }
@@ -305,14 +305,14 @@ fn apply_purge(txn: &mut Txn, docs: &[(String, Vec<Rev>)]) -> Result<Vec<Vec<Rev
         meta.purge_seq += 1;
         let mut seq_actions = vec![Action::Delete(record.seq.to_be_bytes().to_vec())];
         if record.tree.nodes.is_empty() {
-            txn.modify(BY_ID, &[Action::Delete(id.as_bytes().to_vec())])?;
+            txn.apply(BY_ID, &[Action::Delete(id.as_bytes().to_vec())])?;
         } else {
             meta.update_seq += 1;
             record.seq = meta.update_seq;
             seq_actions.push(Action::Put(record.seq.to_be_bytes().to_vec(), SeqEntry::of(id, &record).encode()));
-            txn.modify(BY_ID, &[Action::Put(id.as_bytes().to_vec(), record.encode())])?;
+            txn.apply(BY_ID, &[Action::Put(id.as_bytes().to_vec(), record.encode())])?;
         }
-        txn.modify(BY_SEQ, &seq_actions)?;
+        txn.apply(BY_SEQ, &seq_actions)?;
         out.push(purged);
     }
     txn.set_meta(meta.encode());
@@ -366,7 +366,7 @@ fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
         })
         .collect();
     actions.sort_by(|a, b| a.key().cmp(b.key()));
-    txn.modify(LOCAL, &actions)?;
+    txn.apply(LOCAL, &actions)?;
     Ok(results)
 }
 

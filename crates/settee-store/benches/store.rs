@@ -158,7 +158,7 @@ fn bench_node_size(dir: &Path, a: &Args, node_size: usize) -> Result<(), Error> 
     let start = Instant::now();
     for batch in order.chunks(1000) {
         let actions: Vec<Action> = batch.iter().map(|&i| Action::Put(key(i).to_vec(), value(i))).collect();
-        store.update(Durability::Durable, move |t| t.modify(0, &actions).map(drop))?;
+        store.update(Durability::Durable, move |t| t.apply(0, &actions))?;
     }
     let took = start.elapsed();
     assert_eq!(store.snapshot().count(0)?, n);
@@ -237,10 +237,10 @@ fn bench_commits(dir: &Path, a: &Args) -> Result<(), Error> {
     println!("\n### durable single-key commits\n");
     println!("| measure | result | notes |\n|---|---|---|");
     for kib in [4usize, 64, 256, 1024] {
-        let raw = raw_fsync_rate(dir, a.seconds / 2.0, kib);
+        let raw = raw_fsync_rate(dir, a.seconds / 2.0, kib, None);
         row(&format!("raw disk: append {kib} KiB + fdatasync"), format!("{}/s", fmt(raw)), &format!("{:.2} ms each", 1000.0 / raw));
     }
-    let raw = raw_overwrite_rate(dir, a.seconds / 2.0);
+    let raw = raw_fsync_rate(dir, a.seconds / 2.0, 4, Some(16 << 10));
     row("raw disk: overwrite 4 KiB of a written file + fdatasync", format!("{}/s", fmt(raw)),
         &format!("{:.2} ms each; no new size or extent to record, as in the store's reserve", 1000.0 / raw));
     // The disk's speed drifts over seconds on a shared machine, so the writer counts take
@@ -311,7 +311,7 @@ fn commit_slice(store: &Store, next: &AtomicU64, writers: usize, seconds: f64) -
         while !stop.load(Ordering::Relaxed) {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let act = vec![Action::Put(key(i).to_vec(), value(i))];
-            store.update(Durability::Durable, move |t| t.modify(0, &act).map(drop)).unwrap();
+            store.update(Durability::Durable, move |t| t.apply(0, &act)).unwrap();
             done += 1;
         }
         done
@@ -323,34 +323,21 @@ fn commit_slice(store: &Store, next: &AtomicU64, writers: usize, seconds: f64) -
     Ok(Tally { updates: n - n0, secs, commits: snap.generation() - gen0 })
 }
 
-fn raw_fsync_rate(dir: &Path, secs: f64, kib: usize) -> f64 {
+/// Syncs of `kib` KiB each, appended to a growing file or, with `blocks`, written in turn
+/// over that many blocks the file already has (written and synced first): the device's
+/// rate with and without file-system metadata to record.
+fn raw_fsync_rate(dir: &Path, secs: f64, kib: usize, blocks: Option<u64>) -> f64 {
     let path = dir.join("raw-fsync");
     let f = std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
     let block = vec![7u8; kib * 1024];
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed().as_secs_f64() < secs {
-        f.write_all_at(&block, n * block.len() as u64).unwrap();
-        f.sync_data().unwrap();
-        n += 1;
+    if let Some(blocks) = blocks {
+        f.write_all_at(&vec![0u8; blocks as usize * block.len()], 0).unwrap();
+        f.sync_all().unwrap();
     }
-    let _ = std::fs::remove_file(&path);
-    per_sec(n, start.elapsed())
-}
-
-/// Syncs of 4 KiB written over blocks the file already has (64 MiB written and synced
-/// first, then overwritten in turn): the device's rate without file-system metadata.
-fn raw_overwrite_rate(dir: &Path, secs: f64) -> f64 {
-    const BLOCKS: u64 = 16 << 10;
-    let path = dir.join("raw-overwrite");
-    let f = std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
-    f.write_all_at(&vec![0u8; (BLOCKS * 4096) as usize], 0).unwrap();
-    f.sync_all().unwrap();
-    let block = vec![7u8; 4096];
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
-        f.write_all_at(&block, (n % BLOCKS) * 4096).unwrap();
+        f.write_all_at(&block, blocks.map_or(n, |b| n % b) * block.len() as u64).unwrap();
         f.sync_data().unwrap();
         n += 1;
     }
@@ -367,7 +354,7 @@ fn bench_read_under_write(dir: &Path, a: &Args) -> Result<(), Error> {
     let store = Store::create(&path, options(DEFAULT_NODE_SIZE))?;
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
         let actions: Vec<Action> = chunk.iter().map(|&i| Action::Put(key(i).to_vec(), value(i))).collect();
-        store.update(Durability::Durable, move |t| t.modify(0, &actions).map(drop))?;
+        store.update(Durability::Durable, move |t| t.apply(0, &actions))?;
     }
     for readers in [1usize, 2] {
         let read = |t: usize, stop: &AtomicBool| {
@@ -386,7 +373,7 @@ fn bench_read_under_write(dir: &Path, a: &Args) -> Result<(), Error> {
                 let mut i = n;
                 while writing.load(Ordering::Relaxed) {
                     let act = vec![Action::Put(key(i).to_vec(), value(i))];
-                    store.update(Durability::Durable, move |t| t.modify(0, &act).map(drop)).unwrap();
+                    store.update(Durability::Durable, move |t| t.apply(0, &act)).unwrap();
                     i += 1;
                     written.fetch_add(1, Ordering::Relaxed);
                 }

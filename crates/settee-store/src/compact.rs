@@ -105,7 +105,7 @@ impl Copy {
                 }
             }
         }
-        self.new.modify(tree, &actions)?;
+        self.new.apply(tree, &actions)?;
         if self.new.uncommitted_bytes() >= COPY_COMMIT_BYTES {
             self.new.commit(FLAG_COMPACTING)?;
         }

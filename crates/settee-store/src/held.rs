@@ -51,7 +51,7 @@ impl Held {
 
     /// The newest held action for a key equal to `key` in `spec`'s order, if any.
     pub fn latest(&self, spec: &TreeSpec, tree: usize, key: &[u8]) -> Option<&Action> {
-        self.per_tree.get(tree)?.iter().rev().find(|a| spec.cmp(a.key(), key) == Ordering::Equal)
+        latest_in(self.per_tree.get(tree)?, spec, key)
     }
 
     /// Takes `tree`'s held actions to apply them; give them to
@@ -99,6 +99,11 @@ impl Held {
         self.applied_in_update.clear();
         self.bytes = 0;
     }
+}
+
+/// The last of `actions` for a key equal to `key` in `spec`'s order, if any.
+pub(crate) fn latest_in<'a>(actions: &'a [Action], spec: &TreeSpec, key: &[u8]) -> Option<&'a Action> {
+    actions.iter().rev().find(|a| spec.cmp(a.key(), key) == Ordering::Equal)
 }
 
 fn action_bytes(a: &Action) -> u64 {

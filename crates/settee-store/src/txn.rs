@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
-use crate::held::{Held, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
+use crate::held::{latest_in, Held, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
 use crate::node::{ChildPiece, Node};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
@@ -385,24 +385,43 @@ impl WriterState {
     /// needs the tree), a larger one applied at once after what the tree holds. Returns,
     /// per action, the value its key had just before it.
     pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.spec(tree)?;
-        if actions.len() > HOLD_MAX_ACTIONS || self.held.len(tree) + actions.len() > HOLD_MAX_PER_TREE {
+        if !self.holds(tree, actions)? {
             self.apply_held(tree)?;
             return self.modify_now(tree, actions);
         }
         let old = (0..actions.len())
             .map(|i| self.value_before(tree, actions[i].key(), &actions[..i]))
             .collect::<Result<Vec<_>>>()?;
+        self.hold(tree, actions);
+        Ok(old)
+    }
+
+    /// Modifies `tree` as [`WriterState::modify`] does, without finding the values the keys
+    /// had: a held modification then costs no lookups.
+    pub fn apply(&mut self, tree: usize, actions: &[Action]) -> Result<()> {
+        if self.holds(tree, actions)? {
+            self.hold(tree, actions);
+            return Ok(());
+        }
+        self.apply_held(tree)?;
+        self.modify_now(tree, actions).map(drop)
+    }
+
+    /// Whether `actions` are few enough to hold for `tree`.
+    fn holds(&self, tree: usize, actions: &[Action]) -> Result<bool> {
+        self.spec(tree)?;
+        Ok(actions.len() <= HOLD_MAX_ACTIONS && self.held.len(tree) + actions.len() <= HOLD_MAX_PER_TREE)
+    }
+
+    fn hold(&mut self, tree: usize, actions: &[Action]) {
         self.held.push(tree, actions);
         self.dirty = true;
-        Ok(old)
     }
 
     /// The value of `key` in `tree` with what is held and then `before` applied.
     fn value_before(&self, tree: usize, key: &[u8], before: &[Action]) -> Result<Option<Vec<u8>>> {
         let spec = self.spec(tree)?;
-        let in_batch = before.iter().rev().find(|a| spec.cmp(a.key(), key) == std::cmp::Ordering::Equal);
-        Ok(match in_batch.or_else(|| self.held.latest(spec, tree, key)) {
+        Ok(match latest_in(before, spec, key).or_else(|| self.held.latest(spec, tree, key)) {
             Some(Action::Put(_, v)) => Some(v.clone()),
             Some(Action::Delete(_)) => None,
             None => self.lookup_applied(tree, key)?.map(|e| e.value().to_vec()),
@@ -496,6 +515,13 @@ impl Txn<'_> {
     /// the value the key had just before that action.
     pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
         self.state.modify(tree, actions)
+    }
+
+    /// Inserts, replaces and removes many keys of `tree` as [`Txn::modify`] does, for a
+    /// caller that does not need the replaced values: small modifications, held until the
+    /// commit, then cost no lookups.
+    pub fn apply(&mut self, tree: usize, actions: &[Action]) -> Result<()> {
+        self.state.apply(tree, actions)
     }
 
     /// The entry for `key` in `tree`.

@@ -2,8 +2,9 @@
 //! `BTreeMap` model: many updates queued behind a busy writer, so that they share one group,
 //! some small and held, some large and applied at once, some reading their tree (point reads
 //! through what is held, ranges and counts that apply it first), some failing after they
-//! changed things. Every value returned and every read inside an update, and the contents
-//! after the group and after reopening, equal the model's.
+//! changed things, some asking for the replaced values (`modify`) and some not (`apply`).
+//! Every value returned and every read inside an update, and the contents after the group
+//! and after reopening, equal the model's.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,6 +29,8 @@ struct Update {
     read: Option<Read>,
     /// Fails after modifying and reading, so that its changes must be undone.
     fails: bool,
+    /// Asks for the replaced values (`modify`) or not (`apply`).
+    wants_old: bool,
 }
 
 /// What an update closure returns when it fails on purpose.
@@ -53,7 +56,8 @@ fn update() -> impl Strategy<Value = Update> {
         1 => proptest::collection::vec((0u8..24, proptest::option::of(any::<u8>())), 17..40),
     ];
     let read = proptest::option::of(prop_oneof![(0u8..24).prop_map(Read::Get), Just(Read::Range), Just(Read::Count)]);
-    (actions, read, proptest::bool::weighted(0.2)).prop_map(|(actions, read, fails)| Update { actions, read, fails })
+    (actions, read, proptest::bool::weighted(0.2), any::<bool>())
+        .prop_map(|(actions, read, fails, wants_old)| Update { actions, read, fails, wants_old })
 }
 
 fn options() -> StoreOptions {
@@ -82,7 +86,12 @@ fn run(t: &mut settee_store::Txn, u: &Update) -> Result<Answer, Outcome> {
         Some(v) => Action::Put(key(k), vec![v]),
         None => Action::Delete(key(k)),
     }).collect();
-    let old = t.modify(0, &actions)?;
+    let old = if u.wants_old {
+        t.modify(0, &actions)?
+    } else {
+        t.apply(0, &actions)?;
+        Vec::new()
+    };
     let read = match &u.read {
         None => String::new(),
         Some(Read::Get(k)) => format!("{:?}", t.get(0, &key(*k))?.map(|e| e.value().to_vec()).as_ref()),
@@ -132,6 +141,7 @@ fn check_group(before: Vec<Update>, group: Vec<Update>) {
             was
         }).collect();
         let read = u.read.as_ref().map_or(String::new(), |r| expected_read(r, &after));
+        let old = if u.wants_old { old } else { Vec::new() };
         wanted.push((i, u.fails, old, read));
         if !u.fails {
             model = after;

@@ -200,10 +200,10 @@ impl Index {
                     None => ids.push(Action::Delete(doc.id.into_bytes())),
                 }
             }
-            txn.modify(ID_TREE, &ids)?;
+            txn.apply(ID_TREE, &ids)?;
             for (view, actions) in per_view.iter().enumerate() {
                 if !actions.is_empty() {
-                    txn.modify(1 + view, actions)?;
+                    txn.apply(1 + view, actions)?;
                 }
             }
             txn.set_meta(meta.encode());
