@@ -203,16 +203,15 @@ pub fn filter_user_doc(state: &State, req: &Req, db: &Database, id: &str, doc: V
 
 /// Whether `db` is the users database.
 pub fn is_users_db(state: &State, db: &str) -> bool {
-    db == crate::auth::users_db(&state.config.read().expect("config lock"))
+    db == state.settings.load().users_db
 }
 
 /// `[chttpd] require_valid_user` (or `require_valid_user_except_for_up`): anonymous requests
 /// get 401 `Authentication required.`, except logging in (`POST /_session`) and, with the
 /// second setting, `/_up`.
 pub fn requires_valid_user(state: &State, first: Option<&str>, method: &Method) -> bool {
-    let config = state.config.read().expect("config lock");
-    let all = config.get_or("chttpd", "require_valid_user", false);
-    let except_up = config.get_or("chttpd", "require_valid_user_except_for_up", false);
+    let settings = state.settings.load();
+    let (all, except_up) = (settings.require_valid_user, settings.require_valid_user_except_for_up);
     if !all && !except_up {
         return false;
     }

@@ -19,6 +19,7 @@ pub use settee_auth::password::{hash_password, is_hashed, random_hex, verify_pas
 pub use settee_auth::User;
 
 use crate::config::Config;
+use crate::settings::Settings;
 
 /// The database holding user accounts (`[chttpd_auth] authentication_db`).
 pub fn users_db(config: &Config) -> String {
@@ -112,12 +113,13 @@ pub fn jwt_config(config: &Config) -> settee_auth::jwt::JwtConfig {
 }
 
 /// The user named `name` if their account still has `fingerprint` (a password check that
-/// passed earlier still holds); server admins are checked without copying their hash.
-pub fn revalidate(config: &Config, catalog: &Catalog, name: &str, fingerprint: &str) -> Option<User> {
-    if let Some(hash) = config.get("admins", name) {
+/// passed earlier still holds). Server admins are found in the parsed settings; anyone else
+/// through `account`, called only then.
+pub fn revalidate(settings: &Settings, name: &str, fingerprint: &str, account: impl FnOnce() -> Option<Account>) -> Option<User> {
+    if let Some(hash) = settings.admins.get(name) {
         return (hash == fingerprint).then(|| User::admin(name));
     }
-    account(config, catalog, name).filter(|a| a.fingerprint() == fingerprint).map(|a| a.user)
+    account().filter(|a| a.fingerprint() == fingerprint).map(|a| a.user)
 }
 
 /// Remembers which Basic `Authorization` values passed, for which account fingerprint.

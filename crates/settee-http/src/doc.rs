@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hyper::header::{ETAG, LOCATION};
+use hyper::header::{ACCEPT, ETAG, IF_MATCH, IF_NONE_MATCH, LOCATION};
 use hyper::Method;
 use serde_json::{json, Value};
 use settee_db::{is_local, AttSource, Database, DocOptions, Durability, EditMode, NewDoc};
@@ -39,7 +39,7 @@ pub fn parse_revs(values: &[Value]) -> HttpResult<Vec<Rev>> {
 
 /// The revision named by `If-Match`, quotes stripped.
 fn if_match(req: &Req) -> Option<String> {
-    req.header("if-match").map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
+    req.header(IF_MATCH).map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
 }
 
 /// `GET`/`HEAD` of a document.
@@ -75,7 +75,10 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
     }
     // The ETag is the revision in quotes; the revision alone is the middle of it.
-    let etag = format!("\"{}\"", record.tree.nodes[i].rev);
+    let mut etag = String::with_capacity(48);
+    etag.push('"');
+    record.tree.nodes[i].rev.push_to(&mut etag);
+    etag.push('"');
     let rev_text = &etag[1..etag.len() - 1];
     let guarded = crate::access::is_users_db(state, name) || name == crate::access::REPLICATOR;
     if !plain && !req.is_admin() && guarded && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
@@ -84,7 +87,7 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     if !plain {
         return Ok(reply::json_bytes(200, snap.render_as(id, &record, i, &opts, rev_text)?));
     }
-    if req.header("if-none-match").is_some_and(|inm| inm.trim().trim_start_matches("W/").trim_matches('"') == rev_text) {
+    if req.header(IF_NONE_MATCH).is_some_and(|inm| inm.trim().trim_start_matches("W/").trim_matches('"') == rev_text) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
     let mut rendered = snap.render_as(id, &record, i, &opts, rev_text)?;
@@ -188,7 +191,7 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
 /// Whether the client takes a `multipart/related` answer (it does unless its `Accept`
 /// header leaves that type out, as CouchDB decides).
 pub fn accepts_multipart(req: &Req) -> bool {
-    req.header("accept").is_none_or(|a| a.split(',').any(|t| matches!(t.split(';').next().unwrap_or("").trim(), "multipart/related" | "multipart/*" | "*/*")))
+    req.header(ACCEPT).is_none_or(|a| a.split(',').any(|t| matches!(t.split(';').next().unwrap_or("").trim(), "multipart/related" | "multipart/*" | "*/*")))
 }
 
 

@@ -28,6 +28,7 @@ mod peruser;
 mod reply;
 mod request;
 mod server;
+mod settings;
 mod tls;
 mod uuids;
 mod validate;

@@ -55,7 +55,7 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
     match req.method {
         Method::GET | Method::HEAD => {
             let (name, roles) = req.user.as_ref().map_or((Value::Null, vec![]), |u| (json!(u.name), u.roles.clone()));
-            let mut info = json!({"authentication_handlers": **state.handlers.load()});
+            let mut info = json!({"authentication_handlers": state.settings.load().handlers});
             if let Some(how) = req.auth_handler {
                 info["authenticated"] = json!(how);
             }

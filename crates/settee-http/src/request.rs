@@ -112,7 +112,7 @@ pub struct Req {
 
 impl Req {
     /// A header's value as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: impl hyper::header::AsHeaderName) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, SERVER};
+use hyper::header::{HeaderName, HeaderValue, SERVER};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::Method;
@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::{segments, Query, Req};
+use crate::settings::Settings;
 use crate::uuids::Uuids;
 use crate::{access, att, bulk, changes, db, doc, node, view};
 
@@ -74,8 +75,8 @@ pub struct State {
     pub welcome: Bytes,
     /// Server header value, built once.
     pub server_header: HeaderValue,
-    /// `[chttpd] authentication_handlers`, read when the config changes (every request uses it).
-    pub handlers: arc_swap::ArcSwap<Vec<&'static str>>,
+    /// The settings every request consults, parsed again when the config changes.
+    pub settings: arc_swap::ArcSwap<Settings>,
     /// Failed logins per client address and user.
     pub lockout: settee_auth::lockout::Lockout,
     /// Cookie signing secret.
@@ -191,7 +192,7 @@ impl State {
             store: catalog.store_options().clone(),
             servers,
         });
-        let handlers = auth::handlers(&config);
+        let settings = Settings::from_config(&config);
         let state = State {
             catalog,
             welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
@@ -203,7 +204,7 @@ impl State {
             config: RwLock::new(config),
             auth: Authenticator::default(),
             lockout: Default::default(),
-            handlers: arc_swap::ArcSwap::from_pointee(handlers),
+            settings: arc_swap::ArcSwap::from_pointee(settings),
             views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
@@ -216,7 +217,7 @@ impl State {
         self.views.pool().set_limits(js_limits(&config));
         self.views.set_reduce_limit(reduce_limit(&config));
         configure_query_servers(self.views.servers(), &config);
-        self.handlers.store(Arc::new(auth::handlers(&config)));
+        self.settings.store(Arc::new(Settings::from_config(&config)));
     }
 
     /// A new document id.
@@ -232,8 +233,8 @@ impl State {
     /// Who is asking, by the configured handlers in order (`[chttpd]
     /// authentication_handlers`; cookie then Basic by default, JWT and proxy when listed).
     async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr, tls: bool) -> HttpResult<Authenticated> {
-        let handlers = self.handlers.load();
-        for &handler in handlers.iter() {
+        let settings = self.settings.load();
+        for &handler in settings.handlers.iter() {
             let found = match handler {
                 "default" => self.basic(headers, peer).await?,
                 "cookie" => self.cookie(headers, tls)?,
@@ -254,7 +255,7 @@ impl State {
             return Ok(None);
         };
         // Credentials verified before are recognised by the header alone.
-        if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.config.read().expect("config lock"), &self.catalog, n, f)) {
+        if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.settings.load(), n, f, || self.account(n))) {
             return Ok(Some((user, None)));
         }
         let Some((name, password)) = auth::parse_basic(h) else {
@@ -435,11 +436,18 @@ where
     let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
 }
 
+/// `X-Couch-Request-ID`, on every answer.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-couch-request-id");
+/// `X-CouchDB-Body-Time`: how long reading the request body took, on every answer.
+const BODY_TIME: HeaderName = HeaderName::from_static("x-couchdb-body-time");
+/// `X-CouchDB-WWW-Authenticate`: the `WWW-Authenticate` a client asks for on a 401.
+const ASKED_WWW_AUTHENTICATE: HeaderName = HeaderName::from_static("x-couchdb-www-authenticate");
+
 /// Answers one request. A handler that panics is answered with a logged 500.
 async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool) -> Response {
     let server_header = state.server_header.clone();
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
-    let asked_www = req.headers().get("x-couchdb-www-authenticate").cloned();
+    let asked_www = req.headers().get(&ASKED_WWW_AUTHENTICATE).cloned();
     let state_after = state.clone();
     let cors = origin.as_ref().and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
     if let Some(preflight) = cors.as_ref().filter(|_| req.method() == Method::OPTIONS).and_then(|c| c.preflight(req.headers())) {
@@ -469,7 +477,7 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net
         resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
     }
     resp.headers_mut().insert(SERVER, server_header);
-    resp.headers_mut().insert("x-couch-request-id", request_id());
+    resp.headers_mut().insert(REQUEST_ID, request_id());
     if let (Some(cors), Some(origin)) = (&cors, &origin) {
         cors.decorate(origin, &mut resp);
     }
@@ -545,7 +553,7 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
     let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));
     let body_ms = req.body_time.as_millis() as u64;
     let body_time = if body_ms == 0 { HeaderValue::from_static("0") } else { HeaderValue::from(body_ms) };
-    resp.headers_mut().insert("x-couchdb-body-time", body_time);
+    resp.headers_mut().insert(BODY_TIME, body_time);
     if let Some(cookie) = refresh.filter(|_| !resp.headers().contains_key(hyper::header::SET_COOKIE)) {
         resp = reply::with_header(resp, hyper::header::SET_COOKIE, &cookie);
     }

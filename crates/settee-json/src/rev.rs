@@ -94,6 +94,33 @@ impl Rev {
         let pos = pos.parse().map_err(|_| Error::BadRev)?;
         Ok(Rev { pos, id: RevId::parse(id)? })
     }
+
+    /// Appends the revision's text, as `Display` writes it, without the formatting
+    /// machinery: every document read writes its revision into an `ETag`.
+    pub fn push_to(&self, out: &mut String) {
+        let mut digits = [0u8; 20];
+        let (mut n, mut at) = (self.pos, digits.len());
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        out.push_str(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
+        out.push('-');
+        match &self.id {
+            RevId::Hash(h) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                for b in h {
+                    out.push(char::from(HEX[usize::from(b >> 4)]));
+                    out.push(char::from(HEX[usize::from(b & 15)]));
+                }
+            }
+            RevId::Text(t) => out.push_str(t),
+        }
+    }
 }
 
 impl fmt::Display for Rev {
@@ -105,6 +132,17 @@ impl fmt::Display for Rev {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_to_writes_what_display_writes() {
+        for text in ["1-967a00dff5e02add41819138abb3284d", "0-0", "10-abc", "18446744073709551615-00ff00ff00ff00ff00ff00ff00ff00ff", "7-not-hex"] {
+            let rev = Rev::parse(text).unwrap();
+            let mut out = String::from("\"");
+            rev.push_to(&mut out);
+            assert_eq!(out, format!("\"{rev}"));
+            assert_eq!(&out[1..], text);
+        }
+    }
 
     #[test]
     fn parses_and_prints_hash_revs() {

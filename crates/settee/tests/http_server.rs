@@ -121,6 +121,13 @@ fn config_is_read_written_and_persisted() {
     c.put("/_node/_local/_config/admins/second", r#""pw2""#);
     assert!(c.get("/_node/_local/_config/admins/second").json().as_str().unwrap().starts_with("-pbkdf2"));
     assert_eq!(common::Client::new(&s.url, Some(("second", "pw2"))).get("/_all_dbs").status, 200);
+    // Credentials accepted before stop working as soon as the admin's password changes, or
+    // the admin is removed.
+    c.put("/_node/_local/_config/admins/second", r#""pw3""#);
+    common::Client::new(&s.url, Some(("second", "pw2"))).get("/_all_dbs").error(401, "unauthorized");
+    assert_eq!(common::Client::new(&s.url, Some(("second", "pw3"))).get("/_all_dbs").status, 200);
+    c.delete("/_node/_local/_config/admins/second");
+    common::Client::new(&s.url, Some(("second", "pw3"))).get("/_all_dbs").error(401, "unauthorized");
     assert_eq!(c.delete("/_node/_local/_config/uuids/algorithm").json(), json!("random"));
     c.put("/_node/_local/_config/uuids/algorithm", r#""utc_random""#);
     s.restart();

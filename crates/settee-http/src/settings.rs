@@ -1,0 +1,65 @@
+//! The configuration values every request consults, parsed once per configuration change
+//! instead of looked up (and parsed) in the configuration file's sections on each request.
+
+use std::collections::HashMap;
+
+use crate::auth;
+use crate::config::Config;
+
+/// Settings on every request's path, as of the last configuration change.
+#[derive(Debug)]
+pub struct Settings {
+    /// `[chttpd] authentication_handlers`, in their order.
+    pub handlers: Vec<&'static str>,
+    /// `[chttpd] require_valid_user`.
+    pub require_valid_user: bool,
+    /// `[chttpd] require_valid_user_except_for_up`.
+    pub require_valid_user_except_for_up: bool,
+    /// `[chttpd_auth] authentication_db`: the users database.
+    pub users_db: String,
+    /// `[admins]`: each server admin's password hash.
+    pub admins: HashMap<String, String>,
+}
+
+impl Settings {
+    /// The settings `config` gives.
+    pub fn from_config(config: &Config) -> Settings {
+        let mut admins = HashMap::new();
+        // The first entry of a name wins, as in `Config::get`.
+        for (name, hash) in config.section("admins").unwrap_or_default() {
+            admins.entry(name.clone()).or_insert_with(|| hash.clone());
+        }
+        Settings {
+            handlers: auth::handlers(config),
+            require_valid_user: config.get_or("chttpd", "require_valid_user", false),
+            require_valid_user_except_for_up: config.get_or("chttpd", "require_valid_user_except_for_up", false),
+            users_db: auth::users_db(config),
+            admins,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_follow_the_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::load(&dir.path().join("settee.ini")).unwrap();
+        let defaults = Settings::from_config(&config);
+        assert_eq!(defaults.handlers, vec!["cookie", "default"]);
+        assert!(!defaults.require_valid_user && !defaults.require_valid_user_except_for_up);
+        assert_eq!(defaults.users_db, "_users");
+        assert!(defaults.admins.is_empty());
+        config.set("chttpd", "require_valid_user", "true").unwrap();
+        config.set("chttpd_auth", "authentication_db", "accounts").unwrap();
+        config.set("admins", "root", "-pbkdf2-abc,def,10").unwrap();
+        config.set("chttpd", "authentication_handlers", "{chttpd_auth, default_authentication_handler}").unwrap();
+        let changed = Settings::from_config(&config);
+        assert!(changed.require_valid_user);
+        assert_eq!(changed.users_db, "accounts");
+        assert_eq!(changed.admins.get("root").map(String::as_str), Some("-pbkdf2-abc,def,10"));
+        assert_eq!(changed.handlers, vec!["default"]);
+    }
+}
