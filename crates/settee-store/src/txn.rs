@@ -34,6 +34,8 @@ pub struct LooseBlob {
 
 /// Unsynced appended bytes are written to the file once the buffer holds this many.
 const FLUSH_BYTES: usize = 1 << 20;
+/// Zeros for padding and for the reserve, written from here rather than from new buffers.
+static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
 
 /// Bounds of the zeros written ahead of the appends: an eighth of the file, so that a small
 /// database stays small and a busy one extends its file rarely.
@@ -83,9 +85,10 @@ impl Appender {
         self.end() - self.committed_end
     }
 
-    fn push(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc.update(bytes);
-        self.buf.extend_from_slice(bytes);
+    /// Checksums what was added to the buffer from `start` on and writes the buffer out
+    /// once it is big enough.
+    fn pushed_from(&mut self, start: usize) -> Result<()> {
+        self.crc.update(&self.buf[start..]);
         if self.buf.len() >= FLUSH_BYTES {
             self.flush()?;
         }
@@ -112,11 +115,22 @@ impl Appender {
     fn reserve(&mut self) {
         let end = self.buf_start;
         let target = (end + (end / 8).clamp(MIN_RESERVE, MAX_RESERVE)).next_multiple_of(BLOCK);
-        let zeros = vec![0u8; (target - end) as usize];
-        self.reserved_end = match self.file.backend.write_all_at(&zeros, end) {
+        self.reserved_end = match self.write_zeros(end, target) {
             Ok(()) => target,
             Err(_) => end,
         };
+    }
+
+    /// Writes zeros over `[from, to)` from one shared block of zeros: a fresh buffer as big
+    /// as a reserve would cost a page fault per page each time.
+    fn write_zeros(&self, from: u64, to: u64) -> std::io::Result<()> {
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(ZEROS.len() as u64);
+            self.file.backend.write_all_at(&ZEROS[..n as usize], at)?;
+            at += n;
+        }
+        Ok(())
     }
 
     /// Cuts the reserved zeros off the file (a compacted file is handed over as small as
@@ -132,11 +146,11 @@ impl Appender {
         if payload.len() > (u32::MAX as usize) - RECORD_HEAD {
             return Err(Error::TooLarge { len: payload.len() as u64 });
         }
-        let offset = self.end();
-        let mut rec = Vec::with_capacity(RECORD_HEAD + payload.len());
-        encode_record(&mut rec, kind, payload);
-        self.push(&rec)?;
-        Ok(Ptr { offset, len: rec.len() as u32 })
+        let (offset, start) = (self.end(), self.buf.len());
+        encode_record(&mut self.buf, kind, payload);
+        let len = (self.buf.len() - start) as u32;
+        self.pushed_from(start)?;
+        Ok(Ptr { offset, len })
     }
 
     /// Reads a record, whether committed, flushed-but-uncommitted or still buffered.
@@ -153,8 +167,9 @@ impl Appender {
 
     /// Writes padding and `header`, filling in its region fields, and syncs.
     pub fn commit(&mut self, header: &mut Header) -> Result<u64> {
-        let pad = (BLOCK - self.end() % BLOCK) % BLOCK;
-        self.push(&vec![0u8; pad as usize])?;
+        let (pad, start) = ((BLOCK - self.end() % BLOCK) % BLOCK, self.buf.len());
+        self.buf.extend_from_slice(&ZEROS[..pad as usize]);
+        self.pushed_from(start)?;
         header.data_start = self.committed_end;
         header.region_crc = std::mem::take(&mut self.crc).finalize();
         let bytes = header.encode();
