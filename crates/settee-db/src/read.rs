@@ -239,6 +239,14 @@ impl DbSnapshot {
         Ok(AllDocs { snap: self.clone(), merge: Merge::new(ranges, opts.descending), skip: opts.skip, limit: opts.limit, opts })
     }
 
+    /// How many live documents have ids in `[start, end)`, from the trees' reductions
+    /// without visiting them: asking whether a database has design documents costs a few
+    /// node reads.
+    pub fn live_between(&self, start: &str, end: &str) -> Result<u64> {
+        let (lo, hi) = (Bound::Included(start.as_bytes().to_vec()), Bound::Excluded(end.as_bytes().to_vec()));
+        self.shards.iter().map(|s| Ok(Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value).live)).sum()
+    }
+
     /// How many live documents sort before `id` (CouchDB's `offset`).
     pub fn offset_of(&self, id: Option<&str>, descending: bool) -> Result<u64> {
         let Some(id) = id else { return Ok(0) };

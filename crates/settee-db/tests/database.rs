@@ -91,6 +91,9 @@ async fn all_docs_and_changes_merge_shards_and_resume() {
         .collect();
     assert_eq!(page, ["doc008", "doc007", "doc006"]);
     assert_eq!(snap.offset_of(Some("doc010"), false).unwrap(), 9);
+    assert_eq!(snap.live_between("doc000", "doc010").unwrap(), 9, "doc005 is deleted");
+    assert_eq!(snap.live_between("doc1", "doc2").unwrap(), 100);
+    assert_eq!(snap.live_between("_design/", "_design0").unwrap(), 0);
 
     // Changes: every document once, latest edit last; resuming from any row's seq.
     let all: Vec<_> = snap.changes(&SeqVector::zero(3), ChangesOptions::default()).unwrap().map(Result::unwrap).collect();

@@ -360,6 +360,10 @@ fn validate_doc_update_runs_on_every_kind_of_write() {
     refused(s.anon().put("/open/x", r#"{"needs_login":true}"#), 401, "please log in", "anonymous write");
     assert_eq!(s.anon().put("/open/y", r#"{"v":1}"#).status, 201, "a public database takes anonymous writes");
     assert_eq!(s.anon().get("/open/y").status, 200);
+    // Without the design document its rule no longer applies.
+    let rules = admin.get("/open/_design/rules").json();
+    assert_eq!(admin.delete(&format!("/open/_design/rules?rev={}", rules["_rev"].as_str().unwrap())).status, 200);
+    assert_eq!(s.anon().put("/open/x", r#"{"needs_login":true}"#).status, 201, "the rule went with its design document");
 }
 
 fn bearer(s: &TestServer, token: &str) -> Client {
