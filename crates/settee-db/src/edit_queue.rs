@@ -5,9 +5,10 @@
 //! The first request to find its queue idle submits a job; the job takes whatever has
 //! queued by the time the writer runs it, applies it all in order (a later edit of an id sees
 //! the earlier one, exactly as one after the other), and answers each request with its own
-//! results once the commit is durable. The job succeeds or fails as a whole only for
-//! failures of the store itself (I/O, damage) or a panic, which fail every request it took,
-//! as a failed group commit already did; a bad edit fails only its own document.
+//! results once the commit is durable. A bad edit fails only its own document. If applying
+//! them all at once panics, that is undone and each request is applied alone, so that the
+//! panic fails only the request that caused it. The job fails as a whole only for failures
+//! of the store itself (I/O, damage), as a failed group commit does.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,8 +41,8 @@ struct Waiting {
     answer: oneshot::Sender<Result<Vec<EditResult>>>,
 }
 
-/// Per request a job took: how many edits it had, and where its answer goes.
-type Answers = Vec<(usize, oneshot::Sender<Result<Vec<EditResult>>>)>;
+/// Where the answer of each request a job took goes.
+type Answers = Vec<oneshot::Sender<Result<Vec<EditResult>>>>;
 
 /// The requests a running job took.
 type Taken = Arc<Mutex<Option<Answers>>>;
@@ -74,13 +75,12 @@ impl EditQueues {
         let taken: Taken = Arc::default();
         let (queues, in_job) = (self.clone(), taken.clone());
         let job = move |txn: &mut Txn| {
-            let waiting = queues.take(i);
-            let docs: Vec<Arc<NewDoc>> = waiting.iter().flat_map(|w| w.docs.iter().cloned()).collect();
-            *in_job.lock().expect("taken lock") = Some(answers_of(waiting));
-            apply(txn, &docs, mode)
+            let (requests, answers): (Vec<_>, Answers) = queues.take(i).into_iter().map(|w| (w.docs, w.answer)).unzip();
+            *in_job.lock().expect("taken lock") = Some(answers);
+            apply_apart(txn, &requests, mode, apply)
         };
         let queues = self.clone();
-        let done = move |results: Result<Vec<EditResult>>| {
+        let done = move |results: Result<Vec<Result<Vec<EditResult>>>>| {
             // A job that never ran (the store is closed) leaves its requests queued.
             let taken = taken.lock().expect("taken lock").take().unwrap_or_else(|| answers_of(queues.take(i)));
             answer(taken, results);
@@ -96,24 +96,41 @@ impl EditQueues {
     }
 }
 
-/// Where each request's answer goes, and how many results it takes; the edits themselves
-/// are dropped once applied.
+/// Where each request's answer goes; the edits themselves are dropped once applied.
 fn answers_of(waiting: Vec<Waiting>) -> Answers {
-    waiting.into_iter().map(|w| (w.docs.len(), w.answer)).collect()
+    waiting.into_iter().map(|w| w.answer).collect()
 }
 
-/// Hands each request its share of `results`, in the order they were taken, or the job's
-/// error.
-fn answer(taken: Answers, results: Result<Vec<EditResult>>) {
+/// Applies every request's edits in one pass, answering per request. If that pass panics,
+/// it is undone and each request is applied alone, so that the panic fails only its own.
+fn apply_apart(txn: &mut Txn, requests: &[Vec<Arc<NewDoc>>], mode: EditMode, apply: Apply) -> Result<Vec<Result<Vec<EditResult>>>> {
+    let all: Vec<Arc<NewDoc>> = requests.iter().flatten().cloned().collect();
+    match txn.attempt(|t| apply(t, &all, mode)) {
+        Ok(Ok(results)) => {
+            let mut results = results.into_iter();
+            Ok(requests.iter().map(|docs| Ok(results.by_ref().take(docs.len()).collect())).collect())
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(requests
+            .iter()
+            .map(|docs| match txn.attempt(|t| apply(t, docs, mode)) {
+                Ok(answer) => answer,
+                Err(message) => Err(Error::Store(settee_store::Error::Panicked(format!("applying the edits panicked ({message}); they were rolled back")))),
+            })
+            .collect()),
+    }
+}
+
+/// Hands each request its answer, in the order they were taken, or the job's error.
+fn answer(taken: Answers, results: Result<Vec<Result<Vec<EditResult>>>>) {
     match results {
         Ok(results) => {
-            let mut results = results.into_iter();
-            for (n, tx) in taken {
-                let _ = tx.send(Ok(results.by_ref().take(n).collect()));
+            for (tx, result) in taken.into_iter().zip(results) {
+                let _ = tx.send(result);
             }
         }
         Err(e) => {
-            for (_, tx) in taken {
+            for tx in taken {
                 let _ = tx.send(Err(e.duplicate()));
             }
         }
@@ -135,5 +152,65 @@ impl Future for EditsPending {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // A job that panicked drops its answers: the edits were rolled back.
         Pin::new(&mut self.rx).poll(cx).map(|r| r.unwrap_or_else(|_| Err(Error::Store(rolled_back()))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Barrier;
+
+    use settee_json::Rev;
+    use settee_store::{Action, SizeReduce, StoreOptions, TreeSpec};
+
+    use super::*;
+    use crate::doc::DocLimits;
+
+    /// Writes each document's id, and panics on the id `boom`.
+    fn write_ids(txn: &mut Txn, docs: &[Arc<NewDoc>], _: EditMode) -> Result<Vec<EditResult>> {
+        docs.iter()
+            .map(|d| {
+                assert_ne!(d.id, "boom", "a planned panic");
+                txn.apply(0, &[Action::Put(d.id.as_bytes().to_vec(), b"x".to_vec())])?;
+                Ok(Ok(Rev::parse("1-abc").expect("a valid revision")))
+            })
+            .collect()
+    }
+
+    fn docs(ids: &[&str]) -> Vec<Arc<NewDoc>> {
+        ids.iter().map(|id| Arc::new(NewDoc::from_json(serde_json::json!({"_id": id}), None, String::new, &DocLimits::default()).expect("a valid document"))).collect()
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_edits_panic_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
+        let store = Store::create(&dir.path().join("s"), options).unwrap();
+        // Hold the writer until every request below is queued, so that one job takes them all.
+        let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let (g, r) = (gate.clone(), release.clone());
+        let blocker = store.submit(Durability::Durable, move |_| -> std::result::Result<(), settee_store::Error> {
+            g.wait();
+            r.wait();
+            Ok(())
+        });
+        gate.wait();
+        let queues = Arc::new(EditQueues::default());
+        let pending: Vec<EditsPending> = [&["a1", "a2"][..], &["boom"], &["c1"]]
+            .into_iter()
+            .map(|ids| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids))
+            .collect();
+        release.wait();
+        blocker.await.unwrap();
+        let mut answers = Vec::new();
+        for p in pending {
+            answers.push(p.await);
+        }
+        assert_eq!(answers[0].as_ref().expect("the first request is applied").len(), 2);
+        assert!(matches!(&answers[1], Err(Error::Store(settee_store::Error::Panicked(m))) if m.contains("a planned panic")), "{:?}", answers[1].as_ref().err());
+        assert_eq!(answers[2].as_ref().expect("the last request is applied").len(), 1);
+        let snap = store.snapshot();
+        for (id, present) in [("a1", true), ("a2", true), ("boom", false), ("c1", true)] {
+            assert_eq!(snap.get(0, id.as_bytes()).unwrap().is_some(), present, "{id}");
+        }
     }
 }

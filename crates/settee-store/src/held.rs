@@ -19,6 +19,13 @@ pub(crate) const HOLD_MAX_ACTIONS: usize = 16;
 /// a group's worth (64 writers making a few actions each) is what holding is for.
 pub(crate) const HOLD_MAX_PER_TREE: usize = 256;
 
+/// What [`Held::undo_to`] restores.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldMark {
+    held: Vec<usize>,
+    applied: usize,
+}
+
 /// The held actions of every tree.
 #[derive(Default)]
 pub(crate) struct Held {
@@ -67,9 +74,10 @@ impl Held {
         self.applied_in_update.push((tree, actions));
     }
 
-    /// How many actions each tree holds: what an update starts from.
-    pub fn mark(&self) -> Vec<usize> {
-        self.per_tree.iter().map(Vec::len).collect()
+    /// Where an update (or a part of one) starts from: how many actions each tree holds,
+    /// and how many applications of held actions the running update has made so far.
+    pub fn mark(&self) -> HeldMark {
+        HeldMark { held: self.per_tree.iter().map(Vec::len).collect(), applied: self.applied_in_update.len() }
     }
 
     /// The running update succeeded (or there was none): what it applied stays applied.
@@ -77,14 +85,14 @@ impl Held {
         self.applied_in_update.clear();
     }
 
-    /// The running update failed: hold again exactly what was held when it started
-    /// (`mark`), the tree being restored to what it was then.
-    pub fn undo_update(&mut self, mark: &[usize]) {
-        let applied = std::mem::take(&mut self.applied_in_update);
+    /// The running update, or the part of it since `mark`, failed: hold again exactly
+    /// what was held at `mark`, the tree being restored to what it was then.
+    pub fn undo_to(&mut self, mark: &HeldMark) {
+        let applied = self.applied_in_update.split_off(mark.applied.min(self.applied_in_update.len()));
         for (tree, held) in self.per_tree.iter_mut().enumerate() {
-            let before = mark.get(tree).copied().unwrap_or(0);
-            // The first application of a tree during the update took everything held then:
-            // the actions from before the update followed by the update's own.
+            let before = mark.held.get(tree).copied().unwrap_or(0);
+            // The first application of a tree since the mark took everything held then:
+            // the actions from before the mark followed by those made after it.
             match applied.iter().find(|(t, _)| *t == tree) {
                 Some((_, actions)) => *held = actions[..before.min(actions.len())].to_vec(),
                 None => held.truncate(before),

@@ -24,7 +24,7 @@ use crate::file::{recover, StoreFile};
 use crate::format::{Header, BLOCK};
 use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
-use crate::txn::{Appender, LooseBlob, Txn, WriterState};
+use crate::txn::{Appender, LooseBlob, Savepoint, Txn, WriterState};
 
 /// Default target size of a node's payload, chosen by the node-size benchmark.
 pub const DEFAULT_NODE_SIZE: usize = 4096;
@@ -446,7 +446,7 @@ fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shar
 /// Runs one job. A failed job's changes are undone; its completion still answers it. A
 /// panicking job is undone too, and its caller learns of it from the dropped channel.
 fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
-    let saved: Saved = (state.roots.clone(), state.meta.clone(), state.dirty, state.held.mark());
+    let saved = state.savepoint();
     let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut Txn { state: &mut *state })));
     match outcome {
         Ok((true, completion)) => {
@@ -465,15 +465,10 @@ fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
     }
 }
 
-/// What a job may change besides appending: roots, metadata, and whether anything is
-/// uncommitted.
-type Saved = (Vec<Option<crate::format::Root>>, Vec<u8>, bool, Vec<usize>);
-
 /// Restores the state a failed job started from. With nothing else uncommitted, the roots
 /// are the last commit's again and the job's in-memory nodes can go now.
-fn undo(state: &mut WriterState, (roots, meta, dirty, held): Saved) {
-    (state.roots, state.meta, state.dirty) = (roots, meta, dirty);
-    state.held.undo_update(&held);
+fn undo(state: &mut WriterState, saved: Savepoint) {
+    state.rollback_to(saved);
     if !state.dirty {
         state.clear_virtual();
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
-use crate::held::{latest_in, Held, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
+use crate::held::{latest_in, Held, HeldMark, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
 use crate::node::{ChildPiece, Node};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
@@ -462,6 +462,19 @@ impl WriterState {
         }
     }
 
+    /// What an update, or a part of one, may change besides appending: roots, metadata,
+    /// whether anything is uncommitted, and what is held.
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint { roots: self.roots.clone(), meta: self.meta.clone(), dirty: self.dirty, held: self.held.mark() }
+    }
+
+    /// Goes back to `saved` after a failure. Bytes appended since stay in the file
+    /// unreferenced, as after any failed update.
+    pub fn rollback_to(&mut self, saved: Savepoint) {
+        (self.roots, self.meta, self.dirty) = (saved.roots, saved.meta, saved.dirty);
+        self.held.undo_to(&saved.held);
+    }
+
     /// Applies what `tree` holds.
     pub fn apply_held(&mut self, tree: usize) -> Result<()> {
         if self.held.len(tree) == 0 {
@@ -519,6 +532,14 @@ impl NodeSink for WriterState {
     }
 }
 
+/// The state a failed update, or a failed part of one, is rolled back to.
+pub(crate) struct Savepoint {
+    roots: Vec<Option<Root>>,
+    meta: Vec<u8>,
+    dirty: bool,
+    held: HeldMark,
+}
+
 /// The view of a store that an update closure gets: reads see the closure's own changes
 /// and those of closures before it in the same group commit.
 pub struct Txn<'a> {
@@ -526,6 +547,25 @@ pub struct Txn<'a> {
 }
 
 impl Txn<'_> {
+    /// Runs `f` as a part of this update that fails alone: if it returns an error or
+    /// panics, what it changed is undone and the update goes on from where it was, so that
+    /// one update can apply several callers' changes and still fail only the one at fault.
+    /// The outer `Err` is a panic's message.
+    pub fn attempt<T, E>(&mut self, f: impl FnOnce(&mut Txn) -> std::result::Result<T, E>) -> std::result::Result<std::result::Result<T, E>, String> {
+        let saved = self.state.savepoint();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut Txn { state: &mut *self.state }))) {
+            Ok(Ok(value)) => Ok(Ok(value)),
+            Ok(Err(e)) => {
+                self.state.rollback_to(saved);
+                Ok(Err(e))
+            }
+            Err(panic) => {
+                self.state.rollback_to(saved);
+                Err(panic_message(panic.as_ref()))
+            }
+        }
+    }
+
     /// Inserts, replaces and removes many keys of `tree` in one pass. Returns, per action,
     /// the value the key had just before that action.
     pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -600,5 +640,14 @@ impl Txn<'_> {
     pub fn count(&mut self, tree: usize) -> Result<u64> {
         self.state.apply_held(tree)?;
         Ok(self.state.roots[tree].as_ref().map_or(0, |r| r.count))
+    }
+}
+
+/// The text a panic was raised with.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_string(),
     }
 }

@@ -4,7 +4,8 @@
 //! through what is held, ranges and counts that apply it first), some failing after they
 //! changed things, some asking for the replaced values (`modify`) and some not (`apply`).
 //! Every value returned and every read inside an update, and the contents after the group
-//! and after reopening, equal the model's.
+//! and after reopening, equal the model's. The same holds when the whole group is one
+//! update made of attempts (`Txn::attempt`), some failing or panicking.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -107,17 +108,46 @@ fn run(t: &mut settee_store::Txn, u: &Update) -> Result<Answer, Outcome> {
     Ok((old, read))
 }
 
-fn check_group(before: Vec<Update>, group: Vec<Update>) {
+/// What `u` returns when run on `model`; `model` takes its changes unless it fails.
+fn expected(model: &mut Model, u: &Update) -> Answer {
+    let mut after = model.clone();
+    let old: Vec<Option<Vec<u8>>> = u.actions.iter().map(|&(k, v)| {
+        let was = after.get(&key(k)).cloned();
+        match v {
+            Some(v) => after.insert(key(k), vec![v]),
+            None => after.remove(&key(k)),
+        };
+        was
+    }).collect();
+    let read = u.read.as_ref().map_or(String::new(), |r| expected_read(r, &after));
+    if !u.fails {
+        *model = after;
+    }
+    (if u.wants_old { old } else { Vec::new() }, read)
+}
+
+/// A store that has committed `before` (so that a group starts from a tree with some
+/// depth), its memory, and its contents.
+fn store_after(before: Vec<Update>) -> (Arc<Store>, MemBackend, Model) {
     let backend = MemBackend::new();
     let store = Arc::new(Store::create_backend(Arc::new(backend.clone()), Path::new("held"), options()).unwrap());
-    let mut model = Model::new();
-    // Earlier commits, so that the group starts from a tree with some depth.
     for u in before.into_iter().filter(|u| !u.fails) {
         store.update(Durability::Durable, move |t| run(t, &u).map(drop)).unwrap();
     }
-    for (k, v) in contents(&store) {
-        model.insert(k, v);
-    }
+    let model = contents(&store);
+    (store, backend, model)
+}
+
+/// The contents after the group, and after reopening the durable bytes.
+fn check_contents(store: Arc<Store>, backend: &MemBackend, model: &Model) {
+    assert_eq!(&contents(&store), model, "after the group");
+    drop(store);
+    let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), Path::new("held"), options()).unwrap();
+    assert_eq!(&contents(&reopened), model, "after reopening");
+}
+
+fn check_group(before: Vec<Update>, group: Vec<Update>) {
+    let (store, backend, mut model) = store_after(before);
 
     let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
     let (g, r) = (gate.clone(), release.clone());
@@ -131,21 +161,8 @@ fn check_group(before: Vec<Update>, group: Vec<Update>) {
     let mut pending = Vec::new();
     let mut wanted = Vec::new();
     for (i, u) in group.into_iter().enumerate() {
-        let mut after = model.clone();
-        let old: Vec<Option<Vec<u8>>> = u.actions.iter().map(|&(k, v)| {
-            let was = after.get(&key(k)).cloned();
-            match v {
-                Some(v) => after.insert(key(k), vec![v]),
-                None => after.remove(&key(k)),
-            };
-            was
-        }).collect();
-        let read = u.read.as_ref().map_or(String::new(), |r| expected_read(r, &after));
-        let old = if u.wants_old { old } else { Vec::new() };
+        let (old, read) = expected(&mut model, &u);
         wanted.push((i, u.fails, old, read));
-        if !u.fails {
-            model = after;
-        }
         let answers = answers.clone();
         pending.push(store.submit(Durability::Durable, move |t| {
             let outcome = run(t, &u);
@@ -170,10 +187,38 @@ fn check_group(before: Vec<Update>, group: Vec<Update>) {
         assert_eq!(&got.0, old, "old values returned to update {i}");
         assert_eq!(&got.1, read, "read inside update {i}");
     }
-    assert_eq!(contents(&store), model, "after the group");
-    drop(store);
-    let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), Path::new("held"), options()).unwrap();
-    assert_eq!(contents(&reopened), model, "after reopening");
+    check_contents(store, &backend, &model);
+}
+
+/// The whole group as one update, each of its updates an attempt (as gathered requests
+/// are applied): a failing one returns an error or panics, and must leave no trace while
+/// the attempts after it go on.
+fn check_attempts(before: Vec<Update>, group: Vec<(Update, bool)>) {
+    let (store, backend, mut model) = store_after(before);
+    let wanted: Vec<(bool, bool, Answer)> = group.iter().map(|(u, panics)| (u.fails, *panics, expected(&mut model, u))).collect();
+    let got = store
+        .update(Durability::Durable, move |t| -> Result<Vec<_>, Error> {
+            Ok(group.iter().map(|(u, panics)| t.attempt(|t| {
+                let outcome = run(t, u);
+                if u.fails && *panics {
+                    panic!("a planned panic");
+                }
+                outcome
+            })).collect())
+        })
+        .unwrap();
+    for (i, (outcome, (fails, panics, answer))) in got.into_iter().zip(&wanted).enumerate() {
+        match outcome {
+            Ok(Ok(got)) => {
+                assert!(!fails, "attempt {i} should have failed");
+                assert_eq!(&got, answer, "old values and read of attempt {i}");
+            }
+            Ok(Err(Outcome::Planned)) => assert!(*fails && !panics, "attempt {i} failed unplanned"),
+            Ok(Err(Outcome::Store(e))) => panic!("attempt {i}: {e}"),
+            Err(message) => assert!(*fails && *panics && message == "a planned panic", "attempt {i} panicked: {message}"),
+        }
+    }
+    check_contents(store, &backend, &model);
 }
 
 proptest! {
@@ -185,5 +230,13 @@ proptest! {
         group in proptest::collection::vec(update(), 1..100),
     ) {
         check_group(before, group);
+    }
+
+    #[test]
+    fn attempts_inside_one_update_fail_alone(
+        before in proptest::collection::vec(update(), 0..6),
+        group in proptest::collection::vec((update(), any::<bool>()), 1..60),
+    ) {
+        check_attempts(before, group);
     }
 }
