@@ -1,6 +1,7 @@
-//! The floor for a document GET on this machine: a bare HTTP server on the same stack
-//! (tokio + hyper, one spawned task per request like the real server) answering every request
-//! with the same small JSON document. Benchmarks compare Settee's GET with it.
+//! The floor for a document GET on this machine: a bare HTTP server on the same stack as
+//! the real one (tokio's multi-threaded runtime, hyper, one task per connection, each
+//! request answered inline) answering every request with the same small JSON document.
+//! Benchmarks compare Settee's GET with it.
 //!
 //! `cargo run --release -p settee-http --example trivial -- 127.0.0.1:15990`
 
@@ -24,12 +25,9 @@ async fn main() -> std::io::Result<()> {
         let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
             let service = service_fn(|_req| async {
-                let answer = tokio::spawn(async {
-                    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(DOC)));
-                    resp.headers_mut().insert("content-type", "application/json".parse().expect("static"));
-                    resp
-                });
-                Ok::<_, Infallible>(answer.await.expect("no panic"))
+                let mut resp = hyper::Response::new(Full::new(Bytes::from_static(DOC)));
+                resp.headers_mut().insert("content-type", "application/json".parse().expect("static"));
+                Ok::<_, Infallible>(resp)
             });
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
