@@ -61,18 +61,21 @@ impl PartialOrd for RevId {
 impl fmt::Display for RevId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RevId::Hash(h) => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                let mut out = [0u8; 32];
-                for (i, b) in h.iter().enumerate() {
-                    out[2 * i] = HEX[usize::from(b >> 4)];
-                    out[2 * i + 1] = HEX[usize::from(b & 15)];
-                }
-                f.write_str(std::str::from_utf8(&out).expect("hex digits are ASCII"))
-            }
+            RevId::Hash(h) => f.write_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII")),
             RevId::Text(t) => f.write_str(t),
         }
     }
+}
+
+/// A hash id in lowercase hex, as CouchDB writes revision ids.
+fn hex(h: &[u8; 16]) -> [u8; 32] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (i, b) in h.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 15)];
+    }
+    out
 }
 
 /// A full revision: depth and id. Orders by depth, then id, as CouchDB ranks leaves.
@@ -111,13 +114,7 @@ impl Rev {
         out.push_str(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
         out.push('-');
         match &self.id {
-            RevId::Hash(h) => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                for b in h {
-                    out.push(char::from(HEX[usize::from(b >> 4)]));
-                    out.push(char::from(HEX[usize::from(b & 15)]));
-                }
-            }
+            RevId::Hash(h) => out.push_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII")),
             RevId::Text(t) => out.push_str(t),
         }
     }

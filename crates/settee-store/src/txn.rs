@@ -644,7 +644,7 @@ impl Txn<'_> {
 }
 
 /// The text a panic was raised with.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
         (Some(s), _) => (*s).to_string(),
         (_, Some(s)) => s.clone(),
