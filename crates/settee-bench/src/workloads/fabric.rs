@@ -1,7 +1,8 @@
 //! Workload 3, fabric_bench (CouchDB's own benchmark, as run for the "parallel preads"
 //! change): add N documents in batches of 1,000, read random documents, `_all_docs` with and
 //! without `include_docs`, `_changes`, single-document updates; then a mixed run where readers
-//! hammer one document while a writer bulk-loads, each measured alone and together.
+//! hammer one document while a writer bulk-loads, each measured alone and together, in
+//! alternating rounds.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -267,27 +268,46 @@ async fn bulk_load(target: &Target, n: usize, bodies: Vec<(Bytes, usize)>, progr
     Ok(s)
 }
 
-/// The mixed run: load alone, read alone for as long, then both at once.
+/// Loads with readers running, each time between two windows of reading alone, so that
+/// every load is compared with reads measured just before and just after it (the machine's
+/// speed drifts over seconds when it is shared).
+const MIXED_ROUNDS: usize = 3;
+
+/// The mixed run: load alone, then [`MIXED_ROUNDS`] times read alone for as long and load
+/// while reading, then read alone once more. Each round's share kept is its reads/s while
+/// loading over the mean of the windows alone on either side; the median round is reported,
+/// with the lowest and the highest.
 async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Result<Vec<Outcome>> {
     let bodies = load_bodies_of(params.mixed_docs);
     let load_alone = bulk_load(target, params.mixed_docs, bodies.clone(), progress).await?;
-    let pause = tokio::time::sleep(Duration::from_secs_f64(load_alone.clamp(2.0, 30.0)));
-    let ((), reads_alone, failures_alone) = read_during(target, params.readers, pause).await;
-    let (load_mixed, reads_mixed, failures_mixed) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, bodies, progress)).await;
-    let load_mixed = load_mixed?;
+    let window = Duration::from_secs_f64(load_alone.clamp(2.0, 30.0));
+    let read_alone = || read_during(target, params.readers, tokio::time::sleep(window));
+    let ((), mut before, mut failures) = read_alone().await;
+    let (mut alone, mut during, mut kept, mut loads) = (vec![before], Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..MIXED_ROUNDS {
+        let (load, reads, bad) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, bodies.clone(), progress)).await;
+        loads.push(load?);
+        let ((), after, bad_after) = read_alone().await;
+        failures += bad + bad_after;
+        kept.push(100.0 * reads / ((before + after) / 2.0).max(f64::MIN_POSITIVE));
+        during.push(reads);
+        alone.push(after);
+        before = after;
+    }
     let n = params.mixed_docs as f64;
+    let load_mixed = median(&mut loads);
+    let (lowest, highest) = (min(&kept), max(&kept));
     Ok(vec![
         outcome(
             &format!("mixed, {} readers", params.readers),
             vec![
-                Metric::rate("reads/s alone", reads_alone),
-                Metric::rate("reads/s while loading", reads_mixed),
-                Metric::rate(
-                    "% kept",
-                    100.0 * reads_mixed / reads_alone.max(f64::MIN_POSITIVE),
-                ),
+                Metric::rate("reads/s alone", mean(&alone)),
+                Metric::rate("reads/s while loading", mean(&during)),
+                Metric::rate("% kept", median(&mut kept)),
+                Metric::rate("% kept, lowest round", lowest),
+                Metric::rate("% kept, highest round", highest),
             ],
-            failures_alone + failures_mixed,
+            failures,
         ),
         outcome(
             &format!("mixed, load {} docs", params.mixed_docs),
@@ -301,12 +321,29 @@ async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Resul
     ])
 }
 
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn min(xs: &[f64]) -> f64 {
+    xs.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(xs: &[f64]) -> f64 {
+    xs.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// Runs the workload. A wrong listing or load is an error; wrong single answers are failures.
 pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Result<Vec<Outcome>> {
     if params.docs < 2 {
         return Err(Error::Usage("fabric_bench needs at least 2 documents"));
     }
-    progress.set_length((2 * params.docs + params.updates + 2 * params.mixed_docs) as u64);
+    progress.set_length((2 * params.docs + params.updates + (1 + MIXED_ROUNDS) * params.mixed_docs) as u64);
     let mut c = Conn::open(target).await?;
     let mut rng = StdRng::seed_from_u64(10);
     let docs: Vec<Value> = (0..params.docs).map(|i| small_doc(i, &mut rng)).collect();
