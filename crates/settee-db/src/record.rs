@@ -3,13 +3,15 @@
 //! `by_id` value (a [`DocRecord`]):
 //!
 //! ```text
-//! 0  u8   version (3; version 2 lacks the winner's offset)
+//! 0  u8   version (4; version 3 lacks the blob bytes, version 2 the winner's offset too)
 //! 1  u8   flags: bit 0 = the document is deleted (its winner is a tombstone)
 //! 2  u64  LE shard sequence of the document's latest change
 //! 10 u32  LE size of the winner's body (CouchDB's "external" size)
 //! 14 u32  LE offset in this value of the winner's node, so that reading the current
 //!         revision costs the same however long the document's history
-//! 18 rev  the winning revision (varint depth, tag, id)
+//! 18 u64  LE bytes of the blobs the leaf revisions use (bodies and attachment chunks, each
+//!         once), which database sizes count as live
+//! 26 rev  the winning revision (varint depth, tag, id)
 //!    varint node count, then per node, parents first:
 //!         rev; varint parent index + 1 (0 = root); u8 flags (1 deleted, 2 stored, 4 blob);
 //!         if stored: varint sequence; inline body (varint length, bytes)
@@ -73,9 +75,13 @@ pub struct DocRecord {
     pub seq: u64,
 }
 
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
+/// The version before the blob bytes were recorded; still read.
+const VERSION_3: u8 = 3;
 /// The version before the winner's offset was recorded; still read.
 const VERSION_2: u8 = 2;
+/// Where the blob bytes are, from version 4.
+const BLOB_BYTES_AT: usize = 18;
 const DELETED: u8 = 1;
 const STORED: u8 = 2;
 const BLOB: u8 = 4;
@@ -90,13 +96,16 @@ struct Header {
 
 fn header(r: &mut Reader<'_>) -> Result<Header> {
     let version = r.u8()?;
-    if version != VERSION && version != VERSION_2 {
+    if !matches!(version, VERSION | VERSION_3 | VERSION_2) {
         return Err(Error::Corrupted("document record version"));
     }
     let deleted = r.u8()? & DELETED != 0;
     let seq = r.u64_le()?;
     r.take(4)?;
-    let winner_offset = if version == VERSION { Some(u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize) } else { None };
+    let winner_offset = if version == VERSION_2 { None } else { Some(u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize) };
+    if version == VERSION {
+        r.take(8)?;
+    }
     Ok(Header { deleted, seq, winner_offset })
 }
 
@@ -112,6 +121,7 @@ impl DocRecord {
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&size.to_le_bytes());
         out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.leaf_blob_bytes().to_le_bytes());
         put_rev(&mut out, &w.rev);
         put_varint(&mut out, self.tree.nodes.len() as u64);
         for (i, n) in self.tree.nodes.iter().enumerate() {
@@ -122,6 +132,27 @@ impl DocRecord {
             encode_node(&mut out, n);
         }
         out
+    }
+
+    /// Bytes of the blobs the leaf revisions use, bodies and attachment chunks, each counted
+    /// once however many leaves share it: what a compaction keeps of this document's blobs.
+    pub fn leaf_blob_bytes(&self) -> u64 {
+        let mut seen: Vec<u64> = Vec::new();
+        let mut total = 0u64;
+        for i in self.tree.leaves() {
+            let Some(info) = &self.tree.nodes[i].info else { continue };
+            let body = match &info.body {
+                Body::Blob(blob, _) => Some(blob),
+                Body::Inline(_) => None,
+            };
+            for blob in body.into_iter().chain(info.atts.iter().flat_map(|a| &a.chunks)) {
+                if !seen.contains(&blob.offset) {
+                    seen.push(blob.offset);
+                    total = total.saturating_add(u64::from(blob.stored_len));
+                }
+            }
+        }
+        total
     }
 
     /// Decodes only the winning revision of a `by_id` value: a record whose tree is that
@@ -274,8 +305,9 @@ impl SeqEntry {
     }
 }
 
-/// Counts live and deleted documents and their external size in `by_id`, so database info
-/// and `_all_docs` offsets are logarithmic. Reduction: three little-endian u64s.
+/// Counts live and deleted documents, their external size and the bytes of their leaves'
+/// blobs in `by_id`, so database info and `_all_docs` offsets are logarithmic. Reduction:
+/// four little-endian u64s (three in files written before the blob bytes were kept).
 pub struct DocCounts;
 
 /// Live documents, deleted documents and total size of live bodies.
@@ -287,23 +319,27 @@ pub struct Counts {
     pub deleted: u64,
     /// Bytes of the winners' bodies.
     pub external: u64,
+    /// Bytes of the blobs the leaf revisions use (see [`DocRecord::leaf_blob_bytes`]).
+    pub blobs: u64,
 }
 
 impl Counts {
     /// Reads a reduction made by [`DocCounts`] (zeros if malformed).
     pub fn decode(bytes: &[u8]) -> Counts {
         let word = |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-        Counts { live: word(0), deleted: word(1), external: word(2) }
+        Counts { live: word(0), deleted: word(1), external: word(2), blobs: word(3) }
     }
 
     fn encode(&self) -> Vec<u8> {
-        [self.live, self.deleted, self.external].iter().flat_map(|w| w.to_le_bytes()).collect()
+        [self.live, self.deleted, self.external, self.blobs].iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 
-    fn add(mut self, o: Counts) -> Counts {
+    /// The counts of two sets of documents together.
+    pub(crate) fn add(mut self, o: Counts) -> Counts {
         self.live = self.live.saturating_add(o.live);
         self.deleted = self.deleted.saturating_add(o.deleted);
         self.external = self.external.saturating_add(o.external);
+        self.blobs = self.blobs.saturating_add(o.blobs);
         self
     }
 }
@@ -313,7 +349,11 @@ impl Reducer for DocCounts {
         let total = entries.iter().fold(Counts::default(), |c, (_, v)| {
             let deleted = v.get(1).is_some_and(|f| f & DELETED != 0);
             let size = v.get(10..14).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-            c.add(Counts { live: u64::from(!deleted), deleted: u64::from(deleted), external: if deleted { 0 } else { u64::from(size) } })
+            let blobs = match v.first() {
+                Some(&VERSION) => v.get(BLOB_BYTES_AT..BLOB_BYTES_AT + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+                _ => 0,
+            };
+            c.add(Counts { live: u64::from(!deleted), deleted: u64::from(deleted), external: if deleted { 0 } else { u64::from(size) }, blobs })
         });
         Ok(total.encode())
     }
@@ -327,6 +367,7 @@ impl Reducer for DocCounts {
 mod tests {
     use super::*;
     use settee_json::RevId;
+    use settee_store::BlobRef;
 
     fn sample() -> DocRecord {
         let mut tree = RevTree::default();
@@ -375,13 +416,60 @@ mod tests {
     fn version_2_records_without_the_offset_are_still_read() {
         let rec = sample();
         let mut old = rec.encode();
-        old.drain(14..18);
+        old.drain(14..26);
         old[0] = VERSION_2;
         assert_eq!(DocRecord::decode(&old).unwrap(), rec);
         assert_eq!(peek_winner(&old).unwrap(), (Rev::parse("3-c").unwrap(), false));
         assert_eq!(DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev, Rev::parse("3-c").unwrap());
         let c = Counts::decode(&DocCounts.reduce(&[(b"a", &old)]).unwrap());
-        assert_eq!(c, Counts { live: 1, deleted: 0, external: 2 });
+        assert_eq!(c, Counts { live: 1, deleted: 0, external: 2, blobs: 0 });
+    }
+
+    #[test]
+    fn version_3_records_without_the_blob_bytes_are_still_read() {
+        let rec = with_blobs();
+        let mut old = rec.encode();
+        old.drain(18..26);
+        old[0] = VERSION_3;
+        let offset = u32::from_le_bytes(old[14..18].try_into().unwrap()) - 8;
+        old[14..18].copy_from_slice(&offset.to_le_bytes());
+        assert_eq!(DocRecord::decode(&old).unwrap(), rec);
+        assert_eq!(DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev, Rev::parse("3-c").unwrap());
+        let c = Counts::decode(&DocCounts.reduce(&[(b"a", &old)]).unwrap());
+        assert_eq!(c.blobs, 0, "unknown until the record is written again");
+    }
+
+    fn blob(offset: u64, stored_len: u32) -> BlobRef {
+        BlobRef { offset, stored_len, len: u64::from(stored_len) * 2 }
+    }
+
+    /// The sample with blobs: the superseded revision's body (not counted), the leaves'
+    /// bodies, and an attachment both leaves share (counted once).
+    fn with_blobs() -> DocRecord {
+        let mut rec = sample();
+        let att = |chunks: Vec<BlobRef>| AttInfo { name: "big".into(), content_type: "image/png".into(), revpos: 2, md5: [2; 16], length: 9, encoding: crate::att::Encoding::Identity, encoded_length: 9, chunks };
+        for (i, node) in rec.tree.nodes.iter_mut().enumerate() {
+            let Some(info) = node.info.as_mut() else { continue };
+            info.body = Body::Blob(blob(1000 * (i as u64 + 1), 100 + i as u32), 5000);
+            info.atts.push(att(vec![blob(50_000, 7), blob(60_000, 11)]));
+        }
+        rec
+    }
+
+    #[test]
+    fn blob_bytes_count_what_the_leaves_use_once() {
+        let rec = with_blobs();
+        let leaves = rec.tree.leaves();
+        assert_eq!(leaves.len(), 2);
+        assert!(leaves.iter().all(|&i| rec.tree.nodes[i].info.is_some()));
+        assert!(rec.tree.nodes.iter().enumerate().any(|(i, n)| n.info.is_some() && !leaves.contains(&i)), "a superseded revision has a body");
+        let bodies: u64 = leaves.iter().map(|&i| 100 + i as u64).sum();
+        assert_eq!(rec.leaf_blob_bytes(), bodies + 7 + 11);
+        let bytes = rec.encode();
+        assert_eq!(DocRecord::decode(&bytes).unwrap(), rec);
+        let r = DocCounts.reduce(&[(b"a", &bytes), (b"b", &sample().encode())]).unwrap();
+        let c = Counts::decode(&DocCounts.rereduce(&[&r, &r]).unwrap());
+        assert_eq!(c.blobs, 2 * (bodies + 18));
     }
 
     #[test]
@@ -400,6 +488,6 @@ mod tests {
         let dead = dead.encode();
         let r = DocCounts.reduce(&[(b"a", &live), (b"b", &dead), (b"c", &live)]).unwrap();
         let c = Counts::decode(&DocCounts.rereduce(&[&r, &r]).unwrap());
-        assert_eq!(c, Counts { live: 4, deleted: 2, external: 8 });
+        assert_eq!(c, Counts { live: 4, deleted: 2, external: 8, blobs: 0 });
     }
 }

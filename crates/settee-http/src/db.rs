@@ -68,7 +68,7 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
         "db_name": db.name(),
         "purge_seq": purge,
         "update_seq": snap.seq()?.encode(),
-        "sizes": {"file": file, "external": counts.external, "active": counts.external},
+        "sizes": {"file": file, "external": counts.external, "active": snap.active_bytes()?},
         "props": {},
         "doc_del_count": counts.deleted,
         "doc_count": counts.live,

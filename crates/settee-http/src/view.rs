@@ -404,6 +404,7 @@ pub fn info(state: &State, req: &Req, name: &str, ddoc_name: &str) -> HttpResult
     let snap = index.snapshot();
     let meta = index.meta_of(&snap)?;
     let file = std::fs::metadata(index.path()).map_or(0, |m| m.len());
+    let active = (0..snap.tree_count()).try_fold(0u64, |total, tree| snap.tree_bytes(tree).map(|b| total.saturating_add(b))).map_err(settee_db::Error::Store)?;
     let (running, waiting, compacting) = index.state();
     let pending = db.snapshot().pending(&meta.seq)?;
     let body = json!({
@@ -414,7 +415,7 @@ pub fn info(state: &State, req: &Req, name: &str, ddoc_name: &str) -> HttpResult
             "waiting_clients": waiting,
             "updater_running": running,
             "update_seq": meta.seq.total(),
-            "sizes": {"file": file, "external": file, "active": file},
+            "sizes": {"file": file, "external": file, "active": active},
             "signature": index.signature(),
             "purge_seq": meta.purge_seq,
             "language": ddoc.language,

@@ -72,6 +72,20 @@ impl Snapshot {
         }
     }
 
+    /// Number of trees in the store.
+    pub fn tree_count(&self) -> usize {
+        self.state.schema.len()
+    }
+
+    /// Bytes `tree`'s nodes take in the file, record framing included: with the blobs its
+    /// values reference, what a compaction keeps of it. Reads the inner nodes only.
+    pub fn tree_bytes(&self, tree: usize) -> Result<u64> {
+        match self.tree(tree)?.1 {
+            Some(root) => crate::tree::size::tree_bytes(self, root.ptr),
+            None => Ok(0),
+        }
+    }
+
     /// The root node of `tree`, if the tree has entries.
     fn root_node(&self, tree: usize) -> Result<Option<&Arc<Node>>> {
         let Some(root) = self.tree(tree)?.1 else { return Ok(None) };

@@ -124,3 +124,68 @@ fn compaction_while_clients_read_and_write_loses_nothing() {
     let all = c.get("/db/_all_docs").json();
     assert_eq!(all["rows"].as_array().unwrap().len(), 5400);
 }
+
+/// `sizes` of a database as CouchDB reports them: (file, active, external).
+fn sizes(c: &common::Client, db: &str) -> (u64, u64, u64) {
+    let info = c.get(&format!("/{db}")).json();
+    let n = |k: &str| info["sizes"][k].as_u64().unwrap_or_else(|| panic!("sizes.{k} in {info}"));
+    (n("file"), n("active"), n("external"))
+}
+
+fn wait_compacted(c: &common::Client, db: &str) {
+    assert_eq!(c.post(&format!("/{db}/_compact"), "{}").status, 202);
+    for _ in 0..600 {
+        if c.get(&format!("/{db}")).json()["compact_running"] == false {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("compaction of {db} did not finish");
+}
+
+#[test]
+fn sizes_count_live_data_and_compaction_gives_back_the_rest() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    // Bodies above the inline limit go to blobs, so superseded ones stop counting at once;
+    // random hex, so that compression leaves them at about half their length.
+    let pad = |n: usize| (0..n).map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap()).collect::<String>();
+    let body = |i: usize, round: usize| json!({"_id": format!("d{i:04}"), "round": round, "pad": pad(1200 + i % 300)});
+    let docs: Vec<Value> = (0..600).map(|i| body(i, 0)).collect();
+    let created = c.post("/db/_bulk_docs", &json!({"docs": docs}).to_string()).json();
+    let mut revs: Vec<Value> = created.as_array().unwrap().iter().map(|r| r["rev"].clone()).collect();
+    // An attachment that does not compress (random bytes, a type stored as it is).
+    let att: Vec<u8> = (0..200_000).map(|_| rand::random::<u8>()).collect();
+    let att_doc = json!({"_id": "photo", "_attachments": {"p.bin": {"content_type": "application/octet-stream", "data": common::base64_bytes(&att)}}});
+    assert_eq!(c.put("/db/photo", &att_doc.to_string()).status, 201);
+
+    let (file1, active1, external1) = sizes(&c, "db");
+    assert!(active1 <= file1, "active {active1} within the file {file1}");
+    assert!(active1 >= external1 / 2 + 200_000, "active {active1} counts the bodies ({external1}, stored compressed) and the attachment");
+
+    for round in 1..=4 {
+        let docs: Vec<Value> = (0..600).map(|i| {
+            let mut d = body(i, round);
+            d["_rev"] = revs[i].clone();
+            d
+        }).collect();
+        let answers = c.post("/db/_bulk_docs", &json!({"docs": docs}).to_string()).json();
+        revs = answers.as_array().unwrap().iter().map(|r| r["rev"].clone()).collect();
+    }
+    let (file2, active2, external2) = sizes(&c, "db");
+    assert_eq!(external2, external1, "the bodies kept their lengths");
+    assert!(file2 > file1 + 4 * 600 * 600, "four rounds of updates appended their bodies: {file1} -> {file2}");
+    assert!(active2 < active1 + active1 / 5, "superseded bodies are not live: {active1} -> {active2}");
+
+    wait_compacted(&c, "db");
+    let (file3, active3, _) = sizes(&c, "db");
+    assert!(file3 < file2 / 2, "compaction gave the superseded bodies back: {file2} -> {file3}");
+    assert!(active3 <= file3 && active3 >= file3 - file3 / 10, "after compaction the file is live data: active {active3}, file {file3}");
+    assert!(active3 <= active2, "compaction keeps no more than was live: {active2} -> {active3}");
+
+    let rev = c.get("/db/photo").json()["_rev"].as_str().unwrap().to_string();
+    assert_eq!(c.send("DELETE", &format!("/db/photo?rev={rev}"), None, &[]).status, 200);
+    let (_, active4, _) = sizes(&c, "db");
+    assert!(active4 + 190_000 < active3, "a deleted document's attachment is no longer live: {active3} -> {active4}");
+}

@@ -633,9 +633,14 @@ fn view_compaction() {
         page(&c, v, 5, 0, by_n(&ALL));
     }
     let groups = ok(&c, "/db/_design/d/_view/sum?group=true");
+    let sizes = |k: &str| ok(&c, "/db/_design/d/_info")["view_index"]["sizes"][k].as_u64().unwrap();
+    let (file, active) = (sizes("file"), sizes("active"));
+    assert!(active > 0 && active < file / 2, "the rewritten index is mostly garbage: active {active} of {file}");
     let r = c.post("/db/_compact/d", "{}");
     assert_eq!((r.status, r.json()), (202, json!({"ok": true})));
     wait_until("the view compaction finishes", || ok(&c, "/db/_design/d/_info")["view_index"]["compact_running"] == false);
+    let (compacted, live) = (sizes("file"), sizes("active"));
+    assert!(compacted < file && live > 0 && live <= compacted, "compaction keeps the live nodes: active {live} of {compacted}, {file} before");
     page(&c, v, 5, 0, by_n(&ALL));
     assert_eq!(ok(&c, "/db/_design/d/_view/sum?group=true"), groups);
     // Writes after compaction still reach the index.

@@ -9,6 +9,7 @@ pub(crate) mod cursor;
 pub(crate) mod diff;
 pub(crate) mod modify;
 pub(crate) mod reduce;
+pub(crate) mod size;
 
 use std::cmp::Ordering;
 use std::fmt;
