@@ -196,6 +196,11 @@ impl Catalog {
         &self.tasks
     }
 
+    /// The databases open now (for background work that follows what is in use).
+    pub fn open_databases(&self) -> Vec<Arc<Database>> {
+        self.open.read().expect("open lock").values().map(|(db, _)| db.clone()).collect()
+    }
+
     /// Number of databases currently open.
     pub fn open_count(&self) -> usize {
         self.open.read().expect("open lock").len()

@@ -69,13 +69,7 @@ impl DbSnapshot {
     /// tree and the blobs the documents' leaf revisions use, which is what a compaction
     /// keeps. Reads the trees' inner nodes, about one node in a hundred.
     pub fn active_bytes(&self) -> Result<u64> {
-        let mut total = self.counts()?.blobs;
-        for shard in &self.shards {
-            for tree in [BY_ID, BY_SEQ, LOCAL] {
-                total = total.saturating_add(shard.tree_bytes(tree)?);
-            }
-        }
-        Ok(total)
+        self.shards.iter().try_fold(self.counts()?.blobs, |total, shard| Ok(total.saturating_add(shard.nodes_bytes()?)))
     }
 
     /// Live and deleted document counts and sizes over every shard.

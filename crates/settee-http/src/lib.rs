@@ -29,6 +29,7 @@ mod reply;
 mod request;
 mod server;
 mod settings;
+pub mod smoosh;
 mod tls;
 mod uuids;
 mod validate;

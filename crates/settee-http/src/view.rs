@@ -404,7 +404,7 @@ pub fn info(state: &State, req: &Req, name: &str, ddoc_name: &str) -> HttpResult
     let snap = index.snapshot();
     let meta = index.meta_of(&snap)?;
     let file = std::fs::metadata(index.path()).map_or(0, |m| m.len());
-    let active = (0..snap.tree_count()).try_fold(0u64, |total, tree| snap.tree_bytes(tree).map(|b| total.saturating_add(b))).map_err(settee_db::Error::Store)?;
+    let active = snap.nodes_bytes().map_err(settee_db::Error::Store)?;
     let (running, waiting, compacting) = index.state();
     let pending = db.snapshot().pending(&meta.seq)?;
     let body = json!({

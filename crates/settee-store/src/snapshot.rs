@@ -86,6 +86,11 @@ impl Snapshot {
         }
     }
 
+    /// Bytes every tree's nodes take in the file ([`Snapshot::tree_bytes`] summed).
+    pub fn nodes_bytes(&self) -> Result<u64> {
+        (0..self.tree_count()).try_fold(0u64, |total, tree| Ok(total.saturating_add(self.tree_bytes(tree)?)))
+    }
+
     /// The root node of `tree`, if the tree has entries.
     fn root_node(&self, tree: usize) -> Result<Option<&Arc<Node>>> {
         let Some(root) = self.tree(tree)?.1 else { return Ok(None) };

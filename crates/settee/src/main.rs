@@ -142,6 +142,7 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
             Ok((settee_http::tls_acceptor(&need("cert_file")?, &need("key_file")?)?, file.get_or("ssl", "port", 6984u16)))
         })
         .transpose()?;
+    settee_http::smoosh::start(prepared.state.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         if let Some((acceptor, tls_port)) = tls {

@@ -189,3 +189,64 @@ fn sizes_count_live_data_and_compaction_gives_back_the_rest() {
     let (_, active4, _) = sizes(&c, "db");
     assert!(active4 + 190_000 < active3, "a deleted document's attachment is no longer live: {active3} -> {active4}");
 }
+
+/// Waits until `done` holds, for at most a minute.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(60), "{what} within a minute");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn databases_and_views_compact_themselves_when_mostly_garbage() {
+    let s = TestServer::start();
+    let c = s.admin();
+    // Start at once and weigh every change (CouchDB waits 30 s, then weighs a file at most
+    // every 5 minutes); small files, so the test is quick, but a floor that keeps the
+    // database written once out.
+    for (section, key, value) in [("smoosh", "wait_secs", "0"), ("smoosh", "staleness", "0"), ("smoosh.ratio_dbs", "min_size", "400000"), ("smoosh.ratio_views", "min_size", "40000")] {
+        common::set_config(&c, section, key, value);
+    }
+    c.put("/calm", "");
+    let calm: Vec<Value> = (0..30).map(|i| json!({"_id": format!("c{i}"), "n": i})).collect();
+    assert_eq!(c.post("/calm/_bulk_docs", &json!({"docs": calm}).to_string()).status, 201);
+    let calm_file = sizes(&c, "calm").0;
+
+    c.put("/churn", "");
+    assert_eq!(c.put("/churn/_design/d", r#"{"views": {"by_round": {"map": "function(doc) { if (doc.round !== undefined) emit(doc.round, doc.n); }"}}}"#).status, 201);
+    let pad = |n: usize| (0..n).map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap()).collect::<String>();
+    let mut revs: Vec<Option<Value>> = vec![None; 300];
+    for round in 0..10 {
+        let docs: Vec<Value> = (0..300).map(|i| {
+            let mut d = json!({"_id": format!("d{i:03}"), "n": i, "round": round, "pad": pad(1000)});
+            if let Some(rev) = &revs[i] {
+                d["_rev"] = rev.clone();
+            }
+            d
+        }).collect();
+        let answers = c.post("/churn/_bulk_docs", &json!({"docs": docs}).to_string()).json();
+        revs = answers.as_array().unwrap().iter().map(|a| Some(a["rev"].clone())).collect();
+        let view = c.get("/churn/_design/d/_view/by_round?limit=1").json();
+        assert_eq!(view["total_rows"], 300, "{view}");
+    }
+    // Ten versions of every body, nine of them garbage: the database compacts itself.
+    eventually("the churned database compacts itself", || {
+        let (file, active, _) = sizes(&c, "churn");
+        file < active + active / 5
+    });
+    let view_sizes = || {
+        let info = c.get("/churn/_design/d/_info").json();
+        (info["view_index"]["sizes"]["file"].as_u64().unwrap(), info["view_index"]["sizes"]["active"].as_u64().unwrap())
+    };
+    eventually("the rewritten index compacts itself", || {
+        let (file, active) = view_sizes();
+        file < 3 * active
+    });
+    let all = c.get("/churn/_all_docs?include_docs=true&start_key=%22d%22").json();
+    let rows = all["rows"].as_array().unwrap();
+    assert!(rows.len() == 300 && rows.iter().all(|r| r["doc"]["round"] == 9 && r["doc"]["pad"].as_str().unwrap().len() == 1000), "nothing lost");
+    assert_eq!(c.get("/churn/_design/d/_view/by_round?key=9").json()["rows"].as_array().unwrap().len(), 300);
+    assert_eq!(sizes(&c, "calm").0, calm_file, "a database below the size floor is left alone");
+}
