@@ -30,7 +30,12 @@ pub fn start(state: Arc<State>) {
         let mut daemon = Daemon::new();
         loop {
             std::thread::sleep(TICK);
-            daemon.tick(&state);
+            // A failure while looking is logged and forgotten; the next tick starts afresh.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| daemon.tick(&state))).is_err() {
+                tracing::error!("automatic compaction failed while looking at the open files");
+                daemon.lanes.clear();
+                daemon.weighed.clear();
+            }
         }
     });
     if let Err(e) = spawned {
