@@ -87,8 +87,16 @@ impl Channel {
             (_, Weigh::Ratio) => 5.0,
             (_, Weigh::Slack) => 16.0 * 1024.0 * 1024.0,
         };
-        let window = match (config.get(&section, "from").map(minute_of_day), config.get(&section, "to").map(minute_of_day)) {
-            (Some(Some(from)), Some(Some(to))) => Some((from, to)),
+        // Each side on its own, as CouchDB reads them: from midnight, until midnight.
+        let side = |key: &str, default: u32| match config.get(&section, key) {
+            None => Some(default),
+            Some(text) => minute_of_day(text).or_else(|| {
+                tracing::warn!("[{section}] {key} = {text:?} is not HH:MM; the channel keeps no window");
+                None
+            }),
+        };
+        let window = match (side("from", 0), side("to", 24 * 60)) {
+            (Some(from), Some(to)) if (from, to) != (0, 24 * 60) => Some((from, to)),
             _ => None,
         };
         Channel {
@@ -114,21 +122,28 @@ impl Channel {
         fits.then_some(priority)
     }
 
-    /// Whether the channel may start compactions at `minute` of the day (UTC).
+    /// Whether the channel may start compactions at `minute` of the day (UTC). A window
+    /// from a time to the same time is the whole day.
     fn open_at(&self, minute: u32) -> bool {
         match self.window {
             None => true,
-            Some((from, to)) if from <= to => (from..to).contains(&minute),
+            Some((from, to)) if from == to => true,
+            Some((from, to)) if from < to => (from..to).contains(&minute),
             Some((from, to)) => minute >= from || minute < to,
         }
     }
 }
 
-/// `HH:MM` as minutes since midnight.
+/// `HH:MM` as minutes since midnight; `24:00` is the end of the day.
 fn minute_of_day(text: &str) -> Option<u32> {
     let (h, m) = text.trim().split_once(':')?;
     let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
-    (h < 24 && m < 60).then_some(h * 60 + m)
+    (m < 60 && (h < 24 || (h, m) == (24, 0))).then_some(h * 60 + m)
+}
+
+/// A setting in seconds as a duration; negative, infinite or absurd values are clamped.
+fn seconds(value: f64) -> Duration {
+    Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::MAX)
 }
 
 /// The channels of a list such as `db_channels`. The upgrade and cleanup channels have
@@ -242,8 +257,8 @@ impl Daemon {
             (
                 channels(&config, "db_channels", "upgrade_dbs,ratio_dbs,slack_dbs"),
                 channels(&config, "view_channels", "upgrade_views,ratio_views,slack_views"),
-                Duration::from_secs_f64(config.get_or("smoosh", "staleness", 5.0f64).max(0.0) * 60.0),
-                Duration::from_secs_f64(config.get_or("smoosh", "wait_secs", 30.0f64).max(0.0)),
+                seconds(config.get_or("smoosh", "staleness", 5.0f64) * 60.0),
+                seconds(config.get_or("smoosh", "wait_secs", 30.0f64)),
             )
         };
         let mut seen = std::collections::HashSet::new();
@@ -377,5 +392,21 @@ mod tests {
         assert!(day.open_at(9 * 60) && !day.open_at(17 * 60) && !day.open_at(3 * 60));
         let bad = Channel::from_config(&config(&[("smoosh.b", "from", "25:00"), ("smoosh.b", "to", "06:00")]), "b");
         assert!(bad.window.is_none() && bad.open_at(0), "an unreadable window is no window");
+        let evening = Channel::from_config(&config(&[("smoosh.e", "from", "18:00")]), "e");
+        assert!(evening.open_at(23 * 60 + 59) && !evening.open_at(17 * 60), "until midnight when only `from` is set");
+        let morning = Channel::from_config(&config(&[("smoosh.m", "to", "06:00")]), "m");
+        assert!(morning.open_at(0) && !morning.open_at(6 * 60), "from midnight when only `to` is set");
+        let late = Channel::from_config(&config(&[("smoosh.l", "from", "22:00"), ("smoosh.l", "to", "24:00")]), "l");
+        assert!(late.open_at(23 * 60) && !late.open_at(21 * 60), "24:00 ends the day");
+        let same = Channel::from_config(&config(&[("smoosh.s", "from", "05:00"), ("smoosh.s", "to", "05:00")]), "s");
+        assert!(same.open_at(0) && same.open_at(5 * 60) && same.open_at(12 * 60), "the same time twice is the whole day");
+    }
+
+    #[test]
+    fn absurd_durations_are_clamped() {
+        assert_eq!(seconds(-3.0), Duration::ZERO);
+        assert_eq!(seconds(f64::INFINITY), Duration::MAX);
+        assert_eq!(seconds(f64::NAN), Duration::ZERO);
+        assert_eq!(seconds(1.5), Duration::from_millis(1500));
     }
 }

@@ -25,6 +25,11 @@ pub trait Backend: Send + Sync + 'static {
     fn len(&self) -> io::Result<u64>;
     /// Cuts the file to `len` bytes.
     fn truncate(&self, len: u64) -> io::Result<()>;
+    /// Whether `path` still names this file (not another one put there since, after this
+    /// one was moved away or removed). Files not in a file system always are.
+    fn is_at(&self, _path: &Path) -> io::Result<bool> {
+        Ok(true)
+    }
 }
 
 /// A real file, read with `pread` and made durable with `fdatasync`.
@@ -76,6 +81,15 @@ impl Backend for FileBackend {
     }
     fn truncate(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+    fn is_at(&self, path: &Path) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let (mine, there) = match (self.file.metadata(), std::fs::metadata(path)) {
+            (Ok(mine), Ok(there)) => (mine, there),
+            (_, Err(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        };
+        Ok((mine.dev(), mine.ino()) == (there.dev(), there.ino()))
     }
 }
 

@@ -222,6 +222,12 @@ fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snaps
     let target = compact_path(&shared.path);
     copy.stats.old_size = old_file.backend.len().map_err(Error::io("file length"))?;
     copy.stats.new_size = copy.new.app.file.backend.len().map_err(Error::io("file length"))?;
+    // A file moved away meanwhile (its database deleted, and perhaps another made under the
+    // same name) must not be replaced by this copy of it.
+    if !old_file.backend.is_at(&shared.path).map_err(Error::io("check the file before renaming"))? {
+        let _ = std::fs::remove_file(&target);
+        return Err(Error::io("rename compacted file")(std::io::Error::new(std::io::ErrorKind::NotFound, "the file was moved or replaced during compaction")));
+    }
     std::fs::rename(&target, &shared.path).map_err(Error::io("rename compacted file"))?;
     // From here on the path names the new file: the writer must follow it whatever happens.
     // Until the rename is durable, no commit may be acknowledged (see WriterState::commit).

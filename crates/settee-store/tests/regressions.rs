@@ -189,3 +189,26 @@ fn failed_early_commit_fails_the_update_it_covered() {
     let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), Path::new("f"), options()).unwrap();
     assert_eq!(keys(&reopened), [b"next".to_vec()]);
 }
+
+/// A store whose file was moved away (its database deleted) and replaced by another store's
+/// file under the same name must not rename its compacted copy over that other file.
+#[test]
+fn compaction_leaves_a_file_put_in_its_place_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shard.settee");
+    let put = |store: &Store, key: &[u8]| {
+        let actions = vec![Action::Put(key.to_vec(), b"v".to_vec())];
+        store.update(Durability::Durable, move |t| t.apply(0, &actions)).unwrap();
+    };
+    let old = Store::create(&path, options()).unwrap();
+    put(&old, b"old");
+    std::fs::rename(&path, dir.path().join("trash.settee")).unwrap();
+    let new = Store::create(&path, options()).unwrap();
+    put(&new, b"new");
+    assert!(old.compact(Arc::new(NoBlobs), &|_, _| {}).is_err(), "the compaction notices its file is gone");
+    assert_eq!(keys(&old), [b"old".to_vec()], "and keeps serving its own file");
+    drop(new);
+    let reopened = Store::open(&path, options()).unwrap();
+    assert_eq!(keys(&reopened), [b"new".to_vec()], "the file now at the path is untouched");
+    assert!(!dir.path().join("shard.settee.compact").exists(), "no copy is left behind");
+}
