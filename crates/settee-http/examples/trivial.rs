@@ -25,7 +25,7 @@ const HEADERS: [(&str, &str); 6] = [
     ("cache-control", "must-revalidate"),
     ("etag", "\"1-3a81c98445731d7cddbbfb0f34370cec\""),
     ("x-couchdb-body-time", "0"),
-    ("server", "Settee/0.1.0 (CouchDB/3.5.0)"),
+    ("server", settee_http::SERVER_HEADER),
     ("x-couch-request-id", "ad8f763da1"),
 ];
 

@@ -38,5 +38,5 @@ mod view;
 pub use auth::{hash_password, verify_password};
 pub use config::Config;
 pub use error::HttpError;
-pub use server::{serve, Prepared, ServerOptions, State, VERSION};
+pub use server::{serve, Prepared, ServerOptions, State, SERVER_HEADER, VERSION};
 pub use tls::{acceptor as tls_acceptor, serve_tls};

@@ -63,6 +63,9 @@ fn configure_query_servers(servers: &QueryServers, config: &Config) {
 /// The version this server reports, and the CouchDB version whose API it speaks.
 pub const VERSION: &str = "3.5.0";
 
+/// The `Server` header on every answer: Settee's version and the CouchDB version it speaks.
+pub const SERVER_HEADER: &str = concat!("Settee/", env!("CARGO_PKG_VERSION"), " (CouchDB/3.5.0)");
+
 /// Everything requests share.
 pub struct State {
     /// The databases.
@@ -77,6 +80,8 @@ pub struct State {
     pub server_header: HeaderValue,
     /// The settings every request consults, parsed again when the config changes.
     pub settings: arc_swap::ArcSwap<Settings>,
+    /// What automatic compaction follows, parsed again when the config changes.
+    pub(crate) smoosh: arc_swap::ArcSwap<crate::smoosh::Plan>,
     /// Failed logins per client address and user.
     pub lockout: settee_auth::lockout::Lockout,
     /// Cookie signing secret.
@@ -193,10 +198,11 @@ impl State {
             servers,
         });
         let settings = Settings::from_config(&config);
+        let smoosh = crate::smoosh::Plan::from_config(&config);
         let state = State {
             catalog,
             welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
-            server_header: HeaderValue::from_static(concat!("Settee/", env!("CARGO_PKG_VERSION"), " (CouchDB/3.5.0)")),
+            server_header: HeaderValue::from_static(SERVER_HEADER),
             secret,
             uuids: Mutex::new(Uuids::new(&algorithm)),
             limits,
@@ -205,6 +211,7 @@ impl State {
             auth: Authenticator::default(),
             lockout: Default::default(),
             settings: arc_swap::ArcSwap::from_pointee(settings),
+            smoosh: arc_swap::ArcSwap::from_pointee(smoosh),
             views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
         };
@@ -218,6 +225,7 @@ impl State {
         self.views.set_reduce_limit(reduce_limit(&config));
         configure_query_servers(self.views.servers(), &config);
         self.settings.store(Arc::new(Settings::from_config(&config)));
+        self.smoosh.store(Arc::new(crate::smoosh::Plan::from_config(&config)));
     }
 
     /// A new document id.

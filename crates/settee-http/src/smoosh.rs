@@ -232,6 +232,29 @@ impl Target {
     }
 }
 
+/// The daemon's configuration, parsed when the configuration changes
+/// ([`crate::State::apply_config`]), not on every look.
+pub(crate) struct Plan {
+    db_channels: Vec<Channel>,
+    view_channels: Vec<Channel>,
+    /// How long a weighed file that changed waits before it is weighed again.
+    staleness: Duration,
+    /// How long after the start no compaction begins.
+    wait: Duration,
+}
+
+impl Plan {
+    /// The plan `[smoosh]` and its channel sections describe.
+    pub(crate) fn from_config(config: &Config) -> Plan {
+        Plan {
+            db_channels: channels(config, "db_channels", "upgrade_dbs,ratio_dbs,slack_dbs"),
+            view_channels: channels(config, "view_channels", "upgrade_views,ratio_views,slack_views"),
+            staleness: seconds(config.get_or("smoosh", "staleness", 5.0f64) * 60.0),
+            wait: seconds(config.get_or("smoosh", "wait_secs", 30.0f64)),
+        }
+    }
+}
+
 /// A channel's queue and what it runs.
 #[derive(Default)]
 struct Lane {
@@ -252,32 +275,25 @@ impl Daemon {
     }
 
     fn tick(&mut self, state: &State) {
-        let (db_channels, view_channels, staleness, wait) = {
-            let config = state.config.read().expect("config lock");
-            (
-                channels(&config, "db_channels", "upgrade_dbs,ratio_dbs,slack_dbs"),
-                channels(&config, "view_channels", "upgrade_views,ratio_views,slack_views"),
-                seconds(config.get_or("smoosh", "staleness", 5.0f64) * 60.0),
-                seconds(config.get_or("smoosh", "wait_secs", 30.0f64)),
-            )
-        };
+        let plan = state.smoosh.load_full();
+        let (db_channels, view_channels, staleness) = (&plan.db_channels, &plan.view_channels, plan.staleness);
         let mut seen = std::collections::HashSet::new();
         for db in state.catalog.open_databases() {
             let views = settee_views::Views::open_indexes(&db);
             let db_target = Target::Db(db.clone());
             seen.insert(db_target.key());
-            self.offer(db_target, &db_channels, staleness);
+            self.offer(db_target, db_channels, staleness);
             for index in views {
                 let view = Target::View(db.clone(), index);
                 seen.insert(view.key());
-                self.offer(view, &view_channels, staleness);
+                self.offer(view, view_channels, staleness);
             }
         }
         // A file that was closed is weighed again when it is open again.
         self.weighed.retain(|key, _| seen.contains(key));
-        if self.started.elapsed() >= wait {
+        if self.started.elapsed() >= plan.wait {
             let minute = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) / 60 % 1440) as u32;
-            for channel in db_channels.iter().chain(&view_channels) {
+            for channel in db_channels.iter().chain(view_channels) {
                 self.run(state, channel, minute);
             }
         }
