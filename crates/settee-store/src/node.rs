@@ -94,8 +94,9 @@ struct Slot {
 }
 
 /// Nodes with at most this many entries are searched by counting prefixes, not bisecting:
-/// a leaf's prefixes span a few cache lines, which a count loads in parallel.
-const SCAN_ENTRIES: usize = 64;
+/// the prefixes of a leaf, or of an inner node of the default size, span up to 32 cache
+/// lines, which a count loads in parallel where a bisection waits for one after another.
+const SCAN_ENTRIES: usize = 256;
 
 /// Hints the CPU to bring the `len` bytes at `start` into its cache, one line at a time;
 /// does nothing on targets without a prefetch instruction. The address need not be valid:
