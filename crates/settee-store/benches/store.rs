@@ -135,6 +135,22 @@ fn checked_lookups(snap: &settee_store::Snapshot, rng: &mut rand::rngs::StdRng, 
     1000
 }
 
+/// Batches of 1,000 random lookups on one snapshot, each answer checked, until told to stop.
+fn lookups_many(store: &Store, n: u64, seed: u64, stop: &AtomicBool) -> u64 {
+    let snap = store.snapshot();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let asked: Vec<u64> = (0..1000).map(|_| rng.gen_range(0..n)).collect();
+        let keys: Vec<[u8; 8]> = asked.iter().map(|&i| key(i)).collect();
+        for (i, e) in asked.iter().zip(snap.get_many(0, &keys).unwrap()) {
+            check_value(*i, e.expect("every key is present").value());
+        }
+        done += 1000;
+    }
+    done
+}
+
 /// Lookups on one snapshot until told to stop.
 fn lookups(store: &Store, n: u64, seed: u64, stop: &AtomicBool) -> u64 {
     let snap = store.snapshot();
@@ -181,6 +197,10 @@ fn bench_node_size(dir: &Path, a: &Args, node_size: usize) -> Result<(), Error> 
     let cores = std::thread::available_parallelism().map_or(2, |c| c.get());
     let all = timed_threads(cores, a.seconds, |t, stop| lookups(&store, n, 20 + t as u64, stop));
     row(&format!("point lookups, warm cache, {cores} threads"), format!("{}/s", fmt(all)), &format!("{}/s per core", fmt(all / cores as f64)));
+    let one = timed_threads(1, a.seconds, |t, stop| lookups_many(&store, n, 30 + t as u64, stop));
+    row("point lookups in batches of 1,000 (`get_many`), warm cache, 1 thread", format!("{}/s", fmt(one)), "");
+    let all = timed_threads(cores, a.seconds, |t, stop| lookups_many(&store, n, 40 + t as u64, stop));
+    row(&format!("point lookups in batches of 1,000 (`get_many`), warm cache, {cores} threads"), format!("{}/s", fmt(all)), &format!("{}/s per core", fmt(all / cores as f64)));
 
     let scan = |dir: settee_store::Direction| {
         let start = Instant::now();

@@ -107,6 +107,7 @@ pub fn fuzz_open(bytes: &[u8]) {
         }
         let _ = snap.reduce(tree, &Bound::Included(b"a".to_vec()), &Bound::Excluded(b"m".to_vec()));
         let _ = snap.get(tree, b"k");
+        let _ = snap.get_many(tree, &[&b"a"[..], b"k", b"zz", b""]);
         let _ = snap.tree_bytes(tree);
     }
 }

@@ -66,10 +66,28 @@ impl LeafTables {
 
     /// Hints the CPU to load the leaf at `leaf` and its tables.
     fn prefetch(&self, leaf: *const Node) {
-        prefetch(leaf.cast(), std::mem::size_of::<Node>());
-        prefetch(self.prefixes as *const u8, self.len * std::mem::size_of::<u64>());
+        self.prefetch_for_search(leaf);
         prefetch(self.slots as *const u8, self.len * std::mem::size_of::<Slot>());
     }
+
+    /// Hints the CPU to load the leaf at `leaf` and its key prefixes: what a search reads
+    /// before it knows which entry it wants.
+    fn prefetch_for_search(&self, leaf: *const Node) {
+        prefetch(leaf.cast(), std::mem::size_of::<Node>());
+        prefetch(self.prefixes as *const u8, self.len * std::mem::size_of::<u64>());
+    }
+}
+
+/// What a batched descent learns of an inner node's child without waiting for memory it
+/// has not asked for yet.
+pub(crate) enum Peek<'a> {
+    /// A pinned inner child.
+    Inner(&'a Node),
+    /// A pinned leaf, perhaps gone since: it and its key prefixes are on their way into the
+    /// CPU cache.
+    Leaf,
+    /// Not loaded through this parent yet.
+    Unpinned,
 }
 
 /// A child reached from an inner node: borrowed if pinned, else owned.
@@ -110,6 +128,25 @@ fn prefetch(start: *const u8, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (start, len);
+}
+
+/// How many of `prefixes` are below `want`: the heart of a node search, and worth the
+/// CPU's wide compares where it has them.
+#[inline]
+fn count_below(prefixes: &[u64], want: u64) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has just been found to support AVX2.
+        return unsafe { count_below_avx2(prefixes, want) };
+    }
+    prefixes.iter().filter(|&&p| p < want).count()
+}
+
+/// [`count_below`], compiled for AVX2, which compares four prefixes at once.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn count_below_avx2(prefixes: &[u64], want: u64) -> usize {
+    prefixes.iter().filter(|&&p| p < want).count()
 }
 
 /// The first eight bytes of `key` as a big-endian number, zero-padded. Two keys whose
@@ -381,6 +418,51 @@ impl Node {
         }
     }
 
+    /// Starts loading what [`Node::child_ref`] reads first of child `i`: the parent's pin.
+    pub fn prefetch_pin(&self, i: usize) {
+        if let Some(p) = self.pinned.get(i) {
+            prefetch((p as *const OnceLock<Pin>).cast(), std::mem::size_of::<OnceLock<Pin>>());
+        }
+    }
+
+    /// Child `i` as far as its pin tells without touching the child itself; for a pinned
+    /// leaf, starts loading the leaf and its key prefixes.
+    pub fn peek_child(&self, i: usize) -> Peek<'_> {
+        match self.pinned.get(i).and_then(OnceLock::get) {
+            Some(Pin::Inner(n)) => Peek::Inner(n),
+            Some(Pin::Leaf(leaf, tables)) => {
+                tables.prefetch_for_search(leaf.as_ptr());
+                Peek::Leaf
+            }
+            None => Peek::Unpinned,
+        }
+    }
+
+    /// Where a bytewise search for `key` lands in this leaf, judged by key prefixes alone:
+    /// the first entry whose prefix is not below the key's.
+    pub fn landing(&self, key: &[u8]) -> usize {
+        count_below(&self.prefixes, key_prefix(key))
+    }
+
+    /// Starts loading leaf entry `i`'s place in the entry table.
+    pub fn prefetch_slot(&self, i: usize) {
+        if let Body::Leaf(slots) = &self.body {
+            if let Some(s) = slots.get(i) {
+                prefetch((s as *const Slot).cast(), std::mem::size_of::<Slot>());
+            }
+        }
+    }
+
+    /// Starts loading leaf entry `i`'s key and value bytes.
+    pub fn prefetch_entry(&self, i: usize) {
+        if let Body::Leaf(slots) = &self.body {
+            if let Some(s) = slots.get(i) {
+                let (start, end) = (s.key.0 as usize, (s.value.0 + s.value.1) as usize);
+                prefetch(self.buf.as_ptr().wrapping_add(start), end.saturating_sub(start));
+            }
+        }
+    }
+
     /// In bytewise order, the index of the first key not less than `key` (`len()` if none).
     pub fn lower_bound_bytewise(&self, key: &[u8]) -> usize {
         let want = key_prefix(key);
@@ -394,7 +476,7 @@ impl Node {
         }
         // Counting every prefix loads the whole array at once rather than one line per
         // probe; only keys whose prefix equals the wanted one are read in full.
-        let below = prefixes.iter().filter(|&&p| p < want).count();
+        let below = count_below(prefixes, want);
         let equal = prefixes[below..].iter().take_while(|&&p| p == want).count();
         below + crate::tree::partition(equal, |j| crate::tree::bytewise(self.key(below + j), key).is_lt())
     }
@@ -559,6 +641,19 @@ mod tests {
         let mut probes = many.clone();
         probes.extend([b"doc-".to_vec(), b"doc-003".to_vec(), b"doc-003xy".to_vec(), b"doc-9".to_vec(), b"".to_vec()]);
         check_lower_bound(&many, &probes);
+    }
+
+    #[test]
+    fn prefix_counts_are_unsigned_at_every_length() {
+        // Wide compares are signed where the CPU has them; prefixes with the top bit set
+        // must still count as large, whatever the length left over for the scalar tail.
+        let values = [0, 1, 0x7fff_ffff_ffff_ffff, 0x8000_0000_0000_0000, 0xff00_0000_0000_0000, u64::MAX];
+        for len in 0..=13 {
+            let prefixes: Vec<u64> = (0..len).map(|i| values[i % values.len()]).collect();
+            for want in values {
+                assert_eq!(count_below(&prefixes, want), prefixes.iter().filter(|&&p| p < want).count(), "{prefixes:x?} {want:x}");
+            }
+        }
     }
 
     fn check_lower_bound(keys: &[Vec<u8>], probes: &[Vec<u8>]) {

@@ -161,6 +161,13 @@ fn check_queries(store: &Store, model: &Model, queries: &[Query]) -> Result<(), 
     let all = model.sorted();
     prop_assert_eq!(snap.count(0).unwrap(), all.len() as u64);
     prop_assert_eq!(snap.total(0).unwrap().value, sum_of(&all));
+    // Many lookups at once: the queries' bound keys (present or not) and every other key
+    // stored, in an order that is not the tree's.
+    let mut keys: Vec<Vec<u8>> = queries.iter().flat_map(|q| [q.lo.1.clone(), q.hi.1.clone()]).collect();
+    keys.extend(all.iter().step_by(2).rev().map(|(k, _)| k.clone()));
+    let got: Vec<Option<Vec<u8>>> = snap.get_many(0, &keys).unwrap().into_iter().map(|e| e.map(|e| e.value().to_vec())).collect();
+    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.map.get(k).cloned()).collect();
+    prop_assert_eq!(got, want);
     for q in queries {
         let (lo, hi) = (bound(&q.lo), bound(&q.hi));
         let mut expected = model.in_range(&lo, &hi);

@@ -8,7 +8,7 @@ use super::{partition, within_end, Bound, Direction, RangeOptions, TreeSpec};
 use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::Root;
-use crate::node::{ChildNode, Node};
+use crate::node::{ChildNode, Node, Peek};
 
 /// One entry of a tree, borrowed from its (shared, immutable) leaf.
 #[derive(Clone)]
@@ -292,29 +292,138 @@ impl Iterator for Range<'_> {
     }
 }
 
+/// The entry for exactly `key` in `leaf`.
+fn in_leaf(spec: &TreeSpec, leaf: Arc<Node>, key: &[u8]) -> Option<Entry> {
+    let i = spec.lower_bound(&leaf, key);
+    (i < leaf.len() && spec.cmp(leaf.key(i), key) == Ordering::Equal).then(|| Entry::new(leaf, i))
+}
+
 /// The entry for exactly `key`, found by one descent from `root`. Inner levels are walked
 /// by reference through pinned children; the leaf comes from its parent's pin while the
 /// cache still holds it, else from the cache.
 pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, key: &[u8]) -> Result<Option<Entry>> {
-    let find = |node: &Node| spec.lower_bound(node, key);
-    let in_leaf = |leaf: Arc<Node>| {
-        leaf.prefetch_tables();
-        let i = find(&leaf);
-        Ok((i < leaf.len() && spec.cmp(leaf.key(i), key) == Ordering::Equal).then(|| Entry::new(leaf, i)))
-    };
     if root.is_leaf() {
-        return in_leaf(root.clone());
+        return Ok(in_leaf(spec, root.clone(), key));
     }
     let mut node: &Node = root;
     for _ in 0..super::MAX_DEPTH {
-        let i = find(node);
+        let i = spec.lower_bound(node, key);
         if i == node.len() {
             return Ok(None);
         }
         match node.child_ref(i, src)? {
             ChildNode::Inner(child) => node = child,
-            ChildNode::Leaf(leaf) => return in_leaf(leaf),
+            ChildNode::Leaf(leaf) => {
+                leaf.prefetch_tables();
+                return Ok(in_leaf(spec, leaf, key));
+            }
         }
     }
     Err(Error::corrupted(0, "tree deeper than any valid tree"))
+}
+
+/// How many lookups [`lookup_many`] keeps in flight: enough to overlap their cache misses,
+/// few enough that what they ask the CPU to load stays in its first-level cache.
+const IN_FLIGHT: usize = 16;
+
+/// Where one of [`lookup_many`]'s descents stands. Each step reads only memory that the
+/// step before asked the CPU to load, then asks for what the next step reads.
+enum Step<'a> {
+    /// Searching an inner node, its key prefixes on their way.
+    Search(&'a Node),
+    /// Child `i` chosen, the parent's pin on its way.
+    Pick(&'a Node, usize),
+    /// A pinned leaf (`true`: the leaf and its key prefixes on their way) or a child not
+    /// pinned yet: taking hold of it.
+    Take(&'a Node, usize, bool),
+    /// Where the search lands in a leaf, by key prefixes: that entry's place on its way.
+    Locate(Arc<Node>, usize),
+    /// Checking a leaf entry, its bytes on their way.
+    Check(Arc<Node>),
+    Done(Option<Entry>),
+}
+
+/// The entries for exactly `keys`, in order, as [`lookup`] finds them one by one, but with
+/// up to [`IN_FLIGHT`] descents taking turns a step at a time, so that their cache misses
+/// overlap instead of following one another.
+pub(crate) fn lookup_many<S: NodeSource, K: AsRef<[u8]>>(src: &S, spec: &TreeSpec, root: &Arc<Node>, keys: &[K]) -> Result<Vec<Option<Entry>>> {
+    let mut out = Vec::with_capacity(keys.len());
+    if root.is_leaf() {
+        out.extend(keys.iter().map(|k| in_leaf(spec, root.clone(), k.as_ref())));
+        return Ok(out);
+    }
+    let mut steps: Vec<Step> = Vec::with_capacity(IN_FLIGHT);
+    for group in keys.chunks(IN_FLIGHT) {
+        steps.clear();
+        steps.extend(group.iter().map(|_| Step::Search(root)));
+        // Every path has the same length: a descent takes at most two steps per level and
+        // three more at its leaf.
+        for _ in 0..2 * super::MAX_DEPTH + 3 {
+            let mut busy = false;
+            for (step, key) in steps.iter_mut().zip(group) {
+                if !matches!(step, Step::Done(_)) {
+                    *step = advance(src, spec, std::mem::replace(step, Step::Done(None)), key.as_ref())?;
+                    busy = true;
+                }
+            }
+            if !busy {
+                break;
+            }
+        }
+        for step in steps.drain(..) {
+            match step {
+                Step::Done(found) => out.push(found),
+                _ => return Err(Error::corrupted(0, "tree deeper than any valid tree")),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One step of a batched descent for `key`.
+fn advance<'a, S: NodeSource>(src: &S, spec: &TreeSpec, step: Step<'a>, key: &[u8]) -> Result<Step<'a>> {
+    // Bytewise leaves are found entry by entry, asking only for the lines each step reads;
+    // other orders search the whole leaf.
+    let found = |leaf: Arc<Node>| {
+        if spec.is_bytewise() {
+            let at = leaf.landing(key);
+            leaf.prefetch_slot(at);
+            Step::Locate(leaf, at)
+        } else {
+            leaf.prefetch_tables();
+            Step::Check(leaf)
+        }
+    };
+    Ok(match step {
+        Step::Search(node) => {
+            let i = spec.lower_bound(node, key);
+            if i == node.len() {
+                return Ok(Step::Done(None));
+            }
+            node.prefetch_pin(i);
+            Step::Pick(node, i)
+        }
+        Step::Pick(node, i) => match node.peek_child(i) {
+            Peek::Inner(child) => {
+                child.prefetch_tables();
+                Step::Search(child)
+            }
+            Peek::Leaf => Step::Take(node, i, true),
+            Peek::Unpinned => Step::Take(node, i, false),
+        },
+        Step::Take(node, i, true) => found(node.child(i, src)?),
+        Step::Take(node, i, false) => match node.child_ref(i, src)? {
+            ChildNode::Inner(child) => {
+                child.prefetch_tables();
+                Step::Search(child)
+            }
+            ChildNode::Leaf(leaf) => found(leaf),
+        },
+        Step::Locate(leaf, at) => {
+            leaf.prefetch_entry(at);
+            Step::Check(leaf)
+        }
+        Step::Check(leaf) => Step::Done(in_leaf(spec, leaf, key)),
+        done @ Step::Done(_) => done,
+    })
 }
