@@ -73,7 +73,8 @@ impl LeafTables {
     /// Hints the CPU to load the leaf at `leaf` and its key prefixes: what a search reads
     /// before it knows which entry it wants.
     fn prefetch_for_search(&self, leaf: *const Node) {
-        prefetch(leaf.cast(), std::mem::size_of::<Node>());
+        // From the reference counts just before the node, which taking hold of it reads.
+        prefetch(leaf.cast::<u8>().wrapping_sub(16), std::mem::size_of::<Node>() + 16);
         prefetch(self.prefixes as *const u8, self.len * std::mem::size_of::<u64>());
     }
 }
@@ -121,10 +122,15 @@ const SCAN_ENTRIES: usize = 256;
 /// nothing is read through it.
 fn prefetch(start: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    for offset in (0..len).step_by(64) {
-        // SAFETY: a prefetch never faults, whatever the address, and changes nothing
-        // observable; `wrapping_add` makes no claim that the address is in bounds.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(start.wrapping_add(offset).cast()) };
+    if len > 0 {
+        // From the line holding the first byte to the line holding the last.
+        let lines = ((start as usize % 64) + len).div_ceil(64);
+        let first = start.wrapping_sub(start as usize % 64);
+        for line in 0..lines {
+            // SAFETY: a prefetch never faults, whatever the address, and changes nothing
+            // observable; `wrapping_add` makes no claim that the address is in bounds.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(first.wrapping_add(line * 64).cast()) };
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (start, len);
@@ -142,7 +148,7 @@ fn count_below(prefixes: &[u64], want: u64) -> usize {
     prefixes.iter().filter(|&&p| p < want).count()
 }
 
-/// [`count_below`], compiled for AVX2, which compares four prefixes at once.
+/// [`count_below`], compiled for AVX2, whose wide compares the compiler can use for the count.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn count_below_avx2(prefixes: &[u64], want: u64) -> usize {
@@ -648,7 +654,7 @@ mod tests {
         // Wide compares are signed where the CPU has them; prefixes with the top bit set
         // must still count as large, whatever the length left over for the scalar tail.
         let values = [0, 1, 0x7fff_ffff_ffff_ffff, 0x8000_0000_0000_0000, 0xff00_0000_0000_0000, u64::MAX];
-        for len in 0..=13 {
+        for len in 0..=70 {
             let prefixes: Vec<u64> = (0..len).map(|i| values[i % values.len()]).collect();
             for want in values {
                 assert_eq!(count_below(&prefixes, want), prefixes.iter().filter(|&&p| p < want).count(), "{prefixes:x?} {want:x}");

@@ -115,6 +115,9 @@ impl Snapshot {
     /// that their waits for memory overlap: faster than one [`Snapshot::get`] after another
     /// once the tree outgrows the CPU's caches.
     pub fn get_many<K: AsRef<[u8]>>(&self, tree: usize, keys: &[K]) -> Result<Vec<Option<Entry>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
         let spec = self.tree(tree)?.0;
         match self.root_node(tree)? {
             Some(root) => lookup_many(self, spec, root, keys),

@@ -37,6 +37,30 @@ fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
     a.cmp(b)
 }
 
+/// How a tree under test orders its keys: the store's own bytewise order, which has search
+/// paths of its own, or a comparator it is handed.
+#[derive(Clone, Copy)]
+enum Order {
+    Native,
+    By(Cmp),
+}
+
+impl Order {
+    fn cmp(self) -> Cmp {
+        match self {
+            Order::Native => bytewise,
+            Order::By(c) => c,
+        }
+    }
+
+    fn spec(self) -> TreeSpec {
+        match self {
+            Order::Native => TreeSpec::bytewise(FirstByteSum),
+            Order::By(c) => TreeSpec::new(c, FirstByteSum),
+        }
+    }
+}
+
 /// A non-bytewise order: by length first, then reversed bytes.
 fn odd_order(a: &[u8], b: &[u8]) -> Ordering {
     a.len().cmp(&b.len()).then_with(|| b.cmp(a))
@@ -57,12 +81,26 @@ struct Query {
     limit: Option<u64>,
 }
 
-fn key() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop::sample::select(b"abcdef".to_vec()), 1..4)
+fn key() -> BoxedStrategy<Vec<u8>> {
+    key_in(b"abcdef", 1..4)
+}
+
+/// Keys of up to 12 bytes over two letters: many share their first eight bytes and many are
+/// prefixes of others, which a bytewise search must decide by more than key prefixes.
+fn long_key() -> BoxedStrategy<Vec<u8>> {
+    key_in(b"ab", 1..13)
+}
+
+fn key_in(alphabet: &'static [u8], len: std::ops::Range<usize>) -> BoxedStrategy<Vec<u8>> {
+    prop::collection::vec(prop::sample::select(alphabet.to_vec()), len).boxed()
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let action = (key(), prop::option::weighted(0.75, prop::collection::vec(any::<u8>(), 0..24)));
+    op_with(key())
+}
+
+fn op_with(key: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Op> {
+    let action = (key, prop::option::weighted(0.75, prop::collection::vec(any::<u8>(), 0..24)));
     prop_oneof![
         8 => prop::collection::vec(action, 1..120).prop_map(Op::Batch),
         1 => Just(Op::Reopen),
@@ -104,7 +142,11 @@ fn prefixed_query() -> impl Strategy<Value = Query> {
 }
 
 fn query() -> impl Strategy<Value = Query> {
-    ((0u8..3, key()), (0u8..3, key()), any::<bool>(), prop_oneof![Just(0u64), 0u64..40], prop::option::of(0u64..30))
+    query_with(key())
+}
+
+fn query_with(key: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Query> {
+    ((0u8..3, key.clone()), (0u8..3, key), any::<bool>(), prop_oneof![Just(0u64), 0u64..40], prop::option::of(0u64..30))
         .prop_map(|(lo, hi, backward, skip, limit)| Query { lo, hi, backward, skip, limit })
 }
 
@@ -147,9 +189,9 @@ impl Model {
     }
 }
 
-fn options(cmp: Cmp, node_size: usize, cache: &NodeCache) -> StoreOptions {
+fn options(order: Order, node_size: usize, cache: &NodeCache) -> StoreOptions {
     StoreOptions {
-        trees: vec![TreeSpec::new(cmp, FirstByteSum), TreeSpec::new(cmp, FirstByteSum)],
+        trees: vec![order.spec(), order.spec()],
         cache: cache.clone(),
         node_size,
         ..StoreOptions::default()
@@ -221,17 +263,17 @@ fn check_queries(store: &Store, model: &Model, queries: &[Query]) -> Result<(), 
     Ok(())
 }
 
-fn run(cmp: Cmp, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: Vec<Query>) -> Result<(), TestCaseError> {
+fn run(order: Order, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: Vec<Query>) -> Result<(), TestCaseError> {
     let cache = NodeCache::new(cache_bytes);
     let backend = MemBackend::new();
     let path = Path::new("model.settee");
     let open = |backend: &MemBackend| {
         let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
-        Store::open_backend(b, path, options(cmp, node_size, &cache))
+        Store::open_backend(b, path, options(order, node_size, &cache))
     };
     assert!(matches!(open(&backend), Err(settee_store::Error::NotAStore { .. })), "an empty file is not a store");
-    let mut store = create_mem(&backend, cmp, node_size, &cache);
-    let mut model = Model { cmp, map: BTreeMap::new() };
+    let mut store = create_mem(&backend, order, node_size, &cache);
+    let mut model = Model { cmp: order.cmp(), map: BTreeMap::new() };
     for op in ops {
         match op {
             Op::Reopen => {
@@ -265,9 +307,9 @@ fn run(cmp: Cmp, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: Vec<
 }
 
 /// A new store on an in-memory backend.
-fn create_mem(backend: &MemBackend, cmp: Cmp, node_size: usize, cache: &NodeCache) -> Store {
+fn create_mem(backend: &MemBackend, order: Order, node_size: usize, cache: &NodeCache) -> Store {
     let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
-    Store::create_backend(b, Path::new("model.settee"), options(cmp, node_size, cache)).unwrap()
+    Store::create_backend(b, Path::new("model.settee"), options(order, node_size, cache)).unwrap()
 }
 
 proptest! {
@@ -275,21 +317,31 @@ proptest! {
 
     #[test]
     fn bytewise_tree_matches_model(ops in prop::collection::vec(op(), 1..14), queries in prop::collection::vec(query(), 1..10)) {
-        run(bytewise, 96, 1 << 20, ops, queries)?;
+        run(Order::Native, 96, 1 << 20, ops, queries)?;
+    }
+
+    #[test]
+    fn long_keys_tree_matches_model(ops in prop::collection::vec(op_with(long_key()), 1..10), queries in prop::collection::vec(query_with(long_key()), 1..8)) {
+        run(Order::Native, 96, 4096, ops, queries)?;
+    }
+
+    #[test]
+    fn bytewise_comparator_tree_matches_model(ops in prop::collection::vec(op(), 1..8), queries in prop::collection::vec(query(), 1..6)) {
+        run(Order::By(bytewise), 96, 1 << 20, ops, queries)?;
     }
 
     #[test]
     fn custom_order_tree_matches_model(ops in prop::collection::vec(op(), 1..10), queries in prop::collection::vec(query(), 1..8)) {
-        run(odd_order, 64, 1 << 20, ops, queries)?;
+        run(Order::By(odd_order), 64, 1 << 20, ops, queries)?;
     }
 
     #[test]
     fn appending_tree_matches_model(ops in appending_ops(), queries in prop::collection::vec(prefixed_query(), 1..8)) {
-        run(bytewise, 128, 1 << 20, ops, queries)?;
+        run(Order::Native, 128, 1 << 20, ops, queries)?;
     }
 
     #[test]
     fn tiny_cache_matches_model(ops in prop::collection::vec(op(), 1..8), queries in prop::collection::vec(query(), 1..6)) {
-        run(bytewise, 128, 2048, ops, queries)?;
+        run(Order::Native, 128, 2048, ops, queries)?;
     }
 }

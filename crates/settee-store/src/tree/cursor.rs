@@ -313,10 +313,11 @@ pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, 
         }
         match node.child_ref(i, src)? {
             ChildNode::Inner(child) => node = child,
-            ChildNode::Leaf(leaf) => {
+            ChildNode::Leaf(leaf) if leaf.is_leaf() => {
                 leaf.prefetch_tables();
                 return Ok(in_leaf(spec, leaf, key));
             }
+            ChildNode::Leaf(_) => return Err(Error::corrupted(0, "a leaf's place holds an inner node")),
         }
     }
     Err(Error::corrupted(0, "tree deeper than any valid tree"))
@@ -326,7 +327,7 @@ pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, 
 /// few enough that what they ask the CPU to load stays in its first-level cache.
 const IN_FLIGHT: usize = 16;
 
-/// Where one of [`lookup_many`]'s descents stands. Each step reads only memory that the
+/// Where one of [`lookup_many`]'s descents stands. Each step mostly reads memory that the
 /// step before asked the CPU to load, then asks for what the next step reads.
 enum Step<'a> {
     /// Searching an inner node, its key prefixes on their way.
@@ -338,7 +339,7 @@ enum Step<'a> {
     Take(&'a Node, usize, bool),
     /// Where the search lands in a leaf, by key prefixes: that entry's place on its way.
     Locate(Arc<Node>, usize),
-    /// Checking a leaf entry, its bytes on their way.
+    /// Checking the leaf (in bytewise order: the entry found, its bytes on their way).
     Check(Arc<Node>),
     Done(Option<Entry>),
 }
@@ -356,9 +357,9 @@ pub(crate) fn lookup_many<S: NodeSource, K: AsRef<[u8]>>(src: &S, spec: &TreeSpe
     for group in keys.chunks(IN_FLIGHT) {
         steps.clear();
         steps.extend(group.iter().map(|_| Step::Search(root)));
-        // Every path has the same length: a descent takes at most two steps per level and
-        // three more at its leaf.
-        for _ in 0..2 * super::MAX_DEPTH + 3 {
+        // A descent takes two steps per inner level (three where a child is not pinned
+        // yet) and at most three more at its leaf.
+        for _ in 0..3 * super::MAX_DEPTH + 3 {
             let mut busy = false;
             for (step, key) in steps.iter_mut().zip(group) {
                 if !matches!(step, Step::Done(_)) {
@@ -385,14 +386,17 @@ fn advance<'a, S: NodeSource>(src: &S, spec: &TreeSpec, step: Step<'a>, key: &[u
     // Bytewise leaves are found entry by entry, asking only for the lines each step reads;
     // other orders search the whole leaf.
     let found = |leaf: Arc<Node>| {
-        if spec.is_bytewise() {
+        if !leaf.is_leaf() {
+            return Err(Error::corrupted(0, "a leaf's place holds an inner node"));
+        }
+        Ok(if spec.is_bytewise() {
             let at = leaf.landing(key);
             leaf.prefetch_slot(at);
             Step::Locate(leaf, at)
         } else {
             leaf.prefetch_tables();
             Step::Check(leaf)
-        }
+        })
     };
     Ok(match step {
         Step::Search(node) => {
@@ -411,13 +415,13 @@ fn advance<'a, S: NodeSource>(src: &S, spec: &TreeSpec, step: Step<'a>, key: &[u
             Peek::Leaf => Step::Take(node, i, true),
             Peek::Unpinned => Step::Take(node, i, false),
         },
-        Step::Take(node, i, true) => found(node.child(i, src)?),
+        Step::Take(node, i, true) => found(node.child(i, src)?)?,
         Step::Take(node, i, false) => match node.child_ref(i, src)? {
             ChildNode::Inner(child) => {
                 child.prefetch_tables();
                 Step::Search(child)
             }
-            ChildNode::Leaf(leaf) => found(leaf),
+            ChildNode::Leaf(leaf) => found(leaf)?,
         },
         Step::Locate(leaf, at) => {
             leaf.prefetch_entry(at);
