@@ -481,9 +481,15 @@ impl Node {
             return crate::tree::partition(prefixes.len(), probe);
         }
         // Counting every prefix loads the whole array at once rather than one line per
-        // probe; only keys whose prefix equals the wanted one are read in full.
-        let below = count_below(prefixes, want);
-        let equal = prefixes[below..].iter().take_while(|&&p| p == want).count();
+        // probe.
+        self.lower_bound_from_landing(count_below(prefixes, want), key)
+    }
+
+    /// [`Node::lower_bound_bytewise`], from where the search lands by key prefixes
+    /// ([`Node::landing`]): only keys whose prefix equals the wanted one are read in full.
+    pub fn lower_bound_from_landing(&self, below: usize, key: &[u8]) -> usize {
+        let want = key_prefix(key);
+        let equal = self.prefixes[below..].iter().take_while(|&&p| p == want).count();
         below + crate::tree::partition(equal, |j| crate::tree::bytewise(self.key(below + j), key).is_lt())
     }
 

@@ -295,7 +295,21 @@ impl Iterator for Range<'_> {
 /// The entry for exactly `key` in `leaf`.
 fn in_leaf(spec: &TreeSpec, leaf: Arc<Node>, key: &[u8]) -> Option<Entry> {
     let i = spec.lower_bound(&leaf, key);
+    exact(spec, leaf, i, key)
+}
+
+/// Entry `i` of `leaf` (the first not below `key`) if it is `key`'s.
+fn exact(spec: &TreeSpec, leaf: Arc<Node>, i: usize, key: &[u8]) -> Option<Entry> {
     (i < leaf.len() && spec.cmp(leaf.key(i), key) == Ordering::Equal).then(|| Entry::new(leaf, i))
+}
+
+/// `node`, found where its parent keeps a leaf; anything else there is damage.
+fn as_leaf(node: Arc<Node>) -> Result<Arc<Node>> {
+    if node.is_leaf() {
+        Ok(node)
+    } else {
+        Err(Error::corrupted(0, "a leaf's place holds an inner node"))
+    }
 }
 
 /// The entry for exactly `key`, found by one descent from `root`. Inner levels are walked
@@ -313,11 +327,11 @@ pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, 
         }
         match node.child_ref(i, src)? {
             ChildNode::Inner(child) => node = child,
-            ChildNode::Leaf(leaf) if leaf.is_leaf() => {
+            ChildNode::Leaf(leaf) => {
+                let leaf = as_leaf(leaf)?;
                 leaf.prefetch_tables();
                 return Ok(in_leaf(spec, leaf, key));
             }
-            ChildNode::Leaf(_) => return Err(Error::corrupted(0, "a leaf's place holds an inner node")),
         }
     }
     Err(Error::corrupted(0, "tree deeper than any valid tree"))
@@ -339,8 +353,9 @@ enum Step<'a> {
     Take(&'a Node, usize, bool),
     /// Where the search lands in a leaf, by key prefixes: that entry's place on its way.
     Locate(Arc<Node>, usize),
-    /// Checking the leaf (in bytewise order: the entry found, its bytes on their way).
-    Check(Arc<Node>),
+    /// Checking the leaf (in bytewise order: from where the search landed, that entry's
+    /// bytes on their way).
+    Check(Arc<Node>, Option<usize>),
     Done(Option<Entry>),
 }
 
@@ -386,16 +401,14 @@ fn advance<'a, S: NodeSource>(src: &S, spec: &TreeSpec, step: Step<'a>, key: &[u
     // Bytewise leaves are found entry by entry, asking only for the lines each step reads;
     // other orders search the whole leaf.
     let found = |leaf: Arc<Node>| {
-        if !leaf.is_leaf() {
-            return Err(Error::corrupted(0, "a leaf's place holds an inner node"));
-        }
+        let leaf = as_leaf(leaf)?;
         Ok(if spec.is_bytewise() {
             let at = leaf.landing(key);
             leaf.prefetch_slot(at);
             Step::Locate(leaf, at)
         } else {
             leaf.prefetch_tables();
-            Step::Check(leaf)
+            Step::Check(leaf, None)
         })
     };
     Ok(match step {
@@ -425,9 +438,13 @@ fn advance<'a, S: NodeSource>(src: &S, spec: &TreeSpec, step: Step<'a>, key: &[u
         },
         Step::Locate(leaf, at) => {
             leaf.prefetch_entry(at);
-            Step::Check(leaf)
+            Step::Check(leaf, Some(at))
         }
-        Step::Check(leaf) => Step::Done(in_leaf(spec, leaf, key)),
+        Step::Check(leaf, None) => Step::Done(in_leaf(spec, leaf, key)),
+        Step::Check(leaf, Some(at)) => {
+            let i = leaf.lower_bound_from_landing(at, key);
+            Step::Done(exact(spec, leaf, i, key))
+        }
         done @ Step::Done(_) => done,
     })
 }
