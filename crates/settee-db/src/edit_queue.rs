@@ -9,9 +9,15 @@
 //! them all at once panics, that is undone and each request is applied alone, so that the
 //! panic fails only the request that caused it. The job fails as a whole only for failures
 //! of the store itself (I/O, damage), as a failed group commit does.
+//!
+//! A single-document request that finds the writer idle, while requests are not arriving
+//! together, is applied and committed on its own thread instead (see
+//! [`Store::run_or_submit_with`]): one client writing one document after another is then
+//! answered without two thread hand-offs per write.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -26,6 +32,9 @@ use crate::shard::{EditMode, EditResult};
 #[derive(Default)]
 pub(crate) struct EditQueues {
     queues: [Mutex<Queue>; 4],
+    /// The last job took more than one request: requests are arriving together, so each
+    /// should queue for a shared commit rather than commit alone.
+    crowded: AtomicBool,
 }
 
 #[derive(Default)]
@@ -60,22 +69,25 @@ impl EditQueues {
     pub fn push(self: &Arc<Self>, store: &Store, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability, apply: Apply) -> EditsPending {
         let (answer, rx) = oneshot::channel();
         let i = Self::index(mode, durability);
+        let alone = docs.len() == 1 && !self.crowded.load(Ordering::Relaxed);
         let first = {
             let mut q = self.queues[i].lock().expect("edit queue lock");
             q.waiting.push(Waiting { docs, answer });
             !std::mem::replace(&mut q.scheduled, true)
         };
         if first {
-            self.submit(store, i, mode, durability, apply);
+            self.submit(store, i, mode, durability, apply, alone);
         }
         EditsPending { rx }
     }
 
-    fn submit(self: &Arc<Self>, store: &Store, i: usize, mode: EditMode, durability: Durability, apply: Apply) {
+    /// Schedules a job for queue `i`; `alone` lets it run on this thread if the writer is idle.
+    fn submit(self: &Arc<Self>, store: &Store, i: usize, mode: EditMode, durability: Durability, apply: Apply, alone: bool) {
         let taken: Taken = Arc::default();
         let (queues, in_job) = (self.clone(), taken.clone());
         let job = move |txn: &mut Txn| {
             let (requests, answers): (Vec<_>, Answers) = queues.take(i).into_iter().map(|w| (w.docs, w.answer)).unzip();
+            queues.crowded.store(requests.len() > 1, Ordering::Relaxed);
             *in_job.lock().expect("taken lock") = Some(answers);
             apply_apart(txn, &requests, mode, apply)
         };
@@ -85,7 +97,11 @@ impl EditQueues {
             let taken = taken.lock().expect("taken lock").take().unwrap_or_else(|| answers_of(queues.take(i)));
             answer(taken, results);
         };
-        store.submit_with(durability, job, done);
+        if alone {
+            store.run_or_submit_with(durability, job, done);
+        } else {
+            store.submit_with(durability, job, done);
+        }
     }
 
     /// Everything queued at `i`; the next request schedules a new job.
@@ -212,5 +228,60 @@ mod tests {
         for (id, present) in [("a1", true), ("a2", true), ("boom", false), ("c1", true)] {
             assert_eq!(snap.get(0, id.as_bytes()).unwrap().is_some(), present, "{id}");
         }
+    }
+
+    /// The name of the thread that applied each document, by id.
+    static APPLIED_ON: Mutex<Vec<(String, Option<String>)>> = Mutex::new(Vec::new());
+
+    fn write_ids_noting_thread(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
+        let thread = std::thread::current().name().map(str::to_owned);
+        APPLIED_ON.lock().unwrap().extend(docs.iter().map(|d| (d.id.clone(), thread.clone())));
+        write_ids(txn, docs, mode)
+    }
+
+    fn applied_on(id: &str) -> Option<String> {
+        APPLIED_ON.lock().unwrap().iter().find(|(i, _)| i == id).expect("applied").1.clone()
+    }
+
+    /// A single-document request applies itself while requests come one at a time, and
+    /// queues for the writer's shared commit once they arrive together.
+    #[tokio::test]
+    async fn lone_requests_commit_on_their_own_thread_crowds_share_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
+        let store = Store::create(&dir.path().join("s"), options).unwrap();
+        let queues = Arc::new(EditQueues::default());
+        let push = |ids: &[&str]| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids_noting_thread);
+        let here = std::thread::current().name().map(str::to_owned);
+        let writer = Some("settee-store-writer".to_owned());
+
+        push(&["lone1"]).await.unwrap();
+        assert_eq!(applied_on("lone1"), here, "a lone request commits itself");
+
+        let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let (g, r) = (gate.clone(), release.clone());
+        let blocker = store.submit(Durability::Durable, move |_| -> std::result::Result<(), settee_store::Error> {
+            g.wait();
+            r.wait();
+            Ok(())
+        });
+        gate.wait();
+        let crowd: Vec<EditsPending> = ["crowd1", "crowd2", "crowd3"].into_iter().map(|id| push(&[id])).collect();
+        release.wait();
+        blocker.await.unwrap();
+        for p in crowd {
+            p.await.unwrap();
+        }
+        assert_eq!(applied_on("crowd1"), writer, "the writer was busy");
+        // The writer answers only once idle again, so nothing but the crowd's size sends
+        // the next request to it.
+
+        push(&["after_crowd"]).await.unwrap();
+        assert_eq!(applied_on("after_crowd"), writer, "right after a crowd, a request queues for the writer");
+        push(&["lone2"]).await.unwrap();
+        assert_eq!(applied_on("lone2"), here, "alone again once a job took one request");
+        push(&["two", "docs"]).await.unwrap();
+        assert_eq!(applied_on("two"), writer, "only single-document requests commit themselves");
+        assert_eq!(store.snapshot().get(0, b"lone2").unwrap().map(|e| e.value().to_vec()), Some(b"x".to_vec()));
     }
 }

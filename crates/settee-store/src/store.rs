@@ -4,14 +4,18 @@
 //! while a commit is being synced wait in the queue and are all applied and committed
 //! together next (group commit); each caller is answered once its change is durable, or at
 //! once for [`Durability::Batch`], whose changes are committed within the batch delay.
+//!
+//! A caller may instead run its durable update itself when the writer is idle
+//! ([`Store::run_or_submit_with`]): a lone writer is then answered without waking the writer
+//! thread and being woken back.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -104,9 +108,32 @@ impl Shared {
     }
 }
 
+/// What applies updates and commits: held by the writer thread while it works through its
+/// queue, or by a caller running its own update while the writer is idle.
+struct Writer {
+    state: Mutex<WriterState>,
+    /// Requests sent to the writer thread and not yet applied. A caller may run its own
+    /// update only while this is zero, so that it never overtakes an earlier one.
+    queued: AtomicUsize,
+}
+
+impl Writer {
+    /// The writer's state, if nothing is queued for it and nobody holds it; `None` also once
+    /// a commit has panicked, which leaves the state unusable and stops the writer thread.
+    fn idle(&self) -> Option<MutexGuard<'_, WriterState>> {
+        if self.queued.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let state = self.state.try_lock().ok()?;
+        // Rechecked while held: the writer thread counts a request off only once applied.
+        (self.queued.load(Ordering::Acquire) == 0).then_some(state)
+    }
+}
+
 /// An open store file. Dropping it commits pending batched changes and stops the writer.
 pub struct Store {
     shared: Arc<Shared>,
+    writer_state: Arc<Writer>,
     tx: Mutex<Option<mpsc::Sender<Request>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -240,7 +267,8 @@ impl Store {
             schema,
         });
         let (tx, rx) = mpsc::channel();
-        let thread_shared = shared.clone();
+        let writer_state = Arc::new(Writer { state: Mutex::new(state), queued: AtomicUsize::new(0) });
+        let (thread_shared, thread_writer) = (shared.clone(), writer_state.clone());
         let on_start = thread_shared.options.on_writer_start.clone();
         let writer = std::thread::Builder::new()
             .name("settee-store-writer".into())
@@ -248,10 +276,10 @@ impl Store {
                 if let Some(f) = on_start {
                     f();
                 }
-                run_writer(state, rx, &thread_shared)
+                run_writer(&thread_writer, rx, &thread_shared)
             })
             .map_err(Error::io("start writer thread"))?;
-        Ok(Store { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+        Ok(Store { shared, writer_state, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
     }
 
     /// Creates the store if the file does not exist, else opens it.
@@ -285,7 +313,12 @@ impl Store {
 
     fn send(&self, req: Request) -> Result<()> {
         let tx = self.tx.lock().expect("sender lock");
-        tx.as_ref().ok_or(Error::Closed)?.send(req).map_err(|_| Error::Closed)
+        let tx = tx.as_ref().ok_or(Error::Closed)?;
+        self.writer_state.queued.fetch_add(1, Ordering::AcqRel);
+        tx.send(req).map_err(|_| {
+            self.writer_state.queued.fetch_sub(1, Ordering::AcqRel);
+            Error::Closed
+        })
     }
 
     /// Queues an update; the closure runs on the writer thread. If it returns an error or
@@ -317,14 +350,9 @@ impl Store {
         // Shared with the job only so that a store already closed can still answer.
         let done = Arc::new(Mutex::new(Some(done)));
         let in_job = done.clone();
-        let job: Job = Box::new(move |txn| {
-            let done = in_job.lock().expect("answer lock").take().expect("a job runs once");
-            match f(txn) {
-                Ok(v) => (true, Box::new(move |err: Option<&Error>| match err {
-                    None => done(Ok(v)),
-                    Some(e) => done(Err(E::from(e.duplicate()))),
-                }) as Completion),
-                Err(e) => (false, Box::new(move |_: Option<&Error>| done(Err(e))) as Completion),
+        let job = job_answering(f, move |answer| {
+            if let Some(done) = in_job.lock().expect("answer lock").take() {
+                done(answer);
             }
         });
         if let Err(e) = self.send(Request::Update { job, durability }) {
@@ -332,6 +360,29 @@ impl Store {
                 done(Err(E::from(e)));
             }
         }
+    }
+
+    /// Does what [`Store::submit_with`] does, but if the update is durable and the writer is
+    /// idle (nothing queued, no commit under way), runs it and commits it on the calling
+    /// thread, which waits for the sync; `done` has been called when this returns.
+    ///
+    /// For a caller that is alone: its answer then needs no thread to be woken. A caller that
+    /// is one of many should queue, so that their updates share a commit.
+    pub fn run_or_submit_with<T, E, F, D>(&self, durability: Durability, f: F, done: D)
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+        F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+        D: FnOnce(Result<T, E>) + Send + 'static,
+    {
+        let idle = if durability == Durability::Durable { self.writer_state.idle() } else { None };
+        let Some(mut state) = idle else {
+            return self.submit_with(durability, f, done);
+        };
+        let waiting = apply(&mut state, job_answering(f, done));
+        let failed = commit(&mut state, &self.shared);
+        drop(state);
+        answer(waiting.into_iter().collect(), failed.as_ref());
     }
 
     /// Runs an update and waits for its answer.
@@ -359,6 +410,23 @@ impl Store {
     pub(crate) fn exclusive(&self, work: Exclusive) -> Result<()> {
         self.send(Request::Exclusive(work))
     }
+}
+
+/// A job that runs `f` and hands its answer to `done` once the commit's fate is known.
+fn job_answering<T, E, F, D>(f: F, done: D) -> Job
+where
+    T: Send + 'static,
+    E: From<Error> + Send + 'static,
+    F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
+    D: FnOnce(Result<T, E>) + Send + 'static,
+{
+    Box::new(move |txn| match f(txn) {
+        Ok(v) => (true, Box::new(move |err: Option<&Error>| match err {
+            None => done(Ok(v)),
+            Some(e) => done(Err(E::from(e.duplicate()))),
+        }) as Completion),
+        Err(e) => (false, Box::new(move |_: Option<&Error>| done(Err(e))) as Completion),
+    })
 }
 
 impl Drop for Store {
@@ -390,25 +458,32 @@ impl Error {
     }
 }
 
-/// The writer loop: apply every queued request, commit once, answer, repeat.
-fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shared) {
+/// The writer loop: apply every queued request, commit once, answer, repeat. It ends when
+/// the store is dropped, or when a caller's commit panicked with the state in its hands.
+fn run_writer(writer: &Writer, rx: mpsc::Receiver<Request>, shared: &Shared) {
     let mut deadline: Option<Instant> = None;
     loop {
         let first = match deadline {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
         };
+        let Ok(mut state) = writer.state.lock() else { return };
         let first = match first {
             Ok(req) => req,
             Err(RecvTimeoutError::Timeout) => {
-                commit_and_answer(&mut state, shared, Vec::new());
+                commit(&mut state, shared);
                 deadline = None;
                 continue;
             }
-            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Disconnected) => {
+                commit(&mut state, shared);
+                return;
+            }
         };
+        let mut taken = 0;
         let mut waiting: Vec<Completion> = Vec::new();
         for req in std::iter::once(first).chain(rx.try_iter()) {
+            taken += 1;
             match req {
                 Request::Update { job, durability } => {
                     match (apply(&mut state, job), durability) {
@@ -431,15 +506,17 @@ fn run_writer(mut state: WriterState, rx: mpsc::Receiver<Request>, shared: &Shar
             }
         }
         let overdue = deadline.is_some_and(|d| d <= Instant::now());
+        let mut failed = None;
         if !waiting.is_empty() || overdue {
-            commit_and_answer(&mut state, shared, waiting);
+            failed = commit(&mut state, shared);
             deadline = None;
         } else if state.dirty && deadline.is_none() {
             deadline = Some(Instant::now() + shared.options.batch_delay);
         }
-    }
-    if state.dirty {
-        commit_and_answer(&mut state, shared, Vec::new());
+        writer.queued.fetch_sub(taken, Ordering::AcqRel);
+        // Answered once idle, so that a caller answered can run its next update itself.
+        drop(state);
+        answer(waiting, failed.as_ref());
     }
 }
 
@@ -475,15 +552,27 @@ fn undo(state: &mut WriterState, saved: Savepoint) {
 }
 
 fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Completion>) {
-    let committed = state.dirty;
-    let result = if committed { state.commit(0).map(|_| shared.publish(state)) } else { Ok(()) };
-    if committed && result.is_ok() {
+    let failed = commit(state, shared);
+    answer(waiting, failed.as_ref());
+}
+
+/// Commits and publishes whatever is applied, if anything; the error if that failed.
+fn commit(state: &mut WriterState, shared: &Shared) -> Option<Error> {
+    if !state.dirty {
+        return None;
+    }
+    let failed = state.commit(0).map(|_| shared.publish(state)).err();
+    if failed.is_none() {
         if let Some(f) = &shared.options.on_commit {
             f();
         }
     }
-    let err = result.err();
+    failed
+}
+
+/// Tells each job of a commit how it went.
+fn answer(waiting: Vec<Completion>, failed: Option<&Error>) {
     for c in waiting {
-        c(err.as_ref());
+        c(failed);
     }
 }
