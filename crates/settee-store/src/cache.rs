@@ -46,6 +46,12 @@ impl NodeCache {
         self.inner.insert((file, offset), node);
     }
 
+    /// Drops a node the newest commit no longer reaches, so that the space goes to live
+    /// ones; a reader of an older snapshot that still wants it reads it again.
+    pub(crate) fn remove(&self, file: u64, offset: u64) {
+        self.inner.remove(&(file, offset));
+    }
+
     /// Bytes currently held.
     pub fn weight(&self) -> u64 {
         self.inner.weight()

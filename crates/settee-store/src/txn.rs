@@ -224,6 +224,9 @@ pub(crate) struct WriterState {
     pub held: Held,
     /// A file renamed into place whose directory entry is not yet known to be durable.
     pub unsynced_rename: Option<std::path::PathBuf>,
+    /// Offsets of written nodes that the pending changes replace: once they are committed,
+    /// nothing reaches them from the newest roots, and they leave the node cache.
+    superseded: Vec<u64>,
 }
 
 impl WriterState {
@@ -247,6 +250,7 @@ impl WriterState {
             dirty: false,
             held: Held::default(),
             unsynced_rename: None,
+            superseded: Vec::new(),
         }
     }
 
@@ -284,6 +288,9 @@ impl WriterState {
         match result {
             Ok(header) => {
                 let file = &self.app.file;
+                for offset in self.superseded.drain(..) {
+                    file.cache.remove(file.cache_id, offset);
+                }
                 for (offset, node) in written {
                     file.cache.insert(file.cache_id, offset, node);
                 }
@@ -373,6 +380,7 @@ impl WriterState {
         self.app.rollback();
         self.clear_virtual();
         self.held.clear();
+        self.superseded.clear();
         self.roots = self.header.roots.clone();
         self.roots.resize(self.roots.len().max(self.schema.len()), None);
         self.meta = self.header.meta.clone();
@@ -465,7 +473,13 @@ impl WriterState {
     /// What an update, or a part of one, may change besides appending: roots, metadata,
     /// whether anything is uncommitted, and what is held.
     pub fn savepoint(&self) -> Savepoint {
-        Savepoint { roots: self.roots.clone(), meta: self.meta.clone(), dirty: self.dirty, held: self.held.mark() }
+        Savepoint {
+            roots: self.roots.clone(),
+            meta: self.meta.clone(),
+            dirty: self.dirty,
+            held: self.held.mark(),
+            superseded: self.superseded.len(),
+        }
     }
 
     /// Goes back to `saved` after a failure. Bytes appended since stay in the file
@@ -473,6 +487,7 @@ impl WriterState {
     pub fn rollback_to(&mut self, saved: Savepoint) {
         (self.roots, self.meta, self.dirty) = (saved.roots, saved.meta, saved.dirty);
         self.held.undo_to(&saved.held);
+        self.superseded.truncate(saved.superseded);
     }
 
     /// Applies what `tree` holds.
@@ -530,6 +545,13 @@ impl NodeSink for WriterState {
     fn node_size(&self) -> usize {
         self.node_size
     }
+
+    fn superseded(&mut self, ptr: Ptr) {
+        // An in-memory node was never cached; it is dropped with the others at the commit.
+        if !is_virtual(ptr) {
+            self.superseded.push(ptr.offset);
+        }
+    }
 }
 
 /// The state a failed update, or a failed part of one, is rolled back to.
@@ -538,6 +560,7 @@ pub(crate) struct Savepoint {
     meta: Vec<u8>,
     dirty: bool,
     held: HeldMark,
+    superseded: usize,
 }
 
 /// The view of a store that an update closure gets: reads see the closure's own changes

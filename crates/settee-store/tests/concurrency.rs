@@ -263,3 +263,28 @@ fn a_group_commit_writes_each_rewritten_node_once() {
     // One root-to-leaf path of 1 KiB nodes, a header and padding: far below 200 paths.
     assert!(grown < 16 * 1024, "the commit wrote {grown} bytes");
 }
+
+/// Each commit rewrites a root-to-leaf path; the nodes it replaces are unreachable from then
+/// on and leave the shared cache, which holds the live tree rather than every past version
+/// of its busiest path. An old snapshot still reads them (from the file).
+#[test]
+fn nodes_a_commit_replaces_leave_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = NodeCache::new(1 << 30);
+    let options = StoreOptions { cache: cache.clone(), ..options(0) };
+    let store = Store::create(&dir.path().join("cache.settee"), options).unwrap();
+    let a: Vec<Action> = (0..KEYS).map(|i| Action::Put(key(i), b"0".to_vec())).collect();
+    store.update(Durability::Durable, move |t| t.modify(0, &a).map(drop)).unwrap();
+    let old = store.snapshot();
+    let live = cache.weight();
+    for n in 0..500u64 {
+        let put = [Action::Put(key(n * 7 % KEYS), n.to_string().into_bytes())];
+        store.update(Durability::Durable, move |t| t.modify(0, &put).map(drop)).unwrap();
+    }
+    let snap = store.snapshot();
+    assert_eq!(snap.count(0).unwrap(), KEYS);
+    assert_eq!(snap.get(0, &key(499 * 7 % KEYS)).unwrap().unwrap().value(), b"499");
+    // 500 replaced paths of 1 KiB nodes would be megabytes; the live tree is a few dozen nodes.
+    assert!(cache.weight() < 2 * live + (64 << 10), "cache holds {} bytes, the live tree {live}", cache.weight());
+    assert_eq!(old.get(0, &key(7)).unwrap().unwrap().value(), b"0", "the old snapshot reads its own version");
+}

@@ -17,6 +17,8 @@ pub(crate) trait NodeSink: NodeSource {
     fn write_node(&mut self, node: Node) -> Result<Ptr>;
     /// Target node payload size in bytes.
     fn node_size(&self) -> usize;
+    /// Hears of a node that the tree being built no longer reaches.
+    fn superseded(&mut self, ptr: Ptr);
 }
 
 /// An action with its position in the caller's batch.
@@ -46,6 +48,7 @@ pub(crate) fn modify<S: NodeSink>(
     }
     let root_node = sink.node(root.ptr)?;
     let children = modify_subtree(sink, spec, root_node, None, &sorted, &mut old, 0)?;
+    note_superseded(sink, root.ptr, &children);
     Ok((build_root(sink, spec, children)?, old))
 }
 
@@ -79,7 +82,9 @@ fn modify_subtree<S: NodeSink>(
         let (mine, after) = rest.split_at(take);
         rest = after;
         let child = node.child(i, &*sink)?;
-        replaced.push((i, modify_subtree(sink, spec, child, Some((&node, i)), mine, old, depth + 1)?));
+        let entries = modify_subtree(sink, spec, child, Some((&node, i)), mine, old, depth + 1)?;
+        note_superseded(sink, node.child_ptr(i), &entries);
+        replaced.push((i, entries));
     }
     let mut pieces = Vec::with_capacity(node.len() + 2);
     let mut next = replaced.iter().peekable();
@@ -93,6 +98,14 @@ fn modify_subtree<S: NodeSink>(
         }
     }
     write_inners(sink, spec, &pieces)
+}
+
+/// Tells the sink that the node at `old` is gone unless it is among the `entries` that
+/// replace it (a full leaf that only had entries appended is kept as it is).
+fn note_superseded<S: NodeSink>(sink: &mut S, old: Ptr, entries: &[ChildEntry]) {
+    if entries.iter().all(|e| e.ptr != old) {
+        sink.superseded(old);
+    }
 }
 
 /// A leaf's entries merged with the actions for its key range.
