@@ -13,7 +13,9 @@
 //! through it from any thread with positional reads; they never wait for the writer.
 //! Writers submit closures that run on the store's writer thread against a [`Txn`];
 //! closures queued during a commit's sync are committed together (group commit); their small
-//! modifications are held and applied to each tree in one pass at the commit.
+//! modifications are held and applied to each tree in one pass at the commit. A caller that
+//! finds the writer idle may run its durable closure and commit it on its own thread
+//! ([`Store::run_or_submit_with`]). Nodes a commit replaces leave the node cache.
 //!
 //! # FORMAT
 //!
@@ -54,7 +56,7 @@ pub use compact::{BlobCopier, CompactStats, NoBlobs, ValueRewriter};
 pub use error::{Error, Result};
 pub use file::BlobRef;
 pub use snapshot::Snapshot;
-pub use store::{Durability, Pending, Store, StoreOptions, DEFAULT_NODE_SIZE};
+pub use store::{CallerTurn, Durability, Pending, Store, StoreOptions, DEFAULT_NODE_SIZE};
 pub use tree::cursor::{Entry, Range};
 pub use tree::reduce::{Group, GroupBy};
 pub use tree::{Action, Bound, Bytewise, Comparator, Direction, NoReduce, RangeOptions, Reducer, Reduction, SizeReduce, TreeSpec};

@@ -53,6 +53,31 @@ pub struct StoreOptions {
     /// Run on the writer thread after each commit is published (to wake waiting readers,
     /// such as change feeds, once new data is visible).
     pub on_commit: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The turn that callers committing their own updates take, shared by every store
+    /// opened with a clone of these options.
+    pub caller_turn: CallerTurn,
+}
+
+/// One turn at a time for commits run by their callers ([`Store::run_or_submit_with`]),
+/// across the stores that share it: the threads that serve requests must not all wait on
+/// syncs at once. While one caller commits, others (of any of those stores) queue for their
+/// store's writer thread, and many databases each with one writer still sync in parallel.
+#[derive(Clone, Default)]
+pub struct CallerTurn(Arc<AtomicBool>);
+
+impl CallerTurn {
+    fn take(&self) -> Option<TurnTaken<'_>> {
+        self.0.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).ok().map(|_| TurnTaken(&self.0))
+    }
+}
+
+/// The turn, given back when dropped.
+struct TurnTaken<'a>(&'a AtomicBool);
+
+impl Drop for TurnTaken<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl Default for StoreOptions {
@@ -66,6 +91,7 @@ impl Default for StoreOptions {
             max_uncommitted_bytes: 64 << 20,
             on_writer_start: None,
             on_commit: None,
+            caller_turn: CallerTurn::default(),
         }
     }
 }
@@ -362,9 +388,10 @@ impl Store {
         }
     }
 
-    /// Does what [`Store::submit_with`] does, but if the update is durable and the writer is
-    /// idle (nothing queued, no commit under way), runs it and commits it on the calling
-    /// thread, which waits for the sync; `done` has been called when this returns.
+    /// Does what [`Store::submit_with`] does, but if the update is durable, the writer is
+    /// idle (nothing queued, no commit under way) and the options' [`CallerTurn`] is free,
+    /// runs it and commits it on the calling thread, which waits for the sync; `done` has
+    /// been called when this returns.
     ///
     /// For a caller that is alone: its answer then needs no thread to be woken. A caller that
     /// is one of many should queue, so that their updates share a commit.
@@ -375,13 +402,14 @@ impl Store {
         F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
         D: FnOnce(Result<T, E>) + Send + 'static,
     {
-        let idle = if durability == Durability::Durable { self.writer_state.idle() } else { None };
+        let turn = if durability == Durability::Durable { self.shared.options.caller_turn.take() } else { None };
+        let idle = turn.as_ref().and_then(|_| self.writer_state.idle());
         let Some(mut state) = idle else {
             return self.submit_with(durability, f, done);
         };
         let waiting = apply(&mut state, job_answering(f, done));
         let failed = commit(&mut state, &self.shared);
-        drop(state);
+        drop((state, turn));
         answer(waiting.into_iter().collect(), failed.as_ref());
     }
 

@@ -160,3 +160,42 @@ fn a_panicking_update_run_by_its_caller_is_rolled_back() {
     assert!(matches!(seen.lock().unwrap().answer, Some(Ok(()))));
     assert_eq!(keys(&store), ["k"], "the panicked update left nothing behind");
 }
+
+/// Stores opened with clones of one set of options share one turn: while a caller commits
+/// its own update in one of them, a caller of another queues for that store's writer. A
+/// store with options of its own is not held up.
+#[test]
+fn stores_sharing_options_take_turns_at_caller_commits() {
+    let shared = options();
+    let a = Arc::new(Store::create_backend(Arc::new(MemBackend::new()), Path::new("a"), shared.clone()).unwrap());
+    let b = Store::create_backend(Arc::new(MemBackend::new()), Path::new("b"), shared).unwrap();
+    let c = Store::create_backend(Arc::new(MemBackend::new()), Path::new("c"), options()).unwrap();
+    let (inside, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let (i, r, store) = (inside.clone(), release.clone(), a.clone());
+    let holder = std::thread::spawn(move || {
+        let ran_on = Arc::new(Mutex::new(None));
+        let seen = ran_on.clone();
+        store.run_or_submit_with(
+            Durability::Durable,
+            move |txn: &mut Txn| {
+                *seen.lock().unwrap() = Some(std::thread::current().id());
+                i.wait();
+                r.wait();
+                put(txn, "k", "a")
+            },
+            |answer: Result<(), Error>| answer.unwrap(),
+        );
+        let ran_on = *ran_on.lock().unwrap();
+        ran_on == Some(std::thread::current().id())
+    });
+    inside.wait();
+    let in_b = run_recorded(&b, Durability::Durable, "b");
+    let b_waited = wait_answered(&in_b);
+    let in_c = run_recorded(&c, Durability::Durable, "c");
+    release.wait();
+    assert!(holder.join().unwrap(), "the first caller committed on its own thread");
+    b_waited.unwrap();
+    assert_ne!(in_b.lock().unwrap().ran_on, Some(std::thread::current().id()), "b's writer thread ran it");
+    assert_eq!(in_c.lock().unwrap().ran_on, Some(std::thread::current().id()), "c has a turn of its own");
+    assert_eq!(keys(&b), ["k"]);
+}
