@@ -128,9 +128,12 @@ impl Database {
     }
 
     /// Applies edits and answers per document, in the order given. Edits of one shard are
-    /// applied in one job (one commit at most); shards work in parallel.
+    /// applied in one job (one commit at most); shards work in parallel. A lone small
+    /// document may be committed on the calling thread, which then waits for its sync (see
+    /// [`crate::edit_queue`]).
     pub async fn update(&self, docs: Vec<NewDoc>, mode: EditMode, durability: Durability) -> Result<Vec<EditResult>> {
         let q = self.shards.len();
+        let alone = matches!(&docs[..], [doc] if doc.is_small());
         let mut groups: Vec<(Vec<usize>, Vec<Arc<NewDoc>>)> = vec![(Vec::new(), Vec::new()); q * 2];
         for (i, doc) in docs.into_iter().enumerate() {
             let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
@@ -141,7 +144,7 @@ impl Database {
         let mut pending = Vec::new();
         for (g, (slots, docs)) in groups.into_iter().enumerate().filter(|(_, g)| !g.0.is_empty()) {
             let shard = &self.shards[g % q];
-            let p = if g < q { shard.update_docs(docs, mode, durability) } else { shard.update_local(docs, durability) };
+            let p = if g < q { shard.update_docs(docs, mode, durability, alone) } else { shard.update_local(docs, durability, alone) };
             pending.push((slots, p));
         }
         let mut results: Vec<Option<EditResult>> = (0..total).map(|_| None).collect();

@@ -63,6 +63,17 @@ pub struct NewDoc {
     pub atts: Vec<NewAtt>,
 }
 
+/// The largest body a request may commit on its own thread (see [`crate::edit_queue`]).
+const SMALL_BODY: usize = 64 << 10;
+
+impl NewDoc {
+    /// Whether committing this edit is quick: a body of at most 64 KiB and no attachment
+    /// bytes to write with it.
+    pub fn is_small(&self) -> bool {
+        self.body.len() <= SMALL_BODY && self.atts.iter().all(|a| !matches!(a.source, crate::att::AttSource::Data { .. }))
+    }
+}
+
 /// Limits and policies applied while reading a document.
 #[derive(Clone, Debug)]
 pub struct DocLimits {
@@ -197,6 +208,16 @@ mod tests {
         assert_eq!(d.revs, vec![Rev::parse("1-abc").unwrap()]);
         assert_eq!(d.body, br#"{"x":1,"y":{"z":null}}"#);
         assert_eq!(parse(json!({})).unwrap().id, "generated");
+    }
+
+    #[test]
+    fn only_small_bodies_without_attachment_bytes_are_small() {
+        assert!(parse(json!({"x": 1})).unwrap().is_small());
+        assert!(!parse(json!({"x": "y".repeat(SMALL_BODY)})).unwrap().is_small());
+        let stub = json!({"_attachments": {"a.txt": {"stub": true, "content_type": "text/plain", "length": 1, "digest": "md5-x"}}});
+        assert!(parse(stub).unwrap().is_small(), "a stub writes no bytes");
+        let data = json!({"_attachments": {"a.txt": {"content_type": "text/plain", "data": "aGk="}}});
+        assert!(!parse(data).unwrap().is_small());
     }
 
     #[test]

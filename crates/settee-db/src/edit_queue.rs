@@ -10,10 +10,10 @@
 //! panic fails only the request that caused it. The job fails as a whole only for failures
 //! of the store itself (I/O, damage), as a failed group commit does.
 //!
-//! A single-document request that finds the writer idle, while requests are not arriving
-//! together, is applied and committed on its own thread instead (see
-//! [`Store::run_or_submit_with`]): one client writing one document after another is then
-//! answered without two thread hand-offs per write.
+//! A request of one small document (the caller says so) that finds the writer idle, while
+//! requests are not arriving together, is applied and committed on its own thread instead,
+//! which then waits for the sync (see [`Store::run_or_submit_with`]): one client writing one
+//! document after another is answered without two thread hand-offs per write.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,7 +56,7 @@ type Answers = Vec<oneshot::Sender<Result<Vec<EditResult>>>>;
 /// The requests a running job took.
 type Taken = Arc<Mutex<Option<Answers>>>;
 
-/// The type of the function that applies a batch of edits on the writer thread.
+/// The type of the function that applies a batch of edits in the writer's place.
 pub(crate) type Apply = fn(&mut Txn, &[Arc<NewDoc>], EditMode) -> Result<Vec<EditResult>>;
 
 impl EditQueues {
@@ -65,11 +65,12 @@ impl EditQueues {
     }
 
     /// Queues `docs` and makes sure a job will apply them; answers when they are applied
-    /// (and durable, for durable edits).
-    pub fn push(self: &Arc<Self>, store: &Store, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability, apply: Apply) -> EditsPending {
+    /// (and durable, for durable edits). With `alone` (one small document), the job may run
+    /// on this thread, blocking it until the commit is durable.
+    pub fn push(self: &Arc<Self>, store: &Store, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability, apply: Apply, alone: bool) -> EditsPending {
         let (answer, rx) = oneshot::channel();
         let i = Self::index(mode, durability);
-        let alone = docs.len() == 1 && !self.crowded.load(Ordering::Relaxed);
+        let alone = alone && !self.crowded.load(Ordering::Relaxed);
         let first = {
             let mut q = self.queues[i].lock().expect("edit queue lock");
             q.waiting.push(Waiting { docs, answer });
@@ -213,7 +214,7 @@ mod tests {
         let queues = Arc::new(EditQueues::default());
         let pending: Vec<EditsPending> = [&["a1", "a2"][..], &["boom"], &["c1"]]
             .into_iter()
-            .map(|ids| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids))
+            .map(|ids| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids, ids.len() == 1))
             .collect();
         release.wait();
         blocker.await.unwrap();
@@ -251,7 +252,7 @@ mod tests {
         let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
         let store = Store::create(&dir.path().join("s"), options).unwrap();
         let queues = Arc::new(EditQueues::default());
-        let push = |ids: &[&str]| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids_noting_thread);
+        let push = |ids: &[&str]| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids_noting_thread, ids.len() == 1);
         let here = std::thread::current().name().map(str::to_owned);
         let writer = Some("settee-store-writer".to_owned());
 
@@ -281,7 +282,7 @@ mod tests {
         push(&["lone2"]).await.unwrap();
         assert_eq!(applied_on("lone2"), here, "alone again once a job took one request");
         push(&["two", "docs"]).await.unwrap();
-        assert_eq!(applied_on("two"), writer, "only single-document requests commit themselves");
+        assert_eq!(applied_on("two"), writer, "only a request said to be alone commits itself");
         assert_eq!(store.snapshot().get(0, b"lone2").unwrap().map(|e| e.value().to_vec()), Some(b"x".to_vec()));
     }
 }

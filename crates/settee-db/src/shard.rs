@@ -1,5 +1,5 @@
 //! One shard of a database: a store file with three trees and the update job that applies
-//! document edits to them on the file's writer thread.
+//! document edits to them in the file's writer's place.
 //!
 //! Trees: `by_id` (document id -> [`DocRecord`]), `by_seq` (big-endian shard sequence ->
 //! [`SeqEntry`]) and `local` (`_local/` id -> revision counter and body). The header
@@ -121,14 +121,15 @@ impl Shard {
     }
 
     /// Applies document edits, together with those of other requests queued meanwhile (see
-    /// [`crate::edit_queue`]); answers in the order given.
-    pub fn update_docs(&self, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability) -> EditsPending {
-        self.edits.push(&self.store, docs, mode, durability, apply_docs)
+    /// [`crate::edit_queue`]); answers in the order given. `alone`: the request is one small
+    /// document, which may be committed on this thread if the writer is idle.
+    pub fn update_docs(&self, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability, alone: bool) -> EditsPending {
+        self.edits.push(&self.store, docs, mode, durability, apply_docs, alone)
     }
 
     /// Writes local documents, gathered as [`Shard::update_docs`] gathers edits.
-    pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability) -> EditsPending {
-        self.local_edits.push(&self.store, docs, EditMode::Interactive, durability, |txn, docs, _| apply_local(txn, docs))
+    pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability, alone: bool) -> EditsPending {
+        self.local_edits.push(&self.store, docs, EditMode::Interactive, durability, |txn, docs, _| apply_local(txn, docs), alone)
     }
 
     /// Purges leaf revisions; answers with the revisions purged per document.

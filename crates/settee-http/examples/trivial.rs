@@ -8,7 +8,8 @@
 //! is answered, inline on the thread that read it, once its body is written into the file
 //! and `fdatasync`ed. Like Settee's commits, the writes go over zeros laid down beforehand
 //! (an 8 KiB block each, about what a one-document commit writes), so a sync never has to
-//! record a longer file. The answer has the length of Settee's answer to a POST.
+//! record a longer file. The answer's body has the length of Settee's answer to a POST (its
+//! headers are the GET's).
 //!
 //! `cargo run --release -p settee-http --example trivial -- 127.0.0.1:15990 [FILE]`
 
@@ -42,8 +43,9 @@ const HEADERS: [(&str, &str); 6] = [
 /// Settee's answer to a POST of a new document, with a fixed id and revision.
 const CREATED: &[u8] = b"{\"ok\":true,\"id\":\"8f3c1a5e0b2d4c6e9a7f1b3d5c7e9a0b\",\"rev\":\"1-5d41402abc4b2a76b9719d911017c592\"}\n";
 
-/// The bytes each durable write covers, and the zeros laid down ahead of them.
+/// The bytes each durable write covers.
 const BLOCK: u64 = 8192;
+/// The zeros laid down ahead of the writes, which wrap around within them.
 const AREA: u64 = 64 << 20;
 
 /// A file of zeros that durable POSTs overwrite in turn, wrapping at its end.
@@ -53,6 +55,7 @@ struct Log {
 }
 
 impl Log {
+    /// Creates (or empties) the file at `path` and fills it with synced zeros.
     fn create(path: &str) -> std::io::Result<Log> {
         let file = File::options().read(true).write(true).create(true).truncate(true).open(path)?;
         let zeros = vec![0u8; 1 << 20];

@@ -1,6 +1,6 @@
 //! A store: one file, one writer thread, any number of concurrent readers.
 //!
-//! Updates are closures run on the writer thread against a [`Txn`]. Closures that arrive
+//! Updates are closures run against a [`Txn`] on the writer thread. Closures that arrive
 //! while a commit is being synced wait in the queue and are all applied and committed
 //! together next (group commit); each caller is answered once its change is durable, or at
 //! once for [`Durability::Batch`], whose changes are committed within the batch delay.
@@ -50,8 +50,9 @@ pub struct StoreOptions {
     pub max_uncommitted_bytes: u64,
     /// Run first on the writer thread (to name it, lower its priority, ...).
     pub on_writer_start: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// Run on the writer thread after each commit is published (to wake waiting readers,
-    /// such as change feeds, once new data is visible).
+    /// Run after each commit is published, by whichever thread committed (the writer thread,
+    /// or a caller committing its own update), while it holds the writer's state (to wake
+    /// waiting readers, such as change feeds, once new data is visible).
     pub on_commit: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The turn that callers committing their own updates take, shared by every store
     /// opened with a clone of these options.
@@ -109,7 +110,8 @@ pub enum Durability {
 /// Called once a job's fate is known: `None` if its change is committed (or, for batched
 /// jobs, applied), the commit's error otherwise.
 type Completion = Box<dyn FnOnce(Option<&Error>) + Send>;
-/// A job runs on the writer thread; it reports whether it succeeded and how to answer.
+/// A job runs in the writer's place (on its thread, or on a caller's with the writer's
+/// state held); it reports whether it succeeded and how to answer.
 type Job = Box<dyn FnOnce(&mut Txn) -> (bool, Completion) + Send>;
 /// Work that needs the writer thread to itself (the last step of a compaction).
 pub(crate) type Exclusive = Box<dyn FnOnce(&mut WriterState, &Shared) + Send>;
@@ -159,7 +161,7 @@ impl Writer {
 /// An open store file. Dropping it commits pending batched changes and stops the writer.
 pub struct Store {
     shared: Arc<Shared>,
-    writer_state: Arc<Writer>,
+    core: Arc<Writer>,
     tx: Mutex<Option<mpsc::Sender<Request>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -293,8 +295,8 @@ impl Store {
             schema,
         });
         let (tx, rx) = mpsc::channel();
-        let writer_state = Arc::new(Writer { state: Mutex::new(state), queued: AtomicUsize::new(0) });
-        let (thread_shared, thread_writer) = (shared.clone(), writer_state.clone());
+        let core = Arc::new(Writer { state: Mutex::new(state), queued: AtomicUsize::new(0) });
+        let (thread_shared, thread_writer) = (shared.clone(), core.clone());
         let on_start = thread_shared.options.on_writer_start.clone();
         let writer = std::thread::Builder::new()
             .name("settee-store-writer".into())
@@ -305,7 +307,7 @@ impl Store {
                 run_writer(&thread_writer, rx, &thread_shared)
             })
             .map_err(Error::io("start writer thread"))?;
-        Ok(Store { shared, writer_state, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+        Ok(Store { shared, core, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
     }
 
     /// Creates the store if the file does not exist, else opens it.
@@ -340,9 +342,9 @@ impl Store {
     fn send(&self, req: Request) -> Result<()> {
         let tx = self.tx.lock().expect("sender lock");
         let tx = tx.as_ref().ok_or(Error::Closed)?;
-        self.writer_state.queued.fetch_add(1, Ordering::AcqRel);
+        self.core.queued.fetch_add(1, Ordering::AcqRel);
         tx.send(req).map_err(|_| {
-            self.writer_state.queued.fetch_sub(1, Ordering::AcqRel);
+            self.core.queued.fetch_sub(1, Ordering::AcqRel);
             Error::Closed
         })
     }
@@ -391,7 +393,8 @@ impl Store {
     /// Does what [`Store::submit_with`] does, but if the update is durable, the writer is
     /// idle (nothing queued, no commit under way) and the options' [`CallerTurn`] is free,
     /// runs it and commits it on the calling thread, which waits for the sync; `done` has
-    /// been called when this returns.
+    /// been called when this returns, unless the update panicked (it is then dropped, as
+    /// [`Store::submit_with`] would). `done` runs after the writer's state is let go.
     ///
     /// For a caller that is alone: its answer then needs no thread to be woken. A caller that
     /// is one of many should queue, so that their updates share a commit.
@@ -403,14 +406,23 @@ impl Store {
         D: FnOnce(Result<T, E>) + Send + 'static,
     {
         let turn = if durability == Durability::Durable { self.shared.options.caller_turn.take() } else { None };
-        let idle = turn.as_ref().and_then(|_| self.writer_state.idle());
+        let idle = turn.as_ref().and_then(|_| self.core.idle());
         let Some(mut state) = idle else {
             return self.submit_with(durability, f, done);
         };
-        let waiting = apply(&mut state, job_answering(f, done));
-        let failed = commit(&mut state, &self.shared);
-        drop((state, turn));
-        answer(waiting.into_iter().collect(), failed.as_ref());
+        match apply(&mut state, job_answering(f, done)) {
+            Applied::Done(completion) => {
+                let failed = commit(&mut state, &self.shared);
+                drop((state, turn));
+                completion(failed.as_ref());
+            }
+            // Nothing of its own to commit: anything batched waits for the writer's delay.
+            Applied::Failed(completion) => {
+                drop((state, turn));
+                completion(None);
+            }
+            Applied::Panicked => {}
+        }
     }
 
     /// Runs an update and waits for its answer.
@@ -496,6 +508,10 @@ fn run_writer(writer: &Writer, rx: mpsc::Receiver<Request>, shared: &Shared) {
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
         };
         let Ok(mut state) = writer.state.lock() else { return };
+        if !state.dirty {
+            // A caller's commit took what was batched: no delay is running any more.
+            deadline = None;
+        }
         let first = match first {
             Ok(req) => req,
             Err(RecvTimeoutError::Timeout) => {
@@ -508,31 +524,7 @@ fn run_writer(writer: &Writer, rx: mpsc::Receiver<Request>, shared: &Shared) {
                 return;
             }
         };
-        let mut taken = 0;
-        let mut waiting: Vec<Completion> = Vec::new();
-        for req in std::iter::once(first).chain(rx.try_iter()) {
-            taken += 1;
-            match req {
-                Request::Update { job, durability } => {
-                    match (apply(&mut state, job), durability) {
-                        (Some(c), Durability::Durable) => waiting.push(c),
-                        (Some(c), Durability::Batch) => c(None),
-                        (None, _) => {}
-                    }
-                    if state.uncommitted_bytes() >= shared.options.max_uncommitted_bytes {
-                        // Bound the memory a long group holds: commit early, answering
-                        // every durable job it covers (this one included).
-                        commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
-                        deadline = None;
-                    }
-                }
-                Request::Exclusive(work) => {
-                    commit_and_answer(&mut state, shared, std::mem::take(&mut waiting));
-                    // The work answers its caller itself; a panic in it must not end the writer.
-                    let _ = catch_unwind(AssertUnwindSafe(|| work(&mut state, shared)));
-                }
-            }
-        }
+        let (taken, waiting) = apply_queued(&mut state, shared, std::iter::once(first).chain(rx.try_iter()), &mut deadline);
         let overdue = deadline.is_some_and(|d| d <= Instant::now());
         let mut failed = None;
         if !waiting.is_empty() || overdue {
@@ -548,24 +540,68 @@ fn run_writer(writer: &Writer, rx: mpsc::Receiver<Request>, shared: &Shared) {
     }
 }
 
-/// Runs one job. A failed job's changes are undone; its completion still answers it. A
-/// panicking job is undone too, and its caller learns of it from the dropped channel.
-fn apply(state: &mut WriterState, job: Job) -> Option<Completion> {
+/// Applies a run of queued requests; returns how many there were and the durable jobs
+/// waiting for the next commit. Batched jobs are answered at once; a long group commits
+/// early to bound its memory, and exclusive work runs after a commit of what came before.
+fn apply_queued(
+    state: &mut WriterState,
+    shared: &Shared,
+    requests: impl Iterator<Item = Request>,
+    deadline: &mut Option<Instant>,
+) -> (usize, Vec<Completion>) {
+    let mut taken = 0;
+    let mut waiting: Vec<Completion> = Vec::new();
+    for req in requests {
+        taken += 1;
+        match req {
+            Request::Update { job, durability } => {
+                match (apply(state, job), durability) {
+                    (Applied::Done(c), Durability::Durable) => waiting.push(c),
+                    (Applied::Done(c), Durability::Batch) | (Applied::Failed(c), _) => c(None),
+                    (Applied::Panicked, _) => {}
+                }
+                if state.uncommitted_bytes() >= shared.options.max_uncommitted_bytes {
+                    // Every durable job this commit covers (this one included) is answered.
+                    commit_and_answer(state, shared, std::mem::take(&mut waiting));
+                    *deadline = None;
+                }
+            }
+            Request::Exclusive(work) => {
+                commit_and_answer(state, shared, std::mem::take(&mut waiting));
+                // The work answers its caller itself; a panic in it must not end the writer.
+                let _ = catch_unwind(AssertUnwindSafe(|| work(state, shared)));
+            }
+        }
+    }
+    (taken, waiting)
+}
+
+/// What became of a job.
+enum Applied {
+    /// Its changes are applied; answer it once their commit's fate is known.
+    Done(Completion),
+    /// It failed and was undone; answer it now.
+    Failed(Completion),
+    /// It panicked and was undone; its caller learns of it from the dropped answer.
+    Panicked,
+}
+
+/// Runs one job; a job that fails or panics is undone.
+fn apply(state: &mut WriterState, job: Job) -> Applied {
     let saved = state.savepoint();
     let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut Txn { state: &mut *state })));
     match outcome {
         Ok((true, completion)) => {
             state.held.update_done();
-            Some(completion)
+            Applied::Done(completion)
         }
         Ok((false, completion)) => {
             undo(state, saved);
-            completion(None);
-            None
+            Applied::Failed(completion)
         }
         Err(_) => {
             undo(state, saved);
-            None
+            Applied::Panicked
         }
     }
 }
@@ -579,6 +615,7 @@ fn undo(state: &mut WriterState, saved: Savepoint) {
     }
 }
 
+/// Commits what is applied and answers the jobs it covers.
 fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Completion>) {
     let failed = commit(state, shared);
     answer(waiting, failed.as_ref());

@@ -286,5 +286,6 @@ fn nodes_a_commit_replaces_leave_the_cache() {
     assert_eq!(snap.get(0, &key(499 * 7 % KEYS)).unwrap().unwrap().value(), b"499");
     // 500 replaced paths of 1 KiB nodes would be megabytes; the live tree is a few dozen nodes.
     assert!(cache.weight() < 2 * live + (64 << 10), "cache holds {} bytes, the live tree {live}", cache.weight());
+    assert!(cache.weight() > live / 2, "the live tree stays cached: {} of {live} bytes", cache.weight());
     assert_eq!(old.get(0, &key(7)).unwrap().unwrap().value(), b"0", "the old snapshot reads its own version");
 }
