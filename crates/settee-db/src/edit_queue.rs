@@ -197,12 +197,9 @@ mod tests {
         ids.iter().map(|id| Arc::new(NewDoc::from_json(serde_json::json!({"_id": id}), None, String::new, &DocLimits::default()).expect("a valid document"))).collect()
     }
 
-    #[tokio::test]
-    async fn a_request_whose_edits_panic_fails_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
-        let store = Store::create(&dir.path().join("s"), options).unwrap();
-        // Hold the writer until every request below is queued, so that one job takes them all.
+    /// Holds the store's writer in a job until the returned barrier is waited on, so that
+    /// whatever is pushed meanwhile queues.
+    fn hold_writer(store: &Store) -> (settee_store::Pending<(), settee_store::Error>, Arc<Barrier>) {
         let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
         let (g, r) = (gate.clone(), release.clone());
         let blocker = store.submit(Durability::Durable, move |_| -> std::result::Result<(), settee_store::Error> {
@@ -211,6 +208,16 @@ mod tests {
             Ok(())
         });
         gate.wait();
+        (blocker, release)
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_edits_panic_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
+        let store = Store::create(&dir.path().join("s"), options).unwrap();
+        // Hold the writer until every request below is queued, so that one job takes them all.
+        let (blocker, release) = hold_writer(&store);
         let queues = Arc::new(EditQueues::default());
         let pending: Vec<EditsPending> = [&["a1", "a2"][..], &["boom"], &["c1"]]
             .into_iter()
@@ -259,14 +266,7 @@ mod tests {
         push(&["lone1"]).await.unwrap();
         assert_eq!(applied_on("lone1"), here, "a lone request commits itself");
 
-        let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
-        let (g, r) = (gate.clone(), release.clone());
-        let blocker = store.submit(Durability::Durable, move |_| -> std::result::Result<(), settee_store::Error> {
-            g.wait();
-            r.wait();
-            Ok(())
-        });
-        gate.wait();
+        let (blocker, release) = hold_writer(&store);
         let crowd: Vec<EditsPending> = ["crowd1", "crowd2", "crowd3"].into_iter().map(|id| push(&[id])).collect();
         release.wait();
         blocker.await.unwrap();
