@@ -138,14 +138,14 @@ impl Shared {
 
 /// What applies updates and commits: held by the writer thread while it works through its
 /// queue, or by a caller running its own update while the writer is idle.
-struct Writer {
+struct Core {
     state: Mutex<WriterState>,
     /// Requests sent to the writer thread and not yet applied. A caller may run its own
     /// update only while this is zero, so that it never overtakes an earlier one.
     queued: AtomicUsize,
 }
 
-impl Writer {
+impl Core {
     /// The writer's state, if nothing is queued for it and nobody holds it; `None` also once
     /// a commit has panicked, which leaves the state unusable and stops the writer thread.
     fn idle(&self) -> Option<MutexGuard<'_, WriterState>> {
@@ -161,7 +161,7 @@ impl Writer {
 /// An open store file. Dropping it commits pending batched changes and stops the writer.
 pub struct Store {
     shared: Arc<Shared>,
-    core: Arc<Writer>,
+    core: Arc<Core>,
     tx: Mutex<Option<mpsc::Sender<Request>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -295,8 +295,8 @@ impl Store {
             schema,
         });
         let (tx, rx) = mpsc::channel();
-        let core = Arc::new(Writer { state: Mutex::new(state), queued: AtomicUsize::new(0) });
-        let (thread_shared, thread_writer) = (shared.clone(), core.clone());
+        let core = Arc::new(Core { state: Mutex::new(state), queued: AtomicUsize::new(0) });
+        let (thread_shared, thread_core) = (shared.clone(), core.clone());
         let on_start = thread_shared.options.on_writer_start.clone();
         let writer = std::thread::Builder::new()
             .name("settee-store-writer".into())
@@ -304,7 +304,7 @@ impl Store {
                 if let Some(f) = on_start {
                     f();
                 }
-                run_writer(&thread_writer, rx, &thread_shared)
+                run_writer(&thread_core, rx, &thread_shared)
             })
             .map_err(Error::io("start writer thread"))?;
         Ok(Store { shared, core, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
@@ -500,14 +500,14 @@ impl Error {
 
 /// The writer loop: apply every queued request, commit once, answer, repeat. It ends when
 /// the store is dropped, or when a caller's commit panicked with the state in its hands.
-fn run_writer(writer: &Writer, rx: mpsc::Receiver<Request>, shared: &Shared) {
+fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
     let mut deadline: Option<Instant> = None;
     loop {
         let first = match deadline {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
         };
-        let Ok(mut state) = writer.state.lock() else { return };
+        let Ok(mut state) = core.state.lock() else { return };
         if !state.dirty {
             // A caller's commit took what was batched: no delay is running any more.
             deadline = None;
@@ -533,7 +533,7 @@ fn run_writer(writer: &Writer, rx: mpsc::Receiver<Request>, shared: &Shared) {
         } else if state.dirty && deadline.is_none() {
             deadline = Some(Instant::now() + shared.options.batch_delay);
         }
-        writer.queued.fetch_sub(taken, Ordering::AcqRel);
+        core.queued.fetch_sub(taken, Ordering::AcqRel);
         // Answered once idle, so that a caller answered can run its next update itself.
         drop(state);
         answer(waiting, failed.as_ref());
