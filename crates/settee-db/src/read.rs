@@ -60,6 +60,13 @@ impl DbSnapshot {
         self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.purge_seq)).collect::<Result<_>>().map(SeqVector)
     }
 
+    /// Moves whenever a design document is edited or purged (and at no other time): what is
+    /// derived from the design documents of this snapshot still holds for any snapshot
+    /// with the same value.
+    pub fn design_changes(&self) -> Result<u64> {
+        self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.design_changes)).sum()
+    }
+
     /// The metadata of the first shard (security object, revs limit).
     pub fn meta(&self) -> Result<ShardMeta> {
         ShardMeta::decode(self.shards[0].meta())

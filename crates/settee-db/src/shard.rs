@@ -14,7 +14,7 @@ use settee_store::{Action, BlobCopier, Durability, Pending, Snapshot, Store, Sto
 
 use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::doc::NewDoc;
+use crate::doc::{NewDoc, DESIGN_PREFIX};
 use crate::edit_queue::{EditQueues, EditsPending};
 use crate::error::{Error, Result};
 use crate::record::{Body, DocCounts, DocRecord, RevInfo, SeqEntry};
@@ -46,11 +46,15 @@ pub struct ShardMeta {
     pub security: Vec<u8>,
     /// How many purges are remembered (`_purged_infos_limit`).
     pub purged_infos_limit: u64,
+    /// How many times a design document of this shard was edited or purged: what layers
+    /// above derive from design documents (validation functions) stays good while it does
+    /// not move, so a write need not look at them. Files from before it read as 0.
+    pub design_changes: u64,
 }
 
 impl Default for ShardMeta {
     fn default() -> ShardMeta {
-        ShardMeta { update_seq: 0, purge_seq: 0, revs_limit: 1000, security: Vec::new(), purged_infos_limit: 1000 }
+        ShardMeta { update_seq: 0, purge_seq: 0, revs_limit: 1000, security: Vec::new(), purged_infos_limit: 1000, design_changes: 0 }
     }
 }
 
@@ -62,6 +66,7 @@ impl ShardMeta {
         put_varint(&mut out, self.revs_limit);
         put_bytes(&mut out, &self.security);
         put_varint(&mut out, self.purged_infos_limit);
+        put_varint(&mut out, self.design_changes);
         out
     }
 
@@ -74,7 +79,9 @@ impl ShardMeta {
         if r.u8()? != META_VERSION {
             return Err(Error::Corrupted("shard metadata version"));
         }
-        Ok(ShardMeta { update_seq: r.varint()?, purge_seq: r.varint()?, revs_limit: r.varint()?, security: r.bytes()?.to_vec(), purged_infos_limit: r.varint()? })
+        let (update_seq, purge_seq, revs_limit, security, purged_infos_limit) = (r.varint()?, r.varint()?, r.varint()?, r.bytes()?.to_vec(), r.varint()?);
+        let design_changes = if r.is_empty() { 0 } else { r.varint()? };
+        Ok(ShardMeta { update_seq, purge_seq, revs_limit, security, purged_infos_limit, design_changes })
     }
 }
 
@@ -173,6 +180,7 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
                     }
                 }
                 let record = DocRecord { tree, seq: next_seq };
+                meta.design_changes += u64::from(doc.id.starts_with(DESIGN_PREFIX));
                 seq_changes.insert(next_seq, Some(SeqEntry::of(&doc.id, &record).encode()));
                 *slot = Some(record);
                 *dirty = true;
@@ -304,6 +312,7 @@ fn apply_purge(txn: &mut Txn, docs: &[(String, Vec<Rev>)]) -> Result<Vec<Vec<Rev
             continue;
         }
         meta.purge_seq += 1;
+        meta.design_changes += u64::from(id.starts_with(DESIGN_PREFIX));
         let mut seq_actions = vec![Action::Delete(record.seq.to_be_bytes().to_vec())];
         if record.tree.nodes.is_empty() {
             txn.apply(BY_ID, &[Action::Delete(id.as_bytes().to_vec())])?;
@@ -412,5 +421,24 @@ impl ValueRewriter for DocRewriter {
             }
         }
         Ok(Some(record.encode()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_written_before_the_design_count_reads_as_none_changed() {
+        let meta = ShardMeta { update_seq: 7, purge_seq: 2, revs_limit: 50, security: b"{}".to_vec(), purged_infos_limit: 9, design_changes: 4 };
+        assert_eq!(ShardMeta::decode(&meta.encode()).unwrap(), meta);
+        // The layout before the count: the same fields up to `purged_infos_limit`.
+        let mut older = vec![META_VERSION];
+        for v in [7, 2, 50] {
+            put_varint(&mut older, v);
+        }
+        put_bytes(&mut older, b"{}");
+        put_varint(&mut older, 9);
+        assert_eq!(ShardMeta::decode(&older).unwrap(), ShardMeta { design_changes: 0, ..meta });
     }
 }

@@ -251,6 +251,54 @@ async fn superseded_bodies_leave_the_record_but_stay_readable() {
     assert_eq!(get(&db, "d").unwrap()["n"], 59);
 }
 
+/// The design-change count moves with every edit or purge of a design document, whatever
+/// the shard and the kind of write, and with nothing else; compaction and reopening keep it.
+#[tokio::test]
+async fn design_changes_move_only_with_design_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("dd", Some(2)).unwrap();
+    let changes = |db: &settee_db::Database| db.snapshot().design_changes().unwrap();
+    assert_eq!(changes(&db), 0);
+    for i in 0..20 {
+        put(&db, json!({"_id": format!("doc{i}")})).await.unwrap();
+    }
+    put(&db, json!({"_id": "_local/checkpoint", "seq": 1})).await.unwrap();
+    assert_eq!(changes(&db), 0, "normal and local documents are not design documents");
+
+    let a1 = put(&db, json!({"_id": "_design/a", "views": {}})).await.unwrap();
+    assert_eq!(changes(&db), 1);
+    let a2 = put(&db, json!({"_id": "_design/a", "_rev": a1.to_string(), "language": "javascript"})).await.unwrap();
+    assert_eq!(changes(&db), 2);
+    assert!(matches!(put(&db, json!({"_id": "_design/a", "_rev": a1.to_string()})).await, Err(Error::Conflict)));
+    assert_eq!(changes(&db), 2, "a refused edit changes nothing");
+    // Other design documents may live on the other shard; replicated writes count too.
+    let replicated = (0..4).map(|i| doc(json!({"_id": format!("_design/r{i}"), "_rev": "1-abc"}))).collect();
+    db.update(replicated, EditMode::Replicated, Durability::Durable).await.unwrap();
+    assert_eq!(changes(&db), 6);
+    let shards: HashSet<usize> = (0..4).map(|i| db.shard_for(&format!("_design/r{i}"))).collect();
+    assert_eq!(shards.len(), 2, "the design documents span both shards");
+    db.purge(vec![("doc3".into(), vec![Rev::parse(get(&db, "doc3").unwrap()["_rev"].as_str().unwrap()).unwrap()])]).await.unwrap();
+    assert_eq!(changes(&db), 6, "purging a normal document");
+    db.purge(vec![("_design/r1".into(), vec![Rev::parse("1-abc").unwrap()])]).await.unwrap();
+    assert_eq!(changes(&db), 7, "purging a design document");
+    put(&db, json!({"_id": "_design/a", "_rev": a2.to_string(), "_deleted": true})).await.unwrap();
+    assert_eq!(changes(&db), 8, "deleting a design document");
+
+    assert!(db.start_compaction());
+    while db.compact_running() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(changes(&db), 8, "compaction keeps the count");
+    drop(db);
+    drop(catalog);
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.get("dd").unwrap();
+    assert_eq!(changes(&db), 8, "reopening keeps the count");
+    put(&db, json!({"_id": "_design/a", "again": true})).await.unwrap();
+    assert_eq!(changes(&db), 9);
+}
+
 /// Requests that arrive while the writer is busy are applied together, in the order they
 /// came, each answered with its own results: a later edit of the same document sees the
 /// earlier one, and a bad edit fails only its own request.

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
-use settee_db::{is_local, AllDocsOptions, Database, DocOptions, NewDoc, DESIGN_PREFIX};
+use settee_db::{is_local, AllDocsOptions, Database, DbSnapshot, DocOptions, NewDoc, DESIGN_PREFIX};
 
 use crate::error::{HttpError, HttpResult};
 use crate::request::Req;
@@ -21,43 +21,51 @@ struct Validator {
     ddoc: Value,
 }
 
-/// The validation functions of a database, re-read when its design documents change.
-#[derive(Default)]
-struct Cached(Mutex<(DesignRevs, Arc<Vec<Validator>>)>);
-
-/// Each design document's id and revision.
-type DesignRevs = Vec<(String, String)>;
-
 /// A refusal: CouchDB's error name and the reason.
 type Refusal = Option<(String, String)>;
+
+/// The validation functions of a database and the design-change count they were read at
+/// ([`settee_db::DbSnapshot::design_changes`]): writes find them without looking at the
+/// design documents until one of those changes.
+#[derive(Default)]
+struct Cached(Mutex<Option<(u64, Arc<Vec<Validator>>)>>);
 
 /// The database's validation functions.
 fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
     let snap = db.snapshot();
+    let changes = snap.design_changes()?;
+    let cache = db.extension(Cached::default);
+    if let Some((at, found)) = &*cache.0.lock().expect("validators cache") {
+        if *at == changes {
+            return Ok(found.clone());
+        }
+    }
+    let found = Arc::new(read_validators(&snap)?);
+    let mut slot = cache.0.lock().expect("validators cache");
+    // Two writers may read at once; the one that saw the newer design documents stays.
+    if slot.as_ref().is_none_or(|(at, _)| *at < changes) {
+        *slot = Some((changes, found.clone()));
+    }
+    Ok(found)
+}
+
+/// Reads the validation functions of the design documents in `snap`.
+fn read_validators(snap: &DbSnapshot) -> HttpResult<Vec<Validator>> {
     // Most databases have no design documents; their trees' counts say so without a scan.
     if snap.live_between(DESIGN_PREFIX, "_design0")? == 0 {
-        return Ok(Arc::default());
+        return Ok(Vec::new());
     }
     let opts = AllDocsOptions { start: Some(DESIGN_PREFIX.into()), end: Some("_design0".into()), inclusive_end: false, ..Default::default() };
-    let mut current = Vec::new();
+    let mut found = Vec::new();
     for row in snap.all_docs(opts)? {
         let row = row?;
-        current.push((row.id, row.rev.to_string()));
+        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else { continue };
+        let Ok(ddoc) = serde_json::from_slice::<Value>(&body) else { continue };
+        let Some(source) = ddoc.get("validate_doc_update").and_then(Value::as_str) else { continue };
+        let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript").to_string();
+        found.push(Validator { key: format!("vdu:{}:{}", row.id, row.rev), language, source: source.to_string(), ddoc });
     }
-    let cache = db.extension(Cached::default);
-    let mut slot = cache.0.lock().expect("validators cache");
-    if slot.0 != current {
-        let mut found = Vec::new();
-        for (id, rev) in &current {
-            let Ok(body) = snap.open_doc(id, None, &DocOptions::default()) else { continue };
-            let Ok(ddoc) = serde_json::from_slice::<Value>(&body) else { continue };
-            let Some(source) = ddoc.get("validate_doc_update").and_then(Value::as_str) else { continue };
-            let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript").to_string();
-            found.push(Validator { key: format!("vdu:{id}:{rev}"), language, source: source.to_string(), ddoc });
-        }
-        *slot = (current, Arc::new(found));
-    }
-    Ok(slot.1.clone())
+    Ok(found)
 }
 
 /// The document as validation functions see it: its members with `_id`, the parent `_rev`,

@@ -366,6 +366,48 @@ fn validate_doc_update_runs_on_every_kind_of_write() {
     assert_eq!(s.anon().put("/open/x", r#"{"needs_login":true}"#).status, 201, "the rule went with its design document");
 }
 
+/// Writes find a database's validation functions without reading its design documents each
+/// time, yet every change to a design document counts from the next write on: a new one, an
+/// edit, one written by replication, a purge, a compaction, a deletion.
+#[test]
+fn validation_follows_every_change_to_design_documents() {
+    let s = TestServer::start();
+    let admin = s.admin();
+    assert_eq!(admin.put("/v", "").status, 201);
+    let refusing = |field: &str| format!("function(doc) {{ if (doc.{field}) throw({{forbidden: 'no {field}'}}); }}");
+    let check = |field: &str, refused: bool, what: &str| {
+        let r = admin.post("/v", &format!(r#"{{"{field}":true}}"#));
+        if refused {
+            expect(&r, 403, Some("forbidden"), what);
+            assert_eq!(r.json()["reason"], format!("no {field}"), "{what}");
+        } else {
+            assert_eq!(r.status, 201, "{what}: {}", r.text);
+        }
+    };
+    check("red", false, "no design documents yet");
+    let a1 = admin.put("/v/_design/a", &json!({"validate_doc_update": refusing("red")}).to_string()).json()["rev"].clone();
+    check("red", true, "a new design document");
+    check("blue", false, "what the function allows");
+    let a2 = admin.put("/v/_design/a", &json!({"_rev": a1, "validate_doc_update": refusing("blue")}).to_string()).json()["rev"].clone();
+    check("red", false, "an edited function no longer refuses what it did");
+    check("blue", true, "an edited function");
+
+    let replicated = json!({"new_edits": false, "docs": [{"_id": "_design/b", "_rev": "1-abc", "validate_doc_update": refusing("green")}]});
+    assert_eq!(admin.post("/v/_bulk_docs", &replicated.to_string()).status, 201);
+    check("green", true, "a replicated design document");
+    check("blue", true, "both functions run");
+    assert_eq!(admin.post("/v/_purge", r#"{"_design/b":["1-abc"]}"#).status, 201);
+    check("green", false, "a purged design document");
+
+    assert_eq!(admin.post("/v/_compact", "").status, 202);
+    while admin.get("/v").json()["compact_running"] == true {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    check("blue", true, "after a compaction");
+    assert_eq!(admin.delete(&format!("/v/_design/a?rev={}", a2.as_str().unwrap())).status, 200);
+    check("blue", false, "a deleted design document");
+}
+
 fn bearer(s: &TestServer, token: &str) -> Client {
     let mut c = Client::new(&s.url, None);
     c.extra.push(("Authorization".into(), format!("Bearer {token}")));
