@@ -161,6 +161,17 @@ impl NewDoc {
         self.edit = EditTerm::new(body);
     }
 
+    /// Works out this edit's revision id ahead, for the parent the client named (none for
+    /// a new document), if it has no attachments: for interactive edits, called off the
+    /// database writer's thread, which then need not hash the body. The writer still uses
+    /// the id that fits what it finds (another parent, when a deleted document is made
+    /// again).
+    pub fn presume_rev(&mut self) {
+        if self.atts.is_empty() {
+            self.edit.presume(self.deleted, self.revs.first());
+        }
+    }
+
     /// An edit made from a stored revision: its body unchanged (`body` as stored), with the
     /// attachments given (stubs for those kept). Used by the standalone attachment endpoints.
     pub fn from_stored(id: &str, parent: Option<Rev>, body: Vec<u8>, atts: Vec<NewAtt>) -> Result<NewDoc> {

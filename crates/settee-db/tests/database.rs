@@ -251,6 +251,41 @@ async fn superseded_bodies_leave_the_record_but_stay_readable() {
     assert_eq!(get(&db, "d").unwrap()["n"], 59);
 }
 
+/// Revision ids worked out ahead of the writer are the ones it would work out itself,
+/// including when the writer edits another parent than the client named (a deleted
+/// document made again) and when the edit has attachments.
+#[tokio::test]
+async fn revisions_worked_out_ahead_are_the_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let (ahead, plain) = (catalog.create("ahead", None).unwrap(), catalog.create("plain", None).unwrap());
+    let both = |v: Value| {
+        let (ahead, plain) = (&ahead, &plain);
+        async move {
+            let mut early = doc(v.clone());
+            early.presume_rev();
+            let a = ahead.update(vec![early], EditMode::Interactive, Durability::Durable).await.unwrap().pop().unwrap();
+            let p = plain.update(vec![doc(v)], EditMode::Interactive, Durability::Durable).await.unwrap().pop().unwrap();
+            match (a, p) {
+                (Ok(a), Ok(p)) => {
+                    assert_eq!(a, p);
+                    Some(a.to_string())
+                }
+                (Err(Error::Conflict), Err(Error::Conflict)) => None,
+                (a, p) => panic!("{a:?} against {p:?}"),
+            }
+        }
+    };
+    let r1 = both(json!({"_id": "d", "n": 1})).await.unwrap();
+    let r2 = both(json!({"_id": "d", "_rev": r1, "n": 2})).await.unwrap();
+    assert_eq!(both(json!({"_id": "d", "_rev": r1, "n": 3})).await, None, "a stale parent");
+    let r3 = both(json!({"_id": "d", "_rev": r2, "_deleted": true})).await.unwrap();
+    let r4 = both(json!({"_id": "d", "n": 4})).await.unwrap();
+    assert!(r4.starts_with("4-"), "made again on top of its tombstone {r3}: {r4}");
+    let r5 = both(json!({"_id": "d", "_rev": r4, "_attachments": {"a.txt": {"content_type": "text/plain", "data": "aGk="}}})).await.unwrap();
+    both(json!({"_id": "d", "_rev": r5, "_attachments": {"a.txt": {"stub": true}}, "n": 6})).await.unwrap();
+}
+
 /// The design-change count moves with every edit or purge of a design document, whatever
 /// the shard and the kind of write, and with nothing else; compaction and reopening keep it.
 #[tokio::test]

@@ -105,9 +105,13 @@ fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool)> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(HttpError::bad_request("`new_edits` parameter must be a boolean.")),
     };
-    let parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits)).collect::<Result<Vec<_>, _>>()?;
+    let mut parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits)).collect::<Result<Vec<_>, _>>()?;
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
+    }
+    if new_edits {
+        // Here, on a parsing thread, rather than on the database's writer.
+        parsed.iter_mut().for_each(NewDoc::presume_rev);
     }
     Ok((parsed, new_edits))
 }

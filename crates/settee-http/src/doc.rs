@@ -205,6 +205,9 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
     if let Some(Some(e)) = crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc)).await.pop() {
         return Err(e);
     }
+    if mode == EditMode::Interactive {
+        doc.presume_rev();
+    }
     let deleted = doc.deleted;
     let result = db.update(vec![doc], mode, durability).await?.pop().expect("one answer");
     let rev = result?;
