@@ -66,6 +66,9 @@ impl<I> RevTree<I> {
     /// Indices of the leaves (revisions without children), in CouchDB's ranking: live before
     /// deleted, then deepest first, then by revision id descending. The first is the winner.
     pub fn leaves(&self) -> Vec<usize> {
+        if self.nodes.len() == 1 {
+            return vec![0]; // most documents: one revision, no tables to build
+        }
         let counts = self.child_counts();
         let mut leaves: Vec<usize> = (0..self.nodes.len()).filter(|&i| counts[i] == 0).collect();
         leaves.sort_by(|&a, &b| self.rank(b).cmp(&self.rank(a)));
@@ -88,6 +91,9 @@ impl<I> RevTree<I> {
 
     /// The winning revision: the best-ranked leaf.
     pub fn winner(&self) -> Option<usize> {
+        if self.nodes.len() <= 1 {
+            return self.nodes.first().map(|_| 0);
+        }
         let counts = self.child_counts();
         (0..self.nodes.len()).filter(|&i| counts[i] == 0).max_by(|&a, &b| self.rank(a).cmp(&self.rank(b)))
     }
@@ -187,6 +193,9 @@ impl<I> RevTree<I> {
     /// ancestors are dropped and their surviving descendants become roots.
     pub fn stem(&mut self, limit: usize) {
         let limit = limit.max(1);
+        if self.nodes.len() <= limit {
+            return; // no path is longer than the tree is big
+        }
         let mut keep = vec![false; self.nodes.len()];
         for leaf in self.leaves() {
             for &i in self.path(leaf).iter().take(limit) {

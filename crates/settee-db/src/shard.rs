@@ -259,6 +259,9 @@ fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditM
 /// pointer to them: a document's record then grows by a few dozen bytes per revision
 /// instead of by its body.
 fn spill_superseded(txn: &mut Txn, tree: &mut RevTree<RevInfo>) -> Result<()> {
+    if tree.nodes.len() == 1 {
+        return Ok(()); // the one revision is a leaf
+    }
     let children = tree.child_counts();
     for (node, _) in tree.nodes.iter_mut().zip(children).filter(|&(_, c)| c > 0) {
         if let Some(info) = &mut node.info {
