@@ -231,6 +231,21 @@ mod tests {
         assert!(!parse(data).unwrap().is_small());
     }
 
+    /// A body rewritten after its revision id was worked out ahead (as `_users` does with
+    /// passwords) gets the id of the body it has.
+    #[test]
+    fn a_rewritten_body_drops_the_revision_worked_out_ahead() {
+        let mut d = parse(json!({"_id": "org.couchdb.user:ann", "password": "secret"})).unwrap();
+        d.presume_rev();
+        let hashed: Map<String, Value> = serde_json::from_value(json!({"derived_key": "abc", "salt": "def"})).unwrap();
+        d.set_body(&hashed);
+        let fresh = EditTerm::new(&hashed);
+        assert_eq!(settee_json::new_rev_id(false, None, &d.edit, &[]), settee_json::new_rev_id(false, None, &fresh, &[]));
+        let mut first = parse(json!({"_id": "org.couchdb.user:ann", "password": "secret"})).unwrap();
+        first.presume_rev();
+        assert_ne!(settee_json::new_rev_id(false, None, &d.edit, &[]), settee_json::new_rev_id(false, None, &first.edit, &[]));
+    }
+
     #[test]
     fn revisions_win_over_rev() {
         let d = parse(json!({"_rev": "9-x", "_revisions": {"start": 3, "ids": ["c", "b", "a"]}})).unwrap();

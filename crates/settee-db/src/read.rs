@@ -60,11 +60,11 @@ impl DbSnapshot {
         self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.purge_seq)).collect::<Result<_>>().map(SeqVector)
     }
 
-    /// Moves whenever a design document is edited or purged (and at no other time): what is
-    /// derived from the design documents of this snapshot still holds for any snapshot
-    /// with the same value.
-    pub fn design_changes(&self) -> Result<u64> {
-        self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.design_changes)).sum()
+    /// Each shard's count of design-document edits and purges, which moves in the commit
+    /// that makes such a change and at no other time: what is derived from the design
+    /// documents of this snapshot still holds for any snapshot with the same counts.
+    pub fn design_changes(&self) -> Result<Vec<u64>> {
+        self.shards.iter().map(|s| ShardMeta::design_changes_in(s.meta())).collect()
     }
 
     /// The metadata of the first shard (security object, revs limit).

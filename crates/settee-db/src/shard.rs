@@ -70,6 +70,20 @@ impl ShardMeta {
         out
     }
 
+    /// Reads only [`ShardMeta::design_changes`] of a commit's metadata, without copying
+    /// the security object: every write asks for it.
+    pub fn design_changes_in(bytes: &[u8]) -> Result<u64> {
+        if bytes.is_empty() {
+            return Ok(0);
+        }
+        let mut r = Reader::new(bytes, "shard metadata");
+        if r.u8()? != META_VERSION {
+            return Err(Error::Corrupted("shard metadata version"));
+        }
+        let _ = (r.varint()?, r.varint()?, r.varint()?, r.bytes()?, r.varint()?);
+        if r.is_empty() { Ok(0) } else { r.varint() }
+    }
+
     /// Reads the metadata of a commit (defaults for a new file).
     pub fn decode(bytes: &[u8]) -> Result<ShardMeta> {
         if bytes.is_empty() {
@@ -435,6 +449,8 @@ mod tests {
     fn metadata_written_before_the_design_count_reads_as_none_changed() {
         let meta = ShardMeta { update_seq: 7, purge_seq: 2, revs_limit: 50, security: b"{}".to_vec(), purged_infos_limit: 9, design_changes: 4 };
         assert_eq!(ShardMeta::decode(&meta.encode()).unwrap(), meta);
+        assert_eq!(ShardMeta::design_changes_in(&meta.encode()).unwrap(), 4);
+        assert_eq!(ShardMeta::design_changes_in(&[]).unwrap(), 0, "a new file");
         // The layout before the count: the same fields up to `purged_infos_limit`.
         let mut older = vec![META_VERSION];
         for v in [7, 2, 50] {
@@ -443,5 +459,6 @@ mod tests {
         put_bytes(&mut older, b"{}");
         put_varint(&mut older, 9);
         assert_eq!(ShardMeta::decode(&older).unwrap(), ShardMeta { design_changes: 0, ..meta });
+        assert_eq!(ShardMeta::design_changes_in(&older).unwrap(), 0);
     }
 }

@@ -293,7 +293,7 @@ async fn design_changes_move_only_with_design_documents() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
     let db = catalog.create("dd", Some(2)).unwrap();
-    let changes = |db: &settee_db::Database| db.snapshot().design_changes().unwrap();
+    let changes = |db: &settee_db::Database| db.snapshot().design_changes().unwrap().iter().sum::<u64>();
     assert_eq!(changes(&db), 0);
     for i in 0..20 {
         put(&db, json!({"_id": format!("doc{i}")})).await.unwrap();
@@ -313,6 +313,9 @@ async fn design_changes_move_only_with_design_documents() {
     assert_eq!(changes(&db), 6);
     let shards: HashSet<usize> = (0..4).map(|i| db.shard_for(&format!("_design/r{i}"))).collect();
     assert_eq!(shards.len(), 2, "the design documents span both shards");
+    let per_shard = db.snapshot().design_changes().unwrap();
+    let on = |shard: usize| ["_design/a", "_design/a"].iter().chain(&["_design/r0", "_design/r1", "_design/r2", "_design/r3"]).filter(|id| db.shard_for(id) == shard).count() as u64;
+    assert_eq!(per_shard, vec![on(0), on(1)], "each shard counts its own");
     db.purge(vec![("doc3".into(), vec![Rev::parse(get(&db, "doc3").unwrap()["_rev"].as_str().unwrap()).unwrap()])]).await.unwrap();
     assert_eq!(changes(&db), 6, "purging a normal document");
     db.purge(vec![("_design/r1".into(), vec![Rev::parse("1-abc").unwrap()])]).await.unwrap();

@@ -111,7 +111,7 @@ fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool)> {
     }
     if new_edits {
         // Here, on a parsing thread, rather than on the database's writer.
-        parsed.iter_mut().for_each(NewDoc::presume_rev);
+        parsed.iter_mut().filter(|d| !settee_db::is_local(&d.id)).for_each(NewDoc::presume_rev);
     }
     Ok((parsed, new_edits))
 }

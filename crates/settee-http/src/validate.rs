@@ -24,11 +24,11 @@ struct Validator {
 /// A refusal: CouchDB's error name and the reason.
 type Refusal = Option<(String, String)>;
 
-/// The validation functions of a database and the design-change count they were read at
-/// ([`settee_db::DbSnapshot::design_changes`]): writes find them without looking at the
-/// design documents until one of those changes.
+/// The validation functions of a database and the shards' design-change counts they were
+/// read at ([`settee_db::DbSnapshot::design_changes`]): writes find them without looking at
+/// the design documents until one of those changes.
 #[derive(Default)]
-struct Cached(Mutex<Option<(u64, Arc<Vec<Validator>>)>>);
+struct Cached(Mutex<Option<(Vec<u64>, Arc<Vec<Validator>>)>>);
 
 /// The database's validation functions.
 fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
@@ -41,11 +41,9 @@ fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
         }
     }
     let found = Arc::new(read_validators(&snap)?);
-    let mut slot = cache.0.lock().expect("validators cache");
-    // Two writers may read at once; the one that saw the newer design documents stays.
-    if slot.as_ref().is_none_or(|(at, _)| *at < changes) {
-        *slot = Some((changes, found.clone()));
-    }
+    // Two writers may read at once, one an older snapshot: whichever is kept is exact for
+    // its counts, and a write with other counts reads again.
+    *cache.0.lock().expect("validators cache") = Some((changes, found.clone()));
     Ok(found)
 }
 
