@@ -28,7 +28,10 @@ type Refusal = Option<(String, String)>;
 /// read at ([`settee_db::DbSnapshot::design_changes`]): writes find them without looking at
 /// the design documents until one of those changes.
 #[derive(Default)]
-struct Cached(Mutex<Option<(Vec<u64>, Arc<Vec<Validator>>)>>);
+struct Cached(Mutex<Option<ReadAt>>);
+
+/// Validation functions and the design-change counts of the snapshot they were read from.
+type ReadAt = (Vec<u64>, Arc<Vec<Validator>>);
 
 /// The database's validation functions.
 fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
