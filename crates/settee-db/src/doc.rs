@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use settee_json::{body, EditTerm, Rev, RevId};
 
 use crate::att::{parse_attachments, AttPolicy, NewAtt};
+use crate::record::FreshRecord;
 use crate::error::{Error, Result};
 
 /// Prefix of design document ids.
@@ -61,6 +62,9 @@ pub struct NewDoc {
     pub edit: EditTerm,
     /// Its attachments (none when the body had no `_attachments`).
     pub atts: Vec<NewAtt>,
+    /// The stored values it makes if it is a new document, worked out ahead
+    /// ([`NewDoc::presume_rev`]).
+    pub fresh: Option<FreshRecord>,
 }
 
 /// The largest body a request may commit on its own thread (see [`crate::edit_queue`]).
@@ -149,7 +153,7 @@ impl NewDoc {
             Some(v) => parse_attachments(v, &limits.atts, &mut parts.into_iter())?,
             None => Vec::new(),
         };
-        Ok(NewDoc { id, revs, deleted, body: encoded, edit, atts })
+        Ok(NewDoc { id, revs, deleted, body: encoded, edit, atts, fresh: None })
     }
 }
 
@@ -159,24 +163,29 @@ impl NewDoc {
     pub fn set_body(&mut self, body: &Map<String, Value>) {
         self.body = body::encode(body);
         self.edit = EditTerm::new(body);
+        self.fresh = None;
     }
 
     /// Works out this edit's revision id ahead, for the parent the client named (none for
-    /// a new document), if it has no attachments: for interactive edits, called off the
-    /// database writer's thread, which then need not hash the body. The writer still uses
-    /// the id that fits what it finds (another parent, when a deleted document is made
-    /// again).
+    /// a new document), if it has no attachments, and for an edit that names no parent and
+    /// has a small body, the values it stores if the id turns out to be new. For
+    /// interactive edits, called off the database writer's thread, which then need not
+    /// hash or encode them. The writer still uses what fits what it finds (another parent,
+    /// when a deleted document is made again; an existing document).
     pub fn presume_rev(&mut self) {
-        if self.atts.is_empty() {
-            self.edit.presume(self.deleted, self.revs.first());
+        if !self.atts.is_empty() || crate::doc::is_local(&self.id) {
+            return;
         }
+        let id = self.edit.presume(self.deleted, self.revs.first());
+        self.fresh = (self.revs.is_empty() && self.body.len() <= crate::shard::INLINE_MAX)
+            .then(|| FreshRecord::new(&self.id, Rev { pos: 1, id }, self.deleted, &self.body));
     }
 
     /// An edit made from a stored revision: its body unchanged (`body` as stored), with the
     /// attachments given (stubs for those kept). Used by the standalone attachment endpoints.
     pub fn from_stored(id: &str, parent: Option<Rev>, body: Vec<u8>, atts: Vec<NewAtt>) -> Result<NewDoc> {
         let map: Map<String, Value> = serde_json::from_slice(&body).map_err(|_| Error::Corrupted("stored body"))?;
-        Ok(NewDoc { id: id.to_string(), revs: parent.into_iter().collect(), deleted: false, edit: EditTerm::new(&map), body, atts })
+        Ok(NewDoc { id: id.to_string(), revs: parent.into_iter().collect(), deleted: false, edit: EditTerm::new(&map), body, atts, fresh: None })
     }
 }
 

@@ -305,6 +305,54 @@ impl SeqEntry {
     }
 }
 
+/// The `by_id` and `by_seq` values of a new document's first revision, encoded before its
+/// sequence is known: everything but the sequence can be worked out while the request is
+/// parsed, which leaves the shard's single writer only the lookup that shows the id is new
+/// and the joining of [`FreshRecord::record`]. Only for a body kept inline and no
+/// attachments.
+#[derive(Clone, Debug)]
+pub struct FreshRecord {
+    /// The revision.
+    pub rev: Rev,
+    /// The `by_seq` value.
+    pub seq_entry: Vec<u8>,
+    /// The `by_id` value up to its one node's sequence, with the header's sequence 0.
+    head: Vec<u8>,
+    /// The `by_id` value after the node's sequence.
+    tail: Vec<u8>,
+}
+
+/// The length of the fixed header of a current record.
+const HEADER_LEN: usize = BLOB_BYTES_AT + 8;
+
+impl FreshRecord {
+    /// The first revision `rev` of document `id`, with `body` inline.
+    pub fn new(id: &str, rev: Rev, deleted: bool, body: &[u8]) -> FreshRecord {
+        let mut tree = RevTree::default();
+        tree.add_child(None, rev.id.clone(), deleted, RevInfo { body: Body::Inline(body.to_vec()), seq: 0, atts: Vec::new() });
+        let record = DocRecord { tree, seq: 0 };
+        let seq_entry = SeqEntry::of(id, &record).encode();
+        let whole = record.encode();
+        // The header, the winner's rev, the node count (1), then the node: its rev, its
+        // parent (0, a root), its flags, and the sequence, a one-byte varint here.
+        let mut rev_bytes = Vec::new();
+        put_rev(&mut rev_bytes, &rev);
+        let at = HEADER_LEN + rev_bytes.len() + 1 + rev_bytes.len() + 1 + 1;
+        FreshRecord { rev, seq_entry, head: whole[..at].to_vec(), tail: whole[at + 1..].to_vec() }
+    }
+
+    /// The `by_id` value when the revision is written at `seq`: the bytes
+    /// [`DocRecord::encode`] gives for it.
+    pub fn record(&self, seq: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head.len() + 10 + self.tail.len());
+        out.extend_from_slice(&self.head);
+        out[2..10].copy_from_slice(&seq.to_le_bytes());
+        put_varint(&mut out, seq);
+        out.extend_from_slice(&self.tail);
+        out
+    }
+}
+
 /// Counts live and deleted documents, their external size and the bytes of their leaves'
 /// blobs in `by_id`, so database info and `_all_docs` offsets are logarithmic. Reduction:
 /// four little-endian u64s (three in files written before the blob bytes were kept).
@@ -368,6 +416,25 @@ mod tests {
     use super::*;
     use settee_json::RevId;
     use settee_store::BlobRef;
+
+    proptest::proptest! {
+        /// A record joined from its parts is byte for byte the one encoded whole, whatever
+        /// the sequence (one to ten varint bytes), the revision, the body and the flag.
+        #[test]
+        fn a_fresh_record_is_the_encoded_one(seq in proptest::prelude::any::<u64>(), pos in 1u64..3, hash in proptest::prelude::any::<[u8; 16]>(), text in "[a-z0-9]{0,40}", body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..800), deleted in proptest::prelude::any::<bool>(), id in "[a-z_/]{1,30}") {
+            for id_part in [RevId::Hash(hash), RevId::Text(text.clone().into())] {
+                let rev = Rev { pos, id: id_part };
+                let fresh = FreshRecord::new(&id, rev.clone(), deleted, &body);
+                let mut tree = RevTree::default();
+                tree.add_child(None, rev.id.clone(), deleted, RevInfo { body: Body::Inline(body.clone()), seq, atts: vec![] });
+                let whole = DocRecord { tree, seq };
+                proptest::prop_assert_eq!(fresh.record(seq), whole.encode());
+                proptest::prop_assert_eq!(&fresh.seq_entry, &SeqEntry::of(&id, &whole).encode());
+                proptest::prop_assert_eq!(&fresh.rev, &rev);
+                proptest::prop_assert_eq!(DocRecord::decode(&fresh.record(seq)).unwrap(), whole);
+            }
+        }
+    }
 
     fn sample() -> DocRecord {
         let mut tree = RevTree::default();

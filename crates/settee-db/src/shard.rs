@@ -5,6 +5,7 @@
 //! [`SeqEntry`]) and `local` (`_local/` id -> revision counter and body). The header
 //! metadata holds a [`ShardMeta`].
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::codec::{put_bytes, put_varint, Reader};
 use crate::doc::{NewDoc, DESIGN_PREFIX};
 use crate::edit_queue::{EditQueues, EditsPending};
 use crate::error::{Error, Result};
-use crate::record::{Body, DocCounts, DocRecord, RevInfo, SeqEntry};
+use crate::record::{Body, DocCounts, DocRecord, FreshRecord, RevInfo, SeqEntry};
 use crate::revtree::{Merged, RevTree};
 
 /// Tree slot of the document-id tree.
@@ -31,7 +32,7 @@ pub const LOCAL: usize = 2;
 const META_VERSION: u8 = 2;
 
 /// Bodies up to this size are kept in the document record; larger ones in blobs.
-const INLINE_MAX: usize = 768;
+pub(crate) const INLINE_MAX: usize = 768;
 
 /// Per-shard state kept in each commit's header.
 #[derive(Clone, Debug, PartialEq)]
@@ -169,23 +170,57 @@ impl Shard {
     }
 }
 
+/// What a batch knows of one id.
+enum Slot<'a> {
+    /// Its record (none: no such document), and whether the batch changed it.
+    Record(Option<DocRecord>, bool),
+    /// A new document's first revision, written at this sequence from the values worked
+    /// out ahead ([`NewDoc::presume_rev`]).
+    Fresh(&'a FreshRecord, u64),
+}
+
+impl Slot<'_> {
+    /// The record and whether the batch changed it, decoding a fresh one's if a later edit
+    /// of the batch touches it.
+    fn record(&mut self) -> Result<(&mut Option<DocRecord>, &mut bool)> {
+        if let Slot::Fresh(fresh, seq) = *self {
+            *self = Slot::Record(Some(DocRecord::decode(&fresh.record(seq))?), true);
+        }
+        match self {
+            Slot::Record(record, dirty) => Ok((record, dirty)),
+            Slot::Fresh(..) => Err(Error::Corrupted("fresh record left undecoded")),
+        }
+    }
+}
+
 /// Applies a batch of edits: reads each record once, applies edits in order (a later edit of
 /// the same id sees the earlier one), then writes both trees in one modification each.
 fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
     let mut meta = ShardMeta::decode(txn.meta())?;
-    // Each touched id's current record, and whether this job changed it.
-    let mut records: HashMap<&str, (Option<DocRecord>, bool)> = HashMap::with_capacity(docs.len());
+    let mut records: HashMap<&str, Slot> = HashMap::with_capacity(docs.len());
     let mut seq_changes: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
     let mut results = Vec::with_capacity(docs.len());
     for doc in docs {
-        if !records.contains_key(doc.id.as_str()) {
-            let old = txn.get(BY_ID, doc.id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()?;
-            records.insert(&doc.id, (old, false));
-        }
-        let (slot, dirty) = records.get_mut(doc.id.as_str()).expect("just inserted");
-        let old_seq = slot.as_ref().map(|r| r.seq);
+        let slot = match records.entry(doc.id.as_str()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let old = txn.get(BY_ID, doc.id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()?;
+                e.insert(Slot::Record(old, false))
+            }
+        };
         let next_seq = meta.update_seq + 1;
-        match edit(txn, slot.as_ref().map(|r| &r.tree), doc, mode, next_seq, meta.revs_limit) {
+        if let (Slot::Record(None, _), EditMode::Interactive, Some(fresh)) = (&*slot, mode, &doc.fresh) {
+            // A new id: what edit() would make was worked out while parsing.
+            meta.update_seq = next_seq;
+            meta.design_changes += u64::from(doc.id.starts_with(DESIGN_PREFIX));
+            seq_changes.insert(next_seq, Some(fresh.seq_entry.clone()));
+            *slot = Slot::Fresh(fresh, next_seq);
+            results.push(Ok(fresh.rev.clone()));
+            continue;
+        }
+        let (record, dirty) = slot.record()?;
+        let old_seq = record.as_ref().map(|r| r.seq);
+        match edit(txn, record.as_ref().map(|r| &r.tree), doc, mode, next_seq, meta.revs_limit) {
             Ok(Some((tree, rev))) => {
                 meta.update_seq = next_seq;
                 if let Some(old) = old_seq {
@@ -193,10 +228,10 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
                         seq_changes.insert(old, None);
                     }
                 }
-                let record = DocRecord { tree, seq: next_seq };
+                let new = DocRecord { tree, seq: next_seq };
                 meta.design_changes += u64::from(doc.id.starts_with(DESIGN_PREFIX));
-                seq_changes.insert(next_seq, Some(SeqEntry::of(&doc.id, &record).encode()));
-                *slot = Some(record);
+                seq_changes.insert(next_seq, Some(SeqEntry::of(&doc.id, &new).encode()));
+                *record = Some(new);
                 *dirty = true;
                 results.push(Ok(rev));
             }
@@ -204,8 +239,14 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
             Err(e) => results.push(Err(e)),
         }
     }
-    let mut by_id: Vec<Action> =
-        records.into_iter().filter(|(_, (_, dirty))| *dirty).filter_map(|(id, (rec, _))| Some(Action::Put(id.as_bytes().to_vec(), rec?.encode()))).collect();
+    let mut by_id: Vec<Action> = records
+        .into_iter()
+        .filter_map(|(id, slot)| match slot {
+            Slot::Record(Some(record), true) => Some(Action::Put(id.as_bytes().to_vec(), record.encode())),
+            Slot::Record(..) => None,
+            Slot::Fresh(fresh, seq) => Some(Action::Put(id.as_bytes().to_vec(), fresh.record(seq))),
+        })
+        .collect();
     by_id.sort_by(|a, b| a.key().cmp(b.key()));
     txn.apply(BY_ID, &by_id)?;
     let by_seq: Vec<Action> = seq_changes

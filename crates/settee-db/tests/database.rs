@@ -286,6 +286,55 @@ async fn revisions_worked_out_ahead_are_the_writers() {
     both(json!({"_id": "d", "_rev": r5, "_attachments": {"a.txt": {"stub": true}}, "n": 6})).await.unwrap();
 }
 
+/// Batches written with their new documents' records worked out ahead store what batches
+/// written without them store, byte for byte, in every case the writer meets: new ids, ids
+/// that exist, ids made again after deletion, an id twice in one batch, tombstones, design
+/// documents, bodies too big to keep inline.
+#[tokio::test]
+async fn new_documents_worked_out_ahead_store_what_the_writer_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let (ahead, plain) = (catalog.create("ahead", None).unwrap(), catalog.create("plain", None).unwrap());
+    let batch = |docs: Vec<Value>| {
+        let (ahead, plain) = (&ahead, &plain);
+        async move {
+            let early = docs.iter().map(|v| {
+                let mut d = doc(v.clone());
+                d.presume_rev();
+                d
+            });
+            let a = ahead.update(early.collect(), EditMode::Interactive, Durability::Durable).await.unwrap();
+            let p = plain.update(docs.into_iter().map(doc).collect(), EditMode::Interactive, Durability::Durable).await.unwrap();
+            let show = |r: Vec<Result<Rev, Error>>| r.into_iter().map(|r| r.map(|r| r.to_string()).map_err(|e| format!("{e:?}"))).collect::<Vec<_>>();
+            let (a, p) = (show(a), show(p));
+            assert_eq!(a, p);
+            a
+        }
+    };
+    let big = "x".repeat(2000);
+    let first = batch(vec![json!({"_id": "a", "n": 1}), json!({"_id": "b"}), json!({"_id": "_design/d", "views": {}}), json!({"_id": "gone", "_deleted": true}), json!({"_id": "big", "text": big})]).await;
+    assert!(first.iter().all(Result::is_ok), "{first:?}");
+    let a1 = first[0].clone().unwrap();
+    // The same new id twice in a batch, then edited within it; an existing id without a rev.
+    let second = batch(vec![json!({"_id": "c", "n": 1}), json!({"_id": "c", "n": 2}), json!({"_id": "a", "n": 9}), json!({"_id": "e", "n": 1})]).await;
+    assert!(second[0].is_ok() && second[1].is_err() && second[2].is_err() && second[3].is_ok(), "{second:?}");
+    let c1 = second[0].clone().unwrap();
+    let third = batch(vec![json!({"_id": "f"}), json!({"_id": "c", "_rev": c1, "n": 3}), json!({"_id": "a", "_rev": a1, "_deleted": true}), json!({"_id": "f", "_rev": "1-x"})]).await;
+    assert!(third[0].is_ok() && third[1].is_ok() && third[2].is_ok() && third[3].is_err(), "{third:?}");
+    let fourth = batch(vec![json!({"_id": "a", "back": true}), json!({"_id": "gone", "back": true})]).await;
+    assert!(fourth.iter().all(|r| r.as_ref().is_ok_and(|r| r.starts_with("3-") || r.starts_with("2-"))), "made again on their tombstones: {fourth:?}");
+
+    let (sa, sp) = (ahead.snapshot(), plain.snapshot());
+    for id in ["a", "b", "c", "e", "f", "gone", "big", "_design/d"] {
+        assert_eq!(sa.record(id).unwrap(), sp.record(id).unwrap(), "{id}");
+    }
+    assert_eq!(sa.counts().unwrap(), sp.counts().unwrap());
+    assert_eq!(sa.design_changes().unwrap(), sp.design_changes().unwrap());
+    let rows = |s: &settee_db::DbSnapshot| s.changes(&SeqVector::zero(2), ChangesOptions::default()).unwrap().map(|r| r.map(|r| (r.id, r.revs, r.deleted, r.seq))).collect::<Result<Vec<_>, _>>().unwrap();
+    assert_eq!(rows(&sa), rows(&sp));
+    assert_eq!(rows(&sa).len(), 8);
+}
+
 /// The design-change count moves with every edit or purge of a design document, whatever
 /// the shard and the kind of write, and with nothing else; compaction and reopening keep it.
 #[tokio::test]

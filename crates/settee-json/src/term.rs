@@ -56,11 +56,12 @@ impl EditTerm {
     /// Works out the revision id of this edit on top of `parent`, without attachments, now
     /// rather than when [`new_rev_id`] asks: a database's single writer then does not hash
     /// the bodies of a whole batch while it holds everyone else's edits. [`new_rev_id`]
-    /// answers the same whether or not this was called.
-    pub fn presume(&mut self, deleted: bool, parent: Option<&Rev>) {
+    /// answers the same whether or not this was called. Returns the id.
+    pub fn presume(&mut self, deleted: bool, parent: Option<&Rev>) -> RevId {
         self.presumed = None;
         let id = new_rev_id(deleted, parent, self, &[]);
-        self.presumed = Some(Presumed { deleted, parent: parent.cloned(), id });
+        self.presumed = Some(Presumed { deleted, parent: parent.cloned(), id: id.clone() });
+        id
     }
 
     /// The id worked out ahead, if it was worked out for these arguments.
