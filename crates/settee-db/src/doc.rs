@@ -62,9 +62,9 @@ pub struct NewDoc {
     pub edit: EditTerm,
     /// Its attachments (none when the body had no `_attachments`).
     pub atts: Vec<NewAtt>,
-    /// The stored values it makes if it is a new document, worked out ahead
-    /// ([`NewDoc::presume_rev`]).
-    pub fresh: Option<FreshRecord>,
+    /// The stored values it makes if its id has no record at all, worked out ahead
+    /// ([`NewDoc::presume_rev`]); cleared by [`NewDoc::set_body`].
+    pub(crate) fresh: Option<FreshRecord>,
 }
 
 /// The largest body a request may commit on its own thread (see [`crate::edit_queue`]).
@@ -167,18 +167,26 @@ impl NewDoc {
     }
 
     /// Works out this edit's revision id ahead, for the parent the client named (none for
-    /// a new document), if it has no attachments, and for an edit that names no parent and
-    /// has a small body, the values it stores if the id turns out to be new. For
+    /// a new document), if it has no attachments and is not a `_local` document. For an
+    /// edit that also names no parent and has a body kept inline (at most 768 bytes), it
+    /// works out the values the edit stores if its id has no record at all. For
     /// interactive edits, called off the database writer's thread, which then need not
-    /// hash or encode them. The writer still uses what fits what it finds (another parent,
-    /// when a deleted document is made again; an existing document).
+    /// hash or encode them. The writer still does what fits what it finds: another parent
+    /// when a deleted document is made again, an edit of the record when one exists.
+    /// Change the body afterwards only with [`NewDoc::set_body`].
     pub fn presume_rev(&mut self) {
         if !self.atts.is_empty() || crate::doc::is_local(&self.id) {
             return;
         }
         let id = self.edit.presume(self.deleted, self.revs.first());
         self.fresh = (self.revs.is_empty() && self.body.len() <= crate::shard::INLINE_MAX)
-            .then(|| FreshRecord::new(&self.id, Rev { pos: 1, id }, self.deleted, &self.body));
+            .then(|| FreshRecord::new(&self.id, id, self.deleted, &self.body));
+    }
+
+    /// Whether the values of a new document were worked out ahead (see
+    /// [`NewDoc::presume_rev`]).
+    pub fn worked_out_ahead(&self) -> bool {
+        self.fresh.is_some()
     }
 
     /// An edit made from a stored revision: its body unchanged (`body` as stored), with the

@@ -31,7 +31,7 @@ pub use database::{shard_index, Database};
 pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PREFIX};
 pub use error::{Error, Result};
 pub use read::{sends_data, AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions, DbSnapshot, DocFilter, DocOptions, DocRow};
-pub use record::{Body, Counts, DocRecord, FreshRecord, RevInfo};
+pub use record::{Body, Counts, DocRecord, RevInfo};
 pub use revtree::{Merged, RevNode, RevTree};
 pub use seq::SeqVector;
 pub use shard::{EditMode, EditResult, ShardMeta};

@@ -23,7 +23,7 @@
 //! each as u8 deleted and rev. It holds what a `_changes` row shows, so a feed without
 //! `include_docs` never reads `by_id`.
 
-use settee_json::Rev;
+use settee_json::{Rev, RevId};
 use settee_store::{BlobRef, Reducer};
 
 use crate::att::AttInfo;
@@ -312,8 +312,10 @@ impl SeqEntry {
 /// attachments.
 #[derive(Clone, Debug)]
 pub struct FreshRecord {
-    /// The revision.
+    /// The revision (depth 1).
     pub rev: Rev,
+    /// Whether the revision is a tombstone.
+    pub deleted: bool,
     /// The `by_seq` value.
     pub seq_entry: Vec<u8>,
     /// The `by_id` value up to its one node's sequence, with the header's sequence 0.
@@ -326,10 +328,11 @@ pub struct FreshRecord {
 const HEADER_LEN: usize = BLOB_BYTES_AT + 8;
 
 impl FreshRecord {
-    /// The first revision `rev` of document `id`, with `body` inline.
-    pub fn new(id: &str, rev: Rev, deleted: bool, body: &[u8]) -> FreshRecord {
+    /// The first revision, `1-{rev_id}`, of document `id`, with `body` inline.
+    pub fn new(id: &str, rev_id: RevId, deleted: bool, body: &[u8]) -> FreshRecord {
         let mut tree = RevTree::default();
-        tree.add_child(None, rev.id.clone(), deleted, RevInfo { body: Body::Inline(body.to_vec()), seq: 0, atts: Vec::new() });
+        let rev = Rev { pos: 1, id: rev_id.clone() };
+        tree.add_child(None, rev_id, deleted, RevInfo { body: Body::Inline(body.to_vec()), seq: 0, atts: Vec::new() });
         let record = DocRecord { tree, seq: 0 };
         let seq_entry = SeqEntry::of(id, &record).encode();
         let whole = record.encode();
@@ -338,7 +341,7 @@ impl FreshRecord {
         let mut rev_bytes = Vec::new();
         put_rev(&mut rev_bytes, &rev);
         let at = HEADER_LEN + rev_bytes.len() + 1 + rev_bytes.len() + 1 + 1;
-        FreshRecord { rev, seq_entry, head: whole[..at].to_vec(), tail: whole[at + 1..].to_vec() }
+        FreshRecord { rev, deleted, seq_entry, head: whole[..at].to_vec(), tail: whole[at + 1..].to_vec() }
     }
 
     /// The `by_id` value when the revision is written at `seq`: the bytes
@@ -421,16 +424,16 @@ mod tests {
         /// A record joined from its parts is byte for byte the one encoded whole, whatever
         /// the sequence (one to ten varint bytes), the revision, the body and the flag.
         #[test]
-        fn a_fresh_record_is_the_encoded_one(seq in proptest::prelude::any::<u64>(), pos in 1u64..3, hash in proptest::prelude::any::<[u8; 16]>(), text in "[a-z0-9]{0,40}", body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..800), deleted in proptest::prelude::any::<bool>(), id in "[a-z_/]{1,30}") {
-            for id_part in [RevId::Hash(hash), RevId::Text(text.clone().into())] {
-                let rev = Rev { pos, id: id_part };
-                let fresh = FreshRecord::new(&id, rev.clone(), deleted, &body);
+        fn a_fresh_record_is_the_encoded_one(seq in proptest::prelude::any::<u64>(), hash in proptest::prelude::any::<[u8; 16]>(), text in "[a-z0-9]{0,40}", body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..800), deleted in proptest::prelude::any::<bool>(), id in "[a-z_/]{1,30}") {
+            for rev_id in [RevId::Hash(hash), RevId::Text(text.clone().into())] {
+                let rev = Rev { pos: 1, id: rev_id.clone() };
+                let fresh = FreshRecord::new(&id, rev_id, deleted, &body);
                 let mut tree = RevTree::default();
                 tree.add_child(None, rev.id.clone(), deleted, RevInfo { body: Body::Inline(body.clone()), seq, atts: vec![] });
                 let whole = DocRecord { tree, seq };
                 proptest::prop_assert_eq!(fresh.record(seq), whole.encode());
                 proptest::prop_assert_eq!(&fresh.seq_entry, &SeqEntry::of(&id, &whole).encode());
-                proptest::prop_assert_eq!(&fresh.rev, &rev);
+                proptest::prop_assert_eq!((&fresh.rev, fresh.deleted), (&rev, deleted));
                 proptest::prop_assert_eq!(DocRecord::decode(&fresh.record(seq)).unwrap(), whole);
             }
         }

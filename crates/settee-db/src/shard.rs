@@ -209,7 +209,8 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
             }
         };
         let next_seq = meta.update_seq + 1;
-        if let (Slot::Record(None, _), EditMode::Interactive, Some(fresh)) = (&*slot, mode, &doc.fresh) {
+        let fits = |f: &&FreshRecord| f.deleted == doc.deleted && doc.revs.is_empty() && doc.atts.is_empty();
+        if let (Slot::Record(None, _), EditMode::Interactive, Some(fresh)) = (&*slot, mode, doc.fresh.as_ref().filter(fits)) {
             // A new id: what edit() would make was worked out while parsing.
             meta.update_seq = next_seq;
             meta.design_changes += u64::from(doc.id.starts_with(DESIGN_PREFIX));

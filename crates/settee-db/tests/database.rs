@@ -301,6 +301,9 @@ async fn new_documents_worked_out_ahead_store_what_the_writer_would() {
             let early = docs.iter().map(|v| {
                 let mut d = doc(v.clone());
                 d.presume_rev();
+                // Worked out ahead exactly for a new id's small body without attachments.
+                let eligible = v.get("_rev").is_none() && v.get("_attachments").is_none() && d.body.len() <= 768;
+                assert_eq!(d.worked_out_ahead(), eligible, "{v}");
                 d
             });
             let a = ahead.update(early.collect(), EditMode::Interactive, Durability::Durable).await.unwrap();
@@ -323,16 +326,39 @@ async fn new_documents_worked_out_ahead_store_what_the_writer_would() {
     assert!(third[0].is_ok() && third[1].is_ok() && third[2].is_ok() && third[3].is_err(), "{third:?}");
     let fourth = batch(vec![json!({"_id": "a", "back": true}), json!({"_id": "gone", "back": true})]).await;
     assert!(fourth.iter().all(|r| r.as_ref().is_ok_and(|r| r.starts_with("3-") || r.starts_with("2-"))), "made again on their tombstones: {fourth:?}");
+    // In one batch: a new id edited on top of its first revision, deleted, made again; a
+    // failed edit of an id before its first revision; bodies at the inline limit and past
+    // it; an attachment. The first revision's id comes from a scratch database.
+    let scratch = catalog.create("scratch", None).unwrap();
+    let h1 = put(&scratch, json!({"_id": "h"})).await.unwrap().to_string();
+    for db in [&ahead, &plain] {
+        db.update_meta(|m| m.revs_limit = 1).await.unwrap();
+    }
+    let at_limit = |id: &str, n: usize| json!({"_id": id, "t": "x".repeat(n)});
+    let fifth = batch(vec![
+        json!({"_id": "h"}),
+        json!({"_id": "h", "_rev": h1, "n": 2}),
+        json!({"_id": "g", "_rev": "1-x"}),
+        json!({"_id": "g"}),
+        at_limit("inline", 768 - 8),
+        at_limit("blob", 769 - 8),
+        json!({"_id": "att", "_attachments": {"a.txt": {"content_type": "text/plain", "data": "aGk="}}}),
+    ])
+    .await;
+    assert!(fifth[0].is_ok() && fifth[1].as_ref().is_ok_and(|r| r.starts_with("2-")) && fifth[2].is_err() && fifth[3..].iter().all(Result::is_ok), "{fifth:?}");
+    let h2 = fifth[1].clone().unwrap();
+    let sixth = batch(vec![json!({"_id": "h", "_rev": h2, "_deleted": true}), json!({"_id": "h", "again": true}), json!({"_id": "k", "_deleted": true})]).await;
+    assert!(sixth.iter().all(Result::is_ok), "{sixth:?}");
 
     let (sa, sp) = (ahead.snapshot(), plain.snapshot());
-    for id in ["a", "b", "c", "e", "f", "gone", "big", "_design/d"] {
+    for id in ["a", "b", "c", "e", "f", "gone", "big", "_design/d", "h", "g", "inline", "blob", "att", "k"] {
         assert_eq!(sa.record(id).unwrap(), sp.record(id).unwrap(), "{id}");
     }
     assert_eq!(sa.counts().unwrap(), sp.counts().unwrap());
     assert_eq!(sa.design_changes().unwrap(), sp.design_changes().unwrap());
     let rows = |s: &settee_db::DbSnapshot| s.changes(&SeqVector::zero(2), ChangesOptions::default()).unwrap().map(|r| r.map(|r| (r.id, r.revs, r.deleted, r.seq))).collect::<Result<Vec<_>, _>>().unwrap();
     assert_eq!(rows(&sa), rows(&sp));
-    assert_eq!(rows(&sa).len(), 8);
+    assert_eq!(rows(&sa).len(), 14);
 }
 
 /// The design-change count moves with every edit or purge of a design document, whatever
