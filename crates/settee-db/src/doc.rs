@@ -175,7 +175,7 @@ impl NewDoc {
     /// when a deleted document is made again, an edit of the record when one exists.
     /// Change the body afterwards only with [`NewDoc::set_body`].
     pub fn presume_rev(&mut self) {
-        if !self.atts.is_empty() || crate::doc::is_local(&self.id) {
+        if !self.atts.is_empty() || is_local(&self.id) {
             return;
         }
         let id = self.edit.presume(self.deleted, self.revs.first());

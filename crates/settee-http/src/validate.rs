@@ -33,9 +33,8 @@ struct Cached(Mutex<Option<ReadAt>>);
 /// Validation functions and the design-change counts of the snapshot they were read from.
 type ReadAt = (Vec<u64>, Arc<Vec<Validator>>);
 
-/// The database's validation functions.
-fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
-    let snap = db.snapshot();
+/// The database's validation functions, as of `snap`.
+fn validators(db: &Database, snap: &DbSnapshot) -> HttpResult<Arc<Vec<Validator>>> {
     let changes = snap.design_changes()?;
     let cache = db.extension(Cached::default);
     if let Some((at, found)) = &*cache.0.lock().expect("validators cache") {
@@ -43,7 +42,7 @@ fn validators(db: &Database) -> HttpResult<Arc<Vec<Validator>>> {
             return Ok(found.clone());
         }
     }
-    let found = Arc::new(read_validators(&snap)?);
+    let found = Arc::new(read_validators(snap)?);
     // Two writers may read at once, one an older snapshot: whichever is kept is exact for
     // its counts, and a write with other counts reads again.
     *cache.0.lock().expect("validators cache") = Some((changes, found.clone()));
@@ -88,11 +87,11 @@ fn new_doc_json(doc: &NewDoc) -> Value {
 /// Runs the database's validation functions over `docs` (design and local documents are not
 /// validated), recording a refusal in `out` for each document refused.
 pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewDoc], out: &mut [Option<HttpError>]) -> HttpResult<()> {
-    let validators = validators(db)?;
+    let snap = db.snapshot();
+    let validators = validators(db, &snap)?;
     if validators.is_empty() {
         return Ok(());
     }
-    let snap = db.snapshot();
     let mut jobs = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
         if out[i].is_some() || doc.id.starts_with(DESIGN_PREFIX) || is_local(&doc.id) {
@@ -102,7 +101,7 @@ pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewD
         jobs.push((i, new_doc_json(doc).to_string(), old));
     }
     let ctx = settee_auth::user_ctx(req.user.as_ref(), Some(db.name())).to_string();
-    let sec = String::from_utf8(db.snapshot().meta()?.security).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "{}".into());
+    let sec = String::from_utf8(snap.meta()?.security).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "{}".into());
     let (limits, servers) = (state.views.pool().limits(), state.views.servers().clone());
     let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Result<Refusal, String>)> {
         jobs.into_iter().map(|(i, new, old)| (i, first_refusal(&validators, &servers, limits, &new, &old, &ctx, &sec))).collect()
