@@ -67,6 +67,13 @@ impl DbSnapshot {
         self.shards.iter().map(|s| ShardMeta::design_changes_in(s.meta())).collect()
     }
 
+    /// Names the state this snapshot holds, one commit id per shard (see
+    /// [`settee_store::Snapshot::commit_id`]): two snapshots with equal ids read alike, so
+    /// an answer derived from one can be named by them (an `ETag`).
+    pub fn commit_ids(&self) -> Vec<([u8; 16], u64)> {
+        self.shards.iter().map(Snapshot::commit_id).collect()
+    }
+
     /// The metadata of the first shard (security object, revs limit).
     pub fn meta(&self) -> Result<ShardMeta> {
         ShardMeta::decode(self.shards[0].meta())

@@ -6,15 +6,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::header::{ETAG, IF_NONE_MATCH};
 use hyper::Method;
 use serde_json::Value;
-use settee_db::{ChangeRow, ChangesOptions, Database, DocOptions, SeqVector};
+use settee_db::{ChangeRow, ChangesOptions, Database, DbSnapshot, DocOptions, SeqVector};
 use tokio::time::Instant;
 
 use crate::db::open;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Gone, Response, Sink};
-use crate::request::Req;
+use crate::request::{Query, Req};
 use crate::server::State;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -31,6 +32,27 @@ struct Params {
     opts: ChangesOptions,
     heartbeat: Option<Duration>,
     timeout: Option<Duration>,
+    seqs: SeqInterval,
+}
+
+/// The limit CouchDB counts rows down from when none is given.
+const DEFAULT_LIMIT: u64 = 1_000_000_000_000_000;
+
+/// Which rows carry their sequence (`seq_interval`): with an interval, a row does only when
+/// the rows still allowed by the limit, itself included, are a multiple of it, as CouchDB
+/// counts; the others have `"seq": null`. A client reading in batches of the interval gets
+/// one sequence per batch, the one to resume from.
+#[derive(Clone, Copy, Debug)]
+struct SeqInterval {
+    every: Option<u64>,
+    limit: u64,
+}
+
+impl SeqInterval {
+    /// Whether the row after `written` earlier rows of the feed carries its sequence.
+    fn shows(&self, written: u64) -> bool {
+        self.every.is_none_or(|n| self.limit.wrapping_sub(written) % n == 0)
+    }
 }
 
 /// Handles a `_changes` request.
@@ -38,11 +60,12 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     let db = open(state, name)?;
     let mut body_doc_ids = None;
     let mut body_selector = None;
+    let mut body = bytes::Bytes::new();
     match req.method {
         Method::GET | Method::HEAD => {}
         Method::POST => {
             req.require_json()?;
-            let body = req.bytes(state.max_request).await?;
+            body = req.bytes(state.max_request).await?;
             if !body.is_empty() {
                 let v: Value = serde_json::from_slice(&body).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
                 body_doc_ids = v.get("doc_ids").cloned();
@@ -56,11 +79,52 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
         Feed::EventSource => ("text/event-stream", params.feed),
         f => ("application/json", f),
     };
+    // A normal feed is named by the database's state and the question, as CouchDB names it
+    // by the database's information; a client that has it already gets a 304.
+    let etag = (feed == Feed::Normal).then(|| etag(&db.snapshot(), &req.query, &body));
+    if let Some(etag) = &etag {
+        if req.header(IF_NONE_MATCH).is_some_and(|v| v.trim() == etag) {
+            return Ok(reply::with_header(reply::empty(304), ETAG, etag));
+        }
+    }
     let (resp, sink) = reply::channel(200, content_type);
     tokio::spawn(async move {
         let _ = run(db, params, sink, feed).await;
     });
-    Ok(resp)
+    Ok(match &etag {
+        Some(etag) => reply::with_header(resp, ETAG, etag),
+        None => resp,
+    })
+}
+
+/// The `ETag` of a normal feed: a hash of each shard's commit and of the query and body, so
+/// that it changes with any write, purge or compaction, and two different questions never
+/// share one. In CouchDB's form: a 128-bit hash in base 36, quoted.
+fn etag(snap: &DbSnapshot, query: &Query, body: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    let mut hash = Md5::new();
+    for (salt, generation) in snap.commit_ids() {
+        hash.update(salt);
+        hash.update(generation.to_le_bytes());
+    }
+    for (k, v) in &query.0 {
+        for part in [k.as_bytes(), v.as_bytes()] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part);
+        }
+    }
+    hash.update(body);
+    let mut n = u128::from_be_bytes(hash.finalize().into());
+    let mut digits = Vec::with_capacity(26);
+    loop {
+        digits.push(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    format!("\"{}\"", String::from_utf8(digits).expect("ASCII digits"))
 }
 
 fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: Option<Value>) -> HttpResult<Params> {
@@ -88,6 +152,13 @@ fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, 
         },
     };
     let timeout = q.u64("timeout")?.map(Duration::from_millis);
+    let every = match q.get("seq_interval") {
+        None => None,
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return Err(HttpError::bad_request("invalid_seq_interval")),
+        },
+    };
     let mut opts = ChangesOptions {
         descending,
         limit: q.u64("limit")?,
@@ -119,15 +190,20 @@ fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, 
         }
         Some(f) => opts.doc_filter = Some(crate::view::js_filter(state, db, f, req)?),
     }
-    Ok(Params { feed, since, opts, heartbeat, timeout })
+    let seqs = SeqInterval { every, limit: opts.limit.unwrap_or(DEFAULT_LIMIT) };
+    Ok(Params { feed, since, opts, heartbeat, timeout, seqs })
 }
 
-/// One change row as CouchDB writes it, built directly (this runs for every row of a feed).
-fn row_json(row: &ChangeRow) -> Vec<u8> {
+/// One change row as CouchDB writes it, built directly (this runs for every row of a feed);
+/// `seq` is its encoded sequence, if it shows one.
+fn row_json(row: &ChangeRow, seq: Option<&str>) -> Vec<u8> {
     use settee_json::body::write_str;
     let mut out = Vec::with_capacity(96 + row.id.len() + row.doc.as_ref().map_or(0, Vec::len));
     out.extend_from_slice(b"{\"seq\":");
-    write_str(&mut out, &row.seq.encode());
+    match seq {
+        Some(seq) => write_str(&mut out, seq),
+        None => out.extend_from_slice(b"null"),
+    }
     out.extend_from_slice(b",\"id\":");
     write_str(&mut out, &row.id);
     out.extend_from_slice(b",\"changes\":[");
@@ -148,17 +224,23 @@ fn row_json(row: &ChangeRow) -> Vec<u8> {
     out
 }
 
-/// Writes the changes after `position` from a fresh snapshot; returns the new position and
-/// how many rows were written.
-async fn batch(db: &Arc<Database>, mut sink: Sink, position: SeqVector, opts: ChangesOptions, feed: Feed, first: bool) -> Result<(Sink, SeqVector, u64), Gone> {
+/// Where a feed stands between batches: the sequence it has reached and the rows written.
+struct Progress {
+    position: SeqVector,
+    written: u64,
+}
+
+/// Writes the changes after `at` from a fresh snapshot; returns where the feed then stands
+/// and how many rows this batch wrote.
+async fn batch(db: &Arc<Database>, mut sink: Sink, at: Progress, opts: ChangesOptions, feed: Feed, seqs: SeqInterval) -> Result<(Sink, Progress, u64), Gone> {
     let db = db.clone();
     tokio::task::spawn_blocking(move || {
         let snap = db.snapshot();
-        let mut changes = match snap.changes(&position, opts) {
+        let mut changes = match snap.changes(&at.position, opts) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "reading changes");
-                return Ok((sink, position, 0));
+                return Ok((sink, at, 0));
             }
         };
         let mut n = 0u64;
@@ -170,10 +252,12 @@ async fn batch(db: &Arc<Database>, mut sink: Sink, position: SeqVector, opts: Ch
                     break;
                 }
             };
-            let json = row_json(&row);
+            let written = at.written + n;
+            let seq = seqs.shows(written).then(|| row.seq.encode());
+            let json = row_json(&row, seq.as_deref());
             match feed {
                 Feed::Normal | Feed::Longpoll => {
-                    sink.write(if first && n == 0 { b"" } else { b",\r\n" })?;
+                    sink.write(if written == 0 { b"" } else { b",\r\n" })?;
                     sink.write(&json)?;
                 }
                 Feed::Continuous => {
@@ -183,14 +267,15 @@ async fn batch(db: &Arc<Database>, mut sink: Sink, position: SeqVector, opts: Ch
                 Feed::EventSource => {
                     sink.write(b"data: ")?;
                     sink.write(&json)?;
-                    sink.write(format!("\nid: \"{}\"\n\n", row.seq.encode()).as_bytes())?;
+                    let id = seq.map_or_else(|| "null".to_string(), |s| format!("\"{s}\""));
+                    sink.write(format!("\nid: {id}\n\n").as_bytes())?;
                 }
             }
             n += 1;
         }
         let position = changes.position().clone();
         sink.flush()?;
-        Ok((sink, position, n))
+        Ok((sink, Progress { position, written: at.written + n }, n))
     })
     .await
     .unwrap_or(Err(Gone))
@@ -204,24 +289,22 @@ async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result
     let waits = feed != Feed::Normal && !p.opts.descending;
     let default_timeout = if p.heartbeat.is_some() { None } else { Some(Duration::from_millis(60_000)) };
     let deadline = p.timeout.or(default_timeout).map(|t| Instant::now() + t);
-    let mut position = p.since.clone();
+    let mut progress = Progress { position: p.since.clone(), written: 0 };
     let mut remaining = p.opts.limit;
-    let mut first = true;
     loop {
         rx.borrow_and_update();
         let opts = ChangesOptions { limit: remaining, ..p.opts.clone() };
-        let (s, pos, n) = batch(&db, sink, position, opts, feed, first).await?;
+        let (s, now, n) = batch(&db, sink, progress, opts, feed, p.seqs).await?;
         sink = s;
-        position = pos;
-        first &= n == 0;
+        progress = now;
         remaining = remaining.map(|r| r.saturating_sub(n));
         let done = !waits || remaining == Some(0) || (feed == Feed::Longpoll && n > 0);
         if done || !wait(&mut rx, &mut sink, p.heartbeat, deadline, feed).await? {
             break;
         }
     }
-    let pending = db.snapshot().pending(&position).unwrap_or(0);
-    let last = position.encode();
+    let pending = db.snapshot().pending(&progress.position).unwrap_or(0);
+    let last = progress.position.encode();
     match feed {
         Feed::Normal | Feed::Longpoll => sink.send(format!("\n],\n\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes()).await,
         Feed::Continuous => sink.send(format!("{{\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes()).await,

@@ -53,6 +53,13 @@ impl Snapshot {
         self.state.header.generation
     }
 
+    /// Names this commit of this file: the file's random salt, chosen when the file is made
+    /// (a compaction makes a new file), with the commit number. Snapshots with the same id
+    /// hold the same data; a file deleted and made again never repeats one.
+    pub fn commit_id(&self) -> ([u8; 16], u64) {
+        (self.state.header.salt, self.state.header.generation)
+    }
+
     /// The caller's metadata as of this commit.
     pub fn meta(&self) -> &[u8] {
         &self.state.header.meta

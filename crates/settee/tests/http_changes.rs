@@ -176,3 +176,98 @@ fn many_listeners_wait_cheaply() {
         assert_eq!(next_json(f, "")["id"], "wake");
     }
 }
+
+/// The rows of a feed and the sequences they carry (`None` for `"seq": null`).
+fn seqs_of(feed: &Value) -> Vec<(String, Option<String>)> {
+    feed["results"].as_array().unwrap().iter().map(|r| (r["id"].as_str().unwrap().to_string(), r["seq"].as_str().map(str::to_string))).collect()
+}
+
+#[test]
+fn seq_interval_shows_a_sequence_on_every_nth_row_as_couchdb_counts() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, 30);
+    let full = seqs_of(&c.get("/db/_changes").json());
+    assert!(full.iter().all(|(_, seq)| seq.is_some()));
+    // CouchDB counts the limit down: a row shows its sequence when the rows still allowed,
+    // itself included, are a multiple of the interval. Those that show are the full feed's.
+    let shown = |query: &str| -> Vec<usize> {
+        let feed = c.get(&format!("/db/_changes?{query}")).json();
+        assert!(feed["last_seq"].is_string(), "{feed}");
+        let rows = seqs_of(&feed);
+        assert_eq!(rows.iter().map(|r| &r.0).collect::<Vec<_>>(), full.iter().take(rows.len()).map(|r| &r.0).collect::<Vec<_>>());
+        rows.iter().enumerate().filter_map(|(i, (_, seq))| seq.as_ref().map(|seq| {
+            assert_eq!(Some(seq), full[i].1.as_ref(), "row {i}");
+            i
+        })).collect()
+    };
+    assert_eq!(shown("seq_interval=5&limit=10"), vec![0, 5]);
+    assert_eq!(shown("seq_interval=4&limit=10"), vec![2, 6]);
+    // With no limit CouchDB counts down from 10^15: a multiple of 4, one more than one of 3.
+    assert_eq!(shown("seq_interval=4"), vec![0, 4, 8, 12, 16, 20, 24, 28]);
+    assert_eq!(shown("seq_interval=3"), vec![1, 4, 7, 10, 13, 16, 19, 22, 25, 28]);
+    assert_eq!(shown("seq_interval=1&limit=3"), vec![0, 1, 2]);
+    // A shown sequence resumes the feed just after its row.
+    let feed = c.get("/db/_changes?seq_interval=5&limit=10").json();
+    let cut = feed["results"][5]["seq"].as_str().unwrap();
+    let rest = seqs_of(&c.get(&format!("/db/_changes?since={cut}")).json());
+    assert_eq!(rest.iter().map(|r| &r.0).collect::<Vec<_>>(), full[6..].iter().map(|r| &r.0).collect::<Vec<_>>());
+    for bad in ["0", "-2", "x", ""] {
+        assert_eq!(c.get(&format!("/db/_changes?seq_interval={bad}")).error(400, "bad_request").json()["reason"], "invalid_seq_interval", "{bad}");
+    }
+    // Continuous and eventsource feeds count the same way.
+    let lines: Vec<Value> = c.get("/db/_changes?feed=continuous&seq_interval=2&limit=4").text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let seqs: Vec<bool> = lines[..4].iter().map(|r| r["seq"].is_string()).collect();
+    assert_eq!(seqs, vec![true, false, true, false]);
+    assert!(lines[..4].iter().all(|r| r.as_object().unwrap().contains_key("seq")));
+    assert!(lines[4]["last_seq"].is_string());
+    let events = c.get("/db/_changes?feed=eventsource&seq_interval=2&limit=2").text;
+    let ids: Vec<&str> = events.lines().filter_map(|l| l.strip_prefix("id: ")).collect();
+    assert_eq!(ids.len(), 2, "{events}");
+    assert_eq!(ids[0], format!("\"{}\"", full[0].1.as_ref().unwrap()));
+    assert_eq!(ids[1], "null");
+}
+
+#[test]
+fn a_normal_feed_answers_304_until_the_database_or_the_question_changes() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, 3);
+    let first = c.get("/db/_changes");
+    let etag = first.header("etag").expect("a normal feed has an ETag").to_string();
+    assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() > 2, "{etag}");
+    let again = c.send("GET", "/db/_changes", None, &[("If-None-Match", &etag)]);
+    assert_eq!((again.status, again.text.as_str(), again.header("etag")), (304, "", Some(etag.as_str())));
+    // The same state asked a different question, or by POST with another body, is another answer.
+    assert_eq!(c.send("GET", "/db/_changes?limit=1", None, &[("If-None-Match", &etag)]).status, 200);
+    let ids = |body: &str| c.send("POST", "/db/_changes?filter=_doc_ids", Some(body), &[("Content-Type", "application/json")]).header("etag").unwrap().to_string();
+    let (d0, d1) = (ids(r#"{"doc_ids":["d0"]}"#), ids(r#"{"doc_ids":["d1"]}"#));
+    assert_ne!(d0, d1);
+    assert_eq!(c.send("POST", "/db/_changes?filter=_doc_ids", Some(r#"{"doc_ids":["d0"]}"#), &[("Content-Type", "application/json"), ("If-None-Match", &d0)]).status, 304);
+    // A write, a purge, a compaction, and the database made again each give a new ETag.
+    let mut seen = vec![etag.clone()];
+    let mut fresh = |c: &common::Client, what: &str| {
+        let r = c.send("GET", "/db/_changes", None, &[("If-None-Match", seen.last().unwrap())]);
+        assert_eq!(r.status, 200, "after {what}");
+        let tag = r.header("etag").unwrap().to_string();
+        assert!(!seen.contains(&tag), "after {what}: {tag} again");
+        seen.push(tag);
+    };
+    c.put("/db/d9", "{}");
+    fresh(&c, "a write");
+    let rev = c.get("/db/d9").json()["_rev"].as_str().unwrap().to_string();
+    assert_eq!(c.post("/db/_purge", &json!({"d9": [rev]}).to_string()).status, 201);
+    fresh(&c, "a purge");
+    assert_eq!(c.post("/db/_compact", "").status, 202);
+    let started = Instant::now();
+    while c.get("/db").json()["compact_running"] == true && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    fresh(&c, "a compaction");
+    c.delete("/db");
+    seed(&c, 3);
+    fresh(&c, "the database made again with the same documents");
+    // Only the normal feed is named: the others answer what arrives while they wait.
+    assert_eq!(c.get("/db/_changes?feed=longpoll&timeout=100").header("etag"), None);
+    assert_eq!(c.get("/db/_changes?feed=continuous&timeout=100").header("etag"), None);
+}
