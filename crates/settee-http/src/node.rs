@@ -54,6 +54,10 @@ pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
 pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     match req.method {
         Method::GET | Method::HEAD => {
+            // `basic=true` asks to be made to log in rather than be told nobody is.
+            if req.user.is_none() && req.query.get("basic") == Some("true") {
+                return Err(HttpError::new(401, "unauthorized", "Please login."));
+            }
             let (name, roles) = req.user.as_ref().map_or((Value::Null, vec![]), |u| (json!(u.name), u.roles.clone()));
             let mut info = json!({"authentication_handlers": state.settings.load().handlers});
             if let Some(how) = req.auth_handler {
@@ -86,11 +90,33 @@ async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     let Some(account) = checked else {
         state.login_failed(req.peer, &name);
         let resp = reply::error(&HttpError::new(401, "unauthorized", "Name or password is incorrect."));
-        return Ok(reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false)));
+        let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false));
+        return Ok(redirect(state, req, resp, "fail"));
     };
     let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, auth::now());
     let resp = reply::json(200, &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}));
-    Ok(reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls))))
+    let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls)));
+    Ok(redirect(state, req, resp, "next"))
+}
+
+/// A login's answer sent on as a 302 to the page named by the query parameter `param`
+/// (`next` after a success, `fail` after a failure) when there is one, as HTML forms use
+/// `/_session`; the body and the cookie stay.
+fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> Response {
+    let Some(path) = req.query.get(param) else {
+        return resp;
+    };
+    *resp.status_mut() = hyper::StatusCode::FOUND;
+    reply::with_header(resp, hyper::header::LOCATION, &absolute_uri(state, req, path))
+}
+
+/// `path` on this server as the client reached it: the forwarded host or the `Host` header,
+/// and https when the request came over TLS or a proxy says it did, as CouchDB builds it.
+fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
+    let forwarded_host = state.config.read().expect("config lock").get("chttpd", "x_forwarded_host").unwrap_or("X-Forwarded-Host").to_string();
+    let host = req.header(forwarded_host.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");
+    let https = req.tls || req.header("x-forwarded-ssl") == Some("on") || req.header("x-forwarded-proto") == Some("https");
+    format!("{}://{host}{path}", if https { "https" } else { "http" })
 }
 
 /// Admin-only server endpoints.

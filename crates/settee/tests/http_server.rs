@@ -63,6 +63,39 @@ fn secure_by_default_and_sessions() {
     assert_eq!(anon.get("/_session").json()["userCtx"]["name"], Value::Null);
     let out = anon.delete("/_session");
     assert!(out.header("set-cookie").unwrap().contains("AuthSession=;"));
+    // `basic=true` makes an anonymous caller log in; a known one is simply answered.
+    anon.get("/_session?basic=true").error(401, "unauthorized");
+    assert_eq!(anon.get("/_session?basic=true").json()["reason"], "Please login.");
+    assert_eq!(admin.get("/_session?basic=true").json()["userCtx"]["name"], "admin");
+}
+
+/// Posts a login form on a raw connection (an HTTP library would follow the redirect).
+fn login_form(s: &TestServer, query: &str, form: &str, extra: &str) -> String {
+    s.raw(&format!(
+        "POST /_session{query} HTTP/1.1\r\nHost: db.example:5984\r\n{extra}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    ))
+}
+
+#[test]
+fn session_logins_redirect_to_next_and_fail_as_forms_ask() {
+    let s = TestServer::start();
+    let good = "name=admin&password=secret";
+    let bad = "name=admin&password=nope";
+    let ok = login_form(&s, "?next=/db/_all_docs", good, "");
+    assert!(ok.starts_with("HTTP/1.1 302"), "{ok}");
+    assert!(ok.to_ascii_lowercase().contains("\r\nlocation: http://db.example:5984/db/_all_docs\r\n"), "{ok}");
+    assert!(ok.contains("AuthSession=") && ok.contains(r#""ok":true"#), "the cookie and the answer stay: {ok}");
+    let failed = login_form(&s, "?next=/yes&fail=/login%3Fagain", bad, "");
+    assert!(failed.starts_with("HTTP/1.1 302"), "{failed}");
+    assert!(failed.to_ascii_lowercase().contains("\r\nlocation: http://db.example:5984/login?again\r\n"), "{failed}");
+    assert!(failed.contains("AuthSession=;") && failed.contains(r#""error":"unauthorized""#), "{failed}");
+    // Without the parameter for its outcome a login answers as usual.
+    assert!(login_form(&s, "?fail=/login", good, "").starts_with("HTTP/1.1 200"));
+    assert!(login_form(&s, "?next=/db", bad, "").starts_with("HTTP/1.1 401"));
+    // Behind a proxy the address is the one the client used.
+    let proxied = login_form(&s, "?next=/app", good, "X-Forwarded-Host: public.example\r\nX-Forwarded-Proto: https\r\n");
+    assert!(proxied.to_ascii_lowercase().contains("\r\nlocation: https://public.example/app\r\n"), "{proxied}");
 }
 
 #[test]
