@@ -24,7 +24,7 @@ pub struct DocOptions {
     pub conflicts: bool,
     /// `_deleted_conflicts`: other deleted leaves.
     pub deleted_conflicts: bool,
-    /// `_local_seq`: the sequence of the revision.
+    /// `_local_seq`: the shard sequence of the document's latest change.
     pub local_seq: bool,
     /// Attachment bytes inline (base64) instead of stubs.
     pub attachments: bool,
@@ -189,7 +189,8 @@ impl DbSnapshot {
             }
         }
         if opts.local_seq {
-            body::member(&mut out, "_local_seq", info.seq.to_string().as_bytes());
+            // The document's latest change, as CouchDB's `high_seq`, whichever leaf made it.
+            body::member(&mut out, "_local_seq", rec.seq.to_string().as_bytes());
         }
         if !info.atts.is_empty() {
             let atts = self.attachments_json(id, rec, i, opts)?;

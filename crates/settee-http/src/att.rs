@@ -235,33 +235,77 @@ async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, cont
 }
 
 /// Writes an attachment's bytes, as they arrive, into loose blobs of the document's shard:
-/// MD5 and length of the identity bytes, gzip-encoded when the type is compressible, and
-/// only one chunk held in memory at a time.
+/// MD5 and length of the identity bytes, gzip-encoded when the type is compressible (or
+/// when they arrive gzip-encoded already), and only one chunk held in memory at a time.
 pub struct Uploader {
     db: Arc<Database>,
     shard: usize,
     id: String,
     limit: u64,
-    encoder: Option<flate2::write::GzEncoder<Vec<u8>>>,
-    md5: Md5,
-    length: u64,
+    form: Form,
     encoded_length: u64,
     pending: Vec<u8>,
     blobs: Vec<settee_store::LooseBlob>,
 }
 
+/// How the arriving bytes relate to the stored ones.
+enum Form {
+    /// Stored as they come.
+    Identity(Tally),
+    /// Compressed on the way in.
+    Compress(Tally, flate2::write::GzEncoder<Vec<u8>>),
+    /// Already gzip-encoded (a multipart part whose entry says so): stored as they come,
+    /// and decoded only to learn the identity bytes' MD5 and length.
+    Encoded(flate2::write::GzDecoder<Tally>),
+}
+
+/// MD5 and length of the identity bytes.
+struct Tally {
+    md5: Md5,
+    length: u64,
+}
+
+impl Write for Tally {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.md5.update(data);
+        self.length += data.len() as u64;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn not_gzip() -> HttpError {
+    HttpError::bad_request("An attachment said to be gzip-encoded is not valid gzip")
+}
+
 impl Uploader {
     /// An upload of an attachment of type `content_type` to document `id`.
     pub fn new(state: &State, db: &Arc<Database>, id: &str, content_type: &str) -> Uploader {
+        let tally = Tally { md5: Md5::new(), length: 0 };
         let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
+        let form = match state.limits.atts.compresses(content_type) {
+            true => Form::Compress(tally, flate2::write::GzEncoder::new(Vec::new(), level)),
+            false => Form::Identity(tally),
+        };
+        Uploader::with_form(state, db, id, form)
+    }
+
+    /// An upload of bytes that arrive gzip-encoded, kept so.
+    pub fn gzipped(state: &State, db: &Arc<Database>, id: &str) -> Uploader {
+        let form = Form::Encoded(flate2::write::GzDecoder::new(Tally { md5: Md5::new(), length: 0 }));
+        Uploader::with_form(state, db, id, form)
+    }
+
+    fn with_form(state: &State, db: &Arc<Database>, id: &str, form: Form) -> Uploader {
         Uploader {
             db: db.clone(),
             shard: db.shard_for(id),
             id: id.to_string(),
             limit: state.max_request as u64,
-            encoder: state.limits.atts.compresses(content_type).then(|| flate2::write::GzEncoder::new(Vec::new(), level)),
-            md5: Md5::new(),
-            length: 0,
+            form,
             encoded_length: 0,
             pending: Vec::with_capacity(CHUNK),
             blobs: Vec::new(),
@@ -270,17 +314,26 @@ impl Uploader {
 
     /// Adds the next bytes.
     pub async fn push(&mut self, data: &[u8]) -> HttpResult<()> {
-        self.md5.update(data);
-        self.length += data.len() as u64;
-        if self.length > self.limit {
-            return Err(HttpError::new(413, "attachment_too_large", self.id.clone()));
-        }
-        match &mut self.encoder {
-            Some(gz) => {
+        let length = match &mut self.form {
+            Form::Identity(tally) => {
+                tally.write_all(data).expect("a tally cannot fail");
+                self.pending.extend_from_slice(data);
+                tally.length
+            }
+            Form::Compress(tally, gz) => {
+                tally.write_all(data).expect("a tally cannot fail");
                 gz.write_all(data).expect("writing to a Vec cannot fail");
                 self.pending.append(gz.get_mut());
+                tally.length
             }
-            None => self.pending.extend_from_slice(data),
+            Form::Encoded(gz) => {
+                gz.write_all(data).map_err(|_| not_gzip())?;
+                self.pending.extend_from_slice(data);
+                gz.get_ref().length
+            }
+        };
+        if length > self.limit || self.pending.len() as u64 + self.encoded_length > self.limit {
+            return Err(HttpError::new(413, "attachment_too_large", self.id.clone()));
         }
         while self.pending.len() >= CHUNK {
             let rest = self.pending.split_off(CHUNK);
@@ -293,17 +346,20 @@ impl Uploader {
 
     /// Ends the upload; the blobs become the attachment when the edit that adopts them commits.
     pub async fn finish(mut self) -> HttpResult<AttSource> {
-        let gzip = self.encoder.is_some();
-        if let Some(gz) = self.encoder.take() {
-            self.pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
-        }
+        let (tally, encoding) = match self.form {
+            Form::Identity(tally) => (tally, Encoding::Identity),
+            Form::Compress(tally, gz) => {
+                self.pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
+                (tally, Encoding::Gzip)
+            }
+            Form::Encoded(gz) => (gz.finish().map_err(|_| not_gzip())?, Encoding::Gzip),
+        };
         if !self.pending.is_empty() || self.blobs.is_empty() {
             self.encoded_length += self.pending.len() as u64;
             let last = std::mem::take(&mut self.pending);
             self.blobs.push(append(&self.db, self.shard, last).await?);
         }
-        let encoding = if gzip { Encoding::Gzip } else { Encoding::Identity };
-        Ok(AttSource::Loose { blobs: self.blobs, encoding, length: self.length, encoded_length: self.encoded_length, md5: self.md5.finalize().into() })
+        Ok(AttSource::Loose { blobs: self.blobs, encoding, length: tally.length, encoded_length: self.encoded_length, md5: tally.md5.finalize().into() })
     }
 }
 

@@ -203,13 +203,8 @@ fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Res
             match item {
                 Ok(i) => {
                     let rec = r.record.as_ref().expect("found");
-                    let has_data = rec.tree.nodes[*i].info.as_ref().is_some_and(|info| info.atts.iter().any(|a| settee_db::sends_data(rec, *i, a, &r.opts)));
-                    if has_data {
-                        let (content_type, body) = crate::multipart::related_doc(snap, r.id_str(), rec, *i, &r.opts)?;
-                        crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", content_type)], &body);
-                    } else {
-                        crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &snap.render(r.id_str(), rec, *i, &r.opts)?);
-                    }
+                    let (content_type, body) = crate::multipart::related_doc(snap, r.id_str(), rec, *i, &r.opts)?;
+                    crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", content_type)], &body);
                 }
                 Err(e) => {
                     let body = serde_json::to_vec(&e["error"]).expect("json");

@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
-use hyper::header::{ACCEPT, ETAG, IF_MATCH, IF_NONE_MATCH, LOCATION};
+use hyper::header::{ETAG, IF_MATCH, IF_NONE_MATCH, LOCATION};
 use hyper::Method;
 use serde_json::{json, Value};
-use settee_db::{is_local, AttSource, Database, DocOptions, Durability, EditMode, NewDoc};
+use settee_db::{is_local, AttSource, Database, DbSnapshot, DocOptions, DocRecord, Durability, EditMode, NewDoc};
 use settee_json::{body, Rev};
 
 use crate::db::open;
+use crate::doc_query::DocQuery;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::multipart;
@@ -42,73 +43,119 @@ fn if_match(req: &Req) -> Option<String> {
     req.header(IF_MATCH).map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
 }
 
-/// `GET`/`HEAD` of a document.
+/// `GET`/`HEAD` of a document. As CouchDB: the winner's metadata (`_conflicts`,
+/// `_deleted_conflicts`, `_revs_info`, `_local_seq`) only when the winner is read; an `ETag`
+/// and a 304 for `If-None-Match` whenever the answer carries none of it.
 pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let snap = db.snapshot();
+    let q = DocQuery::parse(&req.query)?;
     if is_local(id) {
-        let (n, stored) = snap.local(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
-        let mut out = Vec::with_capacity(stored.len() + 48);
-        body::begin(&mut out, id, Some(&format!("0-{n}")), &stored);
-        body::end(&mut out);
-        return Ok(reply::json_bytes(200, out));
+        return local_get(req, &snap, id, &q);
     }
-    let q = &req.query;
-    let meta = q.flag("meta")?;
-    let opts = DocOptions {
-        revs: q.flag("revs")?,
-        revs_info: q.flag("revs_info")? || meta,
-        conflicts: q.flag("conflicts")? || meta,
-        deleted_conflicts: q.flag("deleted_conflicts")? || meta,
-        local_seq: q.flag("local_seq")?,
-        ..attachment_options(q)?
+    if let Some(open_revs) = &q.open_revs {
+        return crate::openrevs::get(req, &db, id, open_revs, &q);
+    }
+    let rev = q.rev_to_open();
+    let opts = match rev {
+        None => q.opts.clone(),
+        Some(_) => DocOptions { revs_info: false, conflicts: false, deleted_conflicts: false, local_seq: false, ..q.opts.clone() },
     };
-    if let Some(open_revs) = q.get("open_revs") {
-        return crate::openrevs::get(req, &db, id, open_revs, &opts, q.flag("latest")?);
-    }
-    let rev = q.get("rev").map(parse_rev).transpose()?;
-    let plain = !(opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts || opts.local_seq || opts.attachments);
+    let history = opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts;
+    let plain = !(history || opts.local_seq || opts.attachments);
     // A plain read of the current revision needs nothing of the history.
-    let (record, i) = if plain && rev.is_none() { snap.resolve_winner(id)? } else { snap.resolve(id, rev.as_ref())? };
-    if opts.attachments && accepts_multipart(req) {
-        let (content_type, body) = multipart::related_doc(&snap, id, &record, i, &opts)?;
-        return Ok(reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type));
+    let (record, i) = match rev {
+        Some(r) => snap.resolve(id, Some(r))?,
+        None => open_winner(&snap, id, !plain, q.deleted)?,
+    };
+    let guarded = crate::access::is_users_db(state, name) || name == crate::access::REPLICATOR;
+    if !plain && !req.is_admin() && guarded && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
+        return Err(HttpError::new(403, "forbidden", "Only admins may read user documents with these options."));
     }
     // The ETag is the revision in quotes; the revision alone is the middle of it.
     let mut etag = String::with_capacity(48);
     etag.push('"');
     record.tree.nodes[i].rev.push_to(&mut etag);
     etag.push('"');
-    let rev_text = &etag[1..etag.len() - 1];
-    let guarded = crate::access::is_users_db(state, name) || name == crate::access::REPLICATOR;
-    if !plain && !req.is_admin() && guarded && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
-        return Err(HttpError::new(403, "forbidden", "Only admins may read user documents with these options."));
-    }
-    if !plain {
-        return Ok(reply::json_bytes(200, snap.render_as(id, &record, i, &opts, rev_text)?));
-    }
-    if req.header(IF_NONE_MATCH).is_some_and(|inm| inm.trim().trim_start_matches("W/").trim_matches('"') == rev_text) {
+    let named = rev.is_some() || !shows_meta(&record, i, &opts);
+    if named && if_none_match(req, &etag) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
-    let mut rendered = snap.render_as(id, &record, i, &opts, rev_text)?;
-    if !req.is_admin() && crate::access::is_users_db(state, name) {
-        rendered = crate::access::filter_user_doc(state, req, &db, id, rendered)?;
-    }
-    if !req.is_admin() && name == crate::access::REPLICATOR {
-        rendered = crate::access::filter_replication_doc(req, &db, rendered)?;
-    }
-    let resp = reply::json_bytes(200, rendered);
-    Ok(reply::with_header(resp, ETAG, &etag))
+    let resp = if opts.attachments && has_attachments(&record, i) && req.accepts("multipart/related") {
+        let (content_type, body) = multipart::related_doc(&snap, id, &record, i, &opts)?;
+        reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type)
+    } else {
+        let mut rendered = snap.render_as(id, &record, i, &opts, &etag[1..etag.len() - 1])?;
+        if plain && !req.is_admin() && crate::access::is_users_db(state, name) {
+            rendered = crate::access::filter_user_doc(state, req, &db, id, rendered)?;
+        }
+        if plain && !req.is_admin() && name == crate::access::REPLICATOR {
+            rendered = crate::access::filter_replication_doc(req, &db, rendered)?;
+        }
+        reply::json_bytes(200, rendered)
+    };
+    Ok(if named { reply::with_header(resp, ETAG, &etag) } else { resp })
 }
 
-/// `attachments`, `atts_since` and `att_encoding_info`.
-pub fn attachment_options(q: &crate::request::Query) -> HttpResult<DocOptions> {
-    let atts_since = match q.json("atts_since")? {
-        None => None,
-        Some(Value::Array(revs)) => Some(parse_revs(&revs)?),
-        Some(_) => return Err(HttpError::bad_request("`atts_since` must be a list of revisions")),
-    };
-    Ok(DocOptions { attachments: q.flag("attachments")? || atts_since.is_some(), atts_since, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() })
+/// The winning revision of `id`; a deleted one only when `deleted` asks for it. `whole`
+/// decodes the whole revision tree, which reads that show history or conflicts need.
+fn open_winner(snap: &DbSnapshot, id: &str, whole: bool, deleted: bool) -> HttpResult<(DocRecord, usize)> {
+    let found = if whole { snap.resolve(id, None) } else { snap.resolve_winner(id) };
+    match found {
+        Err(settee_db::Error::NotFound("deleted")) if deleted => {
+            let record = snap.record(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+            let winner = record.tree.winner().ok_or_else(|| HttpError::not_found("missing"))?;
+            Ok((record, winner))
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Whether reading winner `i` with `opts` shows metadata (CouchDB's `meta`), which leaves
+/// the answer without an `ETag`: revision information, the local sequence, or conflicts
+/// that exist.
+fn shows_meta(record: &DocRecord, i: usize, opts: &DocOptions) -> bool {
+    let other_leaf = |deleted: bool| record.tree.leaves().into_iter().any(|l| l != i && record.tree.nodes[l].deleted == deleted);
+    opts.revs_info || opts.local_seq || (opts.conflicts && other_leaf(false)) || (opts.deleted_conflicts && other_leaf(true))
+}
+
+/// Whether node `i` has attachments, stubs included.
+fn has_attachments(record: &DocRecord, i: usize) -> bool {
+    record.tree.nodes[i].info.as_ref().is_some_and(|info| !info.atts.is_empty())
+}
+
+/// Whether `If-None-Match` names `etag` (a quoted value, weak or not, in a list or alone).
+pub fn if_none_match(req: &Req, etag: &str) -> bool {
+    req.header(IF_NONE_MATCH).is_some_and(|v| v.split([',', ' ']).any(|t| t.trim_start_matches("W/") == etag))
+}
+
+/// A local document: `_revisions` with `revs`, a `rev` that must be its own, and an `ETag`
+/// naming its revision and body.
+fn local_get(req: &Req, snap: &DbSnapshot, id: &str, q: &DocQuery) -> HttpResult<Response> {
+    let (n, stored) = snap.local(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+    let rev = format!("0-{n}");
+    if q.rev_to_open().is_some_and(|r| r.to_string() != rev) {
+        return Err(HttpError::not_found("missing"));
+    }
+    let etag = local_etag(&rev, &stored);
+    if if_none_match(req, &etag) {
+        return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
+    }
+    let mut out = Vec::with_capacity(stored.len() + 48);
+    body::begin(&mut out, id, Some(&rev), &stored);
+    if q.opts.revs {
+        body::member(&mut out, "_revisions", &serde_json::to_vec(&json!({"start": 0, "ids": [n.to_string()]})).expect("json"));
+    }
+    body::end(&mut out);
+    Ok(reply::with_header(reply::json_bytes(200, out), ETAG, &etag))
+}
+
+/// A local document's `ETag`: its revision is not enough, since a local document written
+/// anew after a deletion starts its count again.
+fn local_etag(rev: &str, stored: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    let digest = Md5::new().chain_update(rev.as_bytes()).chain_update([0]).chain_update(stored).finalize();
+    format!("\"{}\"", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
 /// A rendered document as a JSON value.
@@ -168,17 +215,22 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
     reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
     let json = reader.read_part(state.limits.max_document_size.saturating_mul(2).max(1 << 20)).await?;
     let doc: Value = serde_json::from_slice(&json).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
-    let follows: Vec<String> = doc
+    // Each part's type, and whether it arrives gzip-encoded (as CouchDB sends what it stores so).
+    let follows: Vec<(String, bool)> = doc
         .get("_attachments")
         .and_then(Value::as_object)
-        .map(|atts| atts.values().filter(|a| a.get("follows") == Some(&Value::Bool(true))).map(|a| a.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_string()).collect())
+        .map(|atts| atts.values().filter(|a| a.get("follows") == Some(&Value::Bool(true))).map(follows_part).collect::<HttpResult<_>>())
+        .transpose()?
         .unwrap_or_default();
     let id = id.or_else(|| doc.get("_id").and_then(Value::as_str)).ok_or_else(|| HttpError::bad_request("A multipart document needs an id"))?.to_string();
     let db = crate::db::open(state, name)?;
     let mut sources = Vec::with_capacity(follows.len());
-    for content_type in follows {
+    for (content_type, gzipped) in follows {
         reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body: an attachment part is missing"))?;
-        let mut up = crate::att::Uploader::new(state, &db, &id, &content_type);
+        let mut up = match gzipped {
+            true => crate::att::Uploader::gzipped(state, &db, &id),
+            false => crate::att::Uploader::new(state, &db, &id, &content_type),
+        };
         while let Some(bytes) = reader.chunk().await? {
             up.push(&bytes).await?;
         }
@@ -188,12 +240,15 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
     Ok((doc, sources))
 }
 
-/// Whether the client takes a `multipart/related` answer (it does unless its `Accept`
-/// header leaves that type out, as CouchDB decides).
-pub fn accepts_multipart(req: &Req) -> bool {
-    req.header(ACCEPT).is_none_or(|a| a.split(',').any(|t| matches!(t.split(';').next().unwrap_or("").trim(), "multipart/related" | "multipart/*" | "*/*")))
+/// A `"follows": true` entry's content type, and whether its part is gzip-encoded.
+fn follows_part(entry: &Value) -> HttpResult<(String, bool)> {
+    let content_type = entry.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_string();
+    match entry.get("encoding").and_then(Value::as_str) {
+        None | Some("identity") => Ok((content_type, false)),
+        Some("gzip") => Ok((content_type, true)),
+        Some(other) => Err(HttpError::bad_request(format!("Unsupported attachment encoding: {other}"))),
+    }
 }
-
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
 async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16) -> HttpResult<Response> {

@@ -20,6 +20,7 @@ pub mod config;
 mod cors;
 mod db;
 mod doc;
+mod doc_query;
 mod error;
 mod multipart;
 mod node;

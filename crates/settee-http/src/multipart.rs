@@ -149,13 +149,20 @@ pub fn write_end(out: &mut Vec<u8>, boundary: &str) {
     out.extend_from_slice(format!("--{boundary}--").as_bytes());
 }
 
-/// Node `i` of a document as `multipart/related`: the JSON with `"follows": true` for each
-/// attachment whose bytes are sent, then those bytes. Returns the content type and body.
+/// Node `i` of a document as CouchDB sends it with its attachments: `multipart/related`,
+/// the JSON (with `encoding` and `encoded_length` shown) marking `"follows": true` each
+/// attachment whose bytes `opts` sends, then those bytes as stored (gzip stays gzip, named
+/// by `Content-Encoding`). With no bytes to send it is the JSON alone, as
+/// `application/json`. Returns the content type and body.
 pub fn related_doc(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<(String, Vec<u8>)> {
     let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
-    let stubs = DocOptions { attachments: false, ..opts.clone() };
-    let mut doc = parse_doc(&snap.render(id, record, i, &stubs)?)?;
+    let stubs = DocOptions { attachments: false, att_encoding_info: true, ..opts.clone() };
+    let json = snap.render(id, record, i, &stubs)?;
     let follows: Vec<&settee_db::AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(record, i, a, opts)).collect();
+    if follows.is_empty() {
+        return Ok(("application/json".into(), json));
+    }
+    let mut doc = parse_doc(&json)?;
     for att in &follows {
         if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
             entry.remove("stub");
@@ -166,9 +173,16 @@ pub fn related_doc(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, op
     let mut out = Vec::new();
     write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &serde_json::to_vec(&doc).expect("json"));
     for att in follows {
-        let bytes = snap.attachment_bytes(id, att)?;
+        let mut stored = Vec::with_capacity(att.encoded_length.min(1 << 30) as usize);
+        for chunk in &att.chunks {
+            stored.extend_from_slice(&snap.attachment_chunk(id, chunk)?);
+        }
         let disposition = format!("attachment; filename={}", serde_json::to_string(&att.name).expect("json"));
-        write_part(&mut out, &boundary, &[("Content-Disposition", disposition), ("Content-Type", att.content_type.clone()), ("Content-Length", bytes.len().to_string())], &bytes);
+        let mut headers = vec![("Content-Disposition", disposition), ("Content-Type", att.content_type.clone()), ("Content-Length", stored.len().to_string())];
+        if let Some(encoding) = att.encoding.name() {
+            headers.push(("Content-Encoding", encoding.to_string()));
+        }
+        write_part(&mut out, &boundary, &headers, &stored);
     }
     write_end(&mut out, &boundary);
     Ok((format!("multipart/related; boundary=\"{boundary}\""), out))

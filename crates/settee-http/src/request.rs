@@ -121,6 +121,13 @@ impl Req {
         self.user.as_ref().is_some_and(User::is_admin)
     }
 
+    /// Whether the client takes `content_type` (`type/subtype`), as CouchDB decides: its
+    /// `Accept` header (`*/*` when there is none) names the type, its main type with `/*`,
+    /// or `*/*`, with a quality above 0.
+    pub fn accepts(&self, content_type: &str) -> bool {
+        accepts(self.header(hyper::header::ACCEPT).unwrap_or("*/*"), content_type)
+    }
+
     /// Fails unless the body is declared as JSON (CouchDB's 415 for POST endpoints).
     pub fn require_json(&self) -> HttpResult<()> {
         match self.header("content-type") {
@@ -165,6 +172,17 @@ pub fn segments(path: &str) -> Vec<String> {
     path.split('/').filter(|s| !s.is_empty()).map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned()).collect()
 }
 
+/// [`Req::accepts`] for an `Accept` header's text.
+fn accepts(accept: &str, content_type: &str) -> bool {
+    let any_subtype = content_type.split_once('/').map(|(main, _)| format!("{main}/*"));
+    accept.split(',').any(|range| {
+        let mut params = range.split(';');
+        let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        let quality = params.filter_map(|p| p.trim().strip_prefix("q=")).last().map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
+        quality.is_some_and(|q| q > 0.0) && (media == "*/*" || media == content_type || any_subtype.as_deref() == Some(media.as_str()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +197,18 @@ mod tests {
         assert_eq!(q.u64("neg").unwrap_err().reason, "Invalid value for positive integer: \"-1\"");
         assert_eq!(q.u64("skip").unwrap_err().reason, "Invalid value for integer: \"zz\"");
         assert_eq!(q.get("k"), Some("a b"));
+    }
+
+    #[test]
+    fn accept_headers_are_read_as_couchdb_reads_them() {
+        assert!(accepts("*/*", "multipart/mixed"));
+        assert!(accepts("application/json, text/plain, */*", "multipart/mixed"));
+        assert!(accepts("multipart/*;q=0.5", "multipart/related"));
+        assert!(accepts("MULTIPART/MIXED", "multipart/mixed"));
+        assert!(!accepts("application/json", "multipart/mixed"));
+        assert!(!accepts("multipart/mixed;q=0", "multipart/mixed"));
+        assert!(!accepts("*/*;q=0, application/json", "multipart/related"));
+        assert!(!accepts("multipart/related", "multipart/mixed"));
     }
 
     #[test]

@@ -116,13 +116,56 @@ fn multipart_related_uploads_and_downloads() {
     assert_eq!(c.get("/db/m/a.txt").text, "hello");
     assert_eq!(c.get("/db/m/b.bin").text.as_bytes(), [1, 2, 3]);
     assert_eq!(c.get("/db/m").json()["title"], "m");
-    // Without an Accept that excludes it, attachments=true answers multipart/related.
+    // Without an Accept that excludes it, attachments=true answers multipart/related, with
+    // an ETag, the JSON showing each attachment's encoding, and the bytes as stored: the
+    // compressible text gzip-encoded, the image as it came.
     let (head, bytes) = get_binary(&s, "/db/m?attachments=true", "");
     let lower = head.to_ascii_lowercase();
     assert!(lower.contains("content-type: multipart/related; boundary="), "{head}");
+    assert!(lower.contains("\r\netag: \"1-"), "{head}");
     let text = String::from_utf8_lossy(&bytes);
-    assert!(text.contains("\"follows\":true") && text.contains("\r\n\r\nhello\r\n"), "{text}");
-    assert!(text.contains("filename=\"a.txt\""));
+    assert!(text.contains("\"follows\":true") && text.contains("\"encoding\":\"gzip\""), "{text}");
+    let part = |name: &str| -> (String, Vec<u8>) {
+        let at = find(&bytes, format!("filename=\"{name}\"").as_bytes()).unwrap_or_else(|| panic!("{name} part: {text}"));
+        let start = at + find(&bytes[at..], b"\r\n\r\n").unwrap() + 4;
+        let end = start + find(&bytes[start..], b"\r\n--").unwrap();
+        (String::from_utf8_lossy(&bytes[at..start]).to_ascii_lowercase(), bytes[start..end].to_vec())
+    };
+    let (a_head, a_bytes) = part("a.txt");
+    assert!(a_head.contains("content-encoding: gzip"), "{a_head}");
+    let mut hello = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&a_bytes[..]), &mut hello).unwrap();
+    assert_eq!(hello, "hello");
+    assert!(a_head.contains(&format!("content-length: {}", a_bytes.len())), "{a_head}");
+    let (b_head, b_bytes) = part("b.bin");
+    assert!(!b_head.contains("content-encoding"), "{b_head}");
+    assert_eq!(b_bytes, [1, 2, 3]);
+    // What is sent can be sent back, as CouchDB's replicator does: a gzip part is kept as
+    // gzip and reads back as the bytes first written, with the same digest.
+    c.put("/db2", "");
+    let content_type = head.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.trim().to_string())).unwrap();
+    let put = put_typed(&s, "/db2/m?new_edits=false", &content_type, &bytes);
+    assert!(put.starts_with("HTTP/1.1 201"), "{put}");
+    assert_eq!(c.get("/db2/m/a.txt").text, "hello");
+    assert_eq!(c.get("/db2/m/b.bin").text.as_bytes(), [1, 2, 3]);
+    let digests = |db: &str| c.get(&format!("/{db}/m?att_encoding_info=true")).json()["_attachments"].clone();
+    assert_eq!(digests("db2"), digests("db"));
+    let mut forged = bytes.clone();
+    let at = find(&forged, b"\x1f\x8b").unwrap();
+    forged[at + 10..at + 14].copy_from_slice(b"oops");
+    let refused = put_typed(&s, "/db2/m2?new_edits=false", &content_type, &forged);
+    assert!(refused.starts_with("HTTP/1.1 400"), "a part that is not the gzip it claims: {refused}");
+    c.get("/db2/m2").error(404, "not_found");
+    // A document without attachments is JSON whatever the client takes.
+    c.put("/db/bare", r#"{"x":1}"#);
+    let (head, body) = get_binary(&s, "/db/bare?attachments=true", "");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap()["x"], 1);
+    // open_revs as multipart/mixed sends every attachment's bytes, asked or not.
+    let (head, mixed) = get_binary(&s, "/db/m?open_revs=all", "Accept: multipart/mixed\r\n");
+    assert!(head.to_ascii_lowercase().contains("multipart/mixed"), "{head}");
+    let mixed = String::from_utf8_lossy(&mixed);
+    assert!(mixed.contains("multipart/related") && mixed.contains("filename=\"b.bin\"") && mixed.contains("\"follows\":true"), "{mixed}");
     // Broken multipart bodies change nothing.
     c.send("PUT", "/db/n", Some("--BOUND\r\nno end"), &[("Content-Type", "multipart/related; boundary=BOUND")]).error(400, "bad_request");
     let missing = "--B\r\n\r\n{\"_attachments\":{\"a\":{\"follows\":true}}}\r\n--B--";
@@ -169,14 +212,9 @@ fn large_multipart_uploads_stream_into_the_database() {
     c.get("/db/cut").error(404, "not_found");
 }
 
+/// PUTs an attachment's bytes on a raw connection; the new revision.
 fn put_binary(s: &TestServer, path: &str, body: &[u8]) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
-    let head = format!("PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), body.len());
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body).unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
+    let out = put_typed(s, path, "application/octet-stream", body);
     assert!(out.starts_with("HTTP/1.1 201"), "{out}");
     let json: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     json["rev"].as_str().unwrap().to_string()
@@ -208,4 +246,20 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&data[line + 2..line + 2 + size]);
         data = &data[line + 2 + size + 2..];
     }
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// PUTs a binary body of a content type on a raw connection; the whole answer.
+fn put_typed(s: &TestServer, path: &str, content_type: &str, body: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    write!(stream, "PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), body.len()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).unwrap();
+    String::from_utf8_lossy(&out).into_owned()
 }

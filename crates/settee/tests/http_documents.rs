@@ -191,6 +191,11 @@ fn bulk_docs_all_docs_and_keys() {
     assert_eq!(design["rows"][0]["id"], "_design/a");
 }
 
+/// A GET asking for JSON: `open_revs` answers `multipart/mixed` to any other client.
+fn json_get(c: &common::Client, path: &str) -> Value {
+    c.send("GET", path, None, &[("Accept", "application/json")]).json()
+}
+
 #[test]
 fn replication_endpoints() {
     let s = TestServer::start();
@@ -211,13 +216,13 @@ fn replication_endpoints() {
     let doc = c.get("/db/d?conflicts=true").json();
     assert_eq!(doc["_rev"], "2-bbbb");
     assert_eq!(doc["_conflicts"], json!(["2-aaaa"]));
-    let open = c.get("/db/d?open_revs=all").json();
+    let open = json_get(&c, "/db/d?open_revs=all");
     assert_eq!(open.as_array().unwrap().len(), 2);
-    let some = c.get("/db/d?open_revs=%5B%222-aaaa%22,%223-zzz%22%5D").json();
+    let some = json_get(&c, "/db/d?open_revs=%5B%223-zzz%22,%222-aaaa%22%5D");
     assert_eq!(some[0]["ok"]["v"], 2);
     assert_eq!(some[1], json!({"missing": "3-zzz"}));
     // latest: an inner revision stands for the leaves below it.
-    let latest = c.get(&format!("/db/d?open_revs=%5B%22{r1}%22%5D&latest=true")).json();
+    let latest = json_get(&c, &format!("/db/d?open_revs=%5B%22{r1}%22%5D&latest=true"));
     assert_eq!(latest.as_array().unwrap().len(), 2);
     let bulk_latest = c.post("/db/_bulk_get?latest=true", &json!({"docs": [{"id": "d", "rev": r1}]}).to_string()).json();
     assert_eq!(bulk_latest["results"][0]["docs"].as_array().unwrap().len(), 2);
@@ -280,4 +285,103 @@ fn purge_removes_revisions_for_good() {
     assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(1000));
     assert_eq!(c.put("/db/_purged_infos_limit", "20").status, 200);
     assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(20));
+}
+
+/// A raw GET's status line and head (lowercased) and body, with no `Accept` unless given.
+fn raw_get(s: &TestServer, path: &str, extra: &str) -> (String, String) {
+    let out = s.raw(&format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n{extra}Connection: close\r\n\r\n", common::admin_auth()));
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (head.to_ascii_lowercase(), body.to_string())
+}
+
+#[test]
+fn document_reads_follow_couchdb_option_by_option() {
+    let s = TestServer::start();
+    let c = s.admin();
+    assert_eq!(c.put("/db?q=1", "").status, 201);
+    let r1 = c.put("/db/d", r#"{"v":1}"#).json()["rev"].as_str().unwrap().to_string();
+    let hash = r1.split('-').nth(1).unwrap().to_string();
+    let branch = |id: &str, deleted: bool, v: u32| {
+        let doc = json!({"_id": "d", "_revisions": {"start": 2, "ids": [id, hash]}, "_deleted": deleted, "v": v});
+        assert_eq!(c.post("/db/_bulk_docs", &json!({"new_edits": false, "docs": [doc]}).to_string()).status, 201);
+    };
+    // The winner 2-bbbb is written before the conflicts: the document's latest change is not its own.
+    branch("bbbb", false, 3);
+    branch("aaaa", false, 2);
+    branch("cccc", true, 4);
+
+    // The winner's metadata only when the winner is read, and then no ETag.
+    let meta = c.get("/db/d?meta=true");
+    let doc = meta.json();
+    assert_eq!((doc["_rev"].as_str(), doc["_conflicts"].clone(), doc["_deleted_conflicts"].clone()), (Some("2-bbbb"), json!(["2-aaaa"]), json!(["2-cccc"])));
+    assert_eq!(doc["_revs_info"][1], json!({"rev": r1, "status": "available"}));
+    assert_eq!(meta.header("etag"), None);
+    assert_eq!(c.get("/db/d?local_seq=true").json()["_local_seq"], 4, "the document's latest change, as CouchDB's high_seq");
+    let at = c.get("/db/d?rev=2-aaaa&conflicts=true&deleted_conflicts=true&revs_info=true&local_seq=true&meta=true&revs=true");
+    let doc = at.json();
+    assert_eq!((doc["_rev"].as_str(), doc["v"].as_u64()), (Some("2-aaaa"), Some(2)));
+    for key in ["_conflicts", "_deleted_conflicts", "_revs_info", "_local_seq"] {
+        assert!(doc.get(key).is_none(), "{key} with a rev: {doc}");
+    }
+    assert_eq!(doc["_revisions"], json!({"start": 2, "ids": ["aaaa", hash]}));
+    assert_eq!(at.header("etag"), Some("\"2-aaaa\""));
+
+    // An ETag and a 304 whenever no metadata shows, a list of ETags included.
+    let with = |path: &str, inm: &str| c.send("GET", path, None, &[("If-None-Match", inm)]).status;
+    assert_eq!(c.get("/db/d?revs=true").header("etag"), Some("\"2-bbbb\""));
+    assert_eq!(with("/db/d?revs=true", "\"2-bbbb\""), 304);
+    assert_eq!(with("/db/d?rev=2-aaaa", "\"1-x\", \"2-aaaa\""), 304);
+    assert_eq!(with("/db/d", "2-bbbb"), 200, "an ETag is compared with its quotes");
+    c.put("/db/plain", "{}");
+    assert!(c.get("/db/plain?conflicts=true&deleted_conflicts=true").header("etag").is_some(), "no conflicts to show");
+    assert_eq!(c.get("/db/d?conflicts=true").header("etag"), None);
+
+    // latest reads the winner whatever rev names; deleted=true reads a deleted winner.
+    assert_eq!(c.get(&format!("/db/d?rev={r1}&latest=true")).json()["_rev"], "2-bbbb");
+    let gone = c.put("/db/gone", "{}").json()["rev"].as_str().unwrap().to_string();
+    c.delete(&format!("/db/gone?rev={gone}"));
+    assert_eq!(c.get("/db/gone").error(404, "not_found").json()["reason"], "deleted");
+    assert_eq!(c.get(&format!("/db/gone?rev={gone}&latest=true")).error(404, "not_found").json()["reason"], "deleted");
+    let tomb = c.get("/db/gone?deleted=true").json();
+    assert_eq!((tomb["_deleted"].as_bool(), tomb["_rev"].as_str().map(|r| r.starts_with("2-"))), (Some(true), Some(true)));
+
+    // Flags are on for `true` alone, any of them; other values are ignored.
+    assert!(c.get("/db/d?revs=maybe").json().get("_revisions").is_none());
+    assert!(c.get("/db/d?revs=false&revs=true").json().get("_revisions").is_some());
+
+    // open_revs: found first, then missing, each in revision order and once; no metadata.
+    assert_eq!(json_get(&c, "/db/d?open_revs=%5B%5D")["_rev"], "2-bbbb", "an empty list is a plain read");
+    let asked = json_get(&c, "/db/d?open_revs=%5B%222-bbbb%22,%223-zzz%22,%222-aaaa%22,%222-bbbb%22,%221-nope%22%5D&conflicts=true&revs=true");
+    let order: Vec<String> = asked.as_array().unwrap().iter().map(|r| r["ok"]["_rev"].as_str().or(r["missing"].as_str()).unwrap().to_string()).collect();
+    assert_eq!(order, ["2-aaaa", "2-bbbb", "1-nope", "3-zzz"]);
+    assert!(asked[1]["ok"].get("_conflicts").is_none() && asked[1]["ok"]["_revisions"]["start"] == 2, "{asked}");
+    let all: Vec<Value> = json_get(&c, "/db/d?open_revs=all").as_array().unwrap().iter().map(|r| r["ok"]["_rev"].clone()).collect();
+    assert_eq!(all, ["2-aaaa", "2-bbbb", "2-cccc"]);
+    let below = json_get(&c, &format!("/db/d?open_revs=%5B%22{r1}%22,%222-aaaa%22%5D&latest=true"));
+    assert_eq!(below.as_array().unwrap().len(), 3, "{below}");
+
+    // multipart/mixed unless the client's Accept leaves it out, as CouchDB decides.
+    for (accept, multipart) in [("", true), ("Accept: application/json, */*\r\n", true), ("Accept: multipart/mixed;q=0, application/json\r\n", false), ("Accept: application/json\r\n", false)] {
+        let (head, _) = raw_get(&s, "/db/d?open_revs=all", accept);
+        assert_eq!(head.contains("content-type: multipart/mixed"), multipart, "{accept:?}: {head}");
+    }
+
+    // Bad values, as CouchDB words them.
+    let reason = |path: &str| c.get(path).error(400, "bad_request").json()["reason"].as_str().unwrap().to_string();
+    assert_eq!(reason("/db/d?open_revs=nope"), "invalid UTF-8 JSON");
+    assert_eq!(reason("/db/d?open_revs=%5B1%5D"), "Invalid rev format");
+    assert_eq!(reason("/db/d?open_revs=%7B%7D"), "Invalid list of revisions");
+    assert_eq!(reason("/db/d?rev=garbage&open_revs=all"), "Invalid rev format");
+    assert_eq!(reason("/db/d?atts_since=%22x%22"), "Invalid list of revisions");
+
+    // Local documents: an ETag naming revision and body, `_revisions`, only their own rev.
+    c.put("/db/_local/l", r#"{"n":1}"#);
+    let local = c.get("/db/_local/l?revs=true");
+    let etag = local.header("etag").unwrap().to_string();
+    assert_eq!(local.json()["_revisions"], json!({"start": 0, "ids": ["1"]}));
+    assert_eq!(with("/db/_local/l", &etag), 304);
+    c.put("/db/_local/l", r#"{"n":2,"_rev":"0-1"}"#);
+    assert_eq!(with("/db/_local/l", &etag), 200);
+    assert_eq!(c.get("/db/_local/l?rev=0-2").json()["n"], 2);
+    c.get("/db/_local/l?rev=0-9").error(404, "not_found");
 }
