@@ -194,7 +194,8 @@ fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -
 }
 
 /// `_bulk_get` as `multipart/mixed`: a part per revision (itself `multipart/related` when it
-/// carries attachment bytes), errors as JSON parts flagged `error="true"`.
+/// carries attachment bytes, which it does unless `atts_since` leaves them out), errors as
+/// JSON parts flagged `error="true"`.
 fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Response> {
     let boundary = crate::auth::random_hex(16);
     let mut out = Vec::new();
@@ -203,7 +204,9 @@ fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Res
             match item {
                 Ok(i) => {
                     let rec = r.record.as_ref().expect("found");
-                    let (content_type, body) = crate::multipart::related_doc(snap, r.id_str(), rec, *i, &r.opts)?;
+                    // As CouchDB: the bytes of every attachment not excluded by `atts_since`.
+                    let every = DocOptions { attachments: true, ..r.opts.clone() };
+                    let (content_type, body) = crate::multipart::related_doc(snap, r.id_str(), rec, *i, &every)?;
                     crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", content_type)], &body);
                 }
                 Err(e) => {

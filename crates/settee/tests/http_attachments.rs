@@ -161,6 +161,13 @@ fn multipart_related_uploads_and_downloads() {
     let (head, body) = get_binary(&s, "/db/bare?attachments=true", "");
     assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap()["x"], 1);
+    // _bulk_get as multipart/mixed sends every attachment's bytes unless atts_since leaves them out.
+    let rev = c.get("/db/m").json()["_rev"].as_str().unwrap().to_string();
+    let bulk_get = |docs: &str| s.raw(&format!("POST /db/_bulk_get HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nAccept: multipart/mixed\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{docs}", common::admin_auth(), docs.len()));
+    let all = bulk_get(r#"{"docs":[{"id":"m"}]}"#);
+    assert!(all.contains("filename=\"b.bin\"") && all.contains("filename=\"a.txt\""), "{all}");
+    let since = bulk_get(&format!(r#"{{"docs":[{{"id":"m","atts_since":["{rev}"]}}]}}"#));
+    assert!(!since.contains("filename=") && since.contains("\"stub\":true"), "{since}");
     // open_revs as multipart/mixed sends every attachment's bytes, asked or not.
     let (head, mixed) = get_binary(&s, "/db/m?open_revs=all", "Accept: multipart/mixed\r\n");
     assert!(head.to_ascii_lowercase().contains("multipart/mixed"), "{head}");
