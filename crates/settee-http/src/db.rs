@@ -10,7 +10,7 @@ use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
 
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response, Sink};
-use crate::request::Req;
+use crate::request::{Query, Req};
 use crate::access;
 use crate::server::State;
 
@@ -79,12 +79,26 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     }))
 }
 
-fn key_param(req: &Req, names: &[&str]) -> HttpResult<Option<String>> {
-    match req.query.json_any(names)? {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(HttpError::query_parse("Document ids in _all_docs keys must be strings")),
+/// An id bound of `_all_docs`: the first of `names` given as a JSON string, else the
+/// first of `docids` given (CouchDB ignores a key that is not a string and falls back on
+/// `startkey_docid`/`endkey_docid`).
+fn id_bound(q: &Query, names: &[&str], docids: &[&str]) -> HttpResult<Option<String>> {
+    if let Some(Value::String(s)) = q.json_any(names)? {
+        return Ok(Some(s));
     }
+    Ok(docids.iter().find_map(|k| q.get(k)).map(str::to_string))
+}
+
+/// The query of `_all_docs`, with the members of a POST body other than `keys` added where
+/// the query string does not give them (CouchDB reads options from either).
+fn all_docs_query(req: &Req, body: Option<&serde_json::Map<String, Value>>) -> Query {
+    let mut q = req.query.clone();
+    for (k, v) in body.into_iter().flatten().filter(|(k, _)| k.as_str() != "keys") {
+        if q.get(k).is_none() {
+            q.0.push((k.clone(), v.to_string()));
+        }
+    }
+    q
 }
 
 /// `GET/POST /{db}/_all_docs`, `_design_docs` and `_local_docs`.
@@ -95,8 +109,8 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         Some(_) => return Err(HttpError::bad_request("`keys` parameter must be an array.")),
         None => None,
     };
-    match req.method {
-        Method::GET | Method::HEAD => {}
+    let body = match req.method {
+        Method::GET | Method::HEAD => None,
         Method::POST => {
             req.require_json()?;
             let body = req.json_object(state.max_request).await?;
@@ -105,13 +119,14 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
                 Some(_) => return Err(HttpError::bad_request("`keys` body member must be an array.")),
                 None => {}
             }
+            Some(body)
         }
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
-    }
-    let q = &req.query;
+    };
+    let q = &all_docs_query(req, body.as_ref());
     let mut opts = AllDocsOptions {
-        start: key_param(req, &["start_key", "startkey"])?,
-        end: key_param(req, &["end_key", "endkey"])?,
+        start: id_bound(q, &["start_key", "startkey"], &["start_key_doc_id", "startkey_docid"])?,
+        end: id_bound(q, &["end_key", "endkey"], &["end_key_doc_id", "endkey_docid"])?,
         inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
         descending: q.flag("descending")?,
         skip: q.u64("skip")?.unwrap_or(0),
@@ -120,7 +135,10 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         doc: DocOptions { conflicts: q.flag("conflicts")?, attachments: q.flag("attachments")?, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() },
         local: which == "_local_docs",
     };
-    if let Some(key) = key_param(req, &["key"])? {
+    if keys.as_ref().is_some_and(|k| !k.is_empty()) && ["key", "start_key", "startkey", "end_key", "endkey"].iter().any(|k| q.get(k).is_some()) {
+        return Err(HttpError::query_parse("`keys` is incompatible with `key`, `start_key` and `end_key`"));
+    }
+    if let Some(Value::String(key)) = q.json("key")? {
         opts.start = Some(key.clone());
         opts.end = Some(key);
         opts.inclusive_end = true;
@@ -130,19 +148,30 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
     }
     let update_seq = q.flag("update_seq")?;
     let snap = db.snapshot();
-    let total = snap.counts()?.live;
+    // CouchDB counts the rows of the namespace asked for; local documents are not counted.
+    let total = match which {
+        "_local_docs" => None,
+        "_design_docs" => Some(snap.live_between(DESIGN_PREFIX, "_design0")?),
+        _ => Some(snap.counts()?.live),
+    };
+    let null = || "null".to_string();
+    let seq = match (update_seq, &total, &keys) {
+        (false, _, _) => None,
+        (true, None, _) | (true, _, Some(_)) => Some(null()),
+        (true, Some(_), None) => Some(format!("\"{}\"", snap.seq()?.encode())),
+    };
+    let total_text = total.map_or_else(null, |t| t.to_string());
     if let Some(keys) = keys {
-        return Ok(keyed_rows(snap, keys, opts, total));
+        return Ok(keyed_rows(snap, keys, opts, Head { total: total_text, offset: null(), seq }));
     }
-    let offset = snap.offset_of(opts.start.as_deref(), opts.descending)?;
-    let mut head = format!("{{\"total_rows\":{total},\"offset\":{},", offset + opts.skip);
-    if update_seq {
-        head.push_str(&format!("\"update_seq\":\"{}\",", snap.seq()?.encode()));
-    }
-    head.push_str("\"rows\":[\r\n");
+    let offset = match total {
+        None => null(),
+        Some(t) => t.min(snap.offset_of(opts.start.as_deref(), opts.descending)? + opts.skip).to_string(),
+    };
+    let head = Head { total: total_text, offset, seq };
     let rows = snap.all_docs(opts)?;
     Ok(reply::stream(200, move |sink| {
-        sink.write(head.as_bytes())?;
+        sink.write(head.text().as_bytes())?;
         let mut first = true;
         for row in rows {
             let row = match row {
@@ -158,6 +187,21 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         }
         sink.write(b"\r\n]}\n")
     }))
+}
+
+/// What an `_all_docs` answer starts with, each value as JSON text.
+struct Head {
+    total: String,
+    offset: String,
+    seq: Option<String>,
+}
+
+impl Head {
+    /// `{"total_rows":…,"offset":…,["update_seq":…,]"rows":[`.
+    fn text(&self) -> String {
+        let seq = self.seq.as_ref().map_or_else(String::new, |s| format!("\"update_seq\":{s},"));
+        format!("{{\"total_rows\":{},\"offset\":{},{seq}\"rows\":[\r\n", self.total, self.offset)
+    }
 }
 
 fn clamp_to_design(opts: &mut AllDocsOptions) {
@@ -192,9 +236,9 @@ fn write_row(sink: &mut Sink, row: &DocRow) -> Result<(), crate::reply::Gone> {
 }
 
 /// `_all_docs` with `keys`: rows in request order, deleted documents shown as CouchDB does.
-fn keyed_rows(snap: settee_db::DbSnapshot, keys: Vec<Value>, opts: AllDocsOptions, total: u64) -> Response {
+fn keyed_rows(snap: settee_db::DbSnapshot, keys: Vec<Value>, opts: AllDocsOptions, head: Head) -> Response {
     reply::stream(200, move |sink| {
-        sink.write(format!("{{\"total_rows\":{total},\"offset\":null,\"rows\":[\r\n").as_bytes())?;
+        sink.write(head.text().as_bytes())?;
         let keys: Vec<&Value> = if opts.descending { keys.iter().rev().collect() } else { keys.iter().collect() };
         let limit = opts.limit.map_or(usize::MAX, |l| l as usize);
         for (i, key) in keys.into_iter().skip(opts.skip as usize).take(limit).enumerate() {
@@ -208,6 +252,9 @@ fn keyed_rows(snap: settee_db::DbSnapshot, keys: Vec<Value>, opts: AllDocsOption
 
 fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -> Value {
     let Some(id) = key.as_str() else { return json!({"key": key, "error": "not_found"}) };
+    if settee_db::is_local(id) {
+        return local_row(snap, id, opts);
+    }
     let record = match snap.record(id) {
         Ok(Some(r)) => r,
         Ok(None) => return json!({"key": key, "error": "not_found"}),
@@ -225,6 +272,24 @@ fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -
     let mut row = json!({"id": id, "key": id, "value": {"rev": node.rev.to_string()}});
     if opts.include_docs {
         row["doc"] = snap.render(id, &record, w, &opts.doc).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
+    }
+    row
+}
+
+/// A `keys` row for a local document, which CouchDB opens like any other.
+fn local_row(snap: &settee_db::DbSnapshot, id: &str, opts: &AllDocsOptions) -> Value {
+    let (n, stored) = match snap.local(id) {
+        Ok(Some(found)) => found,
+        Ok(None) => return json!({"key": id, "error": "not_found"}),
+        Err(e) => return json!({"key": id, "error": "unknown_error", "reason": e.to_string()}),
+    };
+    let rev = format!("0-{n}");
+    let mut row = json!({"id": id, "key": id, "value": {"rev": rev}});
+    if opts.include_docs {
+        let mut doc = Vec::with_capacity(stored.len() + 48);
+        settee_json::body::begin(&mut doc, id, Some(&rev), &stored);
+        settee_json::body::end(&mut doc);
+        row["doc"] = serde_json::from_slice(&doc).unwrap_or(Value::Null);
     }
     row
 }

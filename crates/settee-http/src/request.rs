@@ -40,12 +40,12 @@ impl Query {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    /// A boolean parameter: `true` or `false`, else `query_parse_error`.
+    /// A boolean parameter: `true` or `false` in any case, else `query_parse_error`.
     pub fn bool(&self, key: &str) -> HttpResult<Option<bool>> {
         match self.get(key) {
             None => Ok(None),
-            Some("true") => Ok(Some(true)),
-            Some("false") => Ok(Some(false)),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(Some(true)),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(Some(false)),
             Some(v) => Err(HttpError::query_parse(format!("Invalid boolean parameter: \"{v}\""))),
         }
     }
@@ -71,7 +71,7 @@ impl Query {
     pub fn json(&self, key: &str) -> HttpResult<Option<Value>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => serde_json::from_str(v).map(Some).map_err(|_| HttpError::bad_request(format!("Invalid JSON in parameter `{key}`"))),
+            Some(v) => serde_json::from_str(v).map(Some).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON")),
         }
     }
 

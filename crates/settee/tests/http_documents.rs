@@ -385,3 +385,49 @@ fn document_reads_follow_couchdb_option_by_option() {
     assert_eq!(c.get("/db/_local/l?rev=0-2").json()["n"], 2);
     c.get("/db/_local/l?rev=0-9").error(404, "not_found");
 }
+
+#[test]
+fn all_docs_follows_couchdb_parameter_by_parameter() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let docs: Vec<Value> = (0..10).map(|i| json!({"_id": format!("d{i}"), "i": i})).collect();
+    c.post("/db/_bulk_docs", &json!({"docs": docs}).to_string());
+    c.put("/db/_design/a", "{}");
+    c.put("/db/_design/b", "{}");
+    c.put("/db/_local/l", r#"{"n":1}"#);
+    let ids = |v: &Value| v["rows"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    // A POST body carries options as the query string does; the query string wins.
+    let posted = c.post("/db/_all_docs", r#"{"keys":["d1","d2"],"include_docs":true}"#).json();
+    assert_eq!(posted["rows"][1]["doc"]["i"], 2);
+    assert_eq!(ids(&c.post("/db/_all_docs", r#"{"limit":1,"startkey":"d5"}"#).json()), ["d5"]);
+    assert_eq!(ids(&c.post("/db/_all_docs?limit=2", r#"{"limit":1,"startkey":"d5"}"#).json()), ["d5", "d6"]);
+    // keys exclude a range; update_seq with keys is null.
+    let bad = c.get("/db/_all_docs?keys=%5B%22d1%22%5D&startkey=%22d0%22");
+    assert_eq!(bad.error(400, "query_parse_error").json()["reason"], "`keys` is incompatible with `key`, `start_key` and `end_key`");
+    let keyed = c.get("/db/_all_docs?keys=%5B%22d1%22%5D&update_seq=true").json();
+    assert!(keyed.as_object().unwrap().contains_key("update_seq") && keyed["update_seq"].is_null(), "{keyed}");
+    // offset is capped by total_rows; each namespace counts its own rows.
+    let all = c.get("/db/_all_docs?skip=100").json();
+    assert_eq!((all["total_rows"].as_u64(), all["offset"].as_u64()), (Some(12), Some(12)));
+    let design = c.get("/db/_design_docs?update_seq=true").json();
+    assert_eq!((design["total_rows"].as_u64(), ids(&design)), (Some(2), vec!["_design/a".to_string(), "_design/b".to_string()]));
+    assert!(design["update_seq"].is_string());
+    assert_eq!(c.get("/db/_design_docs?skip=5").json()["offset"], 2);
+    let local = c.get("/db/_local_docs?update_seq=true").json();
+    assert!(local["total_rows"].is_null() && local["offset"].is_null() && local["update_seq"].is_null(), "{local}");
+    assert_eq!(ids(&local), ["_local/l"]);
+    // keys find local documents as CouchDB opens them.
+    let found = c.post("/db/_local_docs", r#"{"keys":["_local/l","_local/zz"],"include_docs":true}"#).json();
+    assert_eq!(found["rows"][0]["value"]["rev"], "0-1");
+    assert_eq!(found["rows"][0]["doc"]["n"], 1);
+    assert_eq!(found["rows"][1], json!({"key": "_local/zz", "error": "not_found"}));
+    // A key that is not a string is ignored; the docid bounds stand in for it.
+    assert_eq!(ids(&c.get("/db/_all_docs?startkey=123").json()).len(), 12);
+    assert_eq!(ids(&c.get("/db/_all_docs?startkey_docid=d8").json()), ["d8", "d9"]);
+    assert_eq!(ids(&c.get("/db/_all_docs?startkey=%22d8%22&endkey_docid=d8").json()), ["d8"]);
+    // Booleans in any case; bad JSON as CouchDB words it.
+    assert_eq!(ids(&c.get("/db/_all_docs?descending=TRUE&limit=1").json()), ["d9"]);
+    assert_eq!(c.get("/db/_all_docs?startkey=nope").error(400, "bad_request").json()["reason"], "invalid UTF-8 JSON");
+}
