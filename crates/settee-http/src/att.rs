@@ -126,6 +126,15 @@ fn send_chunks(snap: DbSnapshot, id: &str, att: AttInfo, range: Option<(u64, u64
     resp
 }
 
+/// An attachment's identity bytes, read a stored chunk at a time and decoded as they go.
+pub fn identity_reader(snap: DbSnapshot, id: &str, att: &AttInfo) -> Box<dyn std::io::Read + Send> {
+    let chunks = ChunkReader { snap, id: id.to_string(), chunks: att.chunks.clone().into_iter(), current: std::io::Cursor::new(Vec::new()) };
+    match att.encoding {
+        Encoding::Identity => Box::new(chunks),
+        Encoding::Gzip => Box::new(flate2::read::GzDecoder::new(chunks)),
+    }
+}
+
 /// Reads an attachment's stored chunks in order, one at a time.
 struct ChunkReader {
     snap: DbSnapshot,
@@ -259,16 +268,26 @@ enum Form {
     Encoded(flate2::write::GzDecoder<Tally>),
 }
 
-/// MD5 and length of the identity bytes.
+/// MD5 and length of the identity bytes, refusing more than `cap` of them.
 struct Tally {
     md5: Md5,
     length: u64,
+    cap: u64,
+}
+
+impl Tally {
+    fn new(cap: u64) -> Tally {
+        Tally { md5: Md5::new(), length: 0, cap }
+    }
 }
 
 impl Write for Tally {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.md5.update(data);
         self.length += data.len() as u64;
+        if self.length > self.cap {
+            return Err(std::io::Error::other("longer than allowed"));
+        }
+        self.md5.update(data);
         Ok(data.len())
     }
 
@@ -278,13 +297,13 @@ impl Write for Tally {
 }
 
 fn not_gzip() -> HttpError {
-    HttpError::bad_request("An attachment said to be gzip-encoded is not valid gzip")
+    HttpError::bad_request("An attachment said to be gzip-encoded is not valid gzip of its `length`")
 }
 
 impl Uploader {
     /// An upload of an attachment of type `content_type` to document `id`.
     pub fn new(state: &State, db: &Arc<Database>, id: &str, content_type: &str) -> Uploader {
-        let tally = Tally { md5: Md5::new(), length: 0 };
+        let tally = Tally::new(u64::MAX);
         let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
         let form = match state.limits.atts.compresses(content_type) {
             true => Form::Compress(tally, flate2::write::GzEncoder::new(Vec::new(), level)),
@@ -293,9 +312,11 @@ impl Uploader {
         Uploader::with_form(state, db, id, form)
     }
 
-    /// An upload of bytes that arrive gzip-encoded, kept so.
-    pub fn gzipped(state: &State, db: &Arc<Database>, id: &str) -> Uploader {
-        let form = Form::Encoded(flate2::write::GzDecoder::new(Tally { md5: Md5::new(), length: 0 }));
+    /// An upload of bytes that arrive gzip-encoded, kept so, whose identity bytes are said
+    /// to be `length` long: decoding stops past that, so a small upload cannot make the
+    /// server decode far more than it claims.
+    pub fn gzipped(state: &State, db: &Arc<Database>, id: &str, length: u64) -> Uploader {
+        let form = Form::Encoded(flate2::write::GzDecoder::new(Tally::new(length)));
         Uploader::with_form(state, db, id, form)
     }
 
@@ -352,7 +373,13 @@ impl Uploader {
                 self.pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
                 (tally, Encoding::Gzip)
             }
-            Form::Encoded(gz) => (gz.finish().map_err(|_| not_gzip())?, Encoding::Gzip),
+            Form::Encoded(gz) => {
+                let tally = gz.finish().map_err(|_| not_gzip())?;
+                if tally.length != tally.cap {
+                    return Err(not_gzip());
+                }
+                (tally, Encoding::Gzip)
+            }
         };
         if !self.pending.is_empty() || self.blobs.is_empty() {
             self.encoded_length += self.pending.len() as u64;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::header::{ETAG, IF_NONE_MATCH};
+use hyper::header::ETAG;
 use hyper::Method;
 use serde_json::Value;
 use settee_db::{ChangeRow, ChangesOptions, Database, DbSnapshot, DocOptions, SeqVector};
@@ -83,7 +83,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     // by the database's information; a client that has it already gets a 304.
     let etag = (feed == Feed::Normal).then(|| etag(&db.snapshot(), &req.query, &body));
     if let Some(etag) = &etag {
-        if req.header(IF_NONE_MATCH).is_some_and(|v| v.trim() == etag) {
+        if crate::doc::if_none_match(req, etag) {
             return Ok(reply::with_header(reply::empty(304), ETAG, etag));
         }
     }

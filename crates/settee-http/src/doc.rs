@@ -53,7 +53,15 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     if is_local(id) {
         return local_get(req, &snap, id, &q);
     }
+    // In `_users` and `_replicator` what a caller who is not a database admin sees of a
+    // document is filtered; only plain reads of the winner can be.
+    let users = crate::access::is_users_db(state, name);
+    let guarded = (users || name == crate::access::REPLICATOR) && !req.is_admin() && !crate::access::is_db_admin(req.user.as_ref(), &db)?;
+    let forbidden = || HttpError::new(403, "forbidden", "Only admins may read user documents with these options.");
     if let Some(open_revs) = &q.open_revs {
+        if guarded {
+            return Err(forbidden());
+        }
         return crate::openrevs::get(req, &db, id, open_revs, &q);
     }
     let rev = q.rev_to_open();
@@ -68,31 +76,29 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         Some(r) => snap.resolve(id, Some(r))?,
         None => open_winner(&snap, id, !plain, q.deleted)?,
     };
-    let guarded = crate::access::is_users_db(state, name) || name == crate::access::REPLICATOR;
-    if !plain && !req.is_admin() && guarded && !crate::access::is_db_admin(req.user.as_ref(), &db)? {
-        return Err(HttpError::new(403, "forbidden", "Only admins may read user documents with these options."));
+    if guarded && !plain {
+        return Err(forbidden());
     }
     // The ETag is the revision in quotes; the revision alone is the middle of it.
     let mut etag = String::with_capacity(48);
     etag.push('"');
     record.tree.nodes[i].rev.push_to(&mut etag);
     etag.push('"');
+    let rev_text = &etag[1..etag.len() - 1];
+    // A filtered document is filtered before any 304, which would tell what it hides.
+    let visible = match guarded {
+        false => None,
+        true if users => Some(crate::access::filter_user_doc(state, req, &db, id, snap.render_as(id, &record, i, &opts, rev_text)?)?),
+        true => Some(crate::access::filter_replication_doc(req, &db, snap.render_as(id, &record, i, &opts, rev_text)?)?),
+    };
     let named = rev.is_some() || !shows_meta(&record, i, &opts);
     if named && if_none_match(req, &etag) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
-    let resp = if opts.attachments && has_attachments(&record, i) && req.accepts("multipart/related") {
-        let (content_type, body) = multipart::related_doc(&snap, id, &record, i, &opts)?;
-        reply::with_header(reply::bytes(200, body), hyper::header::CONTENT_TYPE, &content_type)
-    } else {
-        let mut rendered = snap.render_as(id, &record, i, &opts, &etag[1..etag.len() - 1])?;
-        if plain && !req.is_admin() && crate::access::is_users_db(state, name) {
-            rendered = crate::access::filter_user_doc(state, req, &db, id, rendered)?;
-        }
-        if plain && !req.is_admin() && name == crate::access::REPLICATOR {
-            rendered = crate::access::filter_replication_doc(req, &db, rendered)?;
-        }
-        reply::json_bytes(200, rendered)
+    let resp = match visible {
+        Some(body) => reply::json_bytes(200, body),
+        None if opts.attachments && has_attachments(&record, i) && req.accepts("multipart/related") => multipart::related_reply(&snap, id, &record, i, &opts)?,
+        None => reply::json_bytes(200, snap.render_as(id, &record, i, &opts, rev_text)?),
     };
     Ok(if named { reply::with_header(resp, ETAG, &etag) } else { resp })
 }
@@ -215,8 +221,9 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
     reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
     let json = reader.read_part(state.limits.max_document_size.saturating_mul(2).max(1 << 20)).await?;
     let doc: Value = serde_json::from_slice(&json).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
-    // Each part's type, and whether it arrives gzip-encoded (as CouchDB sends what it stores so).
-    let follows: Vec<(String, bool)> = doc
+    // Each part's type, and its identity length if it arrives gzip-encoded (as CouchDB's
+    // replicator sends what CouchDB stores compressed).
+    let follows: Vec<(String, Option<u64>)> = doc
         .get("_attachments")
         .and_then(Value::as_object)
         .map(|atts| atts.values().filter(|a| a.get("follows") == Some(&Value::Bool(true))).map(follows_part).collect::<HttpResult<_>>())
@@ -228,8 +235,8 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
     for (content_type, gzipped) in follows {
         reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body: an attachment part is missing"))?;
         let mut up = match gzipped {
-            true => crate::att::Uploader::gzipped(state, &db, &id),
-            false => crate::att::Uploader::new(state, &db, &id, &content_type),
+            Some(length) => crate::att::Uploader::gzipped(state, &db, &id, length),
+            None => crate::att::Uploader::new(state, &db, &id, &content_type),
         };
         while let Some(bytes) = reader.chunk().await? {
             up.push(&bytes).await?;
@@ -240,12 +247,16 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
     Ok((doc, sources))
 }
 
-/// A `"follows": true` entry's content type, and whether its part is gzip-encoded.
-fn follows_part(entry: &Value) -> HttpResult<(String, bool)> {
+/// A `"follows": true` entry's content type, and the identity length it gives if its part
+/// is gzip-encoded (which it must give).
+fn follows_part(entry: &Value) -> HttpResult<(String, Option<u64>)> {
     let content_type = entry.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_string();
     match entry.get("encoding").and_then(Value::as_str) {
-        None | Some("identity") => Ok((content_type, false)),
-        Some("gzip") => Ok((content_type, true)),
+        None | Some("identity") => Ok((content_type, None)),
+        Some("gzip") => match entry.get("length").and_then(Value::as_u64) {
+            Some(length) => Ok((content_type, Some(length))),
+            None => Err(HttpError::bad_request("A gzip-encoded attachment needs its `length`")),
+        },
         Some(other) => Err(HttpError::bad_request(format!("Unsupported attachment encoding: {other}"))),
     }
 }

@@ -2,10 +2,11 @@
 //! part per attachment marked `"follows": true`, in the order of `_attachments`.
 
 use serde_json::Value;
-use settee_db::{DbSnapshot, DocOptions, DocRecord};
+use settee_db::{AttInfo, DbSnapshot, DocOptions, DocRecord};
 
 use crate::doc::parse_doc;
 use crate::error::{HttpError, HttpResult};
+use crate::reply::{self, Gone, Response};
 
 /// The `boundary` parameter of a multipart content type.
 pub fn boundary(content_type: &str) -> Option<String> {
@@ -149,43 +150,100 @@ pub fn write_end(out: &mut Vec<u8>, boundary: &str) {
     out.extend_from_slice(format!("--{boundary}--").as_bytes());
 }
 
-/// Node `i` of a document as CouchDB sends it with its attachments: `multipart/related`,
-/// the JSON (with `encoding` and `encoded_length` shown) marking `"follows": true` each
-/// attachment whose bytes `opts` sends, then those bytes as stored (gzip stays gzip, named
-/// by `Content-Encoding`). With no bytes to send it is the JSON alone, as
-/// `application/json`. Returns the content type and body.
+/// A revision as sent with its attachments: the JSON, each attachment whose bytes go along
+/// marked `"follows": true`, then those bytes, identity-encoded (the digest of a stored
+/// attachment is its identity bytes' MD5, which a receiver checks the bytes against). With
+/// no bytes to send it is the JSON alone, as `application/json`.
+pub struct Related {
+    json: Vec<u8>,
+    follows: Vec<AttInfo>,
+    boundary: String,
+}
+
+impl Related {
+    /// Node `i` of `record` with the attachments `opts` sends.
+    pub fn new(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<Related> {
+        let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
+        let stubs = DocOptions { attachments: false, ..opts.clone() };
+        let json = snap.render(id, record, i, &stubs)?;
+        let follows: Vec<AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(record, i, a, opts)).cloned().collect();
+        if follows.is_empty() {
+            return Ok(Related { json, follows, boundary: String::new() });
+        }
+        let mut doc = parse_doc(&json)?;
+        for att in &follows {
+            if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
+                for key in ["stub", "encoding", "encoded_length"] {
+                    entry.remove(key);
+                }
+                entry.insert("follows".into(), Value::Bool(true));
+            }
+        }
+        let json = serde_json::to_vec(&doc).expect("json");
+        Ok(Related { json, follows, boundary: crate::auth::random_hex(16) })
+    }
+
+    /// Its content type.
+    pub fn content_type(&self) -> String {
+        match self.follows.is_empty() {
+            true => "application/json".into(),
+            false => format!("multipart/related; boundary=\"{}\"", self.boundary),
+        }
+    }
+
+    /// Writes the body to `out`, reading each attachment a chunk at a time; stops when `out`
+    /// does, or when a chunk cannot be read (logged).
+    pub fn write(&self, snap: &DbSnapshot, id: &str, out: &mut dyn FnMut(&[u8]) -> Result<(), Gone>) -> Result<(), Gone> {
+        if self.follows.is_empty() {
+            return out(&self.json);
+        }
+        out(format!("--{}\r\nContent-Type: application/json\r\n\r\n", self.boundary).as_bytes())?;
+        out(&self.json)?;
+        for att in &self.follows {
+            let filename = serde_json::to_string(&att.name).expect("json");
+            out(format!("\r\n--{}\r\nContent-Disposition: attachment; filename={filename}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n", self.boundary, att.content_type, att.length).as_bytes())?;
+            let mut reader = crate::att::identity_reader(snap.clone(), id, att);
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match std::io::Read::read(&mut reader, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => out(&buf[..n])?,
+                    Err(e) => {
+                        tracing::error!(error = %e, "reading an attachment");
+                        return Err(Gone);
+                    }
+                }
+            }
+        }
+        out(format!("\r\n--{}--", self.boundary).as_bytes())
+    }
+}
+
+/// [`Related`] whole in memory, with its content type (for answers that gather several).
 pub fn related_doc(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<(String, Vec<u8>)> {
-    let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
-    let stubs = DocOptions { attachments: false, att_encoding_info: true, ..opts.clone() };
-    let json = snap.render(id, record, i, &stubs)?;
-    let follows: Vec<&settee_db::AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(record, i, a, opts)).collect();
-    if follows.is_empty() {
-        return Ok(("application/json".into(), json));
-    }
-    let mut doc = parse_doc(&json)?;
-    for att in &follows {
-        if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
-            entry.remove("stub");
-            entry.insert("follows".into(), Value::Bool(true));
+    let related = Related::new(snap, id, record, i, opts)?;
+    let mut body = Vec::new();
+    related
+        .write(snap, id, &mut |bytes| {
+            body.extend_from_slice(bytes);
+            Ok(())
+        })
+        .map_err(|_| HttpError::new(500, "unknown_error", "an attachment could not be read"))?;
+    Ok((related.content_type(), body))
+}
+
+/// A document read with its attachments, streamed as it is read.
+pub fn related_reply(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<Response> {
+    let related = Related::new(snap, id, record, i, opts)?;
+    let (resp, mut sink) = reply::channel(200, "application/json");
+    let resp = reply::with_header(resp, hyper::header::CONTENT_TYPE, &related.content_type());
+    let (snap, id) = (snap.clone(), id.to_string());
+    tokio::task::spawn_blocking(move || {
+        if related.write(&snap, &id, &mut |bytes| sink.write(bytes)).is_ok() {
+            let _ = sink.flush();
         }
-    }
-    let boundary = crate::auth::random_hex(16);
-    let mut out = Vec::new();
-    write_part(&mut out, &boundary, &[("Content-Type", "application/json".into())], &serde_json::to_vec(&doc).expect("json"));
-    for att in follows {
-        let mut stored = Vec::with_capacity(att.encoded_length.min(1 << 30) as usize);
-        for chunk in &att.chunks {
-            stored.extend_from_slice(&snap.attachment_chunk(id, chunk)?);
-        }
-        let disposition = format!("attachment; filename={}", serde_json::to_string(&att.name).expect("json"));
-        let mut headers = vec![("Content-Disposition", disposition), ("Content-Type", att.content_type.clone()), ("Content-Length", stored.len().to_string())];
-        if let Some(encoding) = att.encoding.name() {
-            headers.push(("Content-Encoding", encoding.to_string()));
-        }
-        write_part(&mut out, &boundary, &headers, &stored);
-    }
-    write_end(&mut out, &boundary);
-    Ok((format!("multipart/related; boundary=\"{boundary}\""), out))
+    });
+    Ok(resp)
 }
 
 #[cfg(test)]

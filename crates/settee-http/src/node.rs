@@ -91,31 +91,34 @@ async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         state.login_failed(req.peer, &name);
         let resp = reply::error(&HttpError::new(401, "unauthorized", "Name or password is incorrect."));
         let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false));
-        return Ok(redirect(state, req, resp, "fail"));
+        return redirect(state, req, resp, "fail");
     };
     let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, auth::now());
     let resp = reply::json(200, &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}));
     let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls)));
-    Ok(redirect(state, req, resp, "next"))
+    redirect(state, req, resp, "next")
 }
 
 /// A login's answer sent on as a 302 to the page named by the query parameter `param`
 /// (`next` after a success, `fail` after a failure) when there is one, as HTML forms use
 /// `/_session`; the body and the cookie stay.
-fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> Response {
+fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> HttpResult<Response> {
     let Some(path) = req.query.get(param) else {
-        return resp;
+        return Ok(resp);
     };
+    let location = hyper::header::HeaderValue::from_str(&absolute_uri(state, req, path)).map_err(|_| HttpError::bad_request(format!("Invalid `{param}` location")))?;
     *resp.status_mut() = hyper::StatusCode::FOUND;
-    reply::with_header(resp, hyper::header::LOCATION, &absolute_uri(state, req, path))
+    resp.headers_mut().insert(hyper::header::LOCATION, location);
+    Ok(resp)
 }
 
 /// `path` on this server as the client reached it: the forwarded host or the `Host` header,
 /// and https when the request came over TLS or a proxy says it did, as CouchDB builds it.
 fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
-    let forwarded_host = state.config.read().expect("config lock").get("chttpd", "x_forwarded_host").unwrap_or("X-Forwarded-Host").to_string();
-    let host = req.header(forwarded_host.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");
-    let https = req.tls || req.header("x-forwarded-ssl") == Some("on") || req.header("x-forwarded-proto") == Some("https");
+    let named = |key: &str, default: &str| state.config.read().expect("config lock").get("chttpd", key).unwrap_or(default).to_string();
+    let (host_header, ssl_header, proto_header) = (named("x_forwarded_host", "X-Forwarded-Host"), named("x_forwarded_ssl", "X-Forwarded-Ssl"), named("x_forwarded_proto", "X-Forwarded-Proto"));
+    let host = req.header(host_header.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");
+    let https = req.tls || req.header(ssl_header.as_str()) == Some("on") || req.header(proto_header.as_str()) == Some("https");
     format!("{}://{host}{path}", if https { "https" } else { "http" })
 }
 

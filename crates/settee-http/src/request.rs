@@ -172,15 +172,21 @@ pub fn segments(path: &str) -> Vec<String> {
     path.split('/').filter(|s| !s.is_empty()).map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned()).collect()
 }
 
-/// [`Req::accepts`] for an `Accept` header's text.
+/// [`Req::accepts`] for an `Accept` header's text: some range with a quality above 0 takes
+/// the type, and none names the type or its main type with `/*` at quality 0.
 fn accepts(accept: &str, content_type: &str) -> bool {
-    let any_subtype = content_type.split_once('/').map(|(main, _)| format!("{main}/*"));
-    accept.split(',').any(|range| {
-        let mut params = range.split(';');
-        let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
-        let quality = params.filter_map(|p| p.trim().strip_prefix("q=")).last().map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
-        quality.is_some_and(|q| q > 0.0) && (media == "*/*" || media == content_type || any_subtype.as_deref() == Some(media.as_str()))
-    })
+    let any_subtype = content_type.split_once('/').map_or_else(String::new, |(main, _)| format!("{main}/*"));
+    let ranges: Vec<(String, bool)> = accept
+        .split(',')
+        .map(|range| {
+            let mut params = range.split(';');
+            let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+            let quality = params.filter_map(|p| p.trim().strip_prefix("q=")).last().map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
+            (media, quality.is_some_and(|q| q > 0.0))
+        })
+        .collect();
+    let names = |media: &str| media == content_type || media == any_subtype;
+    ranges.iter().any(|(media, wanted)| *wanted && (media == "*/*" || names(media))) && !ranges.iter().any(|(media, wanted)| !wanted && names(media))
 }
 
 #[cfg(test)]
@@ -209,6 +215,9 @@ mod tests {
         assert!(!accepts("multipart/mixed;q=0", "multipart/mixed"));
         assert!(!accepts("*/*;q=0, application/json", "multipart/related"));
         assert!(!accepts("multipart/related", "multipart/mixed"));
+        assert!(!accepts("multipart/mixed;q=0, */*", "multipart/mixed"));
+        assert!(!accepts("multipart/*;q=0, */*", "multipart/mixed"));
+        assert!(accepts("multipart/related;q=0, */*", "multipart/mixed"));
     }
 
     #[test]

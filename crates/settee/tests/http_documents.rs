@@ -361,7 +361,7 @@ fn document_reads_follow_couchdb_option_by_option() {
     assert_eq!(below.as_array().unwrap().len(), 3, "{below}");
 
     // multipart/mixed unless the client's Accept leaves it out, as CouchDB decides.
-    for (accept, multipart) in [("", true), ("Accept: application/json, */*\r\n", true), ("Accept: multipart/mixed;q=0, application/json\r\n", false), ("Accept: application/json\r\n", false)] {
+    for (accept, multipart) in [("", true), ("Accept: application/json, */*\r\n", true), ("Accept: multipart/mixed;q=0, application/json\r\n", false), ("Accept: multipart/mixed;q=0, */*\r\n", false), ("Accept: application/json\r\n", false)] {
         let (head, _) = raw_get(&s, "/db/d?open_revs=all", accept);
         assert_eq!(head.contains("content-type: multipart/mixed"), multipart, "{accept:?}: {head}");
     }

@@ -273,6 +273,14 @@ fn an_open_users_database_lets_people_sign_up_and_manage_only_themselves() {
     assert_eq!(own["city"], "Lisbon", "zed still logs in with the same password");
     expect(&zed.get("/_users/org.couchdb.user:alice"), 404, Some("not_found"), "someone else's document");
     expect(&zed.get("/_users/_all_docs"), 401, Some("unauthorized"), "listing users");
+    // Nor through open_revs, nor by guessing its ETag; the own document keeps its 304.
+    expect(&zed.get("/_users/org.couchdb.user:alice?open_revs=all"), 403, Some("forbidden"), "someone else's revisions");
+    expect(&zed.get("/_users/org.couchdb.user:zed?open_revs=all"), 403, Some("forbidden"), "own revisions, unfiltered");
+    let alice_rev = admin.get("/_users/org.couchdb.user:alice").json()["_rev"].as_str().unwrap().to_string();
+    let guessed = zed.send("GET", "/_users/org.couchdb.user:alice", None, &[("If-None-Match", &format!("\"{alice_rev}\""))]);
+    expect(&guessed, 404, Some("not_found"), "someone else's document by its ETag");
+    let own_etag = zed.get("/_users/org.couchdb.user:zed").header("etag").unwrap().to_string();
+    assert_eq!(zed.send("GET", "/_users/org.couchdb.user:zed", None, &[("If-None-Match", &own_etag)]).status, 304);
 
     let mut escalate = own.clone();
     escalate["roles"] = json!(["boss"]);

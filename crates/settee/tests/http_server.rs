@@ -93,6 +93,8 @@ fn session_logins_redirect_to_next_and_fail_as_forms_ask() {
     // Without the parameter for its outcome a login answers as usual.
     assert!(login_form(&s, "?fail=/login", good, "").starts_with("HTTP/1.1 200"));
     assert!(login_form(&s, "?next=/db", bad, "").starts_with("HTTP/1.1 401"));
+    // A location that cannot be a header is refused rather than sent without one.
+    assert!(login_form(&s, "?next=/a%0D%0ASet-Cookie:%20x=1", good, "").starts_with("HTTP/1.1 400"));
     // Behind a proxy the address is the one the client used.
     let proxied = login_form(&s, "?next=/app", good, "X-Forwarded-Host: public.example\r\nX-Forwarded-Proto: https\r\n");
     assert!(proxied.to_ascii_lowercase().contains("\r\nlocation: https://public.example/app\r\n"), "{proxied}");
