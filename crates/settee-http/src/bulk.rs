@@ -27,8 +27,12 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     let db = open(state, name)?;
     let bytes = req.bytes(state.max_request).await?;
     let st = state.clone();
-    let (parsed, new_edits) = crate::background::run(move || parse_bulk(&st, &bytes)).await.ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
-    let ids: Vec<String> = parsed.iter().map(|d| d.id.clone()).collect();
+    let (parsed, new_edits, atomic) = crate::background::run(move || parse_bulk(&st, &bytes)).await.ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
+    if atomic {
+        return Ok(not_atomic(&parsed));
+    }
+    // Each row names its document; a replicated edit's error row also names its revision.
+    let ids: Vec<(String, Option<String>)> = parsed.iter().map(|d| (d.id.clone(), (!new_edits).then(|| d.revs.first().map(Rev::to_string)).flatten())).collect();
     let mode = if new_edits { EditMode::Interactive } else { EditMode::Replicated };
     let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
     let mut parsed = parsed;
@@ -47,7 +51,7 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     // the write itself for small documents.
     let mut out = Vec::with_capacity(ids.len() * 80 + 2);
     out.push(b'[');
-    for (id, refusal) in ids.into_iter().zip(refused) {
+    for ((id, rev), refusal) in ids.into_iter().zip(refused) {
         let row = match refusal {
             Some(h) => Err(h),
             None => match results.next() {
@@ -60,14 +64,30 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
         if out.len() > 1 {
             out.push(b',');
         }
-        push_row(&mut out, &id, row);
+        push_row(&mut out, &id, rev.as_deref(), row);
     }
     out.push(b']');
     Ok(reply::json_bytes(201, out))
 }
 
-/// One `_bulk_docs` result: `{"ok":true,"id","rev"}` or `{"id","error","reason"}`.
-fn push_row(out: &mut Vec<u8>, id: &str, row: Result<Rev, HttpError>) {
+/// CouchDB's answer to `"all_or_nothing": true`, which it does not support: 417, nothing
+/// written, a `not_implemented` row per document naming its revision (`0-` when new).
+fn not_atomic(docs: &[NewDoc]) -> Response {
+    let mut out = vec![b'['];
+    let refusal = || Err(HttpError::new(417, "not_implemented", "all_or_nothing is not supported"));
+    for (k, doc) in docs.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        let rev = doc.revs.first().map_or_else(|| "0-".to_string(), Rev::to_string);
+        push_row(&mut out, &doc.id, Some(&rev), refusal());
+    }
+    out.push(b']');
+    reply::json_bytes(417, out)
+}
+
+/// One `_bulk_docs` result: `{"ok":true,"id","rev"}` or `{"id"[,"rev"],"error","reason"}`.
+fn push_row(out: &mut Vec<u8>, id: &str, rev: Option<&str>, row: Result<Rev, HttpError>) {
     let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
     match row {
         Ok(rev) => {
@@ -78,6 +98,10 @@ fn push_row(out: &mut Vec<u8>, id: &str, row: Result<Rev, HttpError>) {
         Err(h) => {
             out.extend_from_slice(br#"{"id":"#);
             string(out, id);
+            if let Some(rev) = rev {
+                out.extend_from_slice(br#","rev":"#);
+                string(out, rev);
+            }
             out.extend_from_slice(br#","error":"#);
             string(out, &h.error);
             out.extend_from_slice(br#","reason":"#);
@@ -87,8 +111,8 @@ fn push_row(out: &mut Vec<u8>, id: &str, row: Result<Rev, HttpError>) {
     }
 }
 
-/// Reads a `_bulk_docs` body: the documents and `new_edits`.
-fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool)> {
+/// Reads a `_bulk_docs` body: the documents, `new_edits` and `all_or_nothing`.
+fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool, bool)> {
     if bytes.is_empty() {
         return Err(HttpError::bad_request("Missing request body"));
     }
@@ -113,7 +137,7 @@ fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool)> {
         // Here, on a parsing thread, rather than on the database's writer.
         parsed.iter_mut().filter(|d| !settee_db::is_local(&d.id)).for_each(NewDoc::presume_rev);
     }
-    Ok((parsed, new_edits))
+    Ok((parsed, new_edits, body.get("all_or_nothing") == Some(&Value::Bool(true))))
 }
 
 /// `POST /{db}/_bulk_get`.

@@ -430,4 +430,16 @@ fn all_docs_follows_couchdb_parameter_by_parameter() {
     // Booleans in any case; bad JSON as CouchDB words it.
     assert_eq!(ids(&c.get("/db/_all_docs?descending=TRUE&limit=1").json()), ["d9"]);
     assert_eq!(c.get("/db/_all_docs?startkey=nope").error(400, "bad_request").json()["reason"], "invalid UTF-8 JSON");
+    // all_or_nothing is refused as CouchDB 3 refuses it: 417, nothing written.
+    let atomic = c.post("/db/_bulk_docs", r#"{"all_or_nothing":true,"docs":[{"_id":"x1"},{"_id":"d1","_rev":"1-abc"}]}"#);
+    assert_eq!(atomic.status, 417);
+    assert_eq!(atomic.json(), json!([
+        {"id": "x1", "rev": "0-", "error": "not_implemented", "reason": "all_or_nothing is not supported"},
+        {"id": "d1", "rev": "1-abc", "error": "not_implemented", "reason": "all_or_nothing is not supported"},
+    ]));
+    c.get("/db/x1").error(404, "not_found");
+    // A replicated edit's error row names its revision.
+    let stub = c.post("/db/_bulk_docs", r#"{"new_edits":false,"docs":[{"_id":"r","_rev":"1-abc","_attachments":{"a":{"stub":true}}},{"_id":"r2","_rev":"1-abd"}]}"#).json();
+    assert_eq!((stub[0]["id"].as_str(), stub[0]["rev"].as_str(), stub[0]["error"].as_str()), (Some("r"), Some("1-abc"), Some("missing_stub")));
+    assert_eq!(stub.as_array().unwrap().len(), 1);
 }
