@@ -153,13 +153,16 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     let Some(Value::Array(wanted)) = body.get("docs") else {
         return Err(HttpError::bad_request("Missing JSON list of 'docs'."));
     };
-    let opts = DocOptions { revs: req.query.flag("revs")?, attachments: req.query.flag("attachments")?, ..Default::default() };
+    // The document-read options, as CouchDB parses them; revisions read this way show none
+    // of the winner's metadata.
+    let query = crate::doc_query::DocQuery::parse(&req.query)?;
+    let opts = DocOptions { revs: query.opts.revs, attachments: query.opts.attachments, att_encoding_info: query.opts.att_encoding_info, ..Default::default() };
     let snap = db.snapshot();
-    let latest = req.query.flag("latest")?;
-    let resolved: Vec<Resolved> = wanted.iter().map(|w| resolve(&snap, w, &opts, latest)).collect::<HttpResult<_>>()?;
-    let accept = req.header("accept").unwrap_or("");
-    if accept.contains("multipart/mixed") && !accept.contains("application/json") {
-        return multipart_results(&snap, &resolved);
+    let resolved: Vec<Resolved> = wanted.iter().map(|w| resolve(&snap, w, &opts, query.latest)).collect::<HttpResult<_>>()?;
+    // Multipart only for a client that does not take JSON, as CouchDB decides.
+    if !req.accepts("application/json") && (req.accepts("multipart/mixed") || req.accepts("multipart/related")) {
+        let outer = if req.accepts("multipart/mixed") { "multipart/mixed" } else { "multipart/related" };
+        return multipart_results(&snap, &resolved, outer);
     }
     let results = resolved
         .iter()
@@ -191,17 +194,26 @@ impl Resolved {
 
 fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -> HttpResult<Resolved> {
     let error = |id: &Value, rev: &Value, e: &str, r: &str| json!({"error": {"id": id, "rev": rev, "error": e, "reason": r}});
+    let failed = |id: Value, rev: &Value, e: &str, r: &str| Ok(Resolved { items: vec![Err(error(&id, rev, e, r))], id, record: None, opts: opts.clone() });
     let Some(id) = wanted.get("id").and_then(Value::as_str) else {
-        let rev = wanted.get("rev").cloned().unwrap_or(Value::Null);
-        return Ok(Resolved { id: Value::Null, record: None, opts: opts.clone(), items: vec![Err(error(&Value::Null, &rev, "bad_request", "document id missed"))] });
+        return failed(Value::Null, &Value::Null, "bad_request", "document id missed");
     };
     let idv = json!(id);
-    let record = snap.record(id)?;
-    let since = wanted.get("atts_since").and_then(Value::as_array).map(|revs| revs.iter().filter_map(|r| r.as_str().and_then(|s| Rev::parse(s).ok())).collect::<Vec<_>>());
-    let opts = match since {
-        Some(revs) => DocOptions { attachments: true, atts_since: Some(revs), ..opts.clone() },
-        None => opts.clone(),
+    if let Err(e) = settee_db::validate_id(id) {
+        let e = HttpError::from(e);
+        return failed(idv, &Value::Null, &e.error, &e.reason);
+    }
+    // `atts_since` as CouchDB reads it: an empty list asks for nothing.
+    let opts = match wanted.get("atts_since") {
+        None | Some(Value::Null) => opts.clone(),
+        Some(Value::Array(revs)) if revs.is_empty() => opts.clone(),
+        Some(Value::Array(revs)) => match revs.iter().map(|r| r.as_str().and_then(|s| Rev::parse(s).ok()).ok_or(r)).collect::<Result<Vec<_>, _>>() {
+            Ok(revs) => DocOptions { attachments: true, atts_since: Some(revs), ..opts.clone() },
+            Err(bad) => return failed(idv, bad, "bad_request", "Invalid rev format"),
+        },
+        Some(other) => return failed(idv, other, "bad_request", "att_since value must be array of revs."),
     };
+    let record = snap.record(id)?;
     let items = match (wanted.get("rev"), &record) {
         (Some(rev_value), _) => match Rev::parse(rev_value.as_str().unwrap_or("")) {
             Err(_) => vec![Err(error(&idv, rev_value, "bad_request", "Invalid rev format"))],
@@ -220,7 +232,7 @@ fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -
 /// `_bulk_get` as `multipart/mixed`: a part per revision (itself `multipart/related` when it
 /// carries attachment bytes, which it does unless `atts_since` leaves them out), errors as
 /// JSON parts flagged `error="true"`.
-fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Response> {
+fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved], outer: &str) -> HttpResult<Response> {
     let boundary = crate::auth::random_hex(16);
     let mut out = Vec::new();
     for r in resolved {
@@ -241,7 +253,7 @@ fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved]) -> HttpResult<Res
         }
     }
     crate::multipart::write_end(&mut out, &boundary);
-    Ok(reply::with_header(reply::bytes(200, out), hyper::header::CONTENT_TYPE, &format!("multipart/mixed; boundary=\"{boundary}\"")))
+    Ok(reply::with_header(reply::bytes(200, out), hyper::header::CONTENT_TYPE, &format!("{outer}; boundary=\"{boundary}\"")))
 }
 
 

@@ -245,6 +245,19 @@ fn replication_endpoints() {
     let mixed = c.send("POST", "/db/_bulk_get", Some(r#"{"docs":[{"id":"d","rev":"2-aaaa"},{"id":"zz"}]}"#), &[("Accept", "multipart/mixed")]);
     assert!(mixed.header("content-type").unwrap().starts_with("multipart/mixed"), "{:?}", mixed.headers);
     assert!(mixed.text.contains("\"_rev\":\"2-aaaa\"") && mixed.text.contains("error=\"true\""), "{}", mixed.text);
+    // Entries CouchDB refuses one by one, each naming what it can.
+    let odd = c.post("/db/_bulk_get", r#"{"docs":[{"rev":"1-x"},{"id":"_bad"},{"id":"d","atts_since":"x"},{"id":"d","atts_since":["bad"]},{"id":"d","rev":"2-aaaa","atts_since":[]}]}"#).json();
+    let error = |k: usize| odd["results"][k]["docs"][0]["error"].clone();
+    assert_eq!(error(0), json!({"id": null, "rev": null, "error": "bad_request", "reason": "document id missed"}));
+    assert_eq!((error(1)["rev"].clone(), error(1)["error"].clone()), (Value::Null, json!("illegal_docid")));
+    assert_eq!((error(2)["rev"].as_str(), error(2)["reason"].as_str()), (Some("x"), Some("att_since value must be array of revs.")));
+    assert_eq!((error(3)["rev"].as_str(), error(3)["reason"].as_str()), (Some("bad"), Some("Invalid rev format")));
+    assert_eq!(odd["results"][4]["docs"][0]["ok"]["_rev"], "2-aaaa", "an empty atts_since asks for nothing");
+    // Multipart only for a client that does not take JSON; multipart/related when that is all it takes.
+    let related = c.send("POST", "/db/_bulk_get", Some(r#"{"docs":[{"id":"d","rev":"2-aaaa"}]}"#), &[("Accept", "multipart/related")]);
+    assert!(related.header("content-type").unwrap().starts_with("multipart/related; boundary="), "{:?}", related.headers);
+    let both = c.send("POST", "/db/_bulk_get", Some(r#"{"docs":[{"id":"d","rev":"2-aaaa"}]}"#), &[("Accept", "multipart/mixed, application/json")]);
+    assert_eq!(both.json()["results"][0]["docs"][0]["ok"]["_rev"], "2-aaaa");
     c.post("/db/_bulk_get?rev=1-x", r#"{"docs":[]}"#).error(400, "bad_request");
     c.post("/db/_bulk_get", r#"{}"#).error(400, "bad_request");
     // Revs limit and security are stored and returned.
