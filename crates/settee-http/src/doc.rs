@@ -329,7 +329,9 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
     };
     let dest_id = percent_encoding::percent_decode_str(&dest_id).decode_utf8_lossy().into_owned();
     let rev = req.query.get("rev").map(parse_rev).transpose()?;
-    let source = db.snapshot().open_doc(id, rev.as_ref(), &DocOptions::default())?;
+    // The copy takes the source's attachments along, bytes and all (they may belong in
+    // another shard's file).
+    let source = db.snapshot().open_doc(id, rev.as_ref(), &DocOptions { attachments: true, ..DocOptions::default() })?;
     let mut value = parse_doc(&source)?;
     if let Value::Object(map) = &mut value {
         map.remove("_id");

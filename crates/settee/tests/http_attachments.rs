@@ -42,6 +42,17 @@ fn inline_attachments_stubs_and_inline_data() {
     c.put("/db/e", r#"{"_attachments":{"_a":{"data":"AA=="}}}"#).error(400, "bad_request");
     c.put("/db/e", r#"{"_attachments":[1]}"#).error(400, "bad_request");
     c.get("/db/e").error(404, "not_found");
+    // COPY takes the attachments along, whichever shard the copy lands in.
+    c.put("/db/src", r#"{"v":1,"_attachments":{"t.txt":{"content_type":"text/plain","data":"aGVsbG8gY29weQ=="},"x.bin":{"content_type":"image/png","data":"AAEC"}}}"#);
+    for dest in ["copy1", "copy2", "copy3", "copy4"] {
+        let r = s.raw(&format!("COPY /db/src HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nDestination: {dest}\r\nConnection: close\r\n\r\n", common::admin_auth()));
+        assert!(r.starts_with("HTTP/1.1 201"), "{dest}: {r}");
+        assert_eq!(c.get(&format!("/db/{dest}/t.txt")).text, "hello copy");
+        assert_eq!(c.get(&format!("/db/{dest}/x.bin")).text.as_bytes(), [0, 1, 2]);
+        let (from, to) = (c.get("/db/src").json(), c.get(&format!("/db/{dest}")).json());
+        assert_eq!(from["_attachments"]["t.txt"]["digest"], to["_attachments"]["t.txt"]["digest"]);
+        assert_eq!(to["v"], 1);
+    }
 }
 
 #[test]
