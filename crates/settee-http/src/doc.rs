@@ -307,11 +307,18 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let rev = req.query.get("rev").map(str::to_string).or_else(|| if_match(req));
-    let Some(rev) = rev else {
-        let snap = db.snapshot();
-        let exists = if is_local(id) { snap.local(id)?.is_some() } else { snap.record(id)?.is_some_and(|r| !r.tree.is_deleted()) };
-        return Err(if exists { HttpError::new(409, "conflict", "Document update conflict.") } else { HttpError::not_found("missing") });
+    // As CouchDB: the document must be there to be deleted (404 `missing` or `deleted`
+    // whatever revision is named), then `rev` and `If-Match` must agree, then a revision
+    // is needed.
+    let snap = db.snapshot();
+    if is_local(id) {
+        snap.local(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+    } else {
+        snap.resolve_winner(id)?;
+    }
+    let rev = match (req.query.get("rev").map(str::to_string), if_match(req)) {
+        (Some(q), Some(h)) if q != h => return Err(HttpError::bad_request("Document rev and etag have different values")),
+        (q, h) => q.or(h).ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?,
     };
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;

@@ -68,10 +68,16 @@ fn document_crud_follows_couchdb() {
     // Deleting.
     c.delete("/db/doc").error(409, "conflict");
     c.delete("/db/missing").error(404, "not_found");
+    assert_eq!(c.delete("/db/missing?rev=1-abc").error(404, "not_found").json()["reason"], "missing");
+    let disagree = c.send("DELETE", &format!("/db/doc?rev={rev3}"), None, &[("If-Match", "\"1-abc\"")]);
+    assert_eq!(disagree.error(400, "bad_request").json()["reason"], "Document rev and etag have different values");
     let del = c.delete(&format!("/db/doc?rev={rev3}"));
     assert_eq!(del.status, 200);
     let rev4 = del.json()["rev"].as_str().unwrap().to_string();
     assert_eq!(c.get("/db/doc").error(404, "not_found").json()["reason"], "deleted");
+    // A deleted document is not deleted again, even named by its tombstone.
+    assert_eq!(c.delete(&format!("/db/doc?rev={rev4}")).error(404, "not_found").json()["reason"], "deleted");
+    assert_eq!(c.get("/db").json()["update_seq"].as_str().unwrap().split('-').next(), Some("4"));
     assert_eq!(c.get(&format!("/db/doc?rev={rev4}")).json()["_deleted"], true);
     assert_eq!(c.get("/db/never").json()["reason"], "missing");
     // Recreating continues the history.
