@@ -20,7 +20,7 @@ use crate::db::{join_error, open};
 use crate::doc::parse_rev;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
-use crate::request::Req;
+use crate::request::{url_encode, Req};
 use crate::server::State;
 
 /// Dispatches on the method.
@@ -221,7 +221,8 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: 
     let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
     let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     let resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
-    Ok(reply::with_header(resp, LOCATION, &format!("/{name}/{id}/{att_name}")))
+    let path = format!("/{}/{}/{}", url_encode(name), url_encode(id), url_encode(att_name));
+    Ok(reply::with_header(resp, LOCATION, &crate::node::absolute_uri(state, req, &path)))
 }
 
 /// Streams a request body into loose blobs of the document's shard.

@@ -27,7 +27,8 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             let n = name.to_string();
             let security = access::default_security(state);
             tokio::task::spawn_blocking(move || st.catalog.create_secured(&n, q, security)).await.map_err(join_error)??;
-            Ok(reply::with_header(reply::json(201, &json!({"ok": true})), LOCATION, &format!("/{name}")))
+            let location = crate::node::absolute_uri(state, req, &format!("/{}", crate::request::url_encode(name)));
+            Ok(reply::with_header(reply::json(201, &json!({"ok": true})), LOCATION, &location))
         }
         Method::GET | Method::HEAD => {
             let db = open(state, name)?;

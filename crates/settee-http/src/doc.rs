@@ -14,7 +14,7 @@ use crate::doc_query::DocQuery;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::multipart;
-use crate::request::Req;
+use crate::request::{url_encode, Req};
 use crate::server::State;
 
 /// Dispatches on the method.
@@ -262,7 +262,27 @@ fn follows_part(entry: &Value) -> HttpResult<(String, Option<u64>)> {
 }
 
 /// Applies one edit and answers as CouchDB does for a single-document write.
-async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, status: u16) -> HttpResult<Response> {
+/// Which single-document write answers: each has its own status and headers in CouchDB.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Put,
+    Post,
+    Delete,
+    Copy,
+}
+
+impl Answer {
+    /// 200 for a deletion, 201 otherwise.
+    fn status(self, deleted: bool) -> u16 {
+        if self == Answer::Delete || deleted {
+            200
+        } else {
+            201
+        }
+    }
+}
+
+async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, answer: Answer) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
@@ -282,18 +302,22 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
     if durability == Durability::Batch {
         return Ok(reply::json(202, &json!({"ok": true, "id": id})));
     }
-    let resp = reply::json(status, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
-    let resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
-    let location = format!("/{}/{}", db.name(), percent_encoding::utf8_percent_encode(&id, percent_encoding::NON_ALPHANUMERIC));
-    Ok(reply::with_header(resp, LOCATION, &location))
+    let mut resp = reply::json(answer.status(deleted), &json!({"ok": true, "id": id, "rev": rev.to_string()}));
+    if answer != Answer::Post {
+        resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
+    }
+    if answer != Answer::Delete {
+        let path = format!("/{}/{}", url_encode(db.name()), url_encode(&id));
+        resp = reply::with_header(resp, LOCATION, &crate::node::absolute_uri(state, req, &path));
+    }
+    Ok(resp)
 }
 
 async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let (mode, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, Some(id)).await?;
-    let status = if doc.deleted { 200 } else { 201 };
-    write_one(state, req, &db, doc, mode, durability, status).await
+    write_one(state, req, &db, doc, mode, durability, Answer::Put).await
 }
 
 /// `POST /{db}`: a new document with a generated id unless it names one.
@@ -302,7 +326,7 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let db = open(state, name)?;
     let (_, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, None).await?;
-    write_one(state, req, &db, doc, EditMode::Interactive, durability, 201).await
+    write_one(state, req, &db, doc, EditMode::Interactive, durability, Answer::Post).await
 }
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
@@ -323,7 +347,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
     let (_, durability) = write_options(req)?;
-    write_one(state, req, &db, doc, EditMode::Interactive, durability, 200).await
+    write_one(state, req, &db, doc, EditMode::Interactive, durability, Answer::Delete).await
 }
 
 /// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.
@@ -348,5 +372,5 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
         }
     }
     let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
-    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, 201).await
+    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, Answer::Copy).await
 }

@@ -114,7 +114,7 @@ fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> HttpRe
 
 /// `path` on this server as the client reached it: the forwarded host or the `Host` header,
 /// and https when the request came over TLS or a proxy says it did, as CouchDB builds it.
-fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
+pub(crate) fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
     let named = |key: &str, default: &str| state.config.read().expect("config lock").get("chttpd", key).unwrap_or(default).to_string();
     let (host_header, ssl_header, proto_header) = (named("x_forwarded_host", "X-Forwarded-Host"), named("x_forwarded_ssl", "X-Forwarded-Ssl"), named("x_forwarded_proto", "X-Forwarded-Proto"));
     let host = req.header(host_header.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");

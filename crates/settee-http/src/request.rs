@@ -172,6 +172,19 @@ pub fn segments(path: &str) -> Vec<String> {
     path.split('/').filter(|s| !s.is_empty()).map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned()).collect()
 }
 
+/// A path segment encoded as CouchDB encodes the ones it puts in `Location`: letters,
+/// digits and `_ . - :` kept, every other byte `%XX`.
+pub fn url_encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b':' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 /// [`Req::accepts`] for an `Accept` header's text: some range with a quality above 0 takes
 /// the type, and none names the type or its main type with `/*` at quality 0.
 fn accepts(accept: &str, content_type: &str) -> bool {
@@ -203,6 +216,12 @@ mod tests {
         assert_eq!(q.u64("neg").unwrap_err().reason, "Invalid value for positive integer: \"-1\"");
         assert_eq!(q.u64("skip").unwrap_err().reason, "Invalid value for integer: \"zz\"");
         assert_eq!(q.get("k"), Some("a b"));
+    }
+
+    #[test]
+    fn location_segments_are_encoded_as_couchdb_encodes_them() {
+        assert_eq!(url_encode("_design/a b:c.d-e"), "_design%2Fa%20b:c.d-e");
+        assert_eq!(url_encode("é"), "%C3%A9");
     }
 
     #[test]

@@ -12,7 +12,7 @@ fn database_lifecycle_and_errors() {
     let r = c.put("/db", "");
     assert_eq!(r.status, 201);
     assert_eq!(r.json(), json!({"ok": true}));
-    assert_eq!(r.header("location"), Some("/db"));
+    assert_eq!(r.header("location"), Some(format!("{}/db", s.url).as_str()), "an absolute URI, as CouchDB answers");
     c.put("/db", "").error(412, "file_exists");
     c.put("/Bad", "").error(400, "illegal_database_name");
     c.put("/_bad", "").error(400, "bad_request");
@@ -42,7 +42,7 @@ fn document_crud_follows_couchdb() {
     let rev1 = r.json()["rev"].as_str().unwrap().to_string();
     assert_eq!(rev1, "1-23202479633c2b380f79507a776743d5", "same revision id as CouchDB gives");
     assert_eq!(r.header("etag"), Some(format!("\"{rev1}\"").as_str()));
-    assert_eq!(r.header("location"), Some("/db/doc"));
+    assert_eq!(r.header("location"), Some(format!("{}/db/doc", s.url).as_str()));
     let got = c.get("/db/doc");
     assert_eq!(got.text, format!("{{\"_id\":\"doc\",\"_rev\":\"{rev1}\",\"a\":1}}\n"));
     assert_eq!(got.header("etag"), Some(format!("\"{rev1}\"").as_str()));
@@ -111,6 +111,12 @@ fn ids_bodies_and_bad_input() {
     assert_eq!(r.status, 201);
     let id = r.json()["id"].as_str().unwrap().to_string();
     assert_eq!(id.len(), 32);
+    assert_eq!((r.header("location"), r.header("etag")), (Some(format!("{}/db/{id}", s.url).as_str()), None), "POST answers a Location and no ETag");
+    let design = c.put("/db/_design/a%20b", "{}");
+    assert_eq!(design.header("location"), Some(format!("{}/db/_design%2Fa%20b", s.url).as_str()));
+    let rev = design.json()["rev"].as_str().unwrap().to_string();
+    let gone = c.delete(&format!("/db/_design/a%20b?rev={rev}"));
+    assert_eq!((gone.status, gone.header("location"), gone.header("etag").is_some()), (200, None, true), "DELETE answers an ETag and no Location: {}", gone.text);
     let text = c.get(&format!("/db/{id}")).text;
     assert!(text.ends_with(r#","z":1.50,"a":[1,{"b":null}],"n":123456789012345678901234567890}"#.to_string().as_str().trim_end()) || text.contains(r#""z":1.50,"a":[1,{"b":null}],"n":123456789012345678901234567890}"#), "{text}");
     // batch=ok answers 202 before the commit; the write is there afterwards.
