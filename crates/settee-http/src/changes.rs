@@ -51,7 +51,7 @@ struct SeqInterval {
 impl SeqInterval {
     /// Whether the row after `written` earlier rows of the feed carries its sequence.
     fn shows(&self, written: u64) -> bool {
-        self.every.is_none_or(|n| self.limit.wrapping_sub(written) % n == 0)
+        self.every.is_none_or(|n| self.limit.wrapping_sub(written).is_multiple_of(n))
     }
 }
 

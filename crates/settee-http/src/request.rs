@@ -194,7 +194,7 @@ fn accepts(accept: &str, content_type: &str) -> bool {
         .map(|range| {
             let mut params = range.split(';');
             let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
-            let quality = params.filter_map(|p| p.trim().strip_prefix("q=")).last().map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
+            let quality = params.filter_map(|p| p.trim().strip_prefix("q=")).next_back().map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
             (media, quality.is_some_and(|q| q > 0.0))
         })
         .collect();

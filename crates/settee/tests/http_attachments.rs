@@ -156,7 +156,7 @@ fn multipart_related_uploads_and_downloads() {
     let pushed = |id: &str, length: Option<u64>, data: &[u8]| {
         let entry = match length {
             Some(n) => format!(r#"{{"follows":true,"content_type":"text/plain","length":{n},"encoding":"gzip","encoded_length":{}}}"#, data.len()),
-            None => format!(r#"{{"follows":true,"content_type":"text/plain","encoding":"gzip"}}"#),
+            None => r#"{"follows":true,"content_type":"text/plain","encoding":"gzip"}"#.to_string(),
         };
         let mut body = format!("--B\r\nContent-Type: application/json\r\n\r\n{{\"_id\":\"{id}\",\"_rev\":\"1-abc\",\"_attachments\":{{\"g.txt\":{entry}}}}}\r\n--B\r\n\r\n").into_bytes();
         body.extend_from_slice(data);
@@ -273,10 +273,6 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Where `needle` first occurs in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
 
 /// PUTs a binary body of a content type on a raw connection; the whole answer.
 fn put_typed(s: &TestServer, path: &str, content_type: &str, body: &[u8]) -> String {
