@@ -365,16 +365,25 @@ pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &
     }
 }
 
-/// Most documents one `_purge` request may name (`[purge] max_document_id_number`).
+/// Most documents one `_purge` request may name by default (`[purge] max_document_id_number`).
 const MAX_PURGE_IDS: usize = 100;
+/// Most revisions one `_purge` request may name by default (`[purge] max_revisions_number`).
+const MAX_PURGE_REVS: usize = 1000;
 
 /// `POST /{db}/_purge`: `{"docid": ["rev", …]}` removes those leaf revisions for good.
 async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpResult<Response> {
     access::db_admin(req, db)?;
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
-    if body.len() > MAX_PURGE_IDS {
+    let (most_ids, most_revs) = {
+        let config = state.config.read().expect("config lock");
+        (config.get_or("purge", "max_document_id_number", MAX_PURGE_IDS), config.get_or("purge", "max_revisions_number", MAX_PURGE_REVS))
+    };
+    if body.len() > most_ids {
         return Err(HttpError::bad_request("Exceeded maximum number of documents."));
+    }
+    if body.values().map(|revs| revs.as_array().map_or(0, Vec::len)).sum::<usize>() > most_revs {
+        return Err(HttpError::bad_request("Exceeded maximum number of revisions."));
     }
     let mut docs = Vec::with_capacity(body.len());
     for (id, revs) in body {

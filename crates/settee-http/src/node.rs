@@ -178,23 +178,29 @@ fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
 }
 
 async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
-    let keys: Vec<String> = match req.method {
-        Method::GET | Method::HEAD => state.catalog.list()?,
+    let keys: Vec<Value> = match req.method {
+        Method::GET | Method::HEAD => state.catalog.list()?.into_iter().map(Value::String).collect(),
         Method::POST => {
             req.require_json()?;
             let body = req.json_object(state.max_request).await?;
-            match body.get("keys") {
-                Some(Value::Array(keys)) => keys.iter().map(|k| k.as_str().map(str::to_string).ok_or_else(|| HttpError::bad_request("`keys` member must be an array of strings."))).collect::<HttpResult<_>>()?,
-                _ => return Err(HttpError::bad_request("`keys` member must exist.")),
+            let keys = match body.get("keys") {
+                Some(Value::Array(keys)) => keys.clone(),
+                Some(_) => return Err(HttpError::bad_request("`keys` member must be an array.")),
+                None => return Err(HttpError::bad_request("`keys` member must exist.")),
+            };
+            let most = state.config.read().expect("config lock").get_or("chttpd", "max_db_number_for_dbs_info_req", 100usize);
+            if keys.len() > most {
+                return Err(HttpError::bad_request("too_many_keys"));
             }
+            keys
         }
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        match state.catalog.get(&key) {
-            Ok(db) => out.push(json!({"key": key, "info": db_info(&db)?})),
-            Err(_) => out.push(json!({"key": key, "error": "not_found"})),
+        match key.as_str().map(|name| state.catalog.get(name)) {
+            Some(Ok(db)) => out.push(json!({"key": key, "info": db_info(&db)?})),
+            _ => out.push(json!({"key": key, "error": "not_found"})),
         }
     }
     Ok(reply::json(200, &json!(out)))

@@ -307,6 +307,15 @@ fn purge_removes_revisions_for_good() {
     assert_eq!(c.get("/db").json()["doc_count"], 0);
     assert_eq!(c.get("/db/_changes").json()["results"], json!([]));
     c.post("/db/_purge", r#"{"p":"2-x"}"#).error(400, "bad_request");
+    // The limits of one request, from `[purge]`: 100 documents and 1,000 revisions by default.
+    let revs = |n: usize| (0..n).map(|k| format!("1-{k:032x}")).collect::<Vec<_>>();
+    let too_many_revs = json!({"p": revs(600), "q": revs(401)}).to_string();
+    assert_eq!(c.post("/db/_purge", &too_many_revs).error(400, "bad_request").json()["reason"], "Exceeded maximum number of revisions.");
+    assert_eq!(c.post("/db/_purge", &json!({"p": revs(600), "q": revs(400)}).to_string()).status, 201);
+    common::set_config(&c, "purge", "max_revisions_number", "2");
+    assert_eq!(c.post("/db/_purge", r#"{"p":["1-a","1-b","1-c"]}"#).error(400, "bad_request").json()["reason"], "Exceeded maximum number of revisions.");
+    common::set_config(&c, "purge", "max_document_id_number", "1");
+    assert_eq!(c.post("/db/_purge", r#"{"p":["1-a"],"q":["1-b"]}"#).error(400, "bad_request").json()["reason"], "Exceeded maximum number of documents.");
     assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(1000));
     assert_eq!(c.put("/db/_purged_infos_limit", "20").status, 200);
     assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(20));

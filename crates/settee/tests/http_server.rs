@@ -137,6 +137,15 @@ fn all_dbs_dbs_info_and_node_endpoints() {
     assert_eq!(info[0]["info"]["db_name"], "a");
     assert_eq!(info[1]["error"], "not_found");
     assert_eq!(c.get("/_dbs_info").json().as_array().unwrap().len(), 6);
+    // As CouchDB: a key that names no database, a string or not, is a not_found row; keys
+    // beyond `[chttpd] max_db_number_for_dbs_info_req` (100) are refused whole.
+    assert_eq!(c.post("/_dbs_info", r#"{"keys":[1,"a"]}"#).json()[0], json!({"key": 1, "error": "not_found"}));
+    assert_eq!(c.post("/_dbs_info", r#"{"keys":"a"}"#).error(400, "bad_request").json()["reason"], "`keys` member must be an array.");
+    let many = json!({"keys": (0..101).map(|i| format!("db{i}")).collect::<Vec<_>>()}).to_string();
+    assert_eq!(c.post("/_dbs_info", &many).error(400, "bad_request").json()["reason"], "too_many_keys");
+    common::set_config(&c, "chttpd", "max_db_number_for_dbs_info_req", "2");
+    c.post("/_dbs_info", r#"{"keys":["a","b","e"]}"#).error(400, "bad_request");
+    assert_eq!(c.post("/_dbs_info", r#"{"keys":["a","b"]}"#).status, 200);
     assert_eq!(c.get("/_active_tasks").json(), json!([]));
     assert_eq!(c.get("/_membership").json()["all_nodes"].as_array().unwrap().len(), 1);
     assert!(c.get("/_node/_local").json()["name"].is_string());
