@@ -99,7 +99,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
 
 /// The `ETag` of a normal feed: a hash of each shard's commit and of the query and body, so
 /// that it changes with any write, purge or compaction, and two different questions never
-/// share one. In CouchDB's form: a 128-bit hash in base 36, quoted.
+/// share one.
 fn etag(snap: &DbSnapshot, query: &Query, body: &[u8]) -> String {
     use md5::{Digest, Md5};
     let mut hash = Md5::new();
@@ -114,17 +114,7 @@ fn etag(snap: &DbSnapshot, query: &Query, body: &[u8]) -> String {
         }
     }
     hash.update(body);
-    let mut n = u128::from_be_bytes(hash.finalize().into());
-    let mut digits = Vec::with_capacity(26);
-    loop {
-        digits.push(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(n % 36) as usize]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    digits.reverse();
-    format!("\"{}\"", String::from_utf8(digits).expect("ASCII digits"))
+    reply::hashed_etag(hash.finalize().into())
 }
 
 fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: Option<Value>) -> HttpResult<Params> {

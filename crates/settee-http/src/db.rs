@@ -92,14 +92,15 @@ fn id_bound(q: &Query, names: &[&str], docids: &[&str]) -> HttpResult<Option<Str
 
 /// The query of `_all_docs`, with the members of a POST body other than `keys` added where
 /// the query string does not give them (CouchDB reads options from either).
-fn all_docs_query(req: &Req, body: Option<&serde_json::Map<String, Value>>) -> Query {
+fn all_docs_query<'a>(req: &'a Req, body: Option<&serde_json::Map<String, Value>>) -> std::borrow::Cow<'a, Query> {
+    let Some(body) = body else { return std::borrow::Cow::Borrowed(&req.query) };
     let mut q = req.query.clone();
-    for (k, v) in body.into_iter().flatten().filter(|(k, _)| k.as_str() != "keys") {
+    for (k, v) in body.iter().filter(|(k, _)| k.as_str() != "keys") {
         if q.get(k).is_none() {
             q.0.push((k.clone(), v.to_string()));
         }
     }
-    q
+    std::borrow::Cow::Owned(q)
 }
 
 /// `GET/POST /{db}/_all_docs`, `_design_docs` and `_local_docs`.
@@ -287,10 +288,7 @@ fn local_row(snap: &settee_db::DbSnapshot, id: &str, opts: &AllDocsOptions) -> V
     let rev = format!("0-{n}");
     let mut row = json!({"id": id, "key": id, "value": {"rev": rev}});
     if opts.include_docs {
-        let mut doc = Vec::with_capacity(stored.len() + 48);
-        settee_json::body::begin(&mut doc, id, Some(&rev), &stored);
-        settee_json::body::end(&mut doc);
-        row["doc"] = serde_json::from_slice(&doc).unwrap_or(Value::Null);
+        row["doc"] = serde_json::from_slice(&crate::doc::local_json(id, &rev, &stored, None)).unwrap_or(Value::Null);
     }
     row
 }

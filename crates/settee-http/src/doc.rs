@@ -143,25 +143,29 @@ fn local_get(req: &Req, snap: &DbSnapshot, id: &str, q: &DocQuery) -> HttpResult
     if q.rev_to_open().is_some_and(|r| r.to_string() != rev) {
         return Err(HttpError::not_found("missing"));
     }
-    let etag = local_etag(&rev, &stored);
+    // Its revision is not enough for an ETag: a local document written anew after a
+    // deletion starts its count again.
+    let etag = {
+        use md5::{Digest, Md5};
+        reply::hashed_etag(Md5::new().chain_update(rev.as_bytes()).chain_update([0]).chain_update(&stored).finalize().into())
+    };
     if if_none_match(req, &etag) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
-    let mut out = Vec::with_capacity(stored.len() + 48);
-    body::begin(&mut out, id, Some(&rev), &stored);
-    if q.opts.revs {
-        body::member(&mut out, "_revisions", &serde_json::to_vec(&json!({"start": 0, "ids": [n.to_string()]})).expect("json"));
-    }
-    body::end(&mut out);
-    Ok(reply::with_header(reply::json_bytes(200, out), ETAG, &etag))
+    let revisions = q.opts.revs.then(|| json!({"start": 0, "ids": [n.to_string()]}));
+    Ok(reply::with_header(reply::json_bytes(200, local_json(id, &rev, &stored, revisions.as_ref())), ETAG, &etag))
 }
 
-/// A local document's `ETag`: its revision is not enough, since a local document written
-/// anew after a deletion starts its count again.
-fn local_etag(rev: &str, stored: &[u8]) -> String {
-    use md5::{Digest, Md5};
-    let digest = Md5::new().chain_update(rev.as_bytes()).chain_update([0]).chain_update(stored).finalize();
-    format!("\"{}\"", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+/// A local document's JSON: its id and revision spliced before its stored members, and
+/// `_revisions` after them when given.
+pub fn local_json(id: &str, rev: &str, stored: &[u8], revisions: Option<&Value>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(stored.len() + 48);
+    body::begin(&mut out, id, Some(rev), stored);
+    if let Some(revisions) = revisions {
+        body::member(&mut out, "_revisions", &serde_json::to_vec(revisions).expect("json"));
+    }
+    body::end(&mut out);
+    out
 }
 
 /// A rendered document as a JSON value.
@@ -261,7 +265,6 @@ fn follows_part(entry: &Value) -> HttpResult<(String, Option<u64>)> {
     }
 }
 
-/// Applies one edit and answers as CouchDB does for a single-document write.
 /// Which single-document write answers: each has its own status and headers in CouchDB.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -282,6 +285,7 @@ impl Answer {
     }
 }
 
+/// Applies one edit and answers as CouchDB does for a single-document write.
 async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, answer: Answer) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {

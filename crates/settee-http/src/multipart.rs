@@ -134,13 +134,20 @@ impl Reader {
     }
 }
 
-/// Appends one part to a multipart body being written.
-pub fn write_part(out: &mut Vec<u8>, boundary: &str, headers: &[(&str, String)], body: &[u8]) {
-    out.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+/// What starts a part of a multipart body: its delimiter and headers, up to the blank line.
+pub fn part_head(boundary: &str, headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = format!("--{boundary}\r\n").into_bytes();
     for (k, v) in headers {
         out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
     }
     out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// Appends one part to a multipart body being written.
+pub fn write_part(out: &mut Vec<u8>, boundary: &str, headers: &[(&str, String)], body: &[u8]) {
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    out.extend_from_slice(&part_head(boundary, &headers));
     out.extend_from_slice(body);
     out.extend_from_slice(b"\r\n");
 }
@@ -197,11 +204,12 @@ impl Related {
         if self.follows.is_empty() {
             return out(&self.json);
         }
-        out(format!("--{}\r\nContent-Type: application/json\r\n\r\n", self.boundary).as_bytes())?;
+        out(&part_head(&self.boundary, &[("Content-Type", "application/json")]))?;
         out(&self.json)?;
         for att in &self.follows {
-            let filename = serde_json::to_string(&att.name).expect("json");
-            out(format!("\r\n--{}\r\nContent-Disposition: attachment; filename={filename}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n", self.boundary, att.content_type, att.length).as_bytes())?;
+            let disposition = format!("attachment; filename={}", serde_json::to_string(&att.name).expect("json"));
+            out(b"\r\n")?;
+            out(&part_head(&self.boundary, &[("Content-Disposition", &disposition), ("Content-Type", &att.content_type), ("Content-Length", &att.length.to_string())]))?;
             let mut reader = crate::att::identity_reader(snap.clone(), id, att);
             let mut buf = vec![0u8; 64 * 1024];
             loop {

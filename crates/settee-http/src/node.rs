@@ -115,10 +115,10 @@ fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> HttpRe
 /// `path` on this server as the client reached it: the forwarded host or the `Host` header,
 /// and https when the request came over TLS or a proxy says it did, as CouchDB builds it.
 pub(crate) fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
-    let named = |key: &str, default: &str| state.config.read().expect("config lock").get("chttpd", key).unwrap_or(default).to_string();
-    let (host_header, ssl_header, proto_header) = (named("x_forwarded_host", "X-Forwarded-Host"), named("x_forwarded_ssl", "X-Forwarded-Ssl"), named("x_forwarded_proto", "X-Forwarded-Proto"));
-    let host = req.header(host_header.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");
-    let https = req.tls || req.header(ssl_header.as_str()) == Some("on") || req.header(proto_header.as_str()) == Some("https");
+    let settings = state.settings.load();
+    let named = &settings.forwarded;
+    let host = req.header(named.host.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");
+    let https = req.tls || req.header(named.ssl.as_str()) == Some("on") || req.header(named.proto.as_str()) == Some("https");
     format!("{}://{host}{path}", if https { "https" } else { "http" })
 }
 

@@ -68,6 +68,21 @@ pub fn error(e: &HttpError) -> Response {
     resp
 }
 
+/// An `ETag` in CouchDB's form for what a 128-bit hash names: the hash in base 36, quoted.
+pub fn hashed_etag(hash: [u8; 16]) -> String {
+    let mut n = u128::from_be_bytes(hash);
+    let mut digits = Vec::with_capacity(26);
+    loop {
+        digits.push(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    format!("\"{}\"", String::from_utf8(digits).expect("ASCII digits"))
+}
+
 /// Adds a header (ignored if the value is not a valid header value).
 pub fn with_header(mut resp: Response, name: HeaderName, value: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(value) {

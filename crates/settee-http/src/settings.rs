@@ -19,6 +19,20 @@ pub struct Settings {
     pub users_db: String,
     /// `[admins]`: each server admin's password hash.
     pub admins: HashMap<String, String>,
+    /// The headers a proxy names the client's host and scheme in (`[chttpd] x_forwarded_host`,
+    /// `x_forwarded_ssl`, `x_forwarded_proto`), for the absolute URIs answers carry.
+    pub forwarded: Forwarded,
+}
+
+/// Header names a proxy uses for what the client asked for.
+#[derive(Debug)]
+pub struct Forwarded {
+    /// The host the client used.
+    pub host: String,
+    /// `on` when the client used TLS.
+    pub ssl: String,
+    /// `https` when the client used TLS.
+    pub proto: String,
 }
 
 impl Settings {
@@ -35,6 +49,11 @@ impl Settings {
             require_valid_user_except_for_up: config.get_or("chttpd", "require_valid_user_except_for_up", false),
             users_db: auth::users_db(config),
             admins,
+            forwarded: Forwarded {
+                host: config.get("chttpd", "x_forwarded_host").unwrap_or("X-Forwarded-Host").to_string(),
+                ssl: config.get("chttpd", "x_forwarded_ssl").unwrap_or("X-Forwarded-Ssl").to_string(),
+                proto: config.get("chttpd", "x_forwarded_proto").unwrap_or("X-Forwarded-Proto").to_string(),
+            },
         }
     }
 }
