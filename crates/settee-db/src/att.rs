@@ -225,18 +225,19 @@ pub fn decode_bytes(encoding: Encoding, stored: Vec<u8>) -> Result<Vec<u8>> {
 /// parts of a `multipart/related` upload, already stored or prepared).
 pub fn parse_attachments(value: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<Vec<NewAtt>> {
     let Value::Object(map) = value else {
-        return Err(Error::BadRequest("_attachments must be a JSON object".into()));
+        return Err(Error::DocValidation("Bad special document member: _attachments".into()));
     };
-    map.into_iter().map(|(name, v)| parse_one(name, v, policy, parts)).collect()
+    // As CouchDB: an entry that is not an object is no attachment, and is left out.
+    map.into_iter().filter_map(|(name, v)| match v {
+        Value::Object(obj) => Some(parse_one(name, obj, policy, parts)),
+        _ => None,
+    }).collect()
 }
 
-fn parse_one(name: String, v: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<NewAtt> {
+fn parse_one(name: String, obj: Map<String, Value>, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<NewAtt> {
     if name.starts_with('_') {
         return Err(Error::BadRequest(format!("Attachment name '{name}' starts with prohibited character '_'")));
     }
-    let Value::Object(obj) = v else {
-        return Err(Error::BadRequest(format!("Attachment {name} must be a JSON object")));
-    };
     let content_type = text(&obj, "content_type").unwrap_or("application/octet-stream").to_string();
     if obj.get("stub") == Some(&Value::Bool(true)) {
         return Ok(NewAtt { name, content_type, source: AttSource::Stub });
@@ -245,10 +246,8 @@ fn parse_one(name: String, v: Value, policy: &AttPolicy, parts: &mut std::vec::I
         let source = parts.next().ok_or_else(|| Error::BadRequest(format!("No multipart part for attachment {name}")))?;
         return Ok(NewAtt { name, content_type, source });
     }
-    let Some(data) = text(&obj, "data") else {
-        return Err(Error::BadRequest(format!("Attachment {name} needs `data` or `\"stub\": true`")));
-    };
-    let bytes = STANDARD.decode(data.as_bytes()).map_err(|_| Error::BadRequest(format!("Invalid attachment data for {name}")))?;
+    let bytes = text(&obj, "data").and_then(|data| STANDARD.decode(data.as_bytes()).ok());
+    let Some(bytes) = bytes else { return Err(Error::BadRequest(format!("Invalid attachment data for {name}"))) };
     let source = policy.prepare(&content_type, &bytes);
     Ok(NewAtt { name, content_type, source })
 }

@@ -85,11 +85,25 @@ pub struct DocLimits {
     pub max_document_size: usize,
     /// How attachments are stored.
     pub atts: AttPolicy,
+    /// Longest document id accepted, in bytes (`[couchdb] max_document_id_length`; none by
+    /// default, as CouchDB's `infinity`).
+    pub max_document_id_length: Option<usize>,
+}
+
+impl DocLimits {
+    /// Checks an id a write would create by CouchDB's rules and length limit.
+    pub fn check_id(&self, id: &str) -> Result<()> {
+        validate_id(id)?;
+        match self.max_document_id_length {
+            Some(max) if max > 0 && id.len() > max => Err(Error::IllegalDocId("Document id is too long".into())),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Default for DocLimits {
     fn default() -> DocLimits {
-        DocLimits { max_document_size: 8_000_000, atts: AttPolicy::default() }
+        DocLimits { max_document_size: 8_000_000, atts: AttPolicy::default(), max_document_id_length: None }
     }
 }
 
@@ -129,18 +143,19 @@ impl NewDoc {
             }
         }
         if let Some(body_id) = &id {
-            validate_id(body_id)?;
+            limits.check_id(body_id)?;
         }
         let id = match url_id {
             Some(u) => u.to_string(),
             None => id.unwrap_or_else(new_id),
         };
-        validate_id(&id)?;
+        limits.check_id(&id)?;
         let revs = match revisions {
             Some(r) => parse_revisions(r)?,
             None => match rev {
                 Some(Value::String(s)) => vec![Rev::parse(&s).map_err(bad_rev)?],
-                Some(Value::Null) | None => Vec::new(),
+                None => Vec::new(),
+                // `null` included, as CouchDB reads it.
                 Some(_) => return Err(Error::BadRequest("Invalid rev format".into())),
             },
         };
@@ -204,7 +219,7 @@ fn bad_rev(_: settee_json::Error) -> Error {
 /// Reads `_revisions: {"start": N, "ids": [...]}` into revisions, newest first.
 fn parse_revisions(v: Value) -> Result<Vec<Rev>> {
     let invalid = |m: &str| Error::DocValidation(m.to_string());
-    let Value::Object(obj) = v else { return Err(invalid("_revisions isn't an object.")) };
+    let Value::Object(obj) = v else { return Err(invalid("Bad special document member: _revisions")) };
     let start = obj.get("start").and_then(Value::as_u64).ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
     let Some(Value::Array(ids)) = obj.get("ids") else { return Err(invalid("_revisions.ids isn't a array.")) };
     if ids.len() as u64 > start {

@@ -204,7 +204,7 @@ fn base_edit(db: &Database, id: &str, rev: Option<Rev>, keep: impl Fn(&AttInfo) 
 }
 
 async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
-    settee_db::validate_id(id)?;
+    state.limits.check_id(id)?;
     if att_name.starts_with('_') {
         return Err(HttpError::bad_request(format!("Attachment name '{att_name}' starts with prohibited character '_'")));
     }

@@ -158,7 +158,7 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     let query = crate::doc_query::DocQuery::parse(&req.query)?;
     let opts = DocOptions { revs: query.opts.revs, attachments: query.opts.attachments, att_encoding_info: query.opts.att_encoding_info, ..Default::default() };
     let snap = db.snapshot();
-    let resolved: Vec<Resolved> = wanted.iter().map(|w| resolve(&snap, w, &opts, query.latest)).collect::<HttpResult<_>>()?;
+    let resolved: Vec<Resolved> = wanted.iter().map(|w| resolve(&snap, w, &opts, query.latest, &state.limits)).collect::<HttpResult<_>>()?;
     // Multipart only for a client that does not take JSON, as CouchDB decides.
     if !req.accepts("application/json") && (req.accepts("multipart/mixed") || req.accepts("multipart/related")) {
         let outer = if req.accepts("multipart/mixed") { "multipart/mixed" } else { "multipart/related" };
@@ -192,14 +192,14 @@ impl Resolved {
     }
 }
 
-fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool) -> HttpResult<Resolved> {
+fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool, limits: &settee_db::DocLimits) -> HttpResult<Resolved> {
     let error = |id: &Value, rev: &Value, e: &str, r: &str| json!({"error": {"id": id, "rev": rev, "error": e, "reason": r}});
     let failed = |id: Value, rev: &Value, e: &str, r: &str| Ok(Resolved { items: vec![Err(error(&id, rev, e, r))], id, record: None, opts: opts.clone() });
     let Some(id) = wanted.get("id").and_then(Value::as_str) else {
         return failed(Value::Null, &Value::Null, "bad_request", "document id missed");
     };
     let idv = json!(id);
-    if let Err(e) = settee_db::validate_id(id) {
+    if let Err(e) = limits.check_id(id) {
         let e = HttpError::from(e);
         return failed(idv, &Value::Null, &e.error, &e.reason);
     }

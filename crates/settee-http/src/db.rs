@@ -19,10 +19,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     match req.method {
         Method::PUT => {
             access::server_admin(req)?;
-            let q = req.query.u64("q")?.map(|q| q as usize);
-            if q == Some(0) {
-                return Err(HttpError::bad_request("`q` must be a positive integer"));
-            }
+            let q = creation_options(req)?;
             let st = state.clone();
             let n = name.to_string();
             let security = access::default_security(state);
@@ -333,6 +330,33 @@ pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) ->
     }
 }
 
+/// Checks a database creation's options in CouchDB's order and with its texts, and gives
+/// its shard count `q`: `n` is checked (one copy is all there is, whatever it says), and so
+/// are `engine` and `partitioned`, which Settee does not have.
+fn creation_options(req: &Req) -> HttpResult<Option<usize>> {
+    positive_int(req, "n")?;
+    let q = positive_int(req, "q")?.map(|q| q as usize);
+    if req.query.get("engine").is_some_and(|e| e != "couch") {
+        return Err(HttpError::bad_request("invalid_engine_extension"));
+    }
+    match req.query.get("partitioned") {
+        None | Some("false") => Ok(q),
+        Some("true") => Err(HttpError::bad_request("Partitioned feature is not enabled.")),
+        Some(_) => Err(HttpError::bad_request("Invalid `partitioned` parameter")),
+    }
+}
+
+/// A creation option that must be a positive integer when given.
+fn positive_int(req: &Req, name: &str) -> HttpResult<Option<u64>> {
+    match req.query.get(name) {
+        None => Ok(None),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(HttpError::bad_request(format!("The `{name}` value should be a positive integer."))),
+        },
+    }
+}
+
 /// `_compact`, `_ensure_full_commit`, `_view_cleanup`, `_purge`.
 pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
     if req.method != Method::POST {
@@ -348,6 +372,7 @@ pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &
             Ok(reply::json(202, &json!({"ok": true})))
         }
         "_ensure_full_commit" => {
+            req.require_json()?;
             let d = db.clone();
             tokio::task::spawn_blocking(move || d.flush()).await.map_err(join_error)??;
             Ok(reply::json(201, &json!({"ok": true, "instance_start_time": "0"})))

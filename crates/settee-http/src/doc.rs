@@ -145,10 +145,7 @@ fn local_get(req: &Req, snap: &DbSnapshot, id: &str, q: &DocQuery) -> HttpResult
     }
     // Its revision is not enough for an ETag: a local document written anew after a
     // deletion starts its count again.
-    let etag = {
-        use md5::{Digest, Md5};
-        reply::hashed_etag(Md5::new().chain_update(rev.as_bytes()).chain_update([0]).chain_update(&stored).finalize().into())
-    };
+    let etag = local_etag(&rev, &stored);
     if if_none_match(req, &etag) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
@@ -171,6 +168,13 @@ pub fn local_json(id: &str, rev: &str, stored: &[u8], revisions: Option<&Value>)
 /// A rendered document as a JSON value.
 pub fn parse_doc(bytes: &[u8]) -> HttpResult<Value> {
     serde_json::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
+}
+
+/// A local document's ETag: a hash of its revision and body, the same for the answer to
+/// the write that made it and for later reads.
+fn local_etag(rev: &str, stored: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    reply::hashed_etag(Md5::new().chain_update(rev.as_bytes()).chain_update([0]).chain_update(stored).finalize().into())
 }
 
 /// Edit mode and durability from `new_edits` and `batch`.
@@ -285,30 +289,30 @@ impl Answer {
     }
 }
 
-/// Applies one edit and answers as CouchDB does for a single-document write.
+/// Applies one edit and answers as CouchDB does for a single-document write. A `batch=ok`
+/// write is answered 202 whatever becomes of it, as CouchDB answers before trying it: a
+/// refusal or a conflict is only logged.
 async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, answer: Answer) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {
         return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
     }
-    let mut doc = doc;
-    if let Some(Some(e)) = crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc)).await.pop() {
-        return Err(e);
-    }
-    if mode == EditMode::Interactive {
-        doc.presume_rev();
-    }
-    let deleted = doc.deleted;
-    let result = db.update(vec![doc], mode, durability).await?.pop().expect("one answer");
-    let rev = result?;
-    state.views.kick(db);
-    crate::peruser::after_writes(state, db, &[(id.clone(), deleted)]).await?;
+    let local_body = is_local(&id).then(|| doc.body.clone());
+    let saved = save_one(state, req, db, doc, mode, durability).await;
     if durability == Durability::Batch {
+        if let Err(e) = saved {
+            tracing::info!(db = db.name(), id = %id, error = %e.error, reason = %e.reason, "a batch=ok write was not saved");
+        }
         return Ok(reply::json(202, &json!({"ok": true, "id": id})));
     }
+    let (rev, deleted) = saved?;
     let mut resp = reply::json(answer.status(deleted), &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     if answer != Answer::Post {
-        resp = reply::with_header(resp, ETAG, &format!("\"{rev}\""));
+        let etag = match &local_body {
+            Some(body) => local_etag(&rev.to_string(), body),
+            None => format!("\"{rev}\""),
+        };
+        resp = reply::with_header(resp, ETAG, &etag);
     }
     if answer != Answer::Delete {
         let path = format!("/{}/{}", url_encode(db.name()), url_encode(&id));
@@ -317,9 +321,30 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
     Ok(resp)
 }
 
+/// Checks and saves one edit: its new revision and whether it deletes.
+async fn save_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, mut doc: NewDoc, mode: EditMode, durability: Durability) -> HttpResult<(Rev, bool)> {
+    let id = doc.id.clone();
+    if let Some(Some(e)) = crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc)).await.pop() {
+        return Err(e);
+    }
+    if mode == EditMode::Interactive {
+        doc.presume_rev();
+    }
+    let deleted = doc.deleted;
+    let rev = db.update(vec![doc], mode, durability).await?.pop().expect("one answer")?;
+    state.views.kick(db);
+    crate::peruser::after_writes(state, db, &[(id, deleted)]).await?;
+    Ok((rev, deleted))
+}
+
 async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let (mode, durability) = write_options(req)?;
+    let (mode, mut durability) = write_options(req)?;
+    // As CouchDB: a multipart upload is written durably and answered with its revision,
+    // `batch=ok` or not.
+    if req.header("content-type").is_some_and(|ct| ct.starts_with("multipart/related")) {
+        durability = Durability::Durable;
+    }
     let doc = read_doc(state, req, name, Some(id)).await?;
     write_one(state, req, &db, doc, mode, durability, Answer::Put).await
 }
@@ -350,8 +375,8 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     };
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
-    let (_, durability) = write_options(req)?;
-    write_one(state, req, &db, doc, EditMode::Interactive, durability, Answer::Delete).await
+    // `batch=ok` does not apply to deletions, as in CouchDB: the answer names the revision.
+    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, Answer::Delete).await
 }
 
 /// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.

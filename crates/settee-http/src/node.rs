@@ -37,17 +37,36 @@ pub fn up(req: &Req) -> HttpResult<Response> {
     Ok(reply::json_bytes(200, br#"{"status":"ok","seeds":{}}"#.to_vec()))
 }
 
-/// `GET /_uuids?count=N`.
+/// `GET /_uuids?count=N`, with CouchDB's texts for a bad count and its headers that keep
+/// caches from handing the same ids out twice.
 pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
-    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
-    let count = req.query.u64("count")?.unwrap_or(1);
+    only(req, &[Method::GET, Method::HEAD], "GET")?;
     let max = state.config.read().expect("config lock").get_or("uuids", "max_count", 1000u64);
-    if count > max {
-        return Err(HttpError::new(400, "bad_request", "count parameter too large"));
+    let count = match req.query.get("count").map(str::parse::<i128>) {
+        None => 1,
+        Some(Ok(n)) if n > i128::from(max) => return Err(HttpError::bad_request("count parameter too large")),
+        Some(Ok(n)) if n >= 0 => n as u64,
+        // Digits past what fits are a count too large, as CouchDB's bignums make them.
+        Some(Err(_)) if req.query.get("count").is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())) => {
+            return Err(HttpError::bad_request("count parameter too large"))
+        }
+        Some(_) => return Err(HttpError::bad_request("count must be a positive integer")),
+    };
+    let ids: Vec<String> = {
+        let mut gen = state.uuids.lock().expect("uuid lock");
+        (0..count).map(|_| gen.next()).collect()
+    };
+    let etag = {
+        use md5::{Digest, Md5};
+        let mut h = Md5::new();
+        ids.iter().for_each(|id| h.update(id.as_bytes()));
+        reply::hashed_etag(h.finalize().into())
+    };
+    let mut resp = reply::json(200, &json!({"uuids": ids}));
+    for (name, value) in [("cache-control", "no-cache"), ("pragma", "no-cache"), ("expires", "Mon, 01 Jan 1990 00:00:00 GMT"), ("etag", etag.as_str())] {
+        resp = reply::with_header(resp, hyper::header::HeaderName::from_static(name), value);
     }
-    let mut gen = state.uuids.lock().expect("uuid lock");
-    let ids: Vec<String> = (0..count).map(|_| gen.next()).collect();
-    Ok(reply::json(200, &json!({"uuids": ids})))
+    Ok(resp)
 }
 
 /// `/_session`: log in (JSON or form), see who you are, log out.
@@ -142,8 +161,22 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         }
         ["_node", node, "_config", ref rest @ ..] if is_local(node) => config(state, req, rest).await,
         ["_node", node, ..] if !is_local(node) => Err(HttpError::not_found(format!("unknown node {node}"))),
-        _ => Err(HttpError::bad_request("Database names must begin with a letter or be a system database.")),
+        ["_node", _, what @ ("_stats" | "_system" | "_restart" | "_prometheus" | "_versions" | "_smoosh"), ..] => Err(not_built(what)),
+        [first, ..] if NOT_BUILT.contains(&first) => Err(not_built(first)),
+        // As CouchDB, which takes any other name as a database's: none exists by it, and
+        // none can be made.
+        [name] if req.method == Method::PUT => Err(settee_db::Error::IllegalDatabaseName(name.to_string()).into()),
+        _ => Err(HttpError::not_found("Database does not exist.")),
     }
+}
+
+/// CouchDB's server endpoints that Settee does not have (docs/COMPATIBILITY.md).
+const NOT_BUILT: &[&str] = &["_replicate", "_scheduler", "_reshard", "_cluster_setup", "_db_updates", "_search_analyze", "_utils", "_stats", "_prometheus"];
+
+/// The answer for a CouchDB endpoint Settee does not have: saying so beats answering as if
+/// the path named a document or database.
+pub fn not_built(endpoint: &str) -> HttpError {
+    HttpError::new(501, "not_implemented", format!("`{endpoint}` is not implemented by this server"))
 }
 
 fn is_local(node: &str) -> bool {

@@ -177,7 +177,9 @@ impl State {
             "version": VERSION,
             "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
             "uuid": uuid,
-            "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            // Only what is there: partitioned databases, storage engines, resharding and the
+            // replication scheduler are not.
+            "features": [],
             "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
         });
         let mut atts = settee_db::AttPolicy::default();
@@ -185,7 +187,9 @@ impl State {
             atts.compressible_types = types.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
         }
         atts.compression_level = config.get_or("attachments", "compression_level", atts.compression_level);
-        let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize), atts };
+        // `infinity`, CouchDB's default, or anything else that is not a length: no limit.
+        let max_document_id_length = config.get("couchdb", "max_document_id_length").and_then(|v| v.trim().parse().ok());
+        let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize), atts, max_document_id_length };
         let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
         let servers = Arc::new(QueryServers::default());
@@ -631,8 +635,11 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             let (id, att) = (format!("_design/{}", req.segments[2]), req.segments[3..].join("/"));
             Box::pin(att::handle(state, req, name, &id, &att)).await
         }
-        "_local" if rest >= 4 => Err(HttpError::bad_request("Local documents cannot have attachments.")),
-        _ if second.starts_with('_') => Err(HttpError::new(400, "illegal_docid", "Only reserved document ids may start with underscore.")),
+        "_local" | "_local/" if rest == 2 => Err(HttpError::bad_request("Invalid _local document id.")),
+        "_local" if rest >= 4 => Err(HttpError::bad_request("_local documents do not accept attachments.")),
+        "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs" | "_design_docs" | "_local_docs" => Err(node::not_built(&second)),
+        // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
+        // reads find nothing by an id that cannot be made, writes are refused it.
         _ if rest == 2 => doc_route(state, req, name, &second).await,
         _ => {
             let att = req.segments[2..].join("/");

@@ -40,7 +40,7 @@ fn inline_attachments_stubs_and_inline_data() {
     // Bad input.
     c.put("/db/e", r#"{"_attachments":{"a":{"data":"@@@"}}}"#).error(400, "bad_request");
     c.put("/db/e", r#"{"_attachments":{"_a":{"data":"AA=="}}}"#).error(400, "bad_request");
-    c.put("/db/e", r#"{"_attachments":[1]}"#).error(400, "bad_request");
+    c.put("/db/e", r#"{"_attachments":[1]}"#).error(400, "doc_validation");
     c.get("/db/e").error(404, "not_found");
     // COPY takes the attachments along, whichever shard the copy lands in.
     c.put("/db/src", r#"{"v":1,"_attachments":{"t.txt":{"content_type":"text/plain","data":"aGVsbG8gY29weQ=="},"x.bin":{"content_type":"image/png","data":"AAEC"}}}"#);

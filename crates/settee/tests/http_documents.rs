@@ -15,7 +15,23 @@ fn database_lifecycle_and_errors() {
     assert_eq!(r.header("location"), Some(format!("{}/db", s.url).as_str()), "an absolute URI, as CouchDB answers");
     c.put("/db", "").error(412, "file_exists");
     c.put("/Bad", "").error(400, "illegal_database_name");
-    c.put("/_bad", "").error(400, "bad_request");
+    // Other underscore names are taken as databases' names, as CouchDB takes them; the
+    // CouchDB endpoints Settee lacks say so.
+    c.put("/_bad", "").error(400, "illegal_database_name");
+    let r = c.get("/_bad");
+    assert_eq!((r.status, r.json()["reason"].as_str()), (404, Some("Database does not exist.")));
+    c.get("/_bad/doc").error(404, "not_found");
+    c.post("/_replicate", "{}").error(501, "not_implemented");
+    c.get("/_node/_local/_stats").error(501, "not_implemented");
+    for (q, reason) in [("q=0", "The `q` value should be a positive integer."), ("q=x", "The `q` value should be a positive integer."), ("n=-1", "The `n` value should be a positive integer."),
+        ("n=0&q=0", "The `n` value should be a positive integer."), ("partitioned=true", "Partitioned feature is not enabled."), ("partitioned=yes", "Invalid `partitioned` parameter"),
+        ("engine=rocks", "invalid_engine_extension")] {
+        let r = c.put(&format!("/optdb?{q}"), "");
+        assert_eq!((r.status, r.json()["error"].as_str(), r.json()["reason"].as_str()), (400, Some("bad_request"), Some(reason)), "{q}");
+    }
+    c.get("/optdb").error(404, "not_found");
+    assert_eq!(c.put("/optdb?n=3&q=3&partitioned=false&engine=couch", "").status, 201);
+    assert_eq!(c.get("/optdb").json()["cluster"]["q"], 3);
     c.get("/nope").error(404, "not_found");
     c.get("/nope/doc").error(404, "not_found");
     let info = c.get("/db").json();
@@ -96,6 +112,13 @@ fn ids_bodies_and_bad_input() {
         assert_eq!(c.get(path).json()["_id"], id);
     }
     c.put("/db/_bad", "{}").error(400, "illegal_docid");
+    // An underscore id is a document's, as in CouchDB: nothing is found by it.
+    c.get("/db/_bad").error(404, "not_found");
+    c.delete("/db/_bad?rev=1-x").error(404, "not_found");
+    c.get("/db/_find").error(501, "not_implemented");
+    c.put("/db/_local/x/att", "x").error(400, "bad_request");
+    assert_eq!(c.get("/db/_local/x/att").json()["reason"], "_local documents do not accept attachments.");
+    assert_eq!(c.get("/db/_local").json()["reason"], "Invalid _local document id.");
     c.put("/db/x", "{not json").error(400, "bad_request");
     c.put("/db/x", "[1]").error(400, "bad_request");
     c.put("/db/x", r#"{"_foo":1}"#).error(400, "doc_validation");
@@ -123,12 +146,27 @@ fn ids_bodies_and_bad_input() {
     let r = c.put("/db/batched?batch=ok", r#"{"b":1}"#);
     assert_eq!(r.status, 202);
     assert_eq!(r.json(), json!({"ok": true, "id": "batched"}));
+    c.send("POST", "/db/_ensure_full_commit", Some(""), &[("Content-Type", "text/plain")]).error(415, "bad_content_type");
     assert_eq!(c.post("/db/_ensure_full_commit", "").status, 201);
     assert_eq!(c.get("/db/batched").json()["b"], 1);
+    // As CouchDB, batch=ok answers 202 whatever becomes of the write: a conflict is only
+    // logged, and changes nothing.
+    let r = c.put("/db/batched?batch=ok", r#"{"b":2}"#);
+    assert_eq!((r.status, r.json()), (202, json!({"ok": true, "id": "batched"})), "a stale batch=ok write is still accepted");
+    assert_eq!(c.post("/db?batch=ok", r#"{"_id":"batched","b":3}"#).status, 202);
+    c.post("/db/_ensure_full_commit", "");
+    let kept = c.get("/db/batched").json();
+    assert_eq!((kept["b"].as_i64(), kept["_rev"].as_str().unwrap().starts_with("1-")), (Some(1), true), "{kept}");
+    // Bad input is still refused before the 202; deletions and multipart uploads ignore
+    // batch=ok and answer with their revision.
+    c.put("/db/batched2?batch=ok", "{").error(400, "bad_request");
+    c.put("/db/batched2?batch=ok", r#"{"_foo":1}"#).error(400, "doc_validation");
     // COPY.
     let r = s.raw(&format!("COPY /db/batched HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nDestination: copied\r\nConnection: close\r\n\r\n", common::admin_auth()));
     assert!(r.starts_with("HTTP/1.1 201"), "{r}");
     assert_eq!(c.get("/db/copied").json()["b"], 1);
+    let gone = c.delete(&format!("/db/batched?batch=ok&rev={}", kept["_rev"].as_str().unwrap()));
+    assert_eq!((gone.status, gone.json()["rev"].as_str().is_some_and(|r| r.starts_with("2-")), gone.header("etag").is_some()), (200, true, true), "{}", gone.text);
 }
 
 #[test]
@@ -140,6 +178,11 @@ fn local_documents() {
     c.put("/db/_local/cp", r#"{"seq":2}"#).error(409, "conflict");
     assert_eq!(c.put("/db/_local/cp", r#"{"_rev":"0-1","seq":2}"#).json()["rev"], "0-2");
     assert_eq!(c.get("/db/_local/cp").json(), json!({"_id": "_local/cp", "_rev": "0-2", "seq": 2}));
+    // The write's ETag is the one a read answers, as in CouchDB.
+    let written = c.put("/db/_local/etag", r#"{"n":1}"#).header("etag").map(str::to_string);
+    let read = c.get("/db/_local/etag");
+    assert_eq!((written.as_deref(), read.status), (read.header("etag"), 200));
+    assert_ne!(written.as_deref(), Some("\"0-1\""));
     assert_eq!(c.get("/db/_all_docs").json()["total_rows"], 0, "local docs are not listed");
     let locals = c.get("/db/_local_docs").json();
     assert_eq!(locals["rows"][0]["id"], "_local/cp");
@@ -476,4 +519,42 @@ fn all_docs_follows_couchdb_parameter_by_parameter() {
     let stub = c.post("/db/_bulk_docs", r#"{"new_edits":false,"docs":[{"_id":"r","_rev":"1-abc","_attachments":{"a":{"stub":true}}},{"_id":"r2","_rev":"1-abd"}]}"#).json();
     assert_eq!((stub[0]["id"].as_str(), stub[0]["rev"].as_str(), stub[0]["error"].as_str()), (Some("r"), Some("1-abc"), Some("missing_stub")));
     assert_eq!(stub.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn document_bodies_are_read_as_couchdb_reads_them() {
+    let mut s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    // `_rev: null` is a bad revision, as any revision that is not a string.
+    let r = c.put("/db/a", r#"{"_rev":null}"#);
+    assert_eq!((r.status, r.json()["reason"].as_str()), (400, Some("Invalid rev format")));
+    // Special members that are not objects, with CouchDB's texts.
+    let r = c.put("/db/a", r#"{"_revisions":[1]}"#);
+    assert_eq!((r.status, r.json()["error"].as_str(), r.json()["reason"].as_str()), (400, Some("doc_validation"), Some("Bad special document member: _revisions")));
+    let r = c.put("/db/a", r#"{"_attachments":"x"}"#);
+    assert_eq!((r.status, r.json()["error"].as_str(), r.json()["reason"].as_str()), (400, Some("doc_validation"), Some("Bad special document member: _attachments")));
+    let r = c.put("/db/a", r#"{"_attachments":{"f":{"content_type":"text/plain"}}}"#);
+    assert_eq!((r.status, r.json()["reason"].as_str()), (400, Some("Invalid attachment data for f")));
+    c.get("/db/a").error(404, "not_found");
+    // An attachment entry that is not an object is no attachment.
+    let r = c.put("/db/a", r#"{"_attachments":{"f":1,"g":{"content_type":"text/plain","data":"aGk="}}}"#);
+    assert_eq!(r.status, 201, "{}", r.text);
+    let atts = c.get("/db/a").json()["_attachments"].clone();
+    assert_eq!(atts.as_object().map(|a| a.keys().cloned().collect::<Vec<_>>()), Some(vec!["g".to_string()]));
+    // `[couchdb] max_document_id_length` (bytes), read at start, for every write that
+    // names an id; reads are not refused.
+    c.put("/_node/_local/_config/couchdb/max_document_id_length", r#""5""#);
+    c.put("/db/toolong", "{}");
+    s.restart();
+    let c = s.admin();
+    for r in [c.put("/db/sixsix", "{}"), c.post("/db", r#"{"_id":"sixsix"}"#), c.post("/db/_bulk_docs", r#"{"docs":[{"_id":"sixsix"}]}"#), c.put("/db/sixsix/att", "x")] {
+        assert_eq!((r.status, r.json()["error"].as_str(), r.json()["reason"].as_str()), (400, Some("illegal_docid"), Some("Document id is too long")), "{}", r.text);
+    }
+    let bulk = c.post("/db/_bulk_get", r#"{"docs":[{"id":"sixsix"}]}"#).json();
+    assert_eq!(bulk["results"][0]["docs"][0]["error"]["reason"], "Document id is too long");
+    assert_eq!(c.put("/db/five5", "{}").status, 201);
+    assert_eq!(c.put("/db/%C3%BC1234", "{}").status, 400, "the limit counts bytes");
+    assert_eq!(c.get("/db/toolong").status, 200, "reads are not refused");
+    c.delete("/_node/_local/_config/couchdb/max_document_id_length");
 }

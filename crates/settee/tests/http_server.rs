@@ -28,7 +28,19 @@ fn welcome_up_and_uuids() {
     let ids = ids["uuids"].as_array().unwrap();
     assert_eq!(ids.len(), 5);
     assert!(ids.iter().all(|i| i.as_str().unwrap().len() == 32));
-    anon.get("/_uuids?count=x").error(400, "query_parse_error");
+    // CouchDB's texts for bad counts, and headers that keep caches from repeating ids.
+    for (count, reason) in [("x", "count must be a positive integer"), ("-1", "count must be a positive integer"), ("", "count must be a positive integer"),
+        ("1001", "count parameter too large"), ("99999999999999999999999", "count parameter too large")] {
+        let r = anon.get(&format!("/_uuids?count={count}"));
+        assert_eq!((r.status, r.json()["error"].as_str(), r.json()["reason"].as_str()), (400, Some("bad_request"), Some(reason)), "count={count}");
+    }
+    assert_eq!(anon.get("/_uuids?count=0").json(), json!({"uuids": []}));
+    let r = anon.get("/_uuids");
+    assert_eq!((r.header("cache-control"), r.header("pragma"), r.header("expires")), (Some("no-cache"), Some("no-cache"), Some("Mon, 01 Jan 1990 00:00:00 GMT")));
+    let again = anon.get("/_uuids");
+    assert!(r.header("etag").is_some() && r.header("etag") != again.header("etag"), "each answer's ETag names its ids");
+    let r = anon.send("POST", "/_uuids", Some("{}"), &[]);
+    assert_eq!((r.status, r.header("allow"), r.json()["reason"].as_str()), (405, Some("GET"), Some("Only GET allowed")));
     // The uuid is stable per install.
     let mut s = s;
     s.restart();
