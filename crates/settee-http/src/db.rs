@@ -77,27 +77,24 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     }))
 }
 
-/// An id bound of `_all_docs`: the first of `names` given as a JSON string, else the
-/// first of `docids` given (CouchDB ignores a key that is not a string and falls back on
-/// `startkey_docid`/`endkey_docid`).
-fn id_bound(q: &Query, names: &[&str], docids: &[&str]) -> HttpResult<Option<String>> {
-    if let Some(Value::String(s)) = q.json_any(names)? {
-        return Ok(Some(s));
+/// An id bound of `_all_docs`: its key if that is a string, else the document id given
+/// (CouchDB ignores a key that is not a string and falls back on `startkey_docid` or
+/// `endkey_docid`).
+fn id_bound(key: Option<Value>, docid: Option<String>) -> Option<String> {
+    match key {
+        Some(Value::String(s)) => Some(s),
+        _ => docid,
     }
-    Ok(docids.iter().find_map(|k| q.get(k)).map(str::to_string))
 }
 
-/// The query of `_all_docs`, with the members of a POST body other than `keys` added where
-/// the query string does not give them (CouchDB reads options from either).
+/// The query of `_all_docs`: the members of a POST body other than `keys` that the query
+/// string does not give, then the query string, in the order CouchDB reads them (CouchDB
+/// reads options from either, the query string last).
 fn all_docs_query<'a>(req: &'a Req, body: Option<&serde_json::Map<String, Value>>) -> std::borrow::Cow<'a, Query> {
     let Some(body) = body else { return std::borrow::Cow::Borrowed(&req.query) };
-    let mut q = req.query.clone();
-    for (k, v) in body.iter().filter(|(k, _)| k.as_str() != "keys") {
-        if q.get(k).is_none() {
-            q.0.push((k.clone(), v.to_string()));
-        }
-    }
-    std::borrow::Cow::Owned(q)
+    let mut q: Vec<(String, String)> = body.iter().filter(|(k, _)| k.as_str() != "keys" && req.query.get(k).is_none()).map(|(k, v)| (k.clone(), v.to_string())).collect();
+    q.extend(req.query.0.iter().cloned());
+    std::borrow::Cow::Owned(Query(q))
 }
 
 /// `GET/POST /{db}/_all_docs`, `_design_docs` and `_local_docs`.
@@ -123,9 +120,10 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
     let q = &all_docs_query(req, body.as_ref());
+    let range = q.key_range()?;
     let mut opts = AllDocsOptions {
-        start: id_bound(q, &["start_key", "startkey"], &["start_key_doc_id", "startkey_docid"])?,
-        end: id_bound(q, &["end_key", "endkey"], &["end_key_doc_id", "endkey_docid"])?,
+        start: id_bound(range.start_key, range.start_docid),
+        end: id_bound(range.end_key, range.end_docid),
         inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
         descending: q.flag("descending")?,
         skip: q.u64("skip")?.unwrap_or(0),
@@ -136,11 +134,6 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
     };
     if keys.as_ref().is_some_and(|k| !k.is_empty()) && ["key", "start_key", "startkey", "end_key", "endkey"].iter().any(|k| q.get(k).is_some()) {
         return Err(HttpError::query_parse("`keys` is incompatible with `key`, `start_key` and `end_key`"));
-    }
-    if let Some(Value::String(key)) = q.json("key")? {
-        opts.start = Some(key.clone());
-        opts.end = Some(key);
-        opts.inclusive_end = true;
     }
     if which == "_design_docs" {
         clamp_to_design(&mut opts);

@@ -75,6 +75,28 @@ impl Query {
         }
     }
 
+    /// The key range a view or `_all_docs` query names, read as CouchDB reads it: its
+    /// options in the order given, a later one winning (`key` sets both ends).
+    pub fn key_range(&self) -> HttpResult<KeyRange> {
+        let mut range = KeyRange::default();
+        let json = |v: &str| serde_json::from_str::<Value>(v).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"));
+        for (k, v) in &self.0 {
+            match k.as_str() {
+                "key" => {
+                    let key = json(v)?;
+                    range.start_key = Some(key.clone());
+                    range.end_key = Some(key);
+                }
+                "start_key" | "startkey" => range.start_key = Some(json(v)?),
+                "end_key" | "endkey" => range.end_key = Some(json(v)?),
+                "start_key_doc_id" | "startkey_docid" => range.start_docid = Some(v.clone()),
+                "end_key_doc_id" | "endkey_docid" => range.end_docid = Some(v.clone()),
+                _ => {}
+            }
+        }
+        Ok(range)
+    }
+
     /// The first of several aliases that is present, as JSON.
     pub fn json_any(&self, keys: &[&str]) -> HttpResult<Option<Value>> {
         for k in keys {
@@ -84,6 +106,19 @@ impl Query {
         }
         Ok(None)
     }
+}
+
+/// The bounds of a key range as a query gives them.
+#[derive(Default, Debug, PartialEq)]
+pub struct KeyRange {
+    /// First key, from `key`, `start_key` or `startkey`.
+    pub start_key: Option<Value>,
+    /// Last key, from `key`, `end_key` or `endkey`.
+    pub end_key: Option<Value>,
+    /// Document id at the first key, from `start_key_doc_id` or `startkey_docid`.
+    pub start_docid: Option<String>,
+    /// Document id at the last key, from `end_key_doc_id` or `endkey_docid`.
+    pub end_docid: Option<String>,
 }
 
 /// A request being handled.
@@ -216,6 +251,17 @@ mod tests {
         assert_eq!(q.u64("neg").unwrap_err().reason, "Invalid value for positive integer: \"-1\"");
         assert_eq!(q.u64("skip").unwrap_err().reason, "Invalid value for integer: \"zz\"");
         assert_eq!(q.get("k"), Some("a b"));
+    }
+
+    #[test]
+    fn key_ranges_fold_their_options_in_order() {
+        let range = |q: &str| Query::parse(Some(q)).key_range().unwrap();
+        let r = range("key=1&startkey_docid=x&end_key=%5B2%5D&start_key_doc_id=y");
+        assert_eq!(r, KeyRange { start_key: Some(1.into()), end_key: Some(serde_json::json!([2])), start_docid: Some("y".into()), end_docid: None });
+        assert_eq!(range("startkey=3&key=4").start_key, Some(4.into()));
+        assert_eq!(range("key=4&startkey=3").start_key, Some(3.into()));
+        assert_eq!(range("").start_key, None);
+        assert_eq!(Query::parse(Some("endkey={")).key_range().unwrap_err().reason, "invalid UTF-8 JSON");
     }
 
     #[test]

@@ -80,21 +80,18 @@ fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> Ht
         Some(Value::Array(k)) => Some(k),
         Some(_) => return Err(qpe("`keys` must be an array of strings.")),
     };
-    let key = q.json("key")?;
-    let start_key = q.json_any(&["start_key", "startkey"])?;
-    let end_key = q.json_any(&["end_key", "endkey"])?;
-    if keys.as_ref().is_some_and(|k| !k.is_empty()) && (key.is_some() || start_key.is_some() || end_key.is_some()) {
+    let range = q.key_range()?;
+    if keys.as_ref().is_some_and(|k| !k.is_empty()) && (range.start_key.is_some() || range.end_key.is_some()) {
         return Err(qpe("`keys` is incompatible with `key`, `start_key` and `end_key`"));
     }
     if reduce && keys.is_some() && grouping != Grouping::Exact {
         return Err(qpe("Multi-key fetchs for reduce views must use `group=true`"));
     }
-    let docid = |names: &[&str]| names.iter().find_map(|n| q.get(n)).map(str::to_string);
-    let mut query = ViewQuery {
-        start_key,
-        start_docid: docid(&["start_key_doc_id", "startkey_docid"]),
-        end_key,
-        end_docid: docid(&["end_key_doc_id", "endkey_docid"]),
+    let query = ViewQuery {
+        start_key: range.start_key,
+        start_docid: range.start_docid,
+        end_key: range.end_key,
+        end_docid: range.end_docid,
         inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
         descending: q.flag("descending")?,
         skip: q.u64("skip")?.unwrap_or(0),
@@ -102,11 +99,6 @@ fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> Ht
         keys,
         grouping,
     };
-    if let Some(k) = key {
-        query.start_key = Some(k.clone());
-        query.end_key = Some(k);
-        query.inclusive_end = true;
-    }
     check_range(&query, ddoc)?;
     let update = update_mode(q)?;
     q.bool("sorted").map_err(|_| qpe("Invalid value for `sorted`."))?;

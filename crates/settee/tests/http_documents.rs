@@ -480,6 +480,15 @@ fn all_docs_follows_couchdb_parameter_by_parameter() {
     assert_eq!(posted["rows"][1]["doc"]["i"], 2);
     assert_eq!(ids(&c.post("/db/_all_docs", r#"{"limit":1,"startkey":"d5"}"#).json()), ["d5"]);
     assert_eq!(ids(&c.post("/db/_all_docs?limit=2", r#"{"limit":1,"startkey":"d5"}"#).json()), ["d5", "d6"]);
+    // Range options apply in the order given, a later one winning, as CouchDB folds them
+    // (the body's before the query string's); `key` does not force an inclusive end.
+    let range = |q: &str| ids(&c.get(&format!("/db/_all_docs?{q}")).json());
+    assert_eq!(range("key=%22d3%22&startkey=%22d1%22"), ["d1", "d2", "d3"]);
+    assert_eq!(range("startkey=%22d1%22&key=%22d3%22"), ["d3"]);
+    assert_eq!(range("start_key=%22d7%22&startkey=%22d8%22&endkey=%22d8%22"), ["d8"]);
+    assert_eq!(range("startkey=%22d8%22&start_key=%22d7%22&endkey=%22d8%22"), ["d7", "d8"]);
+    assert!(range("key=%22d3%22&inclusive_end=false").is_empty());
+    assert_eq!(ids(&c.post("/db/_all_docs?key=%22d4%22", r#"{"startkey":"d2"}"#).json()), ["d4"]);
     // keys exclude a range; update_seq with keys is null.
     let bad = c.get("/db/_all_docs?keys=%5B%22d1%22%5D&startkey=%22d0%22");
     assert_eq!(bad.error(400, "query_parse_error").json()["reason"], "`keys` is incompatible with `key`, `start_key` and `end_key`");

@@ -64,6 +64,11 @@ fn map_rows_ranges_and_paging() {
         ("skip=1&limit=2", 1, vec!["b", "c"]),
         ("skip=2&startkey=2", 3, vec!["d", "e"]),
         ("descending=true&skip=1&limit=2", 1, vec!["d", "c"]),
+        // In the order given, a later option winning, as CouchDB reads them.
+        ("key=4&startkey=2", 1, vec!["b", "c", "d"]),
+        ("startkey=2&key=4", 3, vec!["d"]),
+        ("end_key=2&endkey=3", 0, vec!["a", "b", "c"]),
+        ("key=3&inclusive_end=false", 2, vec![]),
     ];
     for (params, offset, ids) in cases {
         page(&c, &format!("{v}?{params}"), 5, offset, by_n(&ids));
