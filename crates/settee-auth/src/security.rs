@@ -49,24 +49,30 @@ pub enum Denied {
     Forbidden(&'static str),
 }
 
+/// A security object's members: `members`, or `readers` where there is no `members`, as
+/// CouchDB still reads security objects written before `members` was named so.
+fn members_of(v: &Value) -> Option<&Value> {
+    v.get("members").or_else(|| v.get("readers"))
+}
+
 impl SecurityObject {
     /// Reads a stored security object (JSON text; empty means `{}`).
     pub fn parse(json: &[u8]) -> SecurityObject {
         let v: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
-        SecurityObject { admins: Group::read(v.get("admins")), members: Group::read(v.get("members")) }
+        SecurityObject { admins: Group::read(v.get("admins")), members: Group::read(members_of(&v)) }
     }
 
     /// Checks a security object a client wants to store; the reason when it is malformed.
     pub fn validate(v: &Value) -> Result<(), String> {
-        let Value::Object(obj) = v else { return Err("Security object must be a JSON object".into()) };
-        for part in ["admins", "members"] {
-            let Some(v) = obj.get(part) else { continue };
-            let Value::Object(group) = v else { return Err(format!("{part} must be a JSON object")) };
+        let Value::Object(_) = v else { return Err("Security object must be a JSON object".into()) };
+        for part in [v.get("admins"), members_of(v)] {
+            let Some(v) = part else { continue };
+            let Value::Object(group) = v else { return Err("admins or members must be a JSON list of strings".into()) };
             for list in ["names", "roles"] {
                 match group.get(list) {
                     None => {}
                     Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
-                    Some(_) => return Err(format!("{part}.{list} must be a JSON list of strings")),
+                    Some(_) => return Err(format!("{list} must be a JSON list of strings")),
                 }
             }
         }
@@ -146,6 +152,16 @@ mod tests {
         assert!(SecurityObject::validate(&serde_json::json!({"members": {"names": ["a"]}})).is_ok());
         assert!(SecurityObject::validate(&serde_json::json!([])).is_err());
         assert!(SecurityObject::validate(&serde_json::json!({"admins": []})).is_err());
-        assert!(SecurityObject::validate(&serde_json::json!({"members": {"roles": [1]}})).is_err());
+        assert_eq!(SecurityObject::validate(&serde_json::json!({"members": {"roles": [1]}})), Err("roles must be a JSON list of strings".into()));
+        assert_eq!(SecurityObject::validate(&serde_json::json!({"admins": 1})), Err("admins or members must be a JSON list of strings".into()));
+        assert!(SecurityObject::validate(&serde_json::json!({"readers": {"names": [2]}})).is_err(), "readers stand for members");
+    }
+
+    #[test]
+    fn readers_stand_for_members_when_there_are_none() {
+        let sec = SecurityObject::parse(br#"{"readers":{"names":["bob"]}}"#);
+        assert!(sec.is_member(Some(&user("bob", &[]))) && !sec.is_member(None) && !sec.is_member(Some(&user("eve", &[]))));
+        let sec = SecurityObject::parse(br#"{"members":{},"readers":{"names":["bob"]}}"#);
+        assert!(sec.is_member(None), "members, when given, are what counts");
     }
 }

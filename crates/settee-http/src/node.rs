@@ -257,16 +257,21 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
             Ok(reply::json(200, &json!(v)))
         }
         (&Method::PUT, [section, key]) => {
+            writable(section, key)?;
             let value = match req.json(1 << 20).await? {
-                Value::String(s) => s,
+                Value::String(s) => s.trim().to_string(),
                 _ => return Err(HttpError::bad_request("config values must be strings")),
             };
+            if !line_safe(&value) {
+                return Err(HttpError::bad_request("Invalid configuration value"));
+            }
             let value = if *section == "admins" && !auth::is_hashed(&value) { auth::hash_password(&value, auth::DEFAULT_ITERATIONS) } else { value };
             let old = state.config.write().expect("config lock").set(section, key, &value).map_err(io)?;
             state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
         }
         (&Method::DELETE, [section, key]) => {
+            writable(section, key)?;
             let old = state.config.write().expect("config lock").delete(section, key).map_err(io)?;
             state.apply_config();
             let old = old.ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
@@ -275,6 +280,34 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
         (_, [_, _]) => Err(HttpError::method_not_allowed("GET,PUT,DELETE")),
         _ => Err(HttpError::method_not_allowed("GET")),
     }
+}
+
+/// Sections the HTTP API may not change, as in CouchDB: they name programs the server
+/// would run, so changing them over HTTP would let a request run commands. They are set in
+/// the configuration file (or, for query servers, `COUCHDB_QUERY_SERVER_{LANG}`).
+const LOCKED_SECTIONS: &[&str] = &[
+    "daemons", "external", "httpd_design_handlers", "httpd_db_handlers", "httpd_global_handlers", "native_query_servers", "os_daemons", "query_servers", "feature_flags",
+];
+
+/// Whether `section`/`key` may be changed over HTTP and can be written to the INI file as
+/// they are, with CouchDB's answers.
+fn writable(section: &str, key: &str) -> HttpResult<()> {
+    if LOCKED_SECTIONS.contains(&section) {
+        return Err(HttpError::new(403, "forbidden", "Config section blacklisted for modification over HTTP API."));
+    }
+    if !line_safe(section) || section.contains(['[', ']']) {
+        return Err(HttpError::bad_request("Invalid configuration section"));
+    }
+    if !line_safe(key) || key.contains(['[', ']', '=']) || key.trim() != key {
+        return Err(HttpError::bad_request("Invalid configuration key"));
+    }
+    Ok(())
+}
+
+/// Whether text stays on its INI line: no control characters but tabs (a line break would
+/// start a section or key of the writer's choosing).
+fn line_safe(text: &str) -> bool {
+    !text.chars().any(|c| c.is_control() && c != '\t')
 }
 
 fn section_json(kv: &[(String, String)]) -> Value {

@@ -24,8 +24,10 @@ fn full_protocol_server() -> String {
     format!("python3 {}", script.canonicalize().expect("query_server.py").display())
 }
 
-fn configure(c: &Client, lang: &str, command: &str) {
-    common::set_config(c, "query_servers", lang, command);
+/// A server that runs `command` for design documents in `lang`, named as CouchDB names
+/// query servers (the HTTP API may not change `[query_servers]`).
+fn server_with(lang: &str, command: &str) -> TestServer {
+    TestServer::start_with_env(&[(&format!("COUCHDB_QUERY_SERVER_{}", lang.to_ascii_uppercase()), command)])
 }
 
 fn bulk(c: &Client, db: &str, docs: Value) {
@@ -46,9 +48,8 @@ const COUNT: &str = "def fun(keys, values, rereduce):\n    return sum(values) if
 
 #[test]
 fn couchpy_maps_and_reduces_a_python_view() {
-    let s = TestServer::start();
+    let s = server_with("python", &couchpy());
     let c = s.admin();
-    configure(&c, "python", &couchpy());
     assert_eq!(c.put("/db", "").status, 201);
     // Enough rows for several tree leaves, so reductions are rereduced.
     let docs: Vec<Value> = (0..3000).map(|i| json!({"_id": format!("doc{i:04}"), "n": i, "tag": (["a", "b", "c"][i % 3])})).collect();
@@ -85,9 +86,8 @@ fn couchpy_maps_and_reduces_a_python_view() {
 
 #[test]
 fn python_functions_that_do_not_compile_refuse_the_design_document() {
-    let s = TestServer::start();
+    let s = server_with("python", &couchpy());
     let c = s.admin();
-    configure(&c, "python", &couchpy());
     assert_eq!(c.put("/db", "").status, 201);
     let bad = json!({"language": "python", "views": {"v": {"map": "def fun(doc) yield 1"}}});
     let r = c.put("/db/_design/bad", &bad.to_string());
@@ -117,9 +117,8 @@ fn design_documents_in_unknown_languages_save_but_cannot_be_queried() {
 
 #[test]
 fn filters_libraries_and_view_filters_over_the_whole_protocol() {
-    let s = TestServer::start();
+    let s = server_with("testlang", &full_protocol_server());
     let c = s.admin();
-    configure(&c, "testlang", &full_protocol_server());
     assert_eq!(c.put("/db", "").status, 201);
     let docs: Vec<Value> = (1..=6).map(|n| json!({"_id": format!("d{n}"), "n": n})).collect();
     bulk(&c, "db", json!(docs));
@@ -153,10 +152,9 @@ fn filters_libraries_and_view_filters_over_the_whole_protocol() {
 
 #[test]
 fn a_hung_query_server_is_stopped_by_the_time_limit() {
-    let mut s = TestServer::start();
+    let mut s = server_with("python", &couchpy());
     s.allow_errors = true;
     let c = s.admin();
-    configure(&c, "python", &couchpy());
     assert_eq!(c.put("/_node/_local/_config/couchdb/os_process_timeout", r#""1000""#).status, 200);
     assert_eq!(c.put("/db", "").status, 201);
     bulk(&c, "db", json!([{"_id": "a", "tag": "x", "n": 1}]));

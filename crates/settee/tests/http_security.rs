@@ -155,6 +155,15 @@ fn the_access_matrix() {
     assert_eq!(results[0]["ok"], true);
     assert_eq!(results[1]["error"], "forbidden");
     assert_eq!(admin.get("/secure/_design/no").status, 404);
+    // A security object from before `members` was named so: its `readers` are the members.
+    assert_eq!(admin.put("/legacy", "").status, 201);
+    assert_eq!(admin.put("/legacy/doc", "{}").status, 201);
+    assert_eq!(admin.put("/legacy/_security", r#"{"readers":{"names":["alice"]}}"#).status, 200);
+    s.anon().get("/legacy/doc").error(401, "unauthorized");
+    user(&s, "eve").get("/legacy/doc").error(403, "forbidden");
+    assert_eq!(user(&s, "alice").get("/legacy/doc").status, 200);
+    let bad = admin.put("/legacy/_security", r#"{"admins":{"names":"dana"}}"#);
+    assert_eq!(bad.error(400, "bad_request").json()["reason"], "names must be a JSON list of strings");
 }
 
 /// A cookie for `name` issued `age` seconds ago with a made-up signature.

@@ -190,6 +190,23 @@ fn config_is_read_written_and_persisted() {
     assert_eq!(s.admin().get("/_node/_local/_config/uuids/algorithm").json(), json!("utc_random"));
     s.anon().get("/_node/_local/_config").error(401, "unauthorized");
     s.admin().put("/_node/_local/_config/a/b", "5").error(400, "bad_request");
+    // As CouchDB: sections that name programs cannot be changed over HTTP, and nothing
+    // written can start another line of the file.
+    let c = s.admin();
+    for section in ["query_servers", "os_daemons", "native_query_servers"] {
+        let r = c.put(&format!("/_node/_local/_config/{section}/x"), r#""touch /tmp/pwned""#);
+        assert_eq!((r.status, r.json()["error"].as_str(), r.json()["reason"].as_str()), (403, Some("forbidden"), Some("Config section blacklisted for modification over HTTP API.")));
+        c.delete(&format!("/_node/_local/_config/{section}/x")).error(403, "forbidden");
+    }
+    let injected = c.put("/_node/_local/_config/uuids/x", r#""a\n[query_servers]\npython = touch /tmp/pwned""#);
+    assert_eq!(injected.error(400, "bad_request").json()["reason"], "Invalid configuration value");
+    assert_eq!(c.put("/_node/_local/_config/uuids/a%3Db", r#""1""#).error(400, "bad_request").json()["reason"], "Invalid configuration key");
+    assert_eq!(c.put("/_node/_local/_config/a%5Db/k", r#""1""#).error(400, "bad_request").json()["reason"], "Invalid configuration section");
+    assert_eq!(c.put("/_node/_local/_config/uuids/padded", r#""  v  ""#).status, 200);
+    assert_eq!(c.get("/_node/_local/_config/uuids/padded").json(), json!("v"), "values are trimmed, as CouchDB trims them");
+    s.restart();
+    let all = s.admin().get("/_node/_local/_config").json();
+    assert!(all.get("query_servers").is_none() && all["uuids"].get("x").is_none(), "{all}");
 }
 
 #[test]

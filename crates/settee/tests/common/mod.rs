@@ -21,6 +21,8 @@ pub struct TestServer {
     pub url: String,
     pub log: PathBuf,
     pub allow_errors: bool,
+    /// Environment variables the process starts with, again at each restart.
+    pub env: Vec<(String, String)>,
 }
 
 impl TestServer {
@@ -33,16 +35,25 @@ impl TestServer {
     /// Starts a server on `dir` (which may hold data from an earlier server).
     pub fn start_in(dir: tempfile::TempDir) -> TestServer {
         let log = dir.path().join(format!("server-{}.log", rand::random::<u32>()));
-        let (child, url) = spawn(dir.path(), &log, None);
-        TestServer { child: Some(child), dir, url, log, allow_errors: false }
+        let (child, url) = spawn(dir.path(), &log, None, &[]);
+        TestServer { child: Some(child), dir, url, log, allow_errors: false, env: Vec::new() }
+    }
+
+    /// Starts a server on a new data directory with environment variables set.
+    pub fn start_with_env(env: &[(&str, &str)]) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("server.log");
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let (child, url) = spawn(dir.path(), &log, None, &env);
+        TestServer { child: Some(child), dir, url, log, allow_errors: false, env }
     }
 
     /// Starts a server on a new data directory that may hold at most `n` open files.
     pub fn start_with_open_files(n: u32) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.log");
-        let (child, url) = spawn(dir.path(), &log, Some(n));
-        TestServer { child: Some(child), dir, url, log, allow_errors: false }
+        let (child, url) = spawn(dir.path(), &log, Some(n), &[]);
+        TestServer { child: Some(child), dir, url, log, allow_errors: false, env: Vec::new() }
     }
 
     /// Kills the process with SIGKILL (no chance to flush anything).
@@ -56,7 +67,7 @@ impl TestServer {
     /// Kills and starts again on the same data directory.
     pub fn restart(&mut self) {
         self.kill();
-        let (child, url) = spawn(self.dir.path(), &self.log, None);
+        let (child, url) = spawn(self.dir.path(), &self.log, None, &self.env);
         self.child = Some(child);
         self.url = url;
     }
@@ -87,7 +98,7 @@ impl TestServer {
 
 // The child is handed to `TestServer`, whose `Drop` kills and waits for it.
 #[allow(clippy::zombie_processes)]
-fn spawn(dir: &Path, log: &Path, open_files: Option<u32>) -> (Child, String) {
+fn spawn(dir: &Path, log: &Path, open_files: Option<u32>, env: &[(String, String)]) -> (Child, String) {
     let err = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
     let mut command = match open_files {
         Some(n) => {
@@ -104,6 +115,7 @@ fn spawn(dir: &Path, log: &Path, open_files: Option<u32>) -> (Child, String) {
         .env("SETTEE_ADMIN", format!("{}:{}", ADMIN.0, ADMIN.1))
         .env("SETTEE_LOG", "warn")
         .env("SETTEE_TEST_PANIC", "1")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdout(Stdio::piped())
         .stderr(Stdio::from(err))
         .spawn()
