@@ -299,7 +299,10 @@ pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) ->
                 Value::Number(n) => n.as_u64().filter(|&n| n > 0),
                 _ => None,
             };
-            let limit = limit.ok_or_else(|| HttpError::bad_request(format!("`{}` must be a positive integer", &which[1..])))?;
+            // CouchDB's text for the purge limit; its revision limit has none (a 500), so the
+            // same words serve.
+            let reason = if which == "_revs_limit" { "`revs_limit` must be a positive integer" } else { "`purge_infos_limit` must be positive integer" };
+            let limit = limit.ok_or_else(|| HttpError::bad_request(reason))?;
             if which == "_revs_limit" {
                 db.update_meta(move |m| m.revs_limit = limit).await?;
             } else {

@@ -631,6 +631,11 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             let id = format!("{second}/{}", req.segments[2]);
             doc_route(state, req, name, &id).await
         }
+        // Design-document functions CouchDB 3 deprecated and Settee does not run (an
+        // attachment's name cannot start with `_`).
+        "_design" if rest >= 4 && matches!(req.segments[3].as_str(), "_show" | "_list" | "_update" | "_rewrite" | "_search" | "_search_info" | "_nouveau") => {
+            Err(node::not_built(&req.segments[3]))
+        }
         "_design" if rest >= 4 => {
             let (id, att) = (format!("_design/{}", req.segments[2]), req.segments[3..].join("/"));
             Box::pin(att::handle(state, req, name, &id, &att)).await

@@ -238,6 +238,76 @@ fn large_multipart_uploads_stream_into_the_database() {
 }
 
 /// PUTs an attachment's bytes on a raw connection; the new revision.
+#[test]
+fn standalone_attachments_answer_as_couchdb_does() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let data: Vec<u8> = (0..100u8).collect();
+    let rev = put_binary(&s, "/db/d/bin", &data);
+    // A write answers a Location and no ETag; reads carry CouchDB's sandbox policy and no
+    // Content-MD5 (CouchDB 3.5).
+    let r = c.send("PUT", &format!("/db/d/t.txt?rev={rev}"), Some("some text"), &[("Content-Type", "text/plain")]);
+    assert_eq!((r.status, r.header("location").is_some(), r.header("etag")), (201, true, None), "{}", r.text);
+    let rev = r.json()["rev"].as_str().unwrap().to_string();
+    let (head, _) = get_binary(&s, "/db/d/bin", "");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("content-security-policy: sandbox") && !lower.contains("content-md5"), "{head}");
+    // If-None-Match takes a list and weak tags.
+    let etag = c.get("/db/d/bin").header("etag").unwrap().to_string();
+    for tag in [format!("W/{etag}"), format!("\"other\", {etag}")] {
+        assert_eq!(c.send("GET", "/db/d/bin", None, &[("If-None-Match", &tag)]).status, 304, "{tag}");
+    }
+    // Ranges as CouchDB reads them: `0-` and headers that do not parse get everything;
+    // several ranges come as multipart/byteranges; ranges are checked on gzip-stored ones.
+    for whole in ["bytes=0-", "bytes=x-1", "bytes=1"] {
+        let (head, body) = get_binary(&s, "/db/d/bin", &format!("Range: {whole}\r\n"));
+        assert!(head.starts_with("HTTP/1.1 200") && body == data, "{whole}: {head}");
+    }
+    let (head, body) = get_binary(&s, "/db/d/bin", "Range: bytes=0-1,10-12\r\n");
+    assert!(head.starts_with("HTTP/1.1 206") && head.to_ascii_lowercase().contains("content-type: multipart/byteranges; boundary=\""), "{head}");
+    let boundary = head.split("boundary=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    let mut expected = format!("--{boundary}\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes 0-1/100\r\n\r\n").into_bytes();
+    expected.extend([0, 1]);
+    expected.extend(format!("\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes 10-12/100\r\n\r\n").into_bytes());
+    expected.extend([10, 11, 12]);
+    expected.extend(format!("\r\n--{boundary}--").into_bytes());
+    assert_eq!(String::from_utf8_lossy(&body), String::from_utf8_lossy(&expected));
+    assert!(get_binary(&s, "/db/d/t.txt", "Range: bytes=5-2\r\n").0.starts_with("HTTP/1.1 416"));
+    let (head, body) = get_binary(&s, "/db/d/t.txt", "Range: bytes=0-2\r\nAccept-Encoding: gzip;q=0, deflate\r\n");
+    assert!(head.starts_with("HTTP/1.1 200") && !head.to_ascii_lowercase().contains("content-encoding") && body == b"some text", "{head}");
+    // Revisions: one the document does not have is `missing_rev`; rev and If-Match must
+    // agree; a DELETE without a revision first finds the document and the attachment.
+    let missing = c.send("PUT", "/db/d/x.txt?rev=1-0123456789abcdef0123456789abcdef", Some("x"), &[("Content-Type", "text/plain")]);
+    assert_eq!((missing.status, missing.json()["error"].as_str(), missing.json()["reason"].as_str()), (409, Some("not_found"), Some("missing_rev")));
+    let r = c.send("DELETE", &format!("/db/d/bin?rev={rev}"), None, &[("If-Match", "\"1-abc\"")]);
+    assert_eq!(r.error(400, "bad_request").json()["reason"], "Document rev and etag have different values");
+    c.delete("/db/nodoc/bin").error(404, "not_found");
+    assert_eq!(c.delete("/db/d/none").error(404, "not_found").json()["reason"], "Document is missing attachment");
+    c.delete("/db/d/bin").error(409, "conflict");
+    c.delete(&format!("/db/d/_bin?rev={rev}")).error(400, "bad_request");
+    let gone = c.delete(&format!("/db/d/bin?rev={rev}"));
+    assert_eq!((gone.status, gone.header("etag")), (200, None), "{}", gone.text);
+    // Bytes sent gzip-encoded are kept so and read back as what they encode.
+    let text = "gzip sent, gzip kept ".repeat(50);
+    let gz = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut e, text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let out = put_raw(&s, "/db/z/a.txt", "Content-Type: text/plain\r\nContent-Encoding: gzip\r\n", &gz);
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+    assert_eq!(c.get("/db/z/a.txt").text, text);
+    let info = c.send("GET", "/db/z?att_encoding_info=true", None, &[("Accept", "application/json")]).json();
+    assert_eq!((info["_attachments"]["a.txt"]["length"].as_u64(), info["_attachments"]["a.txt"]["encoding"].as_str()), (Some(text.len() as u64), Some("gzip")));
+    let out = put_raw(&s, "/db/z2/a.txt", "Content-Type: text/plain\r\nContent-Encoding: br\r\n", b"x");
+    assert!(out.starts_with("HTTP/1.1 415") && out.contains("Only gzip and identity content-encodings are supported"), "{out}");
+    let out = put_raw(&s, "/db/z3/a.txt", "Content-Type: text/plain\r\nContent-Encoding: gzip\r\n", b"not gzip at all");
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    c.get("/db/z2").error(404, "not_found");
+    c.get("/db/z3").error(404, "not_found");
+}
+
 fn put_binary(s: &TestServer, path: &str, body: &[u8]) -> String {
     let out = put_typed(s, path, "application/octet-stream", body);
     assert!(out.starts_with("HTTP/1.1 201"), "{out}");
@@ -276,9 +346,14 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
 
 /// PUTs a binary body of a content type on a raw connection; the whole answer.
 fn put_typed(s: &TestServer, path: &str, content_type: &str, body: &[u8]) -> String {
+    put_raw(s, path, &format!("Content-Type: {content_type}\r\n"), body)
+}
+
+/// A PUT of `body` with the `headers` given (each ending in CRLF); the whole answer.
+fn put_raw(s: &TestServer, path: &str, headers: &str, body: &[u8]) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
-    write!(stream, "PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), body.len()).unwrap();
+    write!(stream, "PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), body.len()).unwrap();
     stream.write_all(body).unwrap();
     let mut out = Vec::new();
     stream.read_to_end(&mut out).unwrap();

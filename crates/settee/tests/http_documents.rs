@@ -116,6 +116,8 @@ fn ids_bodies_and_bad_input() {
     c.get("/db/_bad").error(404, "not_found");
     c.delete("/db/_bad?rev=1-x").error(404, "not_found");
     c.get("/db/_find").error(501, "not_implemented");
+    c.put("/db/_design/dd/_update/f/x", "{}").error(501, "not_implemented");
+    c.get("/db/_design/dd/_show/f").error(501, "not_implemented");
     c.put("/db/_local/x/att", "x").error(400, "bad_request");
     assert_eq!(c.get("/db/_local/x/att").json()["reason"], "_local documents do not accept attachments.");
     assert_eq!(c.get("/db/_local").json()["reason"], "Invalid _local document id.");
@@ -362,6 +364,7 @@ fn purge_removes_revisions_for_good() {
     assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(1000));
     assert_eq!(c.put("/db/_purged_infos_limit", "20").status, 200);
     assert_eq!(c.get("/db/_purged_infos_limit").json(), json!(20));
+    assert_eq!(c.put("/db/_purged_infos_limit", "0").error(400, "bad_request").json()["reason"], "`purge_infos_limit` must be positive integer");
 }
 
 /// A raw GET's status line and head (lowercased) and body, with no `Accept` unless given.
