@@ -186,28 +186,38 @@ fn is_local(node: &str) -> bool {
 fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
     let q = &req.query;
-    let key = |names: &[&str]| -> HttpResult<Option<String>> {
-        match q.json_any(names)? {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(HttpError::query_parse("Keys of _all_dbs must be strings")),
-        }
-    };
-    let (start, end) = (key(&["start_key", "startkey"])?, key(&["end_key", "endkey"])?);
+    let range = q.key_range()?;
+    let inclusive_end = q.bool("inclusive_end")?.unwrap_or(true);
     let descending = q.flag("descending")?;
     let mut names = state.catalog.list()?;
     if descending {
         names.reverse();
     }
     let within = |n: &String| {
-        let after_start = start.as_ref().is_none_or(|s| if descending { n <= s } else { n >= s });
-        let before_end = end.as_ref().is_none_or(|e| if descending { n >= e } else { n <= e });
-        after_start && before_end
+        let from_start = range.start_key.as_ref().is_none_or(|s| {
+            let o = name_against(n, s);
+            if descending { o.is_le() } else { o.is_ge() }
+        });
+        let to_end = range.end_key.as_ref().is_none_or(|e| {
+            let o = name_against(n, e);
+            (if descending { o.is_gt() } else { o.is_lt() }) || (inclusive_end && o.is_eq())
+        });
+        from_start && to_end
     };
     let skip = q.u64("skip")?.unwrap_or(0) as usize;
     let limit = q.u64("limit")?.map_or(usize::MAX, |l| l as usize);
     let names: Vec<&String> = names.iter().filter(|n| within(n)).skip(skip).take(limit).collect();
     Ok(reply::json(200, &json!(names)))
+}
+
+/// Where a database name sorts against a key of any JSON type, in CouchDB's collation:
+/// after null, booleans and numbers, before arrays and objects.
+fn name_against(name: &str, key: &Value) -> std::cmp::Ordering {
+    match key {
+        Value::String(k) => name.cmp(k.as_str()),
+        Value::Array(_) | Value::Object(_) => std::cmp::Ordering::Less,
+        _ => std::cmp::Ordering::Greater,
+    }
 }
 
 async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {

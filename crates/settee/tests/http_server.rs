@@ -145,6 +145,17 @@ fn all_dbs_dbs_info_and_node_endpoints() {
     assert_eq!(c.get("/_all_dbs?descending=true&limit=2").json(), json!(["e", "c/d"]));
     assert_eq!(c.get("/_all_dbs?start_key=%22b%22&end_key=%22c/d%22").json(), json!(["b", "c/d"]));
     assert_eq!(c.get("/_all_dbs?skip=5").json(), json!(["e"]));
+    // As CouchDB's _all_docs over its database list: `key`, `inclusive_end`, the later of
+    // two aliases, and keys of other types placed by collation.
+    let names = |q: &str| c.get(&format!("/_all_dbs?{q}")).json();
+    assert_eq!(names("key=%22b%22"), json!(["b"]));
+    assert_eq!(names("startkey=%22a%22&endkey=%22c/d%22&inclusive_end=false"), json!(["a", "b"]));
+    assert_eq!(names("descending=true&startkey=%22c/d%22&endkey=%22a%22&inclusive_end=false"), json!(["c/d", "b"]));
+    assert_eq!(names("start_key=%22e%22&startkey=%22b%22&endkey=%22b%22"), json!(["b"]));
+    assert_eq!(names("startkey=1&endkey=%22_z%22"), json!(["_replicator", "_users"]));
+    assert_eq!(names("startkey=%5B%5D"), json!([]));
+    assert_eq!(names("endkey=null"), json!([]));
+    c.get("/_all_dbs?inclusive_end=maybe").error(400, "query_parse_error");
     let info = c.post("/_dbs_info", r#"{"keys":["a","zz"]}"#).json();
     assert_eq!(info[0]["info"]["db_name"], "a");
     assert_eq!(info[1]["error"], "not_found");
