@@ -96,16 +96,6 @@ impl Query {
         }
         Ok(range)
     }
-
-    /// The first of several aliases that is present, as JSON.
-    pub fn json_any(&self, keys: &[&str]) -> HttpResult<Option<Value>> {
-        for k in keys {
-            if let Some(v) = self.json(k)? {
-                return Ok(Some(v));
-            }
-        }
-        Ok(None)
-    }
 }
 
 /// The bounds of a key range as a query gives them.
