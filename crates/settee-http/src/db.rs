@@ -92,7 +92,13 @@ fn id_bound(key: Option<Value>, docid: Option<String>) -> Option<String> {
 /// reads options from either, the query string last).
 fn all_docs_query<'a>(req: &'a Req, body: Option<&serde_json::Map<String, Value>>) -> std::borrow::Cow<'a, Query> {
     let Some(body) = body else { return std::borrow::Cow::Borrowed(&req.query) };
-    let mut q: Vec<(String, String)> = body.iter().filter(|(k, _)| k.as_str() != "keys" && req.query.get(k).is_none()).map(|(k, v)| (k.clone(), v.to_string())).collect();
+    // Keys stay JSON text, as in a query string; other strings (`startkey_docid`, say) are
+    // their text.
+    let text = |k: &str, v: &Value| match v {
+        Value::String(s) if !matches!(k, "key" | "startkey" | "start_key" | "endkey" | "end_key") => s.clone(),
+        _ => v.to_string(),
+    };
+    let mut q: Vec<(String, String)> = body.iter().filter(|(k, _)| k.as_str() != "keys" && req.query.get(k).is_none()).map(|(k, v)| (k.clone(), text(k, v))).collect();
     q.extend(req.query.0.iter().cloned());
     std::borrow::Cow::Owned(Query(q))
 }

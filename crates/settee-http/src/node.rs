@@ -186,7 +186,14 @@ fn is_local(node: &str) -> bool {
 fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
     let q = &req.query;
+    // As CouchDB's _all_docs over its database list: a bound that is not a string is no
+    // bound.
     let range = q.key_range()?;
+    let bound = |k: Option<Value>| match k {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let (start, end) = (bound(range.start_key), bound(range.end_key));
     let inclusive_end = q.bool("inclusive_end")?.unwrap_or(true);
     let descending = q.flag("descending")?;
     let mut names = state.catalog.list()?;
@@ -194,30 +201,14 @@ fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
         names.reverse();
     }
     let within = |n: &String| {
-        let from_start = range.start_key.as_ref().is_none_or(|s| {
-            let o = name_against(n, s);
-            if descending { o.is_le() } else { o.is_ge() }
-        });
-        let to_end = range.end_key.as_ref().is_none_or(|e| {
-            let o = name_against(n, e);
-            (if descending { o.is_gt() } else { o.is_lt() }) || (inclusive_end && o.is_eq())
-        });
+        let from_start = start.as_ref().is_none_or(|s| if descending { n <= s } else { n >= s });
+        let to_end = end.as_ref().is_none_or(|e| (if descending { n > e } else { n < e }) || (inclusive_end && n == e));
         from_start && to_end
     };
     let skip = q.u64("skip")?.unwrap_or(0) as usize;
     let limit = q.u64("limit")?.map_or(usize::MAX, |l| l as usize);
     let names: Vec<&String> = names.iter().filter(|n| within(n)).skip(skip).take(limit).collect();
     Ok(reply::json(200, &json!(names)))
-}
-
-/// Where a database name sorts against a key of any JSON type, in CouchDB's collation:
-/// after null, booleans and numbers, before arrays and objects.
-fn name_against(name: &str, key: &Value) -> std::cmp::Ordering {
-    match key {
-        Value::String(k) => name.cmp(k.as_str()),
-        Value::Array(_) | Value::Object(_) => std::cmp::Ordering::Less,
-        _ => std::cmp::Ordering::Greater,
-    }
 }
 
 async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
@@ -305,10 +296,12 @@ fn writable(section: &str, key: &str) -> HttpResult<()> {
     if LOCKED_SECTIONS.contains(&section) {
         return Err(HttpError::new(403, "forbidden", "Config section blacklisted for modification over HTTP API."));
     }
-    if !line_safe(section) || section.contains(['[', ']']) {
+    // Section names are plain words: one that the file's loader would read as another (a
+    // locked one behind spaces, say) cannot be written.
+    if section.is_empty() || !section.chars().all(|c| c.is_ascii_alphanumeric() || "_.-@:".contains(c)) {
         return Err(HttpError::bad_request("Invalid configuration section"));
     }
-    if !line_safe(key) || key.contains(['[', ']', '=']) || key.trim() != key {
+    if key.is_empty() || !line_safe(key) || key.contains(['[', ']', '=']) || key.trim() != key {
         return Err(HttpError::bad_request("Invalid configuration key"));
     }
     Ok(())

@@ -121,6 +121,8 @@ fn ids_bodies_and_bad_input() {
     c.put("/db/_local/x/att", "x").error(400, "bad_request");
     assert_eq!(c.get("/db/_local/x/att").json()["reason"], "_local documents do not accept attachments.");
     assert_eq!(c.get("/db/_local").json()["reason"], "Invalid _local document id.");
+    assert_eq!(c.put("/db/_local%2Fx/att", "x").error(400, "bad_request").json()["reason"], "_local documents do not accept attachments.");
+    c.get("/db/_local/x").error(404, "not_found");
     c.put("/db/x", "{not json").error(400, "bad_request");
     c.put("/db/x", "[1]").error(400, "bad_request");
     c.put("/db/x", r#"{"_foo":1}"#).error(400, "doc_validation");
@@ -492,6 +494,7 @@ fn all_docs_follows_couchdb_parameter_by_parameter() {
     assert_eq!(range("startkey=%22d8%22&start_key=%22d7%22&endkey=%22d8%22"), ["d7", "d8"]);
     assert!(range("key=%22d3%22&inclusive_end=false").is_empty());
     assert_eq!(ids(&c.post("/db/_all_docs?key=%22d4%22", r#"{"startkey":"d2"}"#).json()), ["d4"]);
+    assert_eq!(ids(&c.post("/db/_all_docs", r#"{"startkey":1,"startkey_docid":"d8","limit":1}"#).json()), ["d8"], "a body's docid is its text");
     // keys exclude a range; update_seq with keys is null.
     let bad = c.get("/db/_all_docs?keys=%5B%22d1%22%5D&startkey=%22d0%22");
     assert_eq!(bad.error(400, "query_parse_error").json()["reason"], "`keys` is incompatible with `key`, `start_key` and `end_key`");
