@@ -22,6 +22,7 @@ mod db;
 mod doc;
 mod doc_query;
 mod error;
+mod find;
 mod multipart;
 mod node;
 mod openrevs;

@@ -642,6 +642,8 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         }
         "_local" | "_local/" if rest == 2 => Err(HttpError::bad_request("Invalid _local document id.")),
         "_local" if rest >= 4 => Err(HttpError::bad_request("_local documents do not accept attachments.")),
+        "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name)).await,
+        "_index" if rest == 2 => crate::find::index(state, req, name),
         "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs" | "_design_docs" | "_local_docs" => Err(node::not_built(&second)),
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.
