@@ -9,4 +9,4 @@
 
 mod selector;
 
-pub use selector::{Error, Selector};
+pub use selector::{field, field_path, Error, Selector};

@@ -67,8 +67,9 @@ impl Selector {
     }
 }
 
-/// Splits a field name on unescaped dots (`a\.b` is one name).
-fn field_path(name: &str) -> Vec<String> {
+/// Splits a field name on unescaped dots (`a\.b` is one name), as CouchDB names fields in
+/// selectors and in `_find`'s `fields`.
+pub fn field_path(name: &str) -> Vec<String> {
     let mut out = vec![String::new()];
     let mut chars = name.chars();
     while let Some(c) = chars.next() {
@@ -201,18 +202,21 @@ fn node_matches(node: &Node, doc: &Value) -> bool {
         Node::Any(parts) => parts.iter().any(|p| node_matches(p, doc)),
         Node::None(parts) => !parts.iter().any(|p| node_matches(p, doc)),
         Node::Not(inner) => !node_matches(inner, doc),
-        Node::Field(path, c) => {
-            let mut at = doc;
-            for key in path {
-                match at.get(key) {
-                    Some(v) if at.is_object() => at = v,
-                    _ => return matches!(c, Cond::Exists(false)),
-                }
-            }
-            let raw = path.len() == 1 && path[0] == "_id";
-            cond_matches(c, at, raw)
-        }
+        Node::Field(path, c) => match field(doc, path) {
+            Some(at) => cond_matches(c, at, path.len() == 1 && path[0] == "_id"),
+            None => matches!(c, Cond::Exists(false)),
+        },
     }
+}
+
+/// The value at a field path: object members by name, array elements by index, as CouchDB's
+/// `mango_doc:get_field` finds them.
+pub fn field<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(doc, |at, key| match at {
+        Value::Object(m) => m.get(key),
+        Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    })
 }
 
 fn cmp(a: &Value, b: &Value, raw: bool) -> Ordering {
@@ -234,7 +238,7 @@ fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
         },
         Cond::Nin(args) => !cond_matches(&Cond::In(args.clone()), v, raw),
         Cond::Size(n) => v.as_array().is_some_and(|a| a.len() as u64 == *n),
-        Cond::Mod(d, r) => v.as_i64().is_some_and(|x| x % d == *r),
+        Cond::Mod(d, r) => v.as_i64().and_then(|x| x.checked_rem(*d)).is_some_and(|m| m == *r),
         Cond::Regex(re) => v.as_str().is_some_and(|s| re.is_match(s)),
         Cond::BeginsWith(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
         Cond::AllOf(args) => v.as_array().is_some_and(|items| args.iter().all(|a| items.iter().any(|i| cmp(i, a, raw) == Ordering::Equal))),
@@ -309,6 +313,8 @@ mod tests {
         assert!(m(json!({"name": {"$regex": "^A"}}), doc.clone()));
         assert!(m(json!({"name": {"$beginsWith": "An"}}), doc.clone()));
         assert!(m(json!({"n": {"$mod": [4, 3]}}), doc.clone()));
+        assert!(!m(json!({"n": {"$mod": [-1, 0]}}), json!({"n": i64::MIN})), "no overflow");
+        assert!(m(json!({"tags.1": "b"}), json!({"tags": ["a", "b"]})), "array elements by index");
         assert!(m(json!({"n": {"$not": {"$lt": 5}}}), doc.clone()));
         assert!(m(json!({"n": {"$or": [{"$lt": 0}, {"$gt": 6}]}}), doc.clone()));
         assert!(m(json!({"a\\.b": 1}), json!({"a.b": 1})), "escaped dots name one field");

@@ -598,22 +598,26 @@ fn mango_find_scans_documents_with_a_selector() {
     assert_eq!(ids(&find(json!({"selector": {"n": {"$gte": 0}}}))).len(), 25);
     let (mut paged, mut bookmark) = (Vec::new(), json!(null));
     loop {
-        let mut q = json!({"selector": {"kind": "even"}, "limit": 4});
-        if !bookmark.is_null() {
-            q["bookmark"] = bookmark.clone();
-        }
-        let page = find(q);
+        let page = find(json!({"selector": {"kind": "even"}, "limit": 4, "bookmark": bookmark}));
         if page["docs"].as_array().unwrap().is_empty() {
+            assert_eq!(page["bookmark"], bookmark, "a page that moved nothing answers the bookmark it was given");
             break;
         }
         paged.extend(ids(&page));
         bookmark = page["bookmark"].clone();
     }
     assert_eq!(paged, evens, "pages follow one another without gaps or repeats");
+    // Matches that `skip` passes over move the bookmark too.
+    let skipped = find(json!({"selector": {"kind": "even"}, "limit": 2, "skip": 14}));
+    assert_eq!(ids(&skipped), ["d28"]);
+    assert!(find(json!({"selector": {"kind": "even"}, "bookmark": skipped["bookmark"]}))["docs"].as_array().unwrap().is_empty());
     assert_eq!(ids(&find(json!({"selector": {"kind": "even"}, "skip": 13}))), ["d26", "d28"]);
     // Fields, conditions, sorting by id, and statistics.
     assert_eq!(find(json!({"selector": {"n": 3}, "fields": ["_id", "name.first"]}))["docs"], json!([{"_id": "d03", "name": {"first": "F3"}}]));
-    assert_eq!(ids(&find(json!({"selector": {"n": {"$gt": 26}}, "sort": [{"_id": "desc"}]}))), ["d29", "d28", "d27"]);
+    assert_eq!(ids(&find(json!({"selector": {"_id": {"$gt": null}, "n": {"$gt": 26}}, "sort": [{"_id": "desc"}]}))), ["d29", "d28", "d27"]);
+    let hint = find(json!({"selector": {"n": 3}, "use_index": "byn"}))["warning"].as_str().unwrap().to_string();
+    assert!(hint.starts_with("_design/byn was not used because it does not contain a valid index for this query.\nNo matching index found"), "{hint}");
+    assert!(hint.contains("The number of documents examined is high"), "30 read for 1 returned: {hint}");
     assert_eq!(ids(&find(json!({"selector": {"$or": [{"n": 1}, {"name.first": "F5"}]}}))), ["d01", "d05"]);
     let stats = find(json!({"selector": {"n": {"$lt": 2}}, "execution_stats": true}))["execution_stats"].clone();
     assert_eq!((stats["results_returned"].as_u64(), stats["total_docs_examined"].as_u64()), (Some(2), Some(30)));
@@ -621,6 +625,8 @@ fn mango_find_scans_documents_with_a_selector() {
     let err = |body: &str| c.post("/db/_find", body).json();
     assert_eq!(err(r#"{"limit":1}"#)["error"], "missing_required_key");
     assert_eq!(err(r#"{"selector":{"n":1},"sort":["n"]}"#)["error"], "no_usable_index");
+    assert_eq!(err(r#"{"selector":{"n":1},"sort":["_id"]}"#)["error"], "no_usable_index");
+    assert_eq!(err(r#"{"selector":{"n":1},"limt":1}"#)["error"], "invalid_key");
     assert_eq!(err(r#"{"selector":{"n":1},"bookmark":"garbage!"}"#)["error"], "invalid_bookmark");
     assert_eq!(c.post("/db/_find", r#"{"selector":{"n":1},"limit":-1}"#).status, 400);
     c.send("POST", "/db/_find", Some("{}"), &[("Content-Type", "text/plain")]).error(415, "bad_content_type");
