@@ -234,10 +234,16 @@ pub fn parse_attachments(value: Value, policy: &AttPolicy, parts: &mut std::vec:
     }).collect()
 }
 
-fn parse_one(name: String, obj: Map<String, Value>, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<NewAtt> {
+/// Refuses attachment names CouchDB refuses (those starting with `_`).
+pub fn check_att_name(name: &str) -> Result<()> {
     if name.starts_with('_') {
         return Err(Error::BadRequest(format!("Attachment name '{name}' starts with prohibited character '_'")));
     }
+    Ok(())
+}
+
+fn parse_one(name: String, obj: Map<String, Value>, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<NewAtt> {
+    check_att_name(&name)?;
     let content_type = text(&obj, "content_type").unwrap_or("application/octet-stream").to_string();
     if obj.get("stub") == Some(&Value::Bool(true)) {
         return Ok(NewAtt { name, content_type, source: AttSource::Stub });

@@ -25,7 +25,7 @@ mod seq;
 mod shard;
 mod tasks;
 
-pub use att::{decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK};
+pub use att::{check_att_name, decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK};
 pub use catalog::{validate_name, Catalog, CatalogOptions, SYSTEM_DATABASES};
 pub use database::{shard_index, Database};
 pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PREFIX};

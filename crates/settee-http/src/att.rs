@@ -39,22 +39,12 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att
 
 /// The revision a write names by `rev` or `If-Match`, which must agree (as CouchDB).
 fn rev_param(req: &Req) -> HttpResult<Option<Rev>> {
-    let query = req.query.get("rev").map(str::to_string);
-    let header = req.header("if-match").map(|v| v.trim().trim_matches('"').to_string());
-    if let (Some(q), Some(h)) = (&query, &header) {
-        if q != h {
-            return Err(HttpError::bad_request("Document rev and etag have different values"));
-        }
-    }
-    query.or(header).as_deref().map(parse_rev).transpose()
+    crate::doc::named_rev(req)?.as_deref().map(parse_rev).transpose()
 }
 
-/// Refuses attachment names CouchDB refuses.
-fn check_name(att_name: &str) -> HttpResult<()> {
-    if att_name.starts_with('_') {
-        return Err(HttpError::bad_request(format!("Attachment name '{att_name}' starts with prohibited character '_'")));
-    }
-    Ok(())
+/// CouchDB's answer for a write whose revision is not the document's latest.
+fn conflict() -> HttpError {
+    settee_db::Error::Conflict.into()
 }
 
 fn get(state: &State, req: &Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
@@ -157,12 +147,12 @@ fn send_ranges(snap: DbSnapshot, id: &str, att: AttInfo, ranges: Vec<(u64, u64)>
     let (resp, mut sink) = reply::channel(206, "multipart/byteranges");
     let resp = reply::with_header(resp, CONTENT_TYPE, &format!("multipart/byteranges; boundary=\"{boundary}\""));
     let id = id.to_string();
+    // A stored type cannot add lines to a part's head.
+    let content_type: String = att.content_type.chars().filter(|c| !c.is_control()).collect();
     tokio::task::spawn_blocking(move || {
         let out = || -> Result<(), reply::Gone> {
             sink.write(format!("--{boundary}").as_bytes())?;
             for (start, end) in ranges {
-                // A stored type cannot add lines to the part's head.
-                let content_type: String = att.content_type.chars().filter(|c| !c.is_control()).collect();
                 let head = format!("\r\nContent-Type: {content_type}\r\nContent-Range: bytes {start}-{end}/{}\r\n\r\n", att.length);
                 sink.write(head.as_bytes())?;
                 write_range(&snap, &id, &att, Some((start, end)), &mut sink)?;
@@ -282,12 +272,14 @@ fn base_edit(db: &Database, id: &str, rev: Option<Rev>, keep: impl Fn(&AttInfo) 
             None => Ok((None, b"{}".to_vec(), Vec::new())),
         };
     };
-    let rev = rev.ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
+    let rev = rev.ok_or_else(conflict)?;
     // A revision the document does not have is CouchDB's `missing_rev`; one it has but that
     // was edited since is a conflict.
     let i = record.tree.find(&rev).ok_or_else(missing_rev)?;
-    let i = Some(i).filter(|&i| record.tree.is_leaf(i)).ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
-    let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?;
+    if !record.tree.is_leaf(i) {
+        return Err(conflict());
+    }
+    let info = record.tree.nodes[i].info.as_ref().ok_or_else(conflict)?;
     let body = snap.body(id, info)?.into_owned();
     let stubs = info.atts.iter().filter(|a| keep(a)).map(|a| NewAtt { name: a.name.clone(), content_type: a.content_type.clone(), source: AttSource::Stub }).collect();
     Ok((Some(rev), body, stubs))
@@ -300,7 +292,7 @@ fn missing_rev() -> HttpError {
 
 async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
     state.limits.check_id(id)?;
-    check_name(att_name)?;
+    settee_db::check_att_name(att_name)?;
     let db = open(state, name)?;
     let content_type = req.header("content-type").unwrap_or("application/octet-stream").to_string();
     let rev = rev_param(req)?;
@@ -505,14 +497,14 @@ async fn append(db: &Arc<Database>, shard: usize, chunk: Vec<u8>) -> HttpResult<
 }
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
-    check_name(att_name)?;
+    settee_db::check_att_name(att_name)?;
     let db = open(state, name)?;
     let snap = db.snapshot();
     // As CouchDB: without a revision, the document and the attachment must be there before
     // the missing revision is a conflict.
     let Some(rev) = rev_param(req)? else {
         snap.attachment(id, None, att_name)?;
-        return Err(HttpError::new(409, "conflict", "Document update conflict."));
+        return Err(conflict());
     };
     let (parent, body, atts) = base_edit(&db, id, Some(rev.clone()), |a| a.name != att_name)?;
     snap.attachment(id, Some(&rev), att_name)?;

@@ -77,16 +77,6 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     }))
 }
 
-/// An id bound of `_all_docs`: its key if that is a string, else the document id given
-/// (CouchDB ignores a key that is not a string and falls back on `startkey_docid` or
-/// `endkey_docid`).
-fn id_bound(key: Option<Value>, docid: Option<String>) -> Option<String> {
-    match key {
-        Some(Value::String(s)) => Some(s),
-        _ => docid,
-    }
-}
-
 /// The query of `_all_docs`: the members of a POST body other than `keys` that the query
 /// string does not give, then the query string, in the order CouchDB reads them (CouchDB
 /// reads options from either, the query string last).
@@ -127,9 +117,13 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
     };
     let q = &all_docs_query(req, body.as_ref());
     let range = q.key_range()?;
+    if keys.as_ref().is_some_and(|k| !k.is_empty()) && (range.start_key.is_some() || range.end_key.is_some()) {
+        return Err(HttpError::query_parse("`keys` is incompatible with `key`, `start_key` and `end_key`"));
+    }
+    let (start, end) = range.id_bounds();
     let mut opts = AllDocsOptions {
-        start: id_bound(range.start_key, range.start_docid),
-        end: id_bound(range.end_key, range.end_docid),
+        start,
+        end,
         inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
         descending: q.flag("descending")?,
         skip: q.u64("skip")?.unwrap_or(0),
@@ -138,9 +132,6 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         doc: DocOptions { conflicts: q.flag("conflicts")?, attachments: q.flag("attachments")?, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() },
         local: which == "_local_docs",
     };
-    if keys.as_ref().is_some_and(|k| !k.is_empty()) && ["key", "start_key", "startkey", "end_key", "endkey"].iter().any(|k| q.get(k).is_some()) {
-        return Err(HttpError::query_parse("`keys` is incompatible with `key`, `start_key` and `end_key`"));
-    }
     if which == "_design_docs" {
         clamp_to_design(&mut opts);
     }

@@ -43,6 +43,20 @@ fn if_match(req: &Req) -> Option<String> {
     req.header(IF_MATCH).map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
 }
 
+/// The revision a write names by `?rev=` or `If-Match`, which must agree, as CouchDB reads
+/// them for deletions and attachment writes.
+pub fn named_rev(req: &Req) -> HttpResult<Option<String>> {
+    match (req.query.get("rev").map(str::to_string), if_match(req)) {
+        (Some(q), Some(h)) if q != h => Err(HttpError::bad_request("Document rev and etag have different values")),
+        (q, h) => Ok(q.or(h)),
+    }
+}
+
+/// The content type of a `multipart/related` request, if it is one.
+fn multipart_related(req: &Req) -> Option<&str> {
+    req.header("content-type").filter(|ct| ct.starts_with("multipart/related"))
+}
+
 /// `GET`/`HEAD` of a document. As CouchDB: the winner's metadata (`_conflicts`,
 /// `_deleted_conflicts`, `_revs_info`, `_local_seq`) only when the winner is read; an `ETag`
 /// and a 304 for `If-None-Match` whenever the answer carries none of it.
@@ -186,7 +200,7 @@ fn write_options(req: &Req) -> HttpResult<(EditMode, Durability)> {
 
 /// Reads a document body and reconciles its `_rev` with `?rev=` and `If-Match`.
 async fn read_doc(state: &State, req: &mut Req, name: &str, id: Option<&str>) -> HttpResult<NewDoc> {
-    let (mut value, parts) = match req.header("content-type").and_then(|ct| ct.starts_with("multipart/related").then(|| multipart::boundary(ct))) {
+    let (mut value, parts) = match multipart_related(req).map(multipart::boundary) {
         Some(boundary) => {
             let boundary = boundary.ok_or_else(|| HttpError::bad_request("multipart/related needs a boundary"))?;
             read_multipart(state, req, name, &boundary, id).await?
@@ -342,7 +356,7 @@ async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRes
     let (mode, mut durability) = write_options(req)?;
     // As CouchDB: a multipart upload is written durably and answered with its revision,
     // `batch=ok` or not.
-    if req.header("content-type").is_some_and(|ct| ct.starts_with("multipart/related")) {
+    if multipart_related(req).is_some() {
         durability = Durability::Durable;
     }
     let doc = read_doc(state, req, name, Some(id)).await?;
@@ -369,10 +383,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     } else {
         snap.resolve_winner(id)?;
     }
-    let rev = match (req.query.get("rev").map(str::to_string), if_match(req)) {
-        (Some(q), Some(h)) if q != h => return Err(HttpError::bad_request("Document rev and etag have different values")),
-        (q, h) => q.or(h).ok_or_else(|| HttpError::new(409, "conflict", "Document update conflict."))?,
-    };
+    let rev = named_rev(req)?.ok_or(settee_db::Error::Conflict)?;
     parse_rev(&rev)?;
     let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
     // `batch=ok` does not apply to deletions, as in CouchDB: the answer names the revision.

@@ -53,18 +53,19 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         let config = state.config.read().expect("config lock");
         (config.get_or("mango", "default_limit", 25u64), config.get_or("mango", "index_scan_warning_threshold", 10u64))
     };
-    let q = FindQuery::parse(&body, default_limit)?;
+    let mut q = FindQuery::parse(&body, default_limit)?;
     let mut warnings = use_index_warning(body.get("use_index")).into_iter().collect::<Vec<_>>();
     warnings.push(NO_INDEX.to_string());
     let incoming = body.get("bookmark").and_then(Value::as_str).filter(|b| !b.is_empty()).unwrap_or("nil").to_string();
     let started = Instant::now();
     let snap = db.snapshot();
-    let (fields, stats) = (q.fields.clone(), q.execution_stats);
+    let (fields, stats) = (q.fields.take(), q.execution_stats);
     let (docs, examined, last) = tokio::task::spawn_blocking(move || scan(&snap, &q)).await.map_err(join_error)??;
     let docs = project(docs, fields.as_deref());
+    let returned = docs.len() as u64;
     // As CouchDB: a page that moved nothing answers the bookmark it was given.
     let bookmark = last.map_or(incoming, |id| URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!([id])).expect("json")));
-    if scan_warning_at > 0 && examined / (docs.len() as u64).max(1) > scan_warning_at {
+    if scan_warning_at > 0 && examined / returned.max(1) > scan_warning_at {
         warnings.push(SCANNED_MANY.to_string());
     }
     let mut out = json!({"docs": docs, "bookmark": bookmark, "warning": warnings.join("\n")});
@@ -73,7 +74,7 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             "total_keys_examined": 0,
             "total_docs_examined": examined,
             "total_quorum_docs_examined": 0,
-            "results_returned": out["docs"].as_array().map_or(0, Vec::len),
+            "results_returned": returned,
             "execution_time_ms": started.elapsed().as_secs_f64() * 1000.0,
         });
     }
@@ -255,13 +256,13 @@ fn scan(snap: &settee_db::DbSnapshot, q: &FindQuery) -> HttpResult<(Vec<Value>, 
 /// Each document cut down to `fields` (dotted paths into nested objects), when given.
 fn project(docs: Vec<Value>, fields: Option<&[String]>) -> Vec<Value> {
     let Some(fields) = fields.filter(|f| !f.is_empty()) else { return docs };
+    let paths: Vec<Vec<String>> = fields.iter().map(|name| settee_mango::field_path(name)).collect();
     docs.into_iter()
         .map(|doc| {
             let mut out = Value::Object(Map::new());
-            for name in fields {
-                let path = settee_mango::field_path(name);
-                if let Some(v) = settee_mango::field(&doc, &path) {
-                    put_path(&mut out, &path, v.clone());
+            for path in &paths {
+                if let Some(v) = settee_mango::field(&doc, path) {
+                    put_path(&mut out, path, v.clone());
                 }
             }
             out

@@ -42,15 +42,16 @@ pub fn up(req: &Req) -> HttpResult<Response> {
 pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET")?;
     let max = state.config.read().expect("config lock").get_or("uuids", "max_count", 1000u64);
-    let count = match req.query.get("count").map(str::parse::<i128>) {
+    let too_large = || HttpError::bad_request("count parameter too large");
+    let count = match req.query.get("count") {
         None => 1,
-        Some(Ok(n)) if n > i128::from(max) => return Err(HttpError::bad_request("count parameter too large")),
-        Some(Ok(n)) if n >= 0 => n as u64,
-        // Digits past what fits are a count too large, as CouchDB's bignums make them.
-        Some(Err(_)) if req.query.get("count").is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())) => {
-            return Err(HttpError::bad_request("count parameter too large"))
-        }
-        Some(_) => return Err(HttpError::bad_request("count must be a positive integer")),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n <= max => n,
+            Ok(_) => return Err(too_large()),
+            // Digits past what fits are a count too large, as CouchDB's bignums make them.
+            Err(_) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => return Err(too_large()),
+            Err(_) => return Err(HttpError::bad_request("count must be a positive integer")),
+        },
     };
     let ids: Vec<String> = {
         let mut gen = state.uuids.lock().expect("uuid lock");
@@ -186,14 +187,8 @@ fn is_local(node: &str) -> bool {
 fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
     let q = &req.query;
-    // As CouchDB's _all_docs over its database list: a bound that is not a string is no
-    // bound.
-    let range = q.key_range()?;
-    let bound = |k: Option<Value>| match k {
-        Some(Value::String(s)) => Some(s),
-        _ => None,
-    };
-    let (start, end) = (bound(range.start_key), bound(range.end_key));
+    // As CouchDB's _all_docs over its database list.
+    let (start, end) = q.key_range()?.id_bounds();
     let inclusive_end = q.bool("inclusive_end")?.unwrap_or(true);
     let descending = q.flag("descending")?;
     let mut names = state.catalog.list()?;

@@ -111,6 +111,19 @@ pub struct KeyRange {
     pub end_docid: Option<String>,
 }
 
+impl KeyRange {
+    /// The range as document ids, for `_all_docs` and its kin: a key that is a string, else
+    /// the document id given (CouchDB ignores a key that is not a string and falls back on
+    /// `startkey_docid`/`endkey_docid`).
+    pub fn id_bounds(self) -> (Option<String>, Option<String>) {
+        let id = |key: Option<Value>, docid: Option<String>| match key {
+            Some(Value::String(s)) => Some(s),
+            _ => docid,
+        };
+        (id(self.start_key, self.start_docid), id(self.end_key, self.end_docid))
+    }
+}
+
 /// A request being handled.
 pub struct Req {
     /// The method.
