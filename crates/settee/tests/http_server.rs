@@ -155,6 +155,7 @@ fn all_dbs_dbs_info_and_node_endpoints() {
     assert_eq!(names("startkey=1&endkey=%22_z%22"), json!(["_replicator", "_users"]));
     let all = json!(["_replicator", "_users", "a", "b", "c/d", "e"]);
     assert_eq!((names("startkey=%5B%5D"), names("endkey=null")), (all.clone(), all));
+    assert_eq!(names("startkey=1&startkey_docid=c"), json!(["c/d", "e"]), "a key that is not a string gives way to the docid, as in _all_docs");
     c.get("/_all_dbs?inclusive_end=maybe").error(400, "query_parse_error");
     let info = c.post("/_dbs_info", r#"{"keys":["a","zz"]}"#).json();
     assert_eq!(info[0]["info"]["db_name"], "a");
