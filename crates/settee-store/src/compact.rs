@@ -13,6 +13,7 @@
 //! A crash before the rename leaves the old file (the stray copy is deleted on open); after
 //! it, the new one, which holds every commit. Snapshots of the old file keep reading it.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -24,8 +25,11 @@ use crate::file::{BlobRef, StoreFile};
 use crate::format::{Header, FLAG_COMPACTING};
 use crate::snapshot::Snapshot;
 use crate::store::{init_file, Shared, Store};
+use crate::file::NodeSource;
+use crate::overlay::Overlay;
+use crate::tree::cursor::lookup;
 use crate::tree::diff::diff;
-use crate::tree::{Action, RangeOptions};
+use crate::tree::{Action, RangeOptions, TreeSpec};
 use crate::txn::{Appender, WriterState};
 
 /// Entries per batched modification while copying.
@@ -135,22 +139,56 @@ impl Copy {
         Ok(())
     }
 
-    /// Applies the changes between two headers of the old file; returns how many.
-    fn catch_up(&mut self, from: &StoreFile, old: &Header, new: &Header) -> Result<usize> {
+    /// Applies the changes between two commits of the old file; returns how many.
+    fn catch_up(&mut self, from: &StoreFile, old: Committed, new: Committed) -> Result<usize> {
         let mut changes = 0;
         for tree in 0..self.new.schema.len() {
-            let root = |h: &Header| h.roots.get(tree).cloned().flatten();
             let spec = self.new.schema[tree].clone();
-            let actions = diff(from, &spec, root(old).as_ref(), root(new).as_ref())?;
+            let actions = tree_changes(from, &spec, tree, old, new)?;
             changes += actions.len();
             if !actions.is_empty() {
                 self.apply(from, tree, actions)?;
             }
         }
-        self.new.meta = new.meta.clone();
+        self.new.meta = new.0.meta.clone();
         self.stats.caught_up += changes as u64;
         Ok(changes)
     }
+}
+
+/// A commit of the file being compacted: its header and its trees' logged changes.
+type Committed<'a> = (&'a Header, &'a [Overlay]);
+
+/// The actions that turn `tree` as of `old` into `tree` as of `new`, logged changes
+/// included: the nodes' differences, with every key either commit holds a change of
+/// settled by what `new` shows.
+fn tree_changes(from: &StoreFile, spec: &TreeSpec, tree: usize, old: Committed, new: Committed) -> Result<Vec<Action>> {
+    let root = |h: &Header| h.roots.get(tree).cloned().flatten();
+    let new_root = root(new.0);
+    let mut actions = diff(from, spec, root(old.0).as_ref(), new_root.as_ref())?;
+    let empty = Overlay::default();
+    let (old_changes, new_changes) = (old.1.get(tree).unwrap_or(&empty), new.1.get(tree).unwrap_or(&empty));
+    if old_changes.is_empty() && new_changes.is_empty() {
+        return Ok(actions);
+    }
+    let settle: BTreeSet<&[u8]> = old_changes.keys().chain(new_changes.keys()).collect();
+    actions.retain(|a| !settle.contains(a.key()));
+    let root_node = new_root.as_ref().map(|r| from.node(r.ptr)).transpose()?;
+    for key in settle {
+        let entry = match new_changes.entry(key) {
+            Some(entry) => entry,
+            None => match &root_node {
+                Some(node) => lookup(from, spec, node, key)?,
+                None => None,
+            },
+        };
+        actions.push(match entry {
+            Some(e) => Action::Put(key.to_vec(), e.value().to_vec()),
+            None => Action::Delete(key.to_vec()),
+        });
+    }
+    actions.sort_by(|a, b| spec.cmp(a.key(), b.key()));
+    Ok(actions)
 }
 
 impl Store {
@@ -184,7 +222,8 @@ impl Store {
         let (header, end) = init_file(backend.as_ref(), shared.schema.len())?;
         let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone(), end));
         let opts = &shared.options;
-        let new = WriterState::new(Appender::new(file, end, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
+        let mut new = WriterState::new(Appender::new(file, end, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
+        new.direct = true;
         let mut copy = Copy { new, rewriter, stats: CompactStats::default() };
 
         let mut last = self.snapshot();
@@ -194,7 +233,7 @@ impl Store {
             if now.generation() == last.generation() {
                 break;
             }
-            let changes = copy.catch_up(&now.state.file, &last.state.header, &now.state.header)?;
+            let changes = copy.catch_up(&now.state.file, (&last.state.header, &last.state.overlays), (&now.state.header, &now.state.overlays))?;
             copy.new.commit(FLAG_COMPACTING)?;
             last = now;
             if changes < SMALL_DELTA {
@@ -214,7 +253,7 @@ impl Store {
 /// rename, and switch the writer and new snapshots to the new file.
 fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snapshot) -> Result<CompactStats> {
     let old_file = state.app.file.clone();
-    copy.catch_up(&old_file, &last.state.header, &state.header)?;
+    copy.catch_up(&old_file, (&last.state.header, &last.state.overlays), (&state.header, &state.committed_overlays))?;
     // Commit numbers go on from the old file's, so they never repeat.
     copy.new.header.generation = state.header.generation;
     copy.new.commit(0)?;
@@ -232,6 +271,8 @@ fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snaps
     // From here on the path names the new file: the writer must follow it whatever happens.
     // Until the rename is durable, no commit may be acknowledged (see WriterState::commit).
     *state = copy.new;
+    state.direct = false;
+    state.fold = shared.options.fold;
     state.unsynced_rename = Some(shared.path.clone());
     shared.publish(state);
     state.sync_rename()?;

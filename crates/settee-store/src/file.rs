@@ -10,7 +10,7 @@ use crate::cache::NodeCache;
 use crate::error::{Error, Result};
 use crate::format::{
     decode_record, parse_header_head, Header, Ptr, RecordKind, BLOCK, FLAG_COMPACTING,
-    FORMAT_VERSION, HEADER_HEAD,
+    FORMAT_VERSION, HEADER_HEAD, OLDEST_VERSION,
 };
 use crate::node::Node;
 
@@ -211,15 +211,15 @@ fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path: &Path) -> 
         Err(e) if offset == 0 => return Err(e),
         Err(_) => return Ok(None),
     };
-    if version != FORMAT_VERSION {
+    if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
         if offset > 0 {
             // Stored bytes may look like a header of another version; only the first counts.
             return Ok(None);
         }
         return Err(Error::UnsupportedVersion { path: path.to_path_buf(), version });
     }
-    let roots_point_back =
-        header.roots.iter().flatten().all(|r| r.ptr.offset.checked_add(u64::from(r.ptr.len)).is_some_and(|e| e <= offset));
+    let before = |p: &crate::format::Ptr| p.offset.checked_add(u64::from(p.len)).is_some_and(|e| e <= offset);
+    let roots_point_back = header.roots.iter().flatten().all(|r| before(&r.ptr)) && header.log.iter().all(before);
     if header.data_start > offset || !roots_point_back {
         return damaged(offset, "header points past itself");
     }

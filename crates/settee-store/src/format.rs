@@ -25,6 +25,15 @@
 //!                     u8 0 (empty tree) | 1, varint node offset, varint node length,
 //!                     varint entry count, varint reduction length, reduction bytes
 //!           varint  metadata length, metadata bytes (the caller's, opaque)
+//!           u8 0 (no log) | 1, varint offset, varint length: the newest log record
+//!                   (version 2 on; version 1 headers end after the metadata)
+//!
+//! Log record payload (kind 5), the changes of one commit to logged trees:
+//!   varint  previous log record's offset + 1 (0: first since the trees were folded),
+//!           varint previous record's length
+//!   varint  records in the chain, this one included
+//!   then per change: varint tree, u8 0 (delete) | 1 (put), varint key length, key,
+//!           and for a put varint value length, value
 //! ```
 //!
 //! A commit appends its records, zero padding up to the next BLOCK boundary and a header, then
@@ -41,8 +50,10 @@ pub const BLOCK: u64 = 4096;
 pub const RECORD_HEAD: usize = 9;
 /// Bytes of a header before its body.
 pub const HEADER_HEAD: usize = 16;
-/// The current file format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// The current file format version: 2 added logged trees (the header's log pointer).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest file format version this build still opens.
+pub const OLDEST_VERSION: u32 = 1;
 /// First bytes of every header.
 pub const HEADER_MAGIC: [u8; 8] = *b"SETTEE\x01H";
 /// Header flag: written part-way through a compaction; not a point to open at.
@@ -59,6 +70,8 @@ pub enum RecordKind {
     Blob = 3,
     /// An lz4-compressed blob.
     BlobLz4 = 4,
+    /// Changes to logged trees not yet folded into their nodes.
+    Log = 5,
 }
 
 impl RecordKind {
@@ -68,6 +81,7 @@ impl RecordKind {
             2 => RecordKind::Inner,
             3 => RecordKind::Blob,
             4 => RecordKind::BlobLz4,
+            5 => RecordKind::Log,
             _ => return None,
         })
     }
@@ -146,6 +160,8 @@ pub struct Header {
     pub roots: Vec<Option<Root>>,
     /// The caller's metadata.
     pub meta: Vec<u8>,
+    /// The newest log record of the logged trees' changes not yet in their nodes.
+    pub log: Option<Ptr>,
 }
 
 impl Header {
@@ -172,6 +188,14 @@ impl Header {
             }
         }
         put_bytes(&mut body, &self.meta);
+        match self.log {
+            None => body.push(0),
+            Some(p) => {
+                body.push(1);
+                put_varint(&mut body, p.offset);
+                put_varint(&mut body, u64::from(p.len));
+            }
+        }
         let mut out = Vec::with_capacity(HEADER_HEAD + body.len());
         out.extend_from_slice(&HEADER_MAGIC);
         out.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -209,10 +233,19 @@ impl Header {
             });
         }
         let meta = r.bytes()?.to_vec();
+        let log = match (version, if version >= 2 { r.u8()? } else { 0 }) {
+            (_, 0) => None,
+            (_, 1) => {
+                let offset = r.varint()?;
+                let len = u32::try_from(r.varint()?).map_err(|_| bad("log record length"))?;
+                Some(Ptr { offset, len })
+            }
+            _ => return Err(bad("bad log tag")),
+        };
         if !r.is_empty() {
             return Err(bad("trailing bytes"));
         }
-        let header = Header { salt, flags, generation, data_start, region_crc, roots, meta };
+        let header = Header { salt, flags, generation, data_start, region_crc, roots, meta, log };
         Ok((header, version))
     }
 }
@@ -361,6 +394,7 @@ mod tests {
                 Some(Root { ptr: Ptr { offset: 4096, len: 77 }, count: 3, reduction: vec![1, 2] }),
             ],
             meta: b"meta".to_vec(),
+            log: Some(Ptr { offset: 5000, len: 40 }),
         };
         let bytes = h.encode();
         let (len, crc) = parse_header_head(&bytes).unwrap();

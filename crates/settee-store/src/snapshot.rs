@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{Header, Ptr, Root};
 use crate::node::Node;
+use crate::overlay::Overlay;
 use crate::tree::cursor::{lookup, lookup_many, Entry, Range};
 use crate::tree::reduce::{fold_groups, reduce_range, Group, GroupBy, KeyRange};
 use crate::tree::{Bound, RangeOptions, Reduction, TreeSpec};
@@ -20,12 +21,17 @@ pub(crate) struct SnapState {
     pub schema: Arc<[TreeSpec]>,
     /// Each tree's root node, loaded once per snapshot.
     roots: Box<[OnceLock<Arc<Node>>]>,
+    /// Each tree's logged changes not yet in its nodes.
+    pub overlays: Vec<Overlay>,
+    /// Each logged tree's count and reduction with its changes, found once per snapshot.
+    totals: Box<[OnceLock<Reduction>]>,
 }
 
 impl SnapState {
-    pub fn new(file: Arc<StoreFile>, header: Header, schema: Arc<[TreeSpec]>) -> SnapState {
+    pub fn new(file: Arc<StoreFile>, header: Header, schema: Arc<[TreeSpec]>, overlays: Vec<Overlay>) -> SnapState {
         let roots = (0..header.roots.len()).map(|_| OnceLock::new()).collect();
-        SnapState { file, header, schema, roots }
+        let totals = (0..overlays.len()).map(|_| OnceLock::new()).collect();
+        SnapState { file, header, schema, roots, overlays, totals }
     }
 }
 
@@ -48,6 +54,11 @@ impl Snapshot {
         Ok((spec, self.state.header.roots.get(tree).and_then(Option::as_ref)))
     }
 
+    /// `tree`'s logged changes (none for a tree that is not logged).
+    fn overlay(&self, tree: usize) -> Option<&Overlay> {
+        self.state.overlays.get(tree).filter(|o| !o.is_empty())
+    }
+
     /// The commit number of this snapshot (0 for a new, empty file).
     pub fn generation(&self) -> u64 {
         self.state.header.generation
@@ -67,16 +78,25 @@ impl Snapshot {
 
     /// Number of entries in `tree`.
     pub fn count(&self, tree: usize) -> Result<u64> {
+        if self.overlay(tree).is_some() {
+            return Ok(self.total(tree)?.count);
+        }
         Ok(self.tree(tree)?.1.map_or(0, |r| r.count))
     }
 
     /// Count and reduction of the whole of `tree`, without reading any node.
     pub fn total(&self, tree: usize) -> Result<Reduction> {
         let (spec, root) = self.tree(tree)?;
-        match root {
-            Some(r) => Ok(Reduction { count: r.count, value: r.reduction.clone() }),
-            None => Ok(Reduction { count: 0, value: spec.reducer.reduce(&[]).map_err(Error::Reduce)? }),
+        let nodes = match root {
+            Some(r) => Reduction { count: r.count, value: r.reduction.clone() },
+            None => Reduction { count: 0, value: spec.reducer.reduce(&[]).map_err(Error::Reduce)? },
+        };
+        let Some(overlay) = self.overlay(tree) else { return Ok(nodes) };
+        if let Some(total) = self.state.totals[tree].get() {
+            return Ok(total.clone());
         }
+        let total = overlay.adjust(spec, nodes, &Bound::Unbounded, &Bound::Unbounded)?;
+        Ok(self.state.totals[tree].get_or_init(|| total).clone())
     }
 
     /// Number of trees in the store.
@@ -112,6 +132,9 @@ impl Snapshot {
     /// The entry for `key`.
     pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
         let spec = self.tree(tree)?.0;
+        if let Some(entry) = self.overlay(tree).and_then(|o| o.entry(key)) {
+            return Ok(entry);
+        }
         match self.root_node(tree)? {
             Some(root) => lookup(self, spec, root, key),
             None => Ok(None),
@@ -126,26 +149,42 @@ impl Snapshot {
             return Ok(Vec::new());
         }
         let spec = self.tree(tree)?.0;
-        match self.root_node(tree)? {
-            Some(root) => lookup_many(self, spec, root, keys),
-            None => Ok(keys.iter().map(|_| None).collect()),
+        let mut found = match self.root_node(tree)? {
+            Some(root) => lookup_many(self, spec, root, keys)?,
+            None => keys.iter().map(|_| None).collect(),
+        };
+        if let Some(overlay) = self.overlay(tree) {
+            for (slot, key) in found.iter_mut().zip(keys) {
+                if let Some(entry) = overlay.entry(key.as_ref()) {
+                    *slot = entry;
+                }
+            }
         }
+        Ok(found)
     }
 
     /// Entries of a range, in either direction, with skip and limit.
     pub fn range(&self, tree: usize, opts: RangeOptions) -> Result<Range<'static>> {
         let (spec, root) = self.tree(tree)?;
-        Range::new(Box::new(self.clone()), spec, root, opts)
+        match self.overlay(tree) {
+            Some(overlay) => Range::merged(Box::new(self.clone()), spec, root, opts, overlay),
+            None => Range::new(Box::new(self.clone()), spec, root, opts),
+        }
     }
 
     /// Count and reduction of the entries between `lo` and `hi` in ascending key order.
     pub fn reduce(&self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
         let (spec, root) = self.tree(tree)?;
-        reduce_range(self, spec, root, &KeyRange { lo, hi })
+        let nodes = reduce_range(self, spec, root, &KeyRange { lo, hi })?;
+        match self.overlay(tree) {
+            Some(overlay) => overlay.adjust(spec, nodes, lo, hi),
+            None => Ok(nodes),
+        }
     }
 
     /// Reductions of each group of keys in the range of `opts` (its skip and limit are not
-    /// used), in walk order; `emit` returns false to stop.
+    /// used), in walk order; `emit` returns false to stop. Not for a logged tree holding
+    /// changes.
     pub fn fold_groups(
         &self,
         tree: usize,
@@ -154,6 +193,9 @@ impl Snapshot {
         emit: &mut dyn FnMut(Group) -> Result<bool>,
     ) -> Result<()> {
         let (spec, root) = self.tree(tree)?;
+        if self.overlay(tree).is_some() {
+            return Err(Error::Reduce("grouped reductions are not offered for logged trees".into()));
+        }
         let range = KeyRange::from_walk(&opts.start, &opts.end, opts.direction);
         fold_groups(self, spec, root, &range, opts.direction, group_by, emit)
     }

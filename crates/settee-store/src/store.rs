@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::file::{recover, StoreFile};
 use crate::format::{Header, BLOCK};
 use crate::snapshot::{SnapState, Snapshot};
+use crate::overlay::FoldLimits;
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Savepoint, Txn, WriterState};
 
@@ -57,6 +58,8 @@ pub struct StoreOptions {
     /// The turn that callers committing their own updates take, shared by every store
     /// opened with a clone of these options.
     pub caller_turn: CallerTurn,
+    /// When logged trees' changes are folded into their nodes.
+    pub fold: FoldLimits,
 }
 
 /// One turn at a time for commits run by their callers ([`Store::run_or_submit_with`]),
@@ -93,6 +96,7 @@ impl Default for StoreOptions {
             on_writer_start: None,
             on_commit: None,
             caller_turn: CallerTurn::default(),
+            fold: FoldLimits::default(),
         }
     }
 }
@@ -132,7 +136,8 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn publish(&self, state: &WriterState) {
-        self.current.store(Arc::new(SnapState::new(state.app.file.clone(), state.header.clone(), self.schema.clone())));
+        let overlays = state.committed_overlays.clone();
+        self.current.store(Arc::new(SnapState::new(state.app.file.clone(), state.header.clone(), self.schema.clone(), overlays)));
     }
 }
 
@@ -229,6 +234,7 @@ pub(crate) fn init_file(backend: &dyn Backend, slots: usize) -> Result<(Header, 
         region_crc: crc32fast::hash(&[]),
         roots: vec![None; slots],
         meta: Vec::new(),
+        log: None,
     };
     let bytes = header.encode();
     backend.write_all_at(&bytes, 0).map_err(Error::io("create"))?;
@@ -286,9 +292,12 @@ impl Store {
         let file = Arc::new(StoreFile::new(backend, options.cache.clone(), found.end));
         let schema: Arc<[TreeSpec]> = options.trees.clone().into();
         let app = Appender::new(file, found.end, if reserved { len } else { found.end });
-        let state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
+        let mut state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
+        state.fold = options.fold;
+        state.replay_log()?;
+        let overlays = state.committed_overlays.clone();
         let shared = Arc::new(Shared {
-            current: ArcSwap::from_pointee(SnapState::new(state.app.file.clone(), state.header.clone(), schema.clone())),
+            current: ArcSwap::from_pointee(SnapState::new(state.app.file.clone(), state.header.clone(), schema.clone(), overlays)),
             compacting: AtomicBool::new(false),
             path: path.to_path_buf(),
             options,

@@ -13,6 +13,7 @@ use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
 use crate::held::{latest_in, Held, HeldMark, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
 use crate::node::{ChildPiece, Node};
+use crate::overlay::{FoldLimits, LogBuf, LogRecord, Overlay};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
@@ -227,6 +228,19 @@ pub(crate) struct WriterState {
     /// Offsets of written nodes that the pending changes replace: once they are committed,
     /// nothing reaches them from the newest roots, and they leave the node cache.
     superseded: Vec<u64>,
+    /// Each tree's logged changes not yet folded into its nodes (see [`crate::overlay`]);
+    /// empty for trees that are not logged.
+    pub overlays: Vec<Overlay>,
+    /// The overlays as of the last commit, which its snapshots show.
+    pub committed_overlays: Vec<Overlay>,
+    /// The changes to logged trees since the last commit, for its log record.
+    log: LogBuf,
+    /// Log records chained back from the last commit's header.
+    log_records: u64,
+    /// Logged trees are written straight to their nodes (a compaction's copy).
+    pub direct: bool,
+    /// When logged changes are folded into the nodes.
+    pub fold: FoldLimits,
 }
 
 impl WriterState {
@@ -236,6 +250,7 @@ impl WriterState {
             roots.resize(schema.len(), None);
         }
         let meta = header.meta.clone();
+        let schema_len = schema.len();
         WriterState {
             app,
             virtual_nodes: HashMap::new(),
@@ -251,7 +266,41 @@ impl WriterState {
             held: Held::default(),
             unsynced_rename: None,
             superseded: Vec::new(),
+            overlays: vec![Overlay::default(); schema_len],
+            committed_overlays: vec![Overlay::default(); schema_len],
+            log: LogBuf::default(),
+            log_records: 0,
+            direct: false,
+            fold: FoldLimits::default(),
         }
+    }
+
+    /// Replays the log records chained from the header into the overlays: the logged
+    /// changes committed since their trees were last folded.
+    pub fn replay_log(&mut self) -> Result<()> {
+        let mut records = Vec::new();
+        let mut next = self.header.log;
+        while let Some(ptr) = next {
+            let (kind, payload) = self.app.read_record(ptr)?;
+            if kind != RecordKind::Log {
+                return Err(Error::corrupted(ptr.offset, "the log pointer names a record that is not a log record"));
+            }
+            // Each record points strictly backwards, so the walk ends.
+            let record = LogRecord::decode(&payload, ptr.offset)?;
+            next = record.prev;
+            records.push(record);
+        }
+        self.log_records = records.first().map_or(0, |r| r.records);
+        for record in records.into_iter().rev() {
+            for (tree, action) in &record.changes {
+                if !self.spec(tree.to_owned())?.is_logged() {
+                    return Err(Error::corrupted(0, "a log record changes a tree that is not logged"));
+                }
+                self.record(*tree, action)?;
+            }
+        }
+        self.committed_overlays = self.overlays.clone();
+        Ok(())
     }
 
     pub fn spec(&self, tree: usize) -> Result<&TreeSpec> {
@@ -260,7 +309,7 @@ impl WriterState {
 
     /// Bytes a commit now would write, at most (appended blobs plus in-memory nodes).
     pub fn uncommitted_bytes(&self) -> u64 {
-        self.app.appended() + self.virtual_bytes + self.held.bytes()
+        self.app.appended() + self.virtual_bytes + self.held.bytes() + self.log.len() as u64
     }
 
     /// Commits all pending changes with `flags`; on failure the state returns to the last
@@ -269,9 +318,13 @@ impl WriterState {
         let mut written = Vec::new();
         // Held modifications run the reducer here rather than in their updates: a panic
         // in it must fail this commit, not end the writer.
-        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_all_held()))
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_all_held().and_then(|()| self.log_or_fold())))
             .unwrap_or_else(|_| Err(Error::Panicked("applying the group's modifications panicked; the group was dropped".into())));
-        let result = held.and_then(|()| self.write_reachable(&mut written)).and_then(|roots| {
+        let mut log_records = 0;
+        let result = held.and_then(|log| {
+            log_records = log.1;
+            self.write_reachable(&mut written).map(|roots| (roots, log.0))
+        }).and_then(|(roots, log)| {
             let mut header = Header {
                 salt: self.header.salt,
                 flags,
@@ -280,6 +333,7 @@ impl WriterState {
                 region_crc: 0,
                 roots,
                 meta: self.meta.clone(),
+                log,
             };
             self.app.commit(&mut header)?;
             self.sync_rename()?;
@@ -299,6 +353,8 @@ impl WriterState {
                 self.roots.resize(self.roots.len().max(self.schema.len()), None);
                 self.clear_virtual();
                 self.dirty = false;
+                self.log_records = log_records;
+                self.committed_overlays = self.overlays.clone();
                 Ok(header)
             }
             Err(e) => {
@@ -306,6 +362,37 @@ impl WriterState {
                 Err(e)
             }
         }
+    }
+
+    /// Folds the logged changes into the nodes if enough have gathered, or else appends
+    /// this commit's log record; returns the header's log pointer and the records chained
+    /// from it.
+    fn log_or_fold(&mut self) -> Result<(Option<Ptr>, u64)> {
+        if self.log.is_empty() {
+            return Ok((self.header.log, self.log_records));
+        }
+        let bytes: u64 = self.overlays.iter().map(Overlay::bytes).sum();
+        let limits = self.fold;
+        let fold = self.log_records >= limits.records || bytes >= limits.bytes || self.overlays.iter().any(|o| o.len() >= limits.changes);
+        if fold {
+            self.fold()?;
+            return Ok((None, 0));
+        }
+        let records = self.log_records + 1;
+        let payload = self.log.take_record(self.header.log, records);
+        Ok((Some(self.app.append(RecordKind::Log, &payload)?), records))
+    }
+
+    /// Applies every logged change to its tree's nodes, in one pass per tree.
+    pub fn fold(&mut self) -> Result<()> {
+        for tree in 0..self.overlays.len() {
+            if !self.overlays[tree].is_empty() {
+                let actions = std::mem::take(&mut self.overlays[tree]).actions();
+                self.modify_now(tree, &actions)?;
+            }
+        }
+        self.log.truncate(0);
+        Ok(())
     }
 
     /// Appends every in-memory node the roots reach, children first, and returns the roots
@@ -380,6 +467,8 @@ impl WriterState {
         self.app.rollback();
         self.clear_virtual();
         self.held.clear();
+        self.overlays = self.committed_overlays.clone();
+        self.log.truncate(0);
         self.superseded.clear();
         self.roots = self.header.roots.clone();
         self.roots.resize(self.roots.len().max(self.schema.len()), None);
@@ -408,6 +497,9 @@ impl WriterState {
     /// needs the tree), a larger one applied at once after what the tree holds. Returns,
     /// per action, the value its key had just before it.
     pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
+        if self.logs(tree)? {
+            return actions.iter().map(|a| self.log_change(tree, a)).collect();
+        }
         if !self.holds(tree, actions)? {
             self.apply_held(tree)?;
             return self.modify_now(tree, actions);
@@ -422,12 +514,44 @@ impl WriterState {
     /// Modifies `tree` as [`WriterState::modify`] does, without finding the values the keys
     /// had: a held modification then costs no lookups.
     pub fn apply(&mut self, tree: usize, actions: &[Action]) -> Result<()> {
+        if self.logs(tree)? {
+            return actions.iter().try_for_each(|a| self.log_change(tree, a).map(drop));
+        }
         if self.holds(tree, actions)? {
             self.hold(tree, actions);
             return Ok(());
         }
         self.apply_held(tree)?;
         self.modify_now(tree, actions).map(drop)
+    }
+
+    /// Whether `tree`'s changes go to its log and overlay.
+    fn logs(&self, tree: usize) -> Result<bool> {
+        Ok(self.spec(tree)?.is_logged() && !self.direct)
+    }
+
+    /// Logs `action` on a logged tree and records it in its overlay; returns the key's
+    /// value just before.
+    fn log_change(&mut self, tree: usize, action: &Action) -> Result<Option<Vec<u8>>> {
+        let before = self.record(tree, action)?;
+        self.log.push(tree, action);
+        self.dirty = true;
+        Ok(before)
+    }
+
+    /// Records `action` in `tree`'s overlay.
+    fn record(&mut self, tree: usize, action: &Action) -> Result<Option<Vec<u8>>> {
+        let mut overlay = std::mem::take(&mut self.overlays[tree]);
+        let before = overlay.record(action, |k| Ok(self.lookup_applied(tree, k)?.map(|e| e.value().to_vec())));
+        self.overlays[tree] = overlay;
+        before
+    }
+
+    /// Count and reduction of `tree` between `lo` and `hi`, logged changes included.
+    pub fn reduce(&self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+        let spec = self.spec(tree)?;
+        let nodes = reduce_range(self, spec, self.roots[tree].as_ref(), &KeyRange { lo, hi })?;
+        self.overlays[tree].adjust(spec, nodes, lo, hi)
     }
 
     /// Whether `actions` are few enough to hold for `tree`.
@@ -463,6 +587,9 @@ impl WriterState {
     /// The entry for `key` in `tree`, held actions included.
     pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
         let spec = self.spec(tree)?;
+        if let Some(entry) = self.overlays[tree].entry(key) {
+            return Ok(entry);
+        }
         match self.held.latest(spec, tree, key) {
             Some(Action::Put(k, v)) => Ok(Some(Entry::new(Arc::new(Node::build_leaf(&[(k, v)])), 0))),
             Some(Action::Delete(_)) => Ok(None),
@@ -479,6 +606,8 @@ impl WriterState {
             dirty: self.dirty,
             held: self.held.mark(),
             superseded: self.superseded.len(),
+            overlays: self.overlays.clone(),
+            logged: self.log.len(),
         }
     }
 
@@ -488,6 +617,8 @@ impl WriterState {
         (self.roots, self.meta, self.dirty) = (saved.roots, saved.meta, saved.dirty);
         self.held.undo_to(&saved.held);
         self.superseded.truncate(saved.superseded);
+        self.overlays = saved.overlays;
+        self.log.truncate(saved.logged);
     }
 
     /// Applies what `tree` holds.
@@ -561,6 +692,8 @@ pub(crate) struct Savepoint {
     dirty: bool,
     held: HeldMark,
     superseded: usize,
+    overlays: Vec<Overlay>,
+    logged: usize,
 }
 
 /// The view of a store that an update closure gets: reads see the closure's own changes
@@ -611,14 +744,13 @@ impl Txn<'_> {
     pub fn range(&mut self, tree: usize, opts: RangeOptions) -> Result<Range<'_>> {
         self.state.apply_held(tree)?;
         let spec = self.state.spec(tree)?;
-        Range::new(Box::new(&*self.state), spec, self.state.roots[tree].as_ref(), opts)
+        Range::merged(Box::new(&*self.state), spec, self.state.roots[tree].as_ref(), opts, &self.state.overlays[tree])
     }
 
     /// Count and reduction of `tree` between `lo` and `hi` (ascending key order).
     pub fn reduce(&mut self, tree: usize, lo: &Bound, hi: &Bound) -> Result<Reduction> {
         self.state.apply_held(tree)?;
-        let spec = self.state.spec(tree)?;
-        reduce_range(&*self.state, spec, self.state.roots[tree].as_ref(), &KeyRange { lo, hi })
+        self.state.reduce(tree, lo, hi)
     }
 
     /// Appends a blob (lz4-compressed if the store compresses blobs and it pays).
@@ -662,7 +794,10 @@ impl Txn<'_> {
     /// Number of entries in `tree`.
     pub fn count(&mut self, tree: usize) -> Result<u64> {
         self.state.apply_held(tree)?;
-        Ok(self.state.roots[tree].as_ref().map_or(0, |r| r.count))
+        if self.state.overlays[tree].is_empty() {
+            return Ok(self.state.roots[tree].as_ref().map_or(0, |r| r.count));
+        }
+        Ok(self.state.reduce(tree, &Bound::Unbounded, &Bound::Unbounded)?.count)
     }
 }
 

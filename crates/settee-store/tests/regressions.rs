@@ -21,7 +21,7 @@ fn keys(store: &Store) -> Vec<Vec<u8>> {
 
 /// A header-shaped byte string: `version` in the version field, a valid checksum.
 fn fake_header(version: u32, salt: [u8; 16]) -> Vec<u8> {
-    let h = Header { salt, flags: 0, generation: 99, data_start: 0, region_crc: 0, roots: vec![None], meta: vec![] };
+    let h = Header { salt, flags: 0, generation: 99, data_start: 0, region_crc: 0, roots: vec![None], meta: vec![], log: None };
     let mut bytes = h.encode();
     bytes[HEADER_HEAD + 16..HEADER_HEAD + 20].copy_from_slice(&version.to_le_bytes());
     let crc = crc32fast::hash(&bytes[HEADER_HEAD..]);

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::file::NodeSource;
 use crate::format::Root;
 use crate::node::{ChildNode, Node, Peek};
+use crate::overlay::{Overlay, OverlayWalk};
 
 /// One entry of a tree, borrowed from its (shared, immutable) leaf.
 #[derive(Clone)]
@@ -232,7 +233,105 @@ pub(crate) type BoxSource<'a> = Box<dyn NodeSource + Send + Sync + 'a>;
 
 /// The entries of a key range, in walk order. Each item borrows nothing from the caller;
 /// a range taken from a snapshot keeps that snapshot alive by itself.
-pub struct Range<'a> {
+pub struct Range<'a>(Walk<'a>);
+
+enum Walk<'a> {
+    Nodes(NodeRange<'a>),
+    /// A logged tree's nodes with its changes since the last fold.
+    Merged(Box<Merged<'a>>),
+}
+
+impl<'a> Range<'a> {
+    pub(crate) fn new(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions) -> Result<Range<'a>> {
+        Ok(Range(Walk::Nodes(NodeRange::new(src, spec, root, opts)?)))
+    }
+
+    /// The range of a tree's nodes merged with `overlay`'s changes, which shadow them.
+    pub(crate) fn merged(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions, overlay: &Overlay) -> Result<Range<'a>> {
+        if overlay.is_empty() {
+            return Range::new(src, spec, root, opts);
+        }
+        let changes = overlay.walk(&opts.start, &opts.end, opts.direction);
+        let (skip, remaining) = (opts.skip, opts.limit.unwrap_or(u64::MAX));
+        let mut nodes = NodeRange::new(src, spec, root, RangeOptions { skip: 0, limit: None, ..opts })?;
+        let changes = changes.peekable();
+        let next_node = nodes.advance()?;
+        Ok(Range(Walk::Merged(Box::new(Merged { nodes, next_node, changes, spec: spec.clone(), skip, remaining }))))
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        match &mut self.0 {
+            Walk::Nodes(r) => r.next(),
+            Walk::Merged(m) => m.next(),
+        }
+    }
+}
+
+/// A walk of both a tree's nodes and its logged changes.
+struct Merged<'a> {
+    nodes: NodeRange<'a>,
+    /// The nodes' next entry in the range.
+    next_node: Option<Entry>,
+    changes: std::iter::Peekable<OverlayWalk>,
+    spec: TreeSpec,
+    skip: u64,
+    remaining: u64,
+}
+
+impl Merged<'_> {
+    /// The next entry of the merged walk, whether skipped or not.
+    fn step(&mut self) -> Result<Option<Entry>> {
+        loop {
+            let order = match (&self.next_node, self.changes.peek()) {
+                (None, None) => return Ok(None),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(n), Some((k, _))) => match self.nodes.dir {
+                    Direction::Forward => self.spec.cmp(n.key(), k),
+                    Direction::Backward => self.spec.cmp(k, n.key()),
+                },
+            };
+            if order == Ordering::Less {
+                let entry = self.next_node.take();
+                self.next_node = self.nodes.advance()?;
+                return Ok(entry);
+            }
+            if order == Ordering::Equal {
+                // The change shadows the nodes' entry for its key.
+                self.next_node = self.nodes.advance()?;
+            }
+            let (_, change) = self.changes.next().expect("peeked");
+            if let Some(leaf) = change.now {
+                return Ok(Some(Entry::new(leaf, 0)));
+            }
+        }
+    }
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        while self.remaining > 0 {
+            match self.step() {
+                Err(e) => {
+                    self.remaining = 0;
+                    return Some(Err(e));
+                }
+                Ok(None) => self.remaining = 0,
+                Ok(Some(_)) if self.skip > 0 => self.skip -= 1,
+                Ok(Some(entry)) => {
+                    self.remaining -= 1;
+                    return Some(Ok(entry));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The entries of a key range of a tree's nodes.
+pub(crate) struct NodeRange<'a> {
     cursor: Cursor<BoxSource<'a>>,
     spec: TreeSpec,
     end: Bound,
@@ -243,10 +342,10 @@ pub struct Range<'a> {
     failed: bool,
 }
 
-impl<'a> Range<'a> {
-    pub(crate) fn new(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions) -> Result<Range<'a>> {
+impl<'a> NodeRange<'a> {
+    pub(crate) fn new(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions) -> Result<NodeRange<'a>> {
         let cursor = Cursor::seek(src, spec, root, &opts.start, opts.direction)?;
-        Ok(Range {
+        Ok(NodeRange {
             cursor,
             spec: spec.clone(),
             end: opts.end,
@@ -275,7 +374,7 @@ impl<'a> Range<'a> {
     }
 }
 
-impl Iterator for Range<'_> {
+impl Iterator for NodeRange<'_> {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {

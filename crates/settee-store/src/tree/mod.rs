@@ -59,6 +59,13 @@ pub trait Reducer: Send + Sync + 'static {
     fn extends(&self, _reduction: &[u8]) -> bool {
         true
     }
+    /// `whole` without `part`, a reduction of some of the entries `whole` covers, for
+    /// reductions that can be taken apart (counts, sums); `None` if these cannot. Logged
+    /// trees need it: their counts and reductions are the nodes' less what the logged
+    /// changes replace.
+    fn subtract(&self, _whole: &[u8], _part: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// A reducer that keeps nothing beyond the tree's own entry count.
@@ -71,6 +78,9 @@ impl Reducer for NoReduce {
     }
     fn rereduce(&self, _: &[&[u8]]) -> Result<Vec<u8>, String> {
         Ok(Vec::new())
+    }
+    fn subtract(&self, _: &[u8], _: &[u8]) -> Option<Vec<u8>> {
+        Some(Vec::new())
     }
 }
 
@@ -96,6 +106,9 @@ impl Reducer for SizeReduce {
         let total = reductions.iter().fold(0u64, |t, r| t.saturating_add(SizeReduce::decode(r)));
         Ok(total.to_le_bytes().to_vec())
     }
+    fn subtract(&self, whole: &[u8], part: &[u8]) -> Option<Vec<u8>> {
+        Some(SizeReduce::decode(whole).saturating_sub(SizeReduce::decode(part)).to_le_bytes().to_vec())
+    }
 }
 
 #[cfg(test)]
@@ -119,17 +132,33 @@ pub struct TreeSpec {
     comparator: Option<Arc<dyn Comparator>>,
     /// Reduction kept in inner nodes.
     pub(crate) reducer: Arc<dyn Reducer>,
+    /// Whether changes are logged in front of the nodes (see [`crate::overlay`]).
+    logged: bool,
 }
 
 impl TreeSpec {
     /// A tree in bytewise key order with the given reducer.
     pub fn bytewise(reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: None, reducer: Arc::new(reducer) }
+        TreeSpec { comparator: None, reducer: Arc::new(reducer), logged: false }
+    }
+
+    /// A tree in bytewise key order whose changes are logged and kept in memory until
+    /// enough have gathered to fold them into its nodes at once: for trees whose commits
+    /// touch few keys each, or keys spread over the whole tree. Its reducer must be able to
+    /// take reductions apart ([`Reducer::subtract`]); grouped reductions
+    /// ([`crate::Snapshot::fold_groups`]) are not offered for it.
+    pub fn logged(reducer: impl Reducer) -> TreeSpec {
+        TreeSpec { comparator: None, reducer: Arc::new(reducer), logged: true }
     }
 
     /// A tree with a custom comparator and reducer.
     pub fn new(comparator: impl Comparator, reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: Some(Arc::new(comparator)), reducer: Arc::new(reducer) }
+        TreeSpec { comparator: Some(Arc::new(comparator)), reducer: Arc::new(reducer), logged: false }
+    }
+
+    /// Whether the tree's changes are logged in front of its nodes.
+    pub fn is_logged(&self) -> bool {
+        self.logged
     }
 
     /// The tree's reducer.

@@ -1,0 +1,363 @@
+//! Logged trees: changes kept in a log and in memory in front of a tree's nodes.
+//!
+//! A copy-on-write B+tree rewrites a leaf and the path above it for every key a commit
+//! touches, so a commit of a few keys, or of keys spread over a large tree (random document
+//! ids), writes many nodes for few changes. A logged tree's commits instead append their
+//! changes as one log record, chained to the previous one from the header, and keep them in
+//! memory (an [`Overlay`]) where every read finds them. Once enough have gathered, a commit
+//! folds them into the nodes in one pass that rewrites each leaf they touch once for all of
+//! them. Opening a file replays the chain of log records written since the last fold.
+//!
+//! Reads merge the overlay with the tree, a change shadowing the nodes' entry for its key.
+//! Each change remembers the value its key has in the nodes, so a count or a reduction is
+//! the nodes', less what the changes replace, plus what they hold; the tree's reducer must
+//! be able to take reductions apart ([`crate::Reducer::subtract`]).
+
+use std::ops::Bound as StdBound;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+
+use crate::error::{Error, Result};
+use crate::format::{put_bytes, put_varint, Ptr, Reader};
+use crate::node::Node;
+use crate::tree::cursor::Entry;
+use crate::tree::{Action, Bound, Direction, Reduction, TreeSpec};
+
+/// When a commit folds the logged changes into their trees' nodes: once any of these is
+/// reached. Larger limits fold less often (each leaf rewritten for more changes at once)
+/// and cost more memory and a longer replay on opening.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoldLimits {
+    /// Changed keys in one tree.
+    pub changes: usize,
+    /// Key and value bytes of the changes of all trees.
+    pub bytes: u64,
+    /// Log records chained back from the header, which opening replays.
+    pub records: u64,
+}
+
+impl Default for FoldLimits {
+    fn default() -> FoldLimits {
+        FoldLimits { changes: 8192, bytes: 8 << 20, records: 1024 }
+    }
+}
+
+/// A key's change since the last fold.
+#[derive(Clone)]
+pub(crate) struct Change {
+    /// The key's entry now, as a one-entry leaf that reads hand out; `None` once removed.
+    pub now: Option<Arc<Node>>,
+    /// The key's value in the tree's nodes.
+    pub was: Option<Arc<[u8]>>,
+}
+
+impl Change {
+    fn bytes(key: &[u8], now: Option<&Arc<Node>>) -> u64 {
+        (key.len() + now.map_or(0, |n| n.value(0).len())) as u64
+    }
+}
+
+/// One tree's changes since the last fold. Cheap to clone: snapshots share it.
+#[derive(Clone, Default)]
+pub(crate) struct Overlay {
+    changes: OrdMap<Arc<[u8]>, Change>,
+    /// Key and value bytes the changes hold, for the fold threshold.
+    bytes: u64,
+}
+
+impl Overlay {
+    /// Whether there is no change.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// How many keys have changed.
+    pub fn len(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// Key and value bytes the changes hold.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The keys with a change, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.changes.keys().map(|k| &k[..])
+    }
+
+    /// The change of `key`, if it has one.
+    pub fn get(&self, key: &[u8]) -> Option<&Change> {
+        self.changes.get(key)
+    }
+
+    /// The entry of `key`, if it has a change: `Some(None)` if the change removed it.
+    pub fn entry(&self, key: &[u8]) -> Option<Option<Entry>> {
+        self.get(key).map(|c| c.now.clone().map(|leaf| Entry::new(leaf, 0)))
+    }
+
+    /// Records `action`. `in_nodes` finds a key's value in the tree's nodes; it is asked
+    /// only about a key without a change yet. Returns the key's value just before.
+    pub fn record(&mut self, action: &Action, in_nodes: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+        let key = action.key();
+        let (was, before) = match self.changes.get(key) {
+            Some(c) => (c.was.clone(), c.now.as_ref().map(|n| n.value(0).to_vec())),
+            None => {
+                let v = in_nodes(key)?;
+                (v.as_deref().map(Arc::from), v)
+            }
+        };
+        let now = match action {
+            Action::Put(k, v) => Some(Arc::new(Node::build_leaf(&[(k, v)]))),
+            Action::Delete(_) => None,
+        };
+        let old = if now.is_none() && was.is_none() {
+            self.changes.remove(key)
+        } else {
+            self.bytes += Change::bytes(key, now.as_ref());
+            self.changes.insert(Arc::from(key), Change { now, was })
+        };
+        if let Some(old) = old {
+            self.bytes -= Change::bytes(key, old.now.as_ref());
+        }
+        Ok(before)
+    }
+
+    /// The actions that make the nodes hold what the changes show, in key order.
+    pub fn actions(&self) -> Vec<Action> {
+        self.changes
+            .iter()
+            .map(|(k, c)| match &c.now {
+                Some(leaf) => Action::Put(k.to_vec(), leaf.value(0).to_vec()),
+                None => Action::Delete(k.to_vec()),
+            })
+            .collect()
+    }
+
+    /// `nodes`, the count and reduction of the tree's nodes between `lo` and `hi`, with
+    /// the changes in that range taken into account.
+    pub fn adjust(&self, spec: &TreeSpec, nodes: Reduction, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+        if self.is_empty() {
+            return Ok(nodes);
+        }
+        let (mut now, mut was) = (Vec::new(), Vec::new());
+        for (k, c) in self.changes.range::<_, [u8]>((std_bound(lo), std_bound(hi))) {
+            if let Some(leaf) = &c.now {
+                now.push((&k[..], leaf.value(0)));
+            }
+            if let Some(v) = &c.was {
+                was.push((&k[..], &v[..]));
+            }
+        }
+        let reducer = &spec.reducer;
+        let mut value = nodes.value;
+        if !now.is_empty() {
+            let added = reducer.reduce(&now).map_err(Error::Reduce)?;
+            value = reducer.rereduce(&[&value, &added]).map_err(Error::Reduce)?;
+        }
+        if !was.is_empty() {
+            let replaced = reducer.reduce(&was).map_err(Error::Reduce)?;
+            value = reducer.subtract(&value, &replaced)
+                .ok_or_else(|| Error::Reduce("a logged tree's reducer cannot take reductions apart".into()))?;
+        }
+        let count = (nodes.count + now.len() as u64).saturating_sub(was.len() as u64);
+        Ok(Reduction { count, value })
+    }
+
+    /// A walk over the changes in a range, for merging with the nodes' entries.
+    pub fn walk(&self, start: &Bound, end: &Bound, dir: Direction) -> OverlayWalk {
+        let (lo, hi) = match dir {
+            Direction::Forward => (start.clone(), end.clone()),
+            Direction::Backward => (end.clone(), start.clone()),
+        };
+        OverlayWalk { changes: self.changes.clone(), lo, hi, dir }
+    }
+}
+
+fn std_bound(b: &Bound) -> StdBound<&[u8]> {
+    match b {
+        Bound::Unbounded => StdBound::Unbounded,
+        Bound::Included(k) => StdBound::Included(k),
+        Bound::Excluded(k) => StdBound::Excluded(k),
+    }
+}
+
+/// The changes of a range in walk order, taken one at a time without borrowing the map.
+pub(crate) struct OverlayWalk {
+    changes: OrdMap<Arc<[u8]>, Change>,
+    lo: Bound,
+    hi: Bound,
+    dir: Direction,
+}
+
+impl Iterator for OverlayWalk {
+    type Item = (Arc<[u8]>, Change);
+
+    fn next(&mut self) -> Option<(Arc<[u8]>, Change)> {
+        let mut range = self.changes.range::<_, [u8]>((std_bound(&self.lo), std_bound(&self.hi)));
+        let (k, c) = match self.dir {
+            Direction::Forward => range.next(),
+            Direction::Backward => range.next_back(),
+        }
+        .map(|(k, c)| (k.clone(), c.clone()))?;
+        match self.dir {
+            Direction::Forward => self.lo = Bound::Excluded(k.to_vec()),
+            Direction::Backward => self.hi = Bound::Excluded(k.to_vec()),
+        }
+        Some((k, c))
+    }
+}
+
+/// The changes of one commit to logged trees, as a log record's payload is built.
+#[derive(Default)]
+pub(crate) struct LogBuf {
+    bytes: Vec<u8>,
+}
+
+impl LogBuf {
+    /// Whether nothing was logged.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Bytes logged.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Forgets what was logged after the first `len` bytes.
+    pub fn truncate(&mut self, len: usize) {
+        self.bytes.truncate(len);
+    }
+
+    /// Logs `action` on `tree`.
+    pub fn push(&mut self, tree: usize, action: &Action) {
+        put_varint(&mut self.bytes, tree as u64);
+        match action {
+            Action::Delete(k) => {
+                self.bytes.push(0);
+                put_bytes(&mut self.bytes, k);
+            }
+            Action::Put(k, v) => {
+                self.bytes.push(1);
+                put_bytes(&mut self.bytes, k);
+                put_bytes(&mut self.bytes, v);
+            }
+        }
+    }
+
+    /// The log record payload that chains these changes after `prev`, the `records`-th of
+    /// its chain; empties the buffer.
+    pub fn take_record(&mut self, prev: Option<Ptr>, records: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes.len() + 24);
+        match prev {
+            None => put_varint(&mut out, 0),
+            Some(p) => {
+                put_varint(&mut out, p.offset + 1);
+                put_varint(&mut out, u64::from(p.len));
+            }
+        }
+        put_varint(&mut out, records);
+        out.extend_from_slice(&self.bytes);
+        self.bytes.clear();
+        out
+    }
+}
+
+/// A decoded log record.
+pub(crate) struct LogRecord {
+    /// The record before it in the chain.
+    pub prev: Option<Ptr>,
+    /// Records in the chain up to this one.
+    pub records: u64,
+    /// Its changes, in the order made.
+    pub changes: Vec<(usize, Action)>,
+}
+
+impl LogRecord {
+    /// Decodes a log record's payload read from `offset`.
+    pub fn decode(payload: &[u8], offset: u64) -> Result<LogRecord> {
+        let mut r = Reader::new(payload, offset);
+        let prev = match r.varint()? {
+            0 => None,
+            at => {
+                let len = u32::try_from(r.varint()?).map_err(|_| Error::corrupted(offset, "log record: length"))?;
+                Some(Ptr { offset: at - 1, len })
+            }
+        };
+        if prev.is_some_and(|p| p.offset >= offset) {
+            return Err(Error::corrupted(offset, "log record: chain points forward"));
+        }
+        let records = r.varint()?;
+        let mut changes = Vec::new();
+        while !r.is_empty() {
+            let tree = usize::try_from(r.varint()?).map_err(|_| Error::corrupted(offset, "log record: tree"))?;
+            let action = match r.u8()? {
+                0 => Action::Delete(r.bytes()?.to_vec()),
+                1 => Action::Put(r.bytes()?.to_vec(), r.bytes()?.to_vec()),
+                _ => return Err(Error::corrupted(offset, "log record: bad change tag")),
+            };
+            changes.push((tree, action));
+        }
+        Ok(LogRecord { prev, records, changes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::SizeReduce;
+
+    fn put(k: &str, v: &str) -> Action {
+        Action::Put(k.as_bytes().to_vec(), v.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn changes_remember_the_value_in_the_nodes_and_adjust_reductions() {
+        let spec = TreeSpec::logged(SizeReduce);
+        let mut o = Overlay::default();
+        let nodes = |k: &[u8]| Ok((k == b"b").then(|| b"old".to_vec()));
+        assert_eq!(o.record(&put("a", "1"), nodes).unwrap(), None);
+        assert_eq!(o.record(&put("b", "22"), nodes).unwrap(), Some(b"old".to_vec()));
+        assert_eq!(o.record(&put("b", "333"), |_| panic!("asked again")).unwrap(), Some(b"22".to_vec()));
+        // Put then removed, never in the nodes: no change at all.
+        o.record(&put("c", "x"), nodes).unwrap();
+        o.record(&Action::Delete(b"c".to_vec()), nodes).unwrap();
+        assert!(o.get(b"c").is_none());
+        assert_eq!(o.len(), 2);
+        assert_eq!(o.bytes(), 2 + 4);
+        // The nodes hold "b"=old and "z"=9 (sizes 4 and 2).
+        let base = Reduction { count: 2, value: 6u64.to_le_bytes().to_vec() };
+        let all = o.adjust(&spec, base.clone(), &Bound::Unbounded, &Bound::Unbounded).unwrap();
+        assert_eq!((all.count, SizeReduce::decode(&all.value)), (3, 6 - 4 + 2 + 4));
+        let only_a = o.adjust(&spec, Reduction { count: 0, value: 0u64.to_le_bytes().to_vec() }, &Bound::Unbounded, &Bound::Excluded(b"b".to_vec())).unwrap();
+        assert_eq!((only_a.count, SizeReduce::decode(&only_a.value)), (1, 2));
+    }
+
+    #[test]
+    fn walks_go_both_ways_within_bounds() {
+        let mut o = Overlay::default();
+        for k in ["a", "b", "c", "d"] {
+            o.record(&put(k, k), |_| Ok(None)).unwrap();
+        }
+        let keys = |w: OverlayWalk| w.map(|(k, _)| String::from_utf8(k.to_vec()).unwrap()).collect::<Vec<_>>();
+        assert_eq!(keys(o.walk(&Bound::Included(b"b".to_vec()), &Bound::Unbounded, Direction::Forward)), ["b", "c", "d"]);
+        assert_eq!(keys(o.walk(&Bound::Excluded(b"d".to_vec()), &Bound::Included(b"b".to_vec()), Direction::Backward)), ["c", "b"]);
+    }
+
+    #[test]
+    fn log_records_round_trip() {
+        let mut buf = LogBuf::default();
+        buf.push(0, &put("k", "v"));
+        buf.push(3, &Action::Delete(b"gone".to_vec()));
+        let prev = Ptr { offset: 4096, len: 30 };
+        let payload = buf.take_record(Some(prev), 7);
+        assert!(buf.is_empty());
+        let rec = LogRecord::decode(&payload, 9000).unwrap();
+        assert_eq!((rec.prev, rec.records), (Some(prev), 7));
+        assert_eq!(rec.changes, vec![(0, put("k", "v")), (3, Action::Delete(b"gone".to_vec()))]);
+        assert!(LogRecord::decode(&payload, 100).is_err(), "a chain must point back");
+        assert!(LogRecord::decode(&payload[..payload.len() - 1], 9000).is_err());
+    }
+}
