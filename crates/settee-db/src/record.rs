@@ -393,6 +393,15 @@ impl Counts {
         self.blobs = self.blobs.saturating_add(o.blobs);
         self
     }
+
+    /// These counts without those of some of their documents.
+    fn less(mut self, o: &Counts) -> Counts {
+        self.live = self.live.saturating_sub(o.live);
+        self.deleted = self.deleted.saturating_sub(o.deleted);
+        self.external = self.external.saturating_sub(o.external);
+        self.blobs = self.blobs.saturating_sub(o.blobs);
+        self
+    }
 }
 
 impl Reducer for DocCounts {
@@ -411,6 +420,10 @@ impl Reducer for DocCounts {
 
     fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
         Ok(reductions.iter().fold(Counts::default(), |c, r| c.add(Counts::decode(r))).encode())
+    }
+
+    fn subtract(&self, whole: &[u8], part: &[u8]) -> Option<Vec<u8>> {
+        Some(Counts::decode(whole).less(&Counts::decode(part)).encode())
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use settee_json::{new_rev_id, Rev, RevId};
-use settee_store::{Action, BlobCopier, Durability, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn, ValueRewriter};
+use settee_store::{Action, BlobCopier, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn, ValueRewriter};
 
 use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
@@ -102,7 +102,7 @@ impl ShardMeta {
 
 /// The store layout of a shard file.
 pub fn tree_specs() -> Vec<TreeSpec> {
-    vec![TreeSpec::bytewise(DocCounts), TreeSpec::default(), TreeSpec::default()]
+    vec![TreeSpec::logged(DocCounts), TreeSpec::logged(NoReduce), TreeSpec::default()]
 }
 
 /// How an edit is applied.
