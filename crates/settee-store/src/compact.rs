@@ -161,11 +161,12 @@ type Committed<'a> = (&'a Header, &'a [Overlay]);
 
 /// The actions that turn `tree` as of `old` into `tree` as of `new`, logged changes
 /// included: the nodes' differences, with every key either commit holds a change of
-/// settled by what `new` shows.
+/// settled by comparing what the two show (an unchanged key must not be copied again: its
+/// value may name a blob).
 fn tree_changes(from: &StoreFile, spec: &TreeSpec, tree: usize, old: Committed, new: Committed) -> Result<Vec<Action>> {
     let root = |h: &Header| h.roots.get(tree).cloned().flatten();
-    let new_root = root(new.0);
-    let mut actions = diff(from, spec, root(old.0).as_ref(), new_root.as_ref())?;
+    let (old_root, new_root) = (root(old.0), root(new.0));
+    let mut actions = diff(from, spec, old_root.as_ref(), new_root.as_ref())?;
     let empty = Overlay::default();
     let (old_changes, new_changes) = (old.1.get(tree).unwrap_or(&empty), new.1.get(tree).unwrap_or(&empty));
     if old_changes.is_empty() && new_changes.is_empty() {
@@ -173,17 +174,23 @@ fn tree_changes(from: &StoreFile, spec: &TreeSpec, tree: usize, old: Committed, 
     }
     let settle: BTreeSet<&[u8]> = old_changes.keys().chain(new_changes.keys()).collect();
     actions.retain(|a| !settle.contains(a.key()));
-    let root_node = new_root.as_ref().map(|r| from.node(r.ptr)).transpose()?;
-    for key in settle {
-        let entry = match new_changes.entry(key) {
-            Some(entry) => entry,
-            None => match &root_node {
-                Some(node) => lookup(from, spec, node, key)?,
-                None => None,
-            },
+    let node = |r: &Option<crate::format::Root>| r.as_ref().map(|r| from.node(r.ptr)).transpose();
+    let (old_node, new_node) = (node(&old_root)?, node(&new_root)?);
+    let shown = |changes: &Overlay, node: &Option<Arc<crate::node::Node>>, key: &[u8]| -> Result<Option<Vec<u8>>> {
+        let entry = match (changes.entry(key), node) {
+            (Some(entry), _) => entry,
+            (None, Some(node)) => lookup(from, spec, node, key)?,
+            (None, None) => None,
         };
-        actions.push(match entry {
-            Some(e) => Action::Put(key.to_vec(), e.value().to_vec()),
+        Ok(entry.map(|e| e.value().to_vec()))
+    };
+    for key in settle {
+        let now = shown(new_changes, &new_node, key)?;
+        if now == shown(old_changes, &old_node, key)? {
+            continue;
+        }
+        actions.push(match now {
+            Some(v) => Action::Put(key.to_vec(), v),
             None => Action::Delete(key.to_vec()),
         });
     }

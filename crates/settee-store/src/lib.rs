@@ -17,6 +17,12 @@
 //! finds the writer idle may run its durable closure and commit it on its own thread
 //! ([`Store::run_or_submit_with`]). Nodes a commit replaces leave the node cache.
 //!
+//! A tree may be *logged* ([`TreeSpec::logged`]): its commits append their changes as one
+//! log record and keep them in memory, where reads merge them with the nodes, and fold them
+//! into the nodes in one pass once enough have gathered ([`FoldLimits`]). A commit of a few
+//! keys, or of keys spread over a large tree, then writes a record instead of a leaf and a
+//! path per key. Opening replays the records since the last fold.
+//!
 //! # FORMAT
 //!
 //! Append-only: nothing written is ever modified. Records (nodes, blobs) carry a length and
@@ -25,8 +31,9 @@
 //! region the commit appended; then one `fdatasync`. The writer keeps zeros written ahead of
 //! its appends, so that most syncs record no new file size. Opening scans 4 KiB boundaries
 //! backwards for the newest header whose checksum, salt and region checksum hold, keeps an
-//! all-zero tail no longer than a reserve, and cuts off anything else after it. The byte
-//! layouts are in the `format` and `node` modules.
+//! all-zero tail no longer than a reserve, and cuts off anything else after it. The header
+//! also points at the newest log record of the logged trees, each record at the one before,
+//! back to the last fold. The byte layouts are in the `format` and `node` modules.
 //!
 //! # Durability and errors
 //!

@@ -104,12 +104,14 @@ impl Snapshot {
         self.state.schema.len()
     }
 
-    /// Bytes `tree`'s nodes take in the file, record framing included: with the blobs its
-    /// values reference, what a compaction keeps of it. Reads the inner nodes only.
+    /// Bytes `tree`'s nodes take in the file, record framing included, plus the key and
+    /// value bytes of its logged changes not yet in them: with the blobs its values
+    /// reference, about what a compaction keeps of it. Reads the inner nodes only.
     pub fn tree_bytes(&self, tree: usize) -> Result<u64> {
+        let logged = self.overlay(tree).map_or(0, Overlay::bytes);
         match self.tree(tree)?.1 {
-            Some(root) => crate::tree::size::tree_bytes(self, root.ptr),
-            None => Ok(0),
+            Some(root) => Ok(crate::tree::size::tree_bytes(self, root.ptr)?.saturating_add(logged)),
+            None => Ok(logged),
         }
     }
 

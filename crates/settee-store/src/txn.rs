@@ -6,7 +6,7 @@
 //! and moves them into the shared cache, so a freshly written node is never read back.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
@@ -241,6 +241,11 @@ pub(crate) struct WriterState {
     pub direct: bool,
     /// When logged changes are folded into the nodes.
     pub fold: FoldLimits,
+    /// What reads of logged trees found in their nodes since the last commit, per tree: a
+    /// change of a key just read (an update reads a document before writing it) remembers
+    /// the nodes' value from here instead of descending again. Valid while the nodes stay
+    /// as committed, which only a commit's fold changes.
+    node_reads: Mutex<Vec<HashMap<Box<[u8]>, Option<Entry>>>>,
 }
 
 impl WriterState {
@@ -272,6 +277,7 @@ impl WriterState {
             log_records: 0,
             direct: false,
             fold: FoldLimits::default(),
+            node_reads: Mutex::new(vec![HashMap::new(); schema_len]),
         }
     }
 
@@ -316,6 +322,7 @@ impl WriterState {
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
         let mut written = Vec::new();
+        self.node_reads().iter_mut().for_each(HashMap::clear);
         // Held modifications run the reducer here rather than in their updates: a panic
         // in it must fail this commit, not end the writer.
         let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_all_held().and_then(|()| self.log_or_fold())))
@@ -525,6 +532,11 @@ impl WriterState {
         self.modify_now(tree, actions).map(drop)
     }
 
+    /// What reads of logged trees found in their nodes since the last commit.
+    fn node_reads(&self) -> std::sync::MutexGuard<'_, Vec<HashMap<Box<[u8]>, Option<Entry>>>> {
+        self.node_reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Whether `tree`'s changes go to its log and overlay.
     fn logs(&self, tree: usize) -> Result<bool> {
         Ok(self.spec(tree)?.is_logged() && !self.direct)
@@ -542,7 +554,14 @@ impl WriterState {
     /// Records `action` in `tree`'s overlay.
     fn record(&mut self, tree: usize, action: &Action) -> Result<Option<Vec<u8>>> {
         let mut overlay = std::mem::take(&mut self.overlays[tree]);
-        let before = overlay.record(action, |k| Ok(self.lookup_applied(tree, k)?.map(|e| e.value().to_vec())));
+        let before = overlay.record(action, |k| {
+            let read = self.node_reads()[tree].remove(k);
+            let entry = match read {
+                Some(entry) => entry,
+                None => self.lookup_applied(tree, k)?,
+            };
+            Ok(entry.map(|e| e.value().to_vec()))
+        });
         self.overlays[tree] = overlay;
         before
     }
@@ -588,6 +607,11 @@ impl WriterState {
     pub fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Entry>> {
         let spec = self.spec(tree)?;
         if let Some(entry) = self.overlays[tree].entry(key) {
+            return Ok(entry);
+        }
+        if self.logs(tree)? {
+            let entry = self.lookup_applied(tree, key)?;
+            self.node_reads()[tree].insert(key.into(), entry.clone());
             return Ok(entry);
         }
         match self.held.latest(spec, tree, key) {
