@@ -207,6 +207,9 @@ fn is_virtual(ptr: Ptr) -> bool {
     ptr.offset >= VIRTUAL_BASE
 }
 
+/// What reads of one logged tree found in its nodes, by key.
+type NodeReads = HashMap<Box<[u8]>, Option<Entry>>;
+
 /// Everything the single writer of a file owns.
 pub(crate) struct WriterState {
     pub app: Appender,
@@ -245,7 +248,7 @@ pub(crate) struct WriterState {
     /// change of a key just read (an update reads a document before writing it) remembers
     /// the nodes' value from here instead of descending again. Valid while the nodes stay
     /// as committed, which only a commit's fold changes.
-    node_reads: Mutex<Vec<HashMap<Box<[u8]>, Option<Entry>>>>,
+    node_reads: Mutex<Vec<NodeReads>>,
 }
 
 impl WriterState {
@@ -533,7 +536,7 @@ impl WriterState {
     }
 
     /// What reads of logged trees found in their nodes since the last commit.
-    fn node_reads(&self) -> std::sync::MutexGuard<'_, Vec<HashMap<Box<[u8]>, Option<Entry>>>> {
+    fn node_reads(&self) -> std::sync::MutexGuard<'_, Vec<NodeReads>> {
         self.node_reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
