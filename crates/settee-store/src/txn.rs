@@ -507,7 +507,7 @@ impl WriterState {
     /// needs the tree), a larger one applied at once after what the tree holds. Returns,
     /// per action, the value its key had just before it.
     pub fn modify(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
-        if self.logs(tree)? {
+        if self.logs(tree)? && !self.dense(tree, actions)? {
             return actions.iter().map(|a| self.log_change(tree, a)).collect();
         }
         if !self.holds(tree, actions)? {
@@ -524,7 +524,7 @@ impl WriterState {
     /// Modifies `tree` as [`WriterState::modify`] does, without finding the values the keys
     /// had: a held modification then costs no lookups.
     pub fn apply(&mut self, tree: usize, actions: &[Action]) -> Result<()> {
-        if self.logs(tree)? {
+        if self.logs(tree)? && !self.dense(tree, actions)? {
             return actions.iter().try_for_each(|a| self.log_change(tree, a).map(drop));
         }
         if self.holds(tree, actions)? {
@@ -543,6 +543,33 @@ impl WriterState {
     /// Whether `tree`'s changes go to its log and overlay.
     fn logs(&self, tree: usize) -> Result<bool> {
         Ok(self.spec(tree)?.is_logged() && !self.direct)
+    }
+
+    /// Whether a modification of a logged tree is better written straight to its nodes: a
+    /// large one whose keys fall close together there (an ordered load: few leaves for
+    /// many keys), and that no logged change shadows. Then its nodes change now, and the
+    /// node values remembered for the tree's changes are forgotten.
+    fn dense(&self, tree: usize, actions: &[Action]) -> Result<bool> {
+        const MIN_ACTIONS: usize = 64;
+        /// Entries already in the keys' span, per key: below this, the leaves the
+        /// modification rewrites hold mostly its own keys.
+        const SPAN_PER_KEY: u64 = 4;
+        if actions.len() < MIN_ACTIONS {
+            return Ok(false);
+        }
+        let (lo, hi) = actions.iter().fold((actions[0].key(), actions[0].key()), |(lo, hi), a| (lo.min(a.key()), hi.max(a.key())));
+        let (lo, hi) = (Bound::Included(lo.to_vec()), Bound::Included(hi.to_vec()));
+        let spec = self.spec(tree)?;
+        let in_span = reduce_range(self, spec, self.roots[tree].as_ref(), &KeyRange { lo: &lo, hi: &hi })?.count;
+        if in_span > SPAN_PER_KEY * actions.len() as u64 {
+            return Ok(false);
+        }
+        let overlay = &self.overlays[tree];
+        if !overlay.is_empty() && actions.iter().any(|a| overlay.get(a.key()).is_some()) {
+            return Ok(false);
+        }
+        self.node_reads()[tree].clear();
+        Ok(true)
     }
 
     /// Logs `action` on a logged tree and records it in its overlay; returns the key's
