@@ -246,8 +246,9 @@ pub(crate) struct WriterState {
     pub fold: FoldLimits,
     /// What reads of logged trees found in their nodes since the last commit, per tree: a
     /// change of a key just read (an update reads a document before writing it) remembers
-    /// the nodes' value from here instead of descending again. Valid while the nodes stay
-    /// as committed, which only a commit's fold changes.
+    /// the nodes' value from here instead of descending again. Forgotten whenever a logged
+    /// tree's nodes change ([`WriterState::modify_now`]) or go back ([`WriterState::rollback_to`]),
+    /// and at each commit, which bounds it.
     node_reads: Mutex<Vec<NodeReads>>,
 }
 
@@ -297,13 +298,13 @@ impl WriterState {
             // Each record points strictly backwards, so the walk ends.
             let record = LogRecord::decode(&payload, ptr.offset)?;
             next = record.prev;
-            records.push(record);
+            records.push((ptr, record));
         }
-        self.log_records = records.first().map_or(0, |r| r.records);
-        for record in records.into_iter().rev() {
+        self.log_records = records.first().map_or(0, |(_, r)| r.records);
+        for (ptr, record) in records.into_iter().rev() {
             for (tree, action) in &record.changes {
-                if !self.spec(tree.to_owned())?.is_logged() {
-                    return Err(Error::corrupted(0, "a log record changes a tree that is not logged"));
+                if !self.spec(*tree)?.is_logged() {
+                    return Err(Error::corrupted(ptr.offset, "a log record changes a tree that is not logged"));
                 }
                 self.record(*tree, action)?;
             }
@@ -330,11 +331,8 @@ impl WriterState {
         // in it must fail this commit, not end the writer.
         let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_all_held().and_then(|()| self.log_or_fold())))
             .unwrap_or_else(|_| Err(Error::Panicked("applying the group's modifications panicked; the group was dropped".into())));
-        let mut log_records = 0;
-        let result = held.and_then(|log| {
-            log_records = log.1;
-            self.write_reachable(&mut written).map(|roots| (roots, log.0))
-        }).and_then(|(roots, log)| {
+        let result = held.and_then(|(log, log_records)| {
+            let roots = self.write_reachable(&mut written)?;
             let mut header = Header {
                 salt: self.header.salt,
                 flags,
@@ -347,10 +345,10 @@ impl WriterState {
             };
             self.app.commit(&mut header)?;
             self.sync_rename()?;
-            Ok(header)
+            Ok((header, log_records))
         });
         match result {
-            Ok(header) => {
+            Ok((header, log_records)) => {
                 let file = &self.app.file;
                 for offset in self.superseded.drain(..) {
                     file.cache.remove(file.cache_id, offset);
@@ -394,7 +392,7 @@ impl WriterState {
     }
 
     /// Applies every logged change to its tree's nodes, in one pass per tree.
-    pub fn fold(&mut self) -> Result<()> {
+    fn fold(&mut self) -> Result<()> {
         for tree in 0..self.overlays.len() {
             if !self.overlays[tree].is_empty() {
                 let actions = std::mem::take(&mut self.overlays[tree]).actions();
@@ -547,8 +545,7 @@ impl WriterState {
 
     /// Whether a modification of a logged tree is better written straight to its nodes: a
     /// large one whose keys fall close together there (an ordered load: few leaves for
-    /// many keys), and that no logged change shadows. Then its nodes change now, and the
-    /// node values remembered for the tree's changes are forgotten.
+    /// many keys), and that no logged change shadows.
     fn dense(&self, tree: usize, actions: &[Action]) -> Result<bool> {
         const MIN_ACTIONS: usize = 64;
         /// Entries already in the keys' span, per key: below this, the leaves the
@@ -565,11 +562,7 @@ impl WriterState {
             return Ok(false);
         }
         let overlay = &self.overlays[tree];
-        if !overlay.is_empty() && actions.iter().any(|a| overlay.get(a.key()).is_some()) {
-            return Ok(false);
-        }
-        self.node_reads()[tree].clear();
-        Ok(true)
+        Ok(overlay.is_empty() || actions.iter().all(|a| overlay.get(a.key()).is_none()))
     }
 
     /// Logs `action` on a logged tree and records it in its overlay; returns the key's
@@ -673,6 +666,8 @@ impl WriterState {
         self.superseded.truncate(saved.superseded);
         self.overlays = saved.overlays;
         self.log.truncate(saved.logged);
+        // The roots went back: node values read since may no longer be the nodes'.
+        self.node_reads().iter_mut().for_each(HashMap::clear);
     }
 
     /// Applies what `tree` holds.
@@ -696,6 +691,9 @@ impl WriterState {
 
     fn modify_now(&mut self, tree: usize, actions: &[Action]) -> Result<Vec<Option<Vec<u8>>>> {
         let spec = self.spec(tree)?.clone();
+        if spec.is_logged() {
+            self.node_reads()[tree].clear();
+        }
         let root = self.roots[tree].clone();
         let (new_root, old) = modify(self, &spec, root.as_ref(), actions)?;
         self.roots[tree] = new_root;
@@ -848,9 +846,6 @@ impl Txn<'_> {
     /// Number of entries in `tree`.
     pub fn count(&mut self, tree: usize) -> Result<u64> {
         self.state.apply_held(tree)?;
-        if self.state.overlays[tree].is_empty() {
-            return Ok(self.state.roots[tree].as_ref().map_or(0, |r| r.count));
-        }
         Ok(self.state.reduce(tree, &Bound::Unbounded, &Bound::Unbounded)?.count)
     }
 }
