@@ -106,6 +106,10 @@ pub struct ServerOptions {
     pub data_dir: PathBuf,
     /// The configuration file.
     pub config_path: PathBuf,
+    /// Gives back to the system the memory the calling thread's allocator keeps for it;
+    /// run by a database's writer thread once the database has gone quiet. The allocator is
+    /// the binary's choice, so the binary says how.
+    pub release_memory: Option<fn()>,
 }
 
 /// What preparing a server produced besides its state: an admin password generated on the
@@ -163,6 +167,7 @@ impl State {
             store: StoreOptions {
                 cache: NodeCache::new(cache_mb << 20),
                 on_writer_start: Some(Arc::new(crate::background::lower_priority)),
+                on_writer_quiet: opts.release_memory.map(|f| Arc::new(f) as Arc<dyn Fn() + Send + Sync>),
                 ..StoreOptions::default()
             },
         };

@@ -277,9 +277,13 @@ fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snaps
     std::fs::rename(&target, &shared.path).map_err(Error::io("rename compacted file"))?;
     // From here on the path names the new file: the writer must follow it whatever happens.
     // Until the rename is durable, no commit may be acknowledged (see WriterState::commit).
+    let charge = state.charge.take();
     *state = copy.new;
     state.direct = false;
     state.fold = shared.options.fold;
+    state.quiet_after = shared.options.quiet_after;
+    state.charge = charge;
+    state.charge_overlays();
     state.unsynced_rename = Some(shared.path.clone());
     shared.publish(state);
     state.sync_rename()?;

@@ -37,6 +37,12 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// Gives back the room the lists kept from their longest.
+    pub fn shrink(&mut self) {
+        self.per_tree.iter_mut().for_each(Vec::shrink_to_fit);
+        self.applied_in_update.shrink_to_fit();
+    }
+
     /// Actions held for `tree`.
     pub fn len(&self, tree: usize) -> usize {
         self.per_tree.get(tree).map_or(0, Vec::len)

@@ -21,7 +21,12 @@
 //! log record and keep them in memory, where reads merge them with the nodes, and fold them
 //! into the nodes in one pass once enough have gathered ([`FoldLimits`]). A commit of a few
 //! keys, or of keys spread over a large tree, then writes a record instead of a leaf and a
-//! path per key. Opening replays the records since the last fold.
+//! path per key. Opening replays the records since the last fold. Two things bound the
+//! memory that unfolded changes take in a process with many stores open: stores opened
+//! with clones of one [`OverlayBudget`] fold at their next commit while together they hold
+//! more than it allows, and a store that has not committed for
+//! [`StoreOptions::quiet_after`] folds on its writer thread, gives back the room its
+//! buffers kept, and runs [`StoreOptions::on_writer_quiet`], once per quiet spell.
 //!
 //! # FORMAT
 //!
@@ -63,7 +68,7 @@ pub use cache::{NodeCache, DEFAULT_CACHE_BYTES};
 pub use compact::{BlobCopier, CompactStats, NoBlobs, ValueRewriter};
 pub use error::{Error, Result};
 pub use file::BlobRef;
-pub use overlay::FoldLimits;
+pub use overlay::{FoldLimits, OverlayBudget};
 pub use snapshot::Snapshot;
 pub use store::{CallerTurn, Durability, Pending, Store, StoreOptions, DEFAULT_NODE_SIZE};
 pub use tree::cursor::{Entry, Range};

@@ -14,6 +14,7 @@
 //! be able to take reductions apart ([`crate::Reducer::subtract`]).
 
 use std::ops::Bound as StdBound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use imbl::OrdMap;
@@ -43,6 +44,84 @@ impl Default for FoldLimits {
     }
 }
 
+/// The memory that the unfolded changes of every store sharing it may take together (an
+/// estimate: keys, values and a fixed cost per change). Each store's limits bound its own
+/// changes; this bounds a process with many stores open, each holding some. A commit made
+/// while the stores hold more than the limit folds its store's changes.
+#[derive(Clone)]
+pub struct OverlayBudget(Arc<BudgetState>);
+
+struct BudgetState {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl OverlayBudget {
+    /// A budget of `limit` bytes for the stores opened with clones of it.
+    pub fn new(limit: u64) -> OverlayBudget {
+        OverlayBudget(Arc::new(BudgetState { limit, used: AtomicU64::new(0) }))
+    }
+
+    /// The memory the stores' unfolded changes take now, by the estimate.
+    pub fn used(&self) -> u64 {
+        self.0.used.load(Ordering::Relaxed)
+    }
+
+    fn over(&self) -> bool {
+        self.used() > self.0.limit
+    }
+}
+
+impl Default for OverlayBudget {
+    fn default() -> OverlayBudget {
+        OverlayBudget::new(256 << 20)
+    }
+}
+
+impl std::fmt::Debug for OverlayBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OverlayBudget {{ limit: {}, used: {} }}", self.0.limit, self.used())
+    }
+}
+
+/// One store's share of an [`OverlayBudget`], given back when the store's state goes.
+pub(crate) struct Charge {
+    budget: OverlayBudget,
+    charged: u64,
+}
+
+impl Charge {
+    pub fn new(budget: OverlayBudget) -> Charge {
+        Charge { budget, charged: 0 }
+    }
+
+    /// Makes the store's share `bytes`.
+    pub fn set(&mut self, bytes: u64) {
+        let used = &self.budget.0.used;
+        if bytes >= self.charged {
+            used.fetch_add(bytes - self.charged, Ordering::Relaxed);
+        } else {
+            used.fetch_sub(self.charged - bytes, Ordering::Relaxed);
+        }
+        self.charged = bytes;
+    }
+
+    /// Whether the stores sharing the budget hold more than it allows.
+    pub fn over(&self) -> bool {
+        self.budget.over()
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.set(0);
+    }
+}
+
+/// What a change costs in memory besides its key and values, about: the map's entry and
+/// its share of the map's nodes, the key's and the one-entry leaf's allocations.
+const CHANGE_COST: u64 = 256;
+
 /// A key's change since the last fold.
 #[derive(Clone)]
 pub(crate) struct Change {
@@ -56,6 +135,12 @@ impl Change {
     fn bytes(key: &[u8], now: Option<&Arc<Node>>) -> u64 {
         (key.len() + now.map_or(0, |n| n.value(0).len())) as u64
     }
+
+    /// The memory the change of `key` takes, estimated: the key is held by the map and by
+    /// the leaf.
+    fn memory(&self, key: &[u8]) -> u64 {
+        Change::bytes(key, self.now.as_ref()) + (key.len() + self.was.as_ref().map_or(0, |w| w.len())) as u64 + CHANGE_COST
+    }
 }
 
 /// One tree's changes since the last fold. Cheap to clone: snapshots share it.
@@ -64,6 +149,8 @@ pub(crate) struct Overlay {
     changes: OrdMap<Arc<[u8]>, Change>,
     /// Key and value bytes the changes hold, for the fold threshold.
     bytes: u64,
+    /// The memory the changes take, by the estimate of [`OverlayBudget`].
+    memory: u64,
 }
 
 impl Overlay {
@@ -80,6 +167,11 @@ impl Overlay {
     /// Key and value bytes the changes hold.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The memory the changes take, estimated (see [`OverlayBudget`]).
+    pub fn memory(&self) -> u64 {
+        self.memory
     }
 
     /// The keys with a change, in order.
@@ -115,11 +207,14 @@ impl Overlay {
         let old = if now.is_none() && was.is_none() {
             self.changes.remove(key)
         } else {
-            self.bytes += Change::bytes(key, now.as_ref());
-            self.changes.insert(Arc::from(key), Change { now, was })
+            let change = Change { now, was };
+            self.bytes += Change::bytes(key, change.now.as_ref());
+            self.memory += change.memory(key);
+            self.changes.insert(Arc::from(key), change)
         };
         if let Some(old) = old {
             self.bytes -= Change::bytes(key, old.now.as_ref());
+            self.memory -= old.memory(key);
         }
         Ok(before)
     }
@@ -229,6 +324,11 @@ impl LogBuf {
     /// Forgets what was logged after the first `len` bytes.
     pub fn truncate(&mut self, len: usize) {
         self.bytes.truncate(len);
+    }
+
+    /// Gives back the room the buffer kept.
+    pub fn shrink(&mut self) {
+        self.bytes.shrink_to_fit();
     }
 
     /// Logs `action` on `tree`.

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::file::{recover, StoreFile};
 use crate::format::{Header, BLOCK};
 use crate::snapshot::{SnapState, Snapshot};
-use crate::overlay::FoldLimits;
+use crate::overlay::{Charge, FoldLimits, OverlayBudget};
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Savepoint, Txn, WriterState};
 
@@ -60,6 +60,17 @@ pub struct StoreOptions {
     pub caller_turn: CallerTurn,
     /// When logged trees' changes are folded into their nodes.
     pub fold: FoldLimits,
+    /// The memory that the logged changes of every store opened with a clone of these
+    /// options may take together.
+    pub overlay_budget: OverlayBudget,
+    /// A store that has not committed for this long tidies up once on its writer thread:
+    /// it folds its logged changes (a quiet store then holds none in memory and opens
+    /// without a replay) and runs `on_writer_quiet`.
+    pub quiet_after: Duration,
+    /// Run on the writer thread when its store has become quiet (to give back memory that
+    /// the thread's allocator keeps for it, for example: an idle thread allocates nothing
+    /// that would make the allocator do so itself).
+    pub on_writer_quiet: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// One turn at a time for commits run by their callers ([`Store::run_or_submit_with`]),
@@ -97,6 +108,9 @@ impl Default for StoreOptions {
             on_commit: None,
             caller_turn: CallerTurn::default(),
             fold: FoldLimits::default(),
+            overlay_budget: OverlayBudget::default(),
+            quiet_after: Duration::from_secs(10),
+            on_writer_quiet: None,
         }
     }
 }
@@ -294,7 +308,10 @@ impl Store {
         let app = Appender::new(file, found.end, if reserved { len } else { found.end });
         let mut state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
         state.fold = options.fold;
+        state.quiet_after = options.quiet_after;
+        state.charge = Some(Charge::new(options.overlay_budget.clone()));
         state.replay_log()?;
+        state.charge_overlays();
         let overlays = state.committed_overlays.clone();
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(SnapState::new(state.app.file.clone(), state.header.clone(), schema.clone(), overlays)),
@@ -511,8 +528,10 @@ impl Error {
 /// the store is dropped, or when a caller's commit panicked with the state in its hands.
 fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
     let mut deadline: Option<Instant> = None;
+    // When the store, quiet since its last commit, should tidy up.
+    let mut tidy_at = core.state.lock().ok().and_then(|state| state.tidy_at());
     loop {
-        let first = match deadline {
+        let first = match deadline.or(tidy_at) {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
         };
@@ -524,8 +543,20 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
         let first = match first {
             Ok(req) => req,
             Err(RecvTimeoutError::Timeout) => {
+                let quiet = !state.dirty && state.tidy_at().is_some_and(|at| at <= Instant::now());
+                if quiet {
+                    state.ask_fold();
+                }
                 commit(&mut state, shared);
                 deadline = None;
+                if quiet {
+                    state.tidied();
+                }
+                tidy_at = state.tidy_at();
+                drop(state);
+                if let Some(f) = shared.options.on_writer_quiet.as_ref().filter(|_| quiet) {
+                    f();
+                }
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => {
@@ -543,6 +574,7 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
             deadline = Some(Instant::now() + shared.options.batch_delay);
         }
         core.queued.fetch_sub(taken, Ordering::AcqRel);
+        tidy_at = state.tidy_at();
         // Answered once idle, so that a caller answered can run its next update itself.
         drop(state);
         answer(waiting, failed.as_ref());

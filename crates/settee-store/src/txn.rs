@@ -13,7 +13,7 @@ use crate::file::{blob_bytes, BlobRef, NodeSource, StoreFile};
 use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_HEAD};
 use crate::held::{latest_in, Held, HeldMark, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
 use crate::node::{ChildPiece, Node};
-use crate::overlay::{FoldLimits, LogBuf, LogRecord, Overlay};
+use crate::overlay::{Charge, FoldLimits, LogBuf, LogRecord, Overlay};
 use crate::tree::cursor::{lookup, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
@@ -182,6 +182,11 @@ impl Appender {
         Ok(self.committed_end)
     }
 
+    /// Gives back the buffer's room.
+    fn shrink(&mut self) {
+        self.buf.shrink_to_fit();
+    }
+
     /// Forgets everything appended since the last commit and cuts it off the file.
     pub fn rollback(&mut self) {
         self.incarnation = next_incarnation();
@@ -244,6 +249,16 @@ pub(crate) struct WriterState {
     pub direct: bool,
     /// When logged changes are folded into the nodes.
     pub fold: FoldLimits,
+    /// The next commit folds the logged changes whatever their size (a quiet store's).
+    fold_asked: bool,
+    /// This store's share of the process's budget for logged changes, if it has one.
+    pub charge: Option<Charge>,
+    /// When the store last committed or tried to.
+    quiet_since: std::time::Instant,
+    /// How long after `quiet_since` the store tidies up (see [`crate::StoreOptions::quiet_after`]).
+    pub quiet_after: std::time::Duration,
+    /// The store has tidied up since its last commit.
+    tidy: bool,
     /// What reads of logged trees found in their nodes since the last commit, per tree: a
     /// change of a key just read (an update reads a document before writing it) remembers
     /// the nodes' value from here instead of descending again. Forgotten whenever a logged
@@ -281,6 +296,11 @@ impl WriterState {
             log_records: 0,
             direct: false,
             fold: FoldLimits::default(),
+            fold_asked: false,
+            charge: None,
+            quiet_since: std::time::Instant::now(),
+            quiet_after: std::time::Duration::from_secs(10),
+            tidy: false,
             node_reads: Mutex::new(vec![HashMap::new(); schema_len]),
         }
     }
@@ -325,6 +345,7 @@ impl WriterState {
     /// Commits all pending changes with `flags`; on failure the state returns to the last
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
+        (self.quiet_since, self.tidy) = (std::time::Instant::now(), false);
         let mut written = Vec::new();
         self.node_reads().iter_mut().for_each(HashMap::clear);
         // Held modifications run the reducer here rather than in their updates: a panic
@@ -363,12 +384,49 @@ impl WriterState {
                 self.dirty = false;
                 self.log_records = log_records;
                 self.committed_overlays = self.overlays.clone();
+                self.fold_asked = false;
+                self.charge_overlays();
                 Ok(header)
             }
             Err(e) => {
+                self.fold_asked = false;
                 self.abandon();
                 Err(e)
             }
+        }
+    }
+
+    /// Charges the overlays' memory to the budget.
+    pub fn charge_overlays(&mut self) {
+        if let Some(charge) = &mut self.charge {
+            charge.set(self.overlays.iter().map(Overlay::memory).sum());
+        }
+    }
+
+    /// When this store will have been quiet long enough to tidy up, unless it has since
+    /// its last commit.
+    pub fn tidy_at(&self) -> Option<std::time::Instant> {
+        (!self.tidy).then(|| self.quiet_since + self.quiet_after)
+    }
+
+    /// Records that the store has tidied up (until it commits again, there is nothing to
+    /// do), and gives back the room its buffers and tables kept from its largest commits:
+    /// a quiet store should hold none of it, however many are open.
+    pub fn tidied(&mut self) {
+        self.tidy = true;
+        self.app.shrink();
+        self.virtual_nodes.shrink_to_fit();
+        self.superseded.shrink_to_fit();
+        self.log.shrink();
+        self.held.shrink();
+        self.node_reads().iter_mut().for_each(HashMap::shrink_to_fit);
+    }
+
+    /// Makes the next commit fold the logged changes, if there are any.
+    pub fn ask_fold(&mut self) {
+        if self.overlays.iter().any(|o| !o.is_empty()) {
+            self.fold_asked = true;
+            self.dirty = true;
         }
     }
 
@@ -376,12 +434,16 @@ impl WriterState {
     /// this commit's log record; returns the header's log pointer and the records chained
     /// from it.
     fn log_or_fold(&mut self) -> Result<(Option<Ptr>, u64)> {
-        if self.log.is_empty() {
+        if self.log.is_empty() && !self.fold_asked {
             return Ok((self.header.log, self.log_records));
         }
         let bytes: u64 = self.overlays.iter().map(Overlay::bytes).sum();
         let limits = self.fold;
-        let fold = self.log_records >= limits.records || bytes >= limits.bytes || self.overlays.iter().any(|o| o.len() >= limits.changes);
+        let fold = self.fold_asked
+            || self.log_records >= limits.records
+            || bytes >= limits.bytes
+            || self.overlays.iter().any(|o| o.len() >= limits.changes)
+            || self.charge.as_ref().is_some_and(Charge::over);
         if fold {
             self.fold()?;
             return Ok((None, 0));
