@@ -1,39 +1,35 @@
 //! The INI configuration file, with CouchDB's section and key names, readable and writable
-//! at runtime (`/_node/_local/_config`) and persisted on every change.
+//! at runtime (`/_node/_local/_config`) and persisted on every change unless the change asks
+//! to stay in memory (CouchDB's `X-Couch-Persist: false`).
 
 use std::path::{Path, PathBuf};
 
 /// Sections of `key = value` lines, in file order.
+type Sections = Vec<(String, Vec<(String, String)>)>;
+
+/// The configuration in force, and what its file holds: changes made in memory only are in
+/// the first and not the second, so writing the file for another change leaves them out and
+/// reading it again ([`Config::reload`]) forgets them.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
     path: PathBuf,
-    sections: Vec<(String, Vec<(String, String)>)>,
+    sections: Sections,
+    saved: Sections,
 }
 
 impl Config {
     /// Reads `path`; a missing file is an empty configuration that will be created there.
     pub fn load(path: &Path) -> std::io::Result<Config> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e),
-        };
-        let mut config = Config { path: path.to_path_buf(), sections: Vec::new() };
-        let mut section = String::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
-                continue;
-            }
-            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-                section = name.trim().to_string();
-                continue;
-            }
-            if let Some((k, v)) = line.split_once('=') {
-                config.put(&section, k.trim(), v.trim());
-            }
-        }
-        Ok(config)
+        let sections = read_file(path)?;
+        Ok(Config { path: path.to_path_buf(), saved: sections.clone(), sections })
+    }
+
+    /// Reads the file again, in place of everything in force: changes made in memory only
+    /// are forgotten, and changes made to the file by hand take effect.
+    pub fn reload(&mut self) -> std::io::Result<()> {
+        self.sections = read_file(&self.path)?;
+        self.saved = self.sections.clone();
+        Ok(())
     }
 
     /// The file this configuration lives in.
@@ -61,44 +57,37 @@ impl Config {
         &self.sections
     }
 
-    fn put(&mut self, section: &str, key: &str, value: &str) -> Option<String> {
-        let kv = match self.sections.iter_mut().position(|(n, _)| n == section) {
-            Some(i) => &mut self.sections[i].1,
-            None => {
-                self.sections.push((section.to_string(), Vec::new()));
-                &mut self.sections.last_mut().expect("just pushed").1
-            }
-        };
-        match kv.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => Some(std::mem::replace(v, value.to_string())),
-            None => {
-                kv.push((key.to_string(), value.to_string()));
-                None
-            }
-        }
-    }
-
     /// Sets a value and writes the file; returns the old value.
     pub fn set(&mut self, section: &str, key: &str, value: &str) -> std::io::Result<Option<String>> {
-        let old = self.put(section, key, value);
+        put(&mut self.saved, section, key, value);
+        let old = put(&mut self.sections, section, key, value);
         self.save()?;
         Ok(old)
     }
 
-    /// Removes a value and writes the file; returns the old value.
-    pub fn delete(&mut self, section: &str, key: &str) -> std::io::Result<Option<String>> {
-        let Some(i) = self.sections.iter().position(|(n, _)| n == section) else { return Ok(None) };
-        let kv = &mut self.sections[i].1;
-        let Some(j) = kv.iter().position(|(k, _)| k == key) else { return Ok(None) };
-        let (_, old) = kv.remove(j);
-        self.save()?;
-        Ok(Some(old))
+    /// Sets a value in memory only; returns the old value.
+    pub fn set_unsaved(&mut self, section: &str, key: &str, value: &str) -> Option<String> {
+        put(&mut self.sections, section, key, value)
     }
 
-    /// Writes the file atomically (a new file renamed over the old one).
+    /// Removes a value and writes the file; returns the old value.
+    pub fn delete(&mut self, section: &str, key: &str) -> std::io::Result<Option<String>> {
+        let old = remove(&mut self.sections, section, key);
+        if remove(&mut self.saved, section, key).is_some() {
+            self.save()?;
+        }
+        Ok(old)
+    }
+
+    /// Removes a value in memory only (the file keeps it); returns the old value.
+    pub fn delete_unsaved(&mut self, section: &str, key: &str) -> Option<String> {
+        remove(&mut self.sections, section, key)
+    }
+
+    /// Writes what the file holds, atomically (a new file renamed over the old one).
     pub fn save(&self) -> std::io::Result<()> {
         let mut text = String::new();
-        for (name, kv) in &self.sections {
+        for (name, kv) in &self.saved {
             text.push_str(&format!("[{name}]\n"));
             for (k, v) in kv {
                 text.push_str(&format!("{k} = {v}\n"));
@@ -113,6 +102,56 @@ impl Config {
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &self.path)
     }
+}
+
+/// The sections of the INI file at `path`; none if there is no file.
+fn read_file(path: &Path) -> std::io::Result<Sections> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    let mut sections = Sections::new();
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.trim().to_string();
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            put(&mut sections, &section, k.trim(), v.trim());
+        }
+    }
+    Ok(sections)
+}
+
+/// Sets `section`/`key` to `value`; returns the old value.
+fn put(sections: &mut Sections, section: &str, key: &str, value: &str) -> Option<String> {
+    let kv = match sections.iter_mut().position(|(n, _)| n == section) {
+        Some(i) => &mut sections[i].1,
+        None => {
+            sections.push((section.to_string(), Vec::new()));
+            &mut sections.last_mut().expect("just pushed").1
+        }
+    };
+    match kv.iter_mut().find(|(k, _)| k == key) {
+        Some((_, v)) => Some(std::mem::replace(v, value.to_string())),
+        None => {
+            kv.push((key.to_string(), value.to_string()));
+            None
+        }
+    }
+}
+
+/// Removes `section`/`key`; returns its value.
+fn remove(sections: &mut Sections, section: &str, key: &str) -> Option<String> {
+    let kv = &mut sections.iter_mut().find(|(n, _)| n == section)?.1;
+    let j = kv.iter().position(|(k, _)| k == key)?;
+    Some(kv.remove(j).1)
 }
 
 #[cfg(test)]
@@ -132,5 +171,25 @@ mod tests {
         let again = Config::load(&path).unwrap();
         assert_eq!(again.get("chttpd", "port"), Some("6000"));
         assert_eq!(again.get("admins", "admin"), None);
+    }
+
+    #[test]
+    fn changes_in_memory_stay_out_of_the_file_until_reloaded_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settee.ini");
+        std::fs::write(&path, "[log]\nlevel = info\n[uuids]\nalgorithm = random\n").unwrap();
+        let mut c = Config::load(&path).unwrap();
+        assert_eq!(c.set_unsaved("log", "level", "debug").as_deref(), Some("info"));
+        assert_eq!(c.delete_unsaved("uuids", "algorithm").as_deref(), Some("random"));
+        c.set("chttpd", "port", "6000").unwrap();
+        assert_eq!((c.get("log", "level"), c.get("uuids", "algorithm")), (Some("debug"), None));
+        let file = Config::load(&path).unwrap();
+        assert_eq!((file.get("log", "level"), file.get("uuids", "algorithm"), file.get("chttpd", "port")), (Some("info"), Some("random"), Some("6000")));
+        // A persisted delete of a value set only in memory leaves the file as it was.
+        c.set_unsaved("log", "extra", "1");
+        assert_eq!(c.delete("log", "extra").unwrap().as_deref(), Some("1"));
+        std::fs::write(&path, std::fs::read_to_string(&path).unwrap() + "[couchdb]\nmax_dbs_open = 7\n").unwrap();
+        c.reload().unwrap();
+        assert_eq!((c.get("log", "level"), c.get("uuids", "algorithm"), c.get("couchdb", "max_dbs_open")), (Some("info"), Some("random"), Some("7")));
     }
 }

@@ -238,6 +238,25 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
 async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Response> {
     let io = |e: std::io::Error| HttpError::new(500, "unknown_error", format!("could not write the configuration: {e}"));
     match (&req.method, rest) {
+        // Forgets the changes made in memory only, and takes in changes made to the file.
+        (&Method::POST, ["_reload"]) => {
+            let plaintext = {
+                let mut config = state.config.write().expect("config lock");
+                config.reload().map_err(|e| HttpError::bad_request(format!("could not read the configuration: {e}")))?;
+                config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect::<Vec<_>>()
+            };
+            // Admin passwords written into the file by hand are hashed there, as at start.
+            for (name, password) in plaintext {
+                let hash = auth::hash_password(&password, auth::DEFAULT_ITERATIONS);
+                let mut config = state.config.write().expect("config lock");
+                if config.get("admins", &name) == Some(password.as_str()) {
+                    config.set("admins", &name, &hash).map_err(io)?;
+                }
+            }
+            state.apply_config();
+            Ok(reply::json(200, &json!({"ok": true})))
+        }
+        (_, ["_reload"]) => Err(HttpError::method_not_allowed("POST")),
         (&Method::GET | &Method::HEAD, []) => {
             let config = state.config.read().expect("config lock");
             let all: serde_json::Map<String, Value> = config.sections().iter().map(|(s, kv)| (s.clone(), section_json(kv))).collect();
@@ -262,20 +281,34 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
                 return Err(HttpError::bad_request("Invalid configuration value"));
             }
             let value = if *section == "admins" && !auth::is_hashed(&value) { auth::hash_password(&value, auth::DEFAULT_ITERATIONS) } else { value };
-            let old = state.config.write().expect("config lock").set(section, key, &value).map_err(io)?;
+            let old = {
+                let mut config = state.config.write().expect("config lock");
+                if persist(req) { config.set(section, key, &value).map_err(io)? } else { config.set_unsaved(section, key, &value) }
+            };
             state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
         }
         (&Method::DELETE, [section, key]) => {
             writable(section, key)?;
-            let old = state.config.write().expect("config lock").delete(section, key).map_err(io)?;
+            let old = {
+                let mut config = state.config.write().expect("config lock");
+                if config.get(section, key).is_none() {
+                    return Err(HttpError::not_found("unknown_config_value"));
+                }
+                if persist(req) { config.delete(section, key).map_err(io)? } else { config.delete_unsaved(section, key) }
+            };
             state.apply_config();
-            let old = old.ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
-            Ok(reply::json(200, &json!(old)))
+            Ok(reply::json(200, &json!(old.unwrap_or_default())))
         }
         (_, [_, _]) => Err(HttpError::method_not_allowed("GET,PUT,DELETE")),
         _ => Err(HttpError::method_not_allowed("GET")),
     }
+}
+
+/// Whether a configuration change goes to the file: unless `X-Couch-Persist: false` asks
+/// for it to stay in memory, as CouchDB reads that header.
+fn persist(req: &Req) -> bool {
+    req.header("x-couch-persist") != Some("false")
 }
 
 /// Sections the HTTP API may not change, as in CouchDB: they name programs the server

@@ -121,6 +121,17 @@ pub struct Prepared {
     pub generated_admin: Option<(String, String)>,
 }
 
+/// Replaces the plaintext passwords of `[admins]` (written into the file by hand) by their
+/// hashes, in the file too, as CouchDB does when it reads them.
+fn hash_plaintext_admins(config: &mut Config) -> std::io::Result<()> {
+    let iterations = config.get_or("chttpd_auth", "iterations", auth::DEFAULT_ITERATIONS);
+    let plaintext: Vec<(String, String)> = config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect();
+    for (name, password) in plaintext {
+        config.set("admins", &name, &auth::hash_password(&password, iterations))?;
+    }
+    Ok(())
+}
+
 impl State {
     /// Loads the configuration, creates the first admin if there is none (from
     /// `SETTEE_ADMIN=user:password`, else with a random password), hashes plaintext admin
@@ -140,10 +151,7 @@ impl State {
                 generated_admin = Some((name, password));
             }
         }
-        let plaintext: Vec<(String, String)> = config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect();
-        for (name, password) in plaintext {
-            config.set("admins", &name, &auth::hash_password(&password, iterations)).map_err(save_err)?;
-        }
+        hash_plaintext_admins(&mut config).map_err(save_err)?;
         let uuid = match config.get("couchdb", "uuid") {
             Some(u) => u.to_string(),
             None => {

@@ -227,6 +227,40 @@ fn config_is_read_written_and_persisted() {
     assert!(all.get("query_servers").is_none() && all["uuids"].get("x").is_none(), "{all}");
 }
 
+/// CouchDB's `X-Couch-Persist: false` keeps a change in memory, out of the file; `POST
+/// _config/_reload` forgets such changes and takes in what the file says now.
+#[test]
+fn config_changes_can_stay_in_memory_and_be_reloaded_away() {
+    let mut s = TestServer::start();
+    let c = s.admin();
+    let in_memory = [("X-Couch-Persist", "false")];
+    assert_eq!(c.send("PUT", "/_node/_local/_config/log/level", Some(r#""debug""#), &in_memory).json(), json!(""));
+    c.put("/_node/_local/_config/uuids/algorithm", r#""random""#);
+    assert_eq!(c.get("/_node/_local/_config/log/level").json(), json!("debug"));
+    let ini = s.dir.path().join("settee.ini");
+    let file = std::fs::read_to_string(&ini).unwrap();
+    assert!(file.contains("algorithm = random") && !file.contains("debug"), "{file}");
+    // A delete kept in memory hides the value until the file is read again.
+    assert_eq!(c.send("DELETE", "/_node/_local/_config/uuids/algorithm", None, &in_memory).json(), json!("random"));
+    c.get("/_node/_local/_config/uuids/algorithm").error(404, "not_found");
+    c.send("DELETE", "/_node/_local/_config/uuids/algorithm", None, &in_memory).error(404, "not_found");
+    assert!(std::fs::read_to_string(&ini).unwrap().contains("algorithm = random"));
+    // Changes made to the file by hand, an admin with a plaintext password among them.
+    std::fs::write(&ini, std::fs::read_to_string(&ini).unwrap() + "\n[couchdb]\nmax_dbs_open = 77\n\n[admins]\nhand = handpw\n").unwrap();
+    c.get("/_node/_local/_config/_reload").error(405, "method_not_allowed");
+    assert_eq!(c.post("/_node/_local/_config/_reload", "").json(), json!({"ok": true}));
+    let all = c.get("/_node/_local/_config").json();
+    assert_eq!((&all["log"]["level"], &all["uuids"]["algorithm"], &all["couchdb"]["max_dbs_open"]), (&json!(null), &json!("random"), &json!("77")), "{all}");
+    assert!(all["admins"]["hand"].as_str().unwrap().starts_with("-pbkdf2"), "{all}");
+    assert!(!std::fs::read_to_string(&ini).unwrap().contains("handpw"), "the file keeps only the hash");
+    assert_eq!(common::Client::new(&s.url, Some(("hand", "handpw"))).get("/_all_dbs").status, 200);
+    s.anon().post("/_node/_local/_config/_reload", "").error(401, "unauthorized");
+    // What was kept in memory is gone after a restart too.
+    c.send("PUT", "/_node/_local/_config/log/level", Some(r#""debug""#), &in_memory);
+    s.restart();
+    s.admin().get("/_node/_local/_config/log/level").error(404, "not_found");
+}
+
 #[test]
 fn a_panicking_request_is_one_logged_500() {
     let mut s = TestServer::start();
