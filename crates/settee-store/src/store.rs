@@ -137,6 +137,9 @@ pub(crate) type Exclusive = Box<dyn FnOnce(&mut WriterState, &Shared) + Send>;
 enum Request {
     Update { job: Job, durability: Durability },
     Exclusive(Exclusive),
+    /// Nothing to do: the writer looks again at when it should tidy up (a caller committed
+    /// on its own thread after the writer had tidied and gone to sleep without a timer).
+    Wake,
 }
 
 pub(crate) struct Shared {
@@ -436,10 +439,16 @@ impl Store {
         let Some(mut state) = idle else {
             return self.submit_with(durability, f, done);
         };
+        // Once tidied, the writer sleeps until a request comes; this commit starts a new
+        // quiet spell that it must time.
+        let rearm = state.has_tidied();
         match apply(&mut state, job_answering(f, done)) {
             Applied::Done(completion) => {
                 let failed = commit(&mut state, &self.shared);
                 drop((state, turn));
+                if rearm && failed.is_none() {
+                    let _ = self.send(Request::Wake);
+                }
                 completion(failed.as_ref());
             }
             // Nothing of its own to commit: anything batched waits for the writer's delay.
@@ -547,15 +556,18 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
                 if quiet {
                     state.ask_fold();
                 }
-                commit(&mut state, shared);
+                // A quiet fold that failed is tried again after another quiet spell (the
+                // failed commit started one).
+                let tidied = commit(&mut state, shared).is_none() && quiet;
                 deadline = None;
-                if quiet {
+                if tidied {
                     state.tidied();
                 }
                 tidy_at = state.tidy_at();
                 drop(state);
-                if let Some(f) = shared.options.on_writer_quiet.as_ref().filter(|_| quiet) {
-                    f();
+                if let Some(f) = shared.options.on_writer_quiet.as_ref().filter(|_| tidied) {
+                    // A panicking hook must not end the writer.
+                    let _ = catch_unwind(AssertUnwindSafe(|| f()));
                 }
                 continue;
             }
@@ -612,6 +624,7 @@ fn apply_queued(
                 // The work answers its caller itself; a panic in it must not end the writer.
                 let _ = catch_unwind(AssertUnwindSafe(|| work(state, shared)));
             }
+            Request::Wake => {}
         }
     }
     (taken, waiting)

@@ -406,7 +406,13 @@ impl WriterState {
     /// When this store will have been quiet long enough to tidy up, unless it has since
     /// its last commit.
     pub fn tidy_at(&self) -> Option<std::time::Instant> {
-        (!self.tidy).then(|| self.quiet_since + self.quiet_after)
+        // A spell too long to reach (`Duration::MAX` for never) never ends.
+        (!self.tidy).then(|| self.quiet_since.checked_add(self.quiet_after)).flatten()
+    }
+
+    /// Whether the store has tidied up since its last commit.
+    pub fn has_tidied(&self) -> bool {
+        self.tidy
     }
 
     /// Records that the store has tidied up (until it commits again, there is nothing to
@@ -610,6 +616,9 @@ impl WriterState {
     /// many keys), and that no logged change shadows.
     fn dense(&self, tree: usize, actions: &[Action]) -> Result<bool> {
         const MIN_ACTIONS: usize = 64;
+        // A modification that goes to the nodes is never held (held ones are read past by
+        // `get` on logged trees), which only this keeps true.
+        const _: () = assert!(MIN_ACTIONS > HOLD_MAX_ACTIONS);
         /// Entries already in the keys' span, per key: below this, the leaves the
         /// modification rewrites hold mostly its own keys.
         const SPAN_PER_KEY: u64 = 4;

@@ -90,6 +90,37 @@ fn a_quiet_store_folds_its_changes_and_reopens_without_them() {
     reopen_holds_no_changes(&path, 56);
 }
 
+/// A lone durable update that finds the writer idle commits on its caller's thread, so the
+/// writer, asleep since it tidied up, hears of no commit; it must still time the new quiet
+/// spell and fold.
+#[test]
+fn a_commit_on_the_callers_thread_starts_a_quiet_spell_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = OverlayBudget::new(1 << 30);
+    let hooked = Arc::new(AtomicUsize::new(0));
+    let count = hooked.clone();
+    let quiet_hook = move || {
+        count.fetch_add(1, Ordering::SeqCst);
+    };
+    let opts = StoreOptions { on_writer_quiet: Some(Arc::new(quiet_hook)), ..options(&budget, Duration::from_millis(500)) };
+    let store = Store::create(&dir.path().join("lone.settee"), opts).unwrap();
+    wait_for("the new store's quiet hook", || hooked.load(Ordering::SeqCst) == 1);
+    for round in 0..2u32 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let actions = vec![Action::Put(format!("k{round:06}").into_bytes(), vec![b'v'; 100])];
+        store.run_or_submit_with(Durability::Durable, move |t| t.modify(0, &actions).map(drop), move |r: Result<(), settee_store::Error>| {
+            tx.send((r, std::thread::current().id())).unwrap();
+        });
+        let (answer, answered_on) = rx.recv().unwrap();
+        answer.unwrap();
+        assert_eq!(answered_on, std::thread::current().id(), "the commit ran on this thread");
+        assert!(budget.used() > 0);
+        wait_for("the quiet fold after a caller's commit", || budget.used() == 0);
+        wait_for("the quiet hook after a caller's commit", || hooked.load(Ordering::SeqCst) == 2 + round as usize);
+    }
+    check(&store, 2);
+}
+
 #[test]
 fn a_store_without_quiet_folding_keeps_its_changes_across_reopening() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,4 +163,16 @@ fn stores_over_their_shared_budget_fold_at_their_next_commit() {
     drop((a, b));
     assert_eq!(budget.used(), 0);
     reopen_holds_no_changes(&dir.path().join("b.settee"), 51);
+}
+
+/// `Duration::MAX` says "never quiet": the writer must not overflow timing it.
+#[test]
+fn a_store_that_is_never_quiet_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = OverlayBudget::new(1 << 30);
+    let store = Store::create(&dir.path().join("never.settee"), options(&budget, Duration::MAX)).unwrap();
+    put(&store, 0, 10);
+    put(&store, 10, 10);
+    check(&store, 20);
+    assert!(budget.used() > 0, "nothing folded");
 }
