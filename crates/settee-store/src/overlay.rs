@@ -147,6 +147,11 @@ impl Change {
 #[derive(Clone, Default)]
 pub(crate) struct Overlay {
     changes: OrdMap<Arc<[u8]>, Change>,
+    /// The smallest and largest key whose changes netted to nothing (a key put and removed
+    /// again, or removed while absent) and were dropped. The log still holds their
+    /// actions, which opening replays over the nodes, so the nodes must not change under
+    /// these keys before the next fold either ([`Overlay::shadows`]).
+    netted: Option<(Arc<[u8]>, Arc<[u8]>)>,
     /// Key and value bytes the changes hold, for the fold threshold.
     bytes: u64,
     /// The memory the changes take, by the estimate of [`OverlayBudget`].
@@ -204,18 +209,42 @@ impl Overlay {
             Action::Put(k, v) => Some(Arc::new(Node::build_leaf(&[(k, v)]))),
             Action::Delete(_) => None,
         };
-        // A change that nets to nothing (a key put and removed again, or removed while
-        // absent) is kept: the log holds its actions, and opening replays them over the
-        // nodes, so the nodes must not change under its key before the next fold. Kept
-        // here, it stops a modification from going straight to the nodes (`dense`).
-        let change = Change { now, was };
-        self.bytes += Change::bytes(key, change.now.as_ref());
-        self.memory += change.memory(key);
-        if let Some(old) = self.changes.insert(Arc::from(key), change) {
+        let old = if now.is_none() && was.is_none() {
+            self.widen_netted(key);
+            self.changes.remove(key)
+        } else {
+            let change = Change { now, was };
+            self.bytes += Change::bytes(key, change.now.as_ref());
+            self.memory += change.memory(key);
+            self.changes.insert(Arc::from(key), change)
+        };
+        if let Some(old) = old {
             self.bytes -= Change::bytes(key, old.now.as_ref());
             self.memory -= old.memory(key);
         }
         Ok(before)
+    }
+
+    fn widen_netted(&mut self, key: &[u8]) {
+        self.netted = Some(match self.netted.take() {
+            None => (Arc::from(key), Arc::from(key)),
+            Some((lo, hi)) => (if key < &lo[..] { Arc::from(key) } else { lo }, if key > &hi[..] { Arc::from(key) } else { hi }),
+        });
+    }
+
+    /// Whether the log since the last fold may name a key of `actions`: one has a change,
+    /// or their span meets the span of keys whose changes netted to nothing. The nodes must
+    /// not change under such a key before the next fold, since opening replays the log
+    /// over them.
+    pub fn shadows(&self, actions: &[Action]) -> bool {
+        let Some(first) = actions.first() else { return false };
+        if let Some((lo, hi)) = &self.netted {
+            let (min, max) = actions.iter().fold((first.key(), first.key()), |(lo, hi), a| (lo.min(a.key()), hi.max(a.key())));
+            if min <= &hi[..] && max >= &lo[..] {
+                return true;
+            }
+        }
+        !self.changes.is_empty() && actions.iter().any(|a| self.changes.contains_key(a.key()))
     }
 
     /// The actions that make the nodes hold what the changes show, in key order.
@@ -420,13 +449,17 @@ mod tests {
         assert_eq!(o.record(&put("a", "1"), nodes).unwrap(), None);
         assert_eq!(o.record(&put("b", "22"), nodes).unwrap(), Some(b"old".to_vec()));
         assert_eq!(o.record(&put("b", "333"), |_| panic!("asked again")).unwrap(), Some(b"22".to_vec()));
-        // Put then removed, never in the nodes: a change that nets to nothing, kept because
-        // the log holds its actions; it adds nothing to counts or reductions.
+        // Put then removed, never in the nodes: no change at all, but the log names "c",
+        // so the nodes must not change under it before the next fold.
         o.record(&put("c", "x"), nodes).unwrap();
         o.record(&Action::Delete(b"c".to_vec()), nodes).unwrap();
-        assert!(matches!(o.entry(b"c"), Some(None)));
-        assert_eq!(o.len(), 3);
-        assert_eq!(o.bytes(), 2 + 4 + 1);
+        assert!(o.get(b"c").is_none());
+        assert_eq!(o.len(), 2);
+        assert_eq!(o.bytes(), 2 + 4);
+        assert!(o.shadows(&[put("c", "y")]) && o.shadows(&[put("a", "y")]) && o.shadows(&[put("bb", "y"), put("d", "y")]));
+        assert!(!o.shadows(&[put("ca", "y"), put("d", "y")]) && !o.shadows(&[]));
+        o.record(&Action::Delete(b"e".to_vec()), nodes).unwrap();
+        assert!(o.shadows(&[put("d", "y")]), "the span grows to take in every netted key");
         // The nodes hold "b"=old and "z"=9 (sizes 4 and 2).
         let base = Reduction { count: 2, value: 6u64.to_le_bytes().to_vec() };
         let all = o.adjust(&spec, base.clone(), &Bound::Unbounded, &Bound::Unbounded).unwrap();

@@ -462,8 +462,9 @@ impl WriterState {
     /// Applies every logged change to its tree's nodes, in one pass per tree.
     fn fold(&mut self) -> Result<()> {
         for tree in 0..self.overlays.len() {
-            if !self.overlays[tree].is_empty() {
-                let actions = std::mem::take(&mut self.overlays[tree]).actions();
+            // Taken even when it holds no change: what it knows of the log goes with it.
+            let actions = std::mem::take(&mut self.overlays[tree]).actions();
+            if !actions.is_empty() {
                 self.modify_now(tree, &actions)?;
             }
         }
@@ -632,8 +633,7 @@ impl WriterState {
         if in_span > SPAN_PER_KEY * actions.len() as u64 {
             return Ok(false);
         }
-        let overlay = &self.overlays[tree];
-        Ok(overlay.is_empty() || actions.iter().all(|a| overlay.get(a.key()).is_none()))
+        Ok(!self.overlays[tree].shadows(actions))
     }
 
     /// Logs `action` on a logged tree and records it in its overlay; returns the key's
