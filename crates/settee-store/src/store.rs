@@ -446,7 +446,7 @@ impl Store {
             Applied::Done(completion) => {
                 let failed = commit(&mut state, &self.shared);
                 drop((state, turn));
-                if rearm && failed.is_none() {
+                if rearm {
                     let _ = self.send(Request::Wake);
                 }
                 completion(failed.as_ref());
