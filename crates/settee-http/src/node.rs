@@ -243,9 +243,10 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
             let plaintext = {
                 let mut config = state.config.write().expect("config lock");
                 config.reload().map_err(|e| HttpError::bad_request(format!("could not read the configuration: {e}")))?;
-                config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect::<Vec<_>>()
+                crate::server::plaintext_admins(&config)
             };
-            // Admin passwords written into the file by hand are hashed there, as at start.
+            // Admin passwords written into the file by hand are hashed there, as at start,
+            // outside the lock: hashing is slow.
             for (name, password) in plaintext {
                 let hash = auth::hash_password(&password, auth::DEFAULT_ITERATIONS);
                 let mut config = state.config.write().expect("config lock");

@@ -121,12 +121,17 @@ pub struct Prepared {
     pub generated_admin: Option<(String, String)>,
 }
 
-/// Replaces the plaintext passwords of `[admins]` (written into the file by hand) by their
-/// hashes, in the file too, as CouchDB does when it reads them.
+/// The `[admins]` whose passwords are in plaintext (written into the file by hand), with
+/// those passwords.
+pub(crate) fn plaintext_admins(config: &Config) -> Vec<(String, String)> {
+    config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect()
+}
+
+/// Replaces the plaintext passwords of `[admins]` by their hashes, in the file too, as
+/// CouchDB does when it reads them.
 fn hash_plaintext_admins(config: &mut Config) -> std::io::Result<()> {
     let iterations = config.get_or("chttpd_auth", "iterations", auth::DEFAULT_ITERATIONS);
-    let plaintext: Vec<(String, String)> = config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect();
-    for (name, password) in plaintext {
+    for (name, password) in plaintext_admins(config) {
         config.set("admins", &name, &auth::hash_password(&password, iterations))?;
     }
     Ok(())

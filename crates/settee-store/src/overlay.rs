@@ -143,6 +143,9 @@ impl Change {
     }
 }
 
+/// The smallest and largest of some keys.
+type KeySpan = (Arc<[u8]>, Arc<[u8]>);
+
 /// One tree's changes since the last fold. Cheap to clone: snapshots share it.
 #[derive(Clone, Default)]
 pub(crate) struct Overlay {
@@ -151,7 +154,7 @@ pub(crate) struct Overlay {
     /// again, or removed while absent) and were dropped. The log still holds their
     /// actions, which opening replays over the nodes, so the nodes must not change under
     /// these keys before the next fold either ([`Overlay::shadows`]).
-    netted: Option<(Arc<[u8]>, Arc<[u8]>)>,
+    netted: Option<KeySpan>,
     /// Key and value bytes the changes hold, for the fold threshold.
     bytes: u64,
     /// The memory the changes take, by the estimate of [`OverlayBudget`].
@@ -232,17 +235,13 @@ impl Overlay {
         });
     }
 
-    /// Whether the log since the last fold may name a key of `actions`: one has a change,
-    /// or their span meets the span of keys whose changes netted to nothing. The nodes must
-    /// not change under such a key before the next fold, since opening replays the log
-    /// over them.
-    pub fn shadows(&self, actions: &[Action]) -> bool {
-        let Some(first) = actions.first() else { return false };
-        if let Some((lo, hi)) = &self.netted {
-            let (min, max) = actions.iter().fold((first.key(), first.key()), |(lo, hi), a| (lo.min(a.key()), hi.max(a.key())));
-            if min <= &hi[..] && max >= &lo[..] {
-                return true;
-            }
+    /// Whether the log since the last fold may name a key of `actions`, whose smallest and
+    /// largest keys are `span`: one has a change, or `span` meets the span of keys whose
+    /// changes netted to nothing. The nodes must not change under such a key before the
+    /// next fold, since opening replays the log over them.
+    pub fn shadows(&self, (min, max): (&[u8], &[u8]), actions: &[Action]) -> bool {
+        if self.netted.as_ref().is_some_and(|(lo, hi)| min <= &hi[..] && max >= &lo[..]) {
+            return true;
         }
         !self.changes.is_empty() && actions.iter().any(|a| self.changes.contains_key(a.key()))
     }
@@ -456,10 +455,14 @@ mod tests {
         assert!(o.get(b"c").is_none());
         assert_eq!(o.len(), 2);
         assert_eq!(o.bytes(), 2 + 4);
-        assert!(o.shadows(&[put("c", "y")]) && o.shadows(&[put("a", "y")]) && o.shadows(&[put("bb", "y"), put("d", "y")]));
-        assert!(!o.shadows(&[put("ca", "y"), put("d", "y")]) && !o.shadows(&[]));
+        let shadows = |o: &Overlay, keys: &[&str]| {
+            let actions: Vec<Action> = keys.iter().map(|k| put(k, "y")).collect();
+            o.shadows((keys[0].as_bytes(), keys[keys.len() - 1].as_bytes()), &actions)
+        };
+        assert!(shadows(&o, &["c"]) && shadows(&o, &["a"]) && shadows(&o, &["bb", "d"]));
+        assert!(!shadows(&o, &["ca", "d"]));
         o.record(&Action::Delete(b"e".to_vec()), nodes).unwrap();
-        assert!(o.shadows(&[put("d", "y")]), "the span grows to take in every netted key");
+        assert!(shadows(&o, &["d"]), "the span grows to take in every netted key");
         // The nodes hold "b"=old and "z"=9 (sizes 4 and 2).
         let base = Reduction { count: 2, value: 6u64.to_le_bytes().to_vec() };
         let all = o.adjust(&spec, base.clone(), &Bound::Unbounded, &Bound::Unbounded).unwrap();

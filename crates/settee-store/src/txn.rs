@@ -626,14 +626,14 @@ impl WriterState {
         if actions.len() < MIN_ACTIONS {
             return Ok(false);
         }
-        let (lo, hi) = actions.iter().fold((actions[0].key(), actions[0].key()), |(lo, hi), a| (lo.min(a.key()), hi.max(a.key())));
-        let (lo, hi) = (Bound::Included(lo.to_vec()), Bound::Included(hi.to_vec()));
+        let span = actions.iter().fold((actions[0].key(), actions[0].key()), |(lo, hi), a| (lo.min(a.key()), hi.max(a.key())));
+        let (lo, hi) = (Bound::Included(span.0.to_vec()), Bound::Included(span.1.to_vec()));
         let spec = self.spec(tree)?;
         let in_span = reduce_range(self, spec, self.roots[tree].as_ref(), &KeyRange { lo: &lo, hi: &hi })?.count;
         if in_span > SPAN_PER_KEY * actions.len() as u64 {
             return Ok(false);
         }
-        Ok(!self.overlays[tree].shadows(actions))
+        Ok(!self.overlays[tree].shadows(span, actions))
     }
 
     /// Logs `action` on a logged tree and records it in its overlay; returns the key's
