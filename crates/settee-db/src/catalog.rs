@@ -6,10 +6,10 @@
 //! is built under a temporary name and renamed into place, so it exists whole or not at all;
 //! deletion renames it into `DIR/trash` before removing it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use settee_store::{sync_dir, StoreOptions};
 
@@ -43,12 +43,68 @@ pub struct Catalog {
     trash: PathBuf,
     options: CatalogOptions,
     /// Open databases and when each was last used (a tick of `clock`).
-    open: RwLock<HashMap<String, (Arc<Database>, AtomicU64)>>,
+    open: RwLock<HashMap<String, Opened>>,
     clock: AtomicU64,
-    /// Serialises creation and deletion.
-    ddl: Mutex<()>,
+    /// Whose turn it is to open, create, delete or close each name.
+    turns: Turns,
     /// Background work of every database.
     tasks: Arc<Tasks>,
+}
+
+/// An open database and when it was last used.
+struct Opened {
+    db: Arc<Database>,
+    used: AtomicU64,
+}
+
+/// The life of a name: absent, or present on disk and then perhaps open. Every step that
+/// changes it (opening, creating, deleting, closing) holds the name's turn from the check of
+/// what is there to the end of the step, so steps on one name happen one after another, each
+/// seeing what the one before left, and the open set never holds a database whose files were
+/// deleted or an older copy of one reopened. Lookups of open databases take no turn. Steps on
+/// different names never wait for each other.
+#[derive(Default)]
+struct Turns {
+    busy: Mutex<HashSet<String>>,
+    freed: Condvar,
+}
+
+/// A name's turn, given back when dropped.
+struct Turn<'a> {
+    turns: &'a Turns,
+    name: String,
+}
+
+impl Turns {
+    /// Waits for the name's turn.
+    fn take(&self, name: &str) -> Turn<'_> {
+        let mut busy = self.busy.lock().expect("turns lock");
+        while busy.contains(name) {
+            busy = self.freed.wait(busy).expect("turns lock");
+        }
+        busy.insert(name.to_string());
+        Turn { turns: self, name: name.to_string() }
+    }
+
+    /// The name's turn if nobody has it.
+    fn try_take(&self, name: &str) -> Option<Turn<'_>> {
+        let mut busy = self.busy.lock().expect("turns lock");
+        busy.insert(name.to_string()).then(|| Turn { turns: self, name: name.to_string() })
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.turns.busy.lock().expect("turns lock").remove(&self.name);
+        self.turns.freed.notify_all();
+    }
+}
+
+/// A database leaving the open set, closed (its writers stopped, batched writes flushed)
+/// before its name's turn is given back: the field order is the drop order.
+struct Closing<'a> {
+    _db: Arc<Database>,
+    _turn: Turn<'a>,
 }
 
 /// Checks a database name by CouchDB's rules.
@@ -95,7 +151,7 @@ impl Catalog {
                 std::fs::remove_dir_all(entry.path()).map_err(Error::io("remove unfinished database"))?;
             }
         }
-        Ok(Catalog { root, trash, options, open: RwLock::new(HashMap::new()), clock: AtomicU64::new(0), ddl: Mutex::new(()), tasks: Arc::default() })
+        Ok(Catalog { root, trash, options, open: RwLock::default(), clock: AtomicU64::new(0), turns: Turns::default(), tasks: Arc::default() })
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -111,7 +167,7 @@ impl Catalog {
     /// moment: it becomes visible under its name only once the object is on disk.
     pub fn create_secured(&self, name: &str, q: Option<usize>, security: Vec<u8>) -> Result<Arc<Database>> {
         validate_name(name)?;
-        let _ddl = self.ddl.lock().expect("ddl lock");
+        let turn = self.turns.take(name);
         let path = self.path(name);
         if path.exists() {
             return Err(Error::DatabaseExists);
@@ -131,21 +187,25 @@ impl Catalog {
         drop(db);
         std::fs::rename(&tmp, &path).map_err(Error::io("create database"))?;
         sync_dir(&self.root).map_err(Error::io("create database"))?;
-        self.get(name)
+        self.open_now(&turn, &path)
     }
 
-    /// Deletes a database. Readers holding it keep their snapshots.
+    /// Deletes a database. Readers holding it keep their snapshots; writes through a handle
+    /// taken before the deletion fail from now on as writes to a missing database.
     pub fn delete(&self, name: &str) -> Result<()> {
         validate_name(name)?;
-        let _ddl = self.ddl.lock().expect("ddl lock");
+        let _turn = self.turns.take(name);
         let path = self.path(name);
         if !path.is_dir() {
             return Err(Error::NoDatabase);
         }
-        self.open.write().expect("open lock").remove(name);
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
         let doomed = self.trash.join(format!("{}-{stamp}", dir_name(name)));
         std::fs::rename(&path, &doomed).map_err(Error::io("delete database"))?;
+        let closed = self.open.write().expect("open lock").remove(name);
+        if let Some(opened) = closed {
+            opened.db.retire();
+        }
         sync_dir(&self.root).map_err(Error::io("delete database"))?;
         std::thread::spawn(move || std::fs::remove_dir_all(doomed));
         Ok(())
@@ -153,37 +213,71 @@ impl Catalog {
 
     /// An open database, opening it if needed.
     pub fn get(&self, name: &str) -> Result<Arc<Database>> {
-        if let Some((db, used)) = self.open.read().expect("open lock").get(name) {
-            // Readers only write the tick when it moved, so a busy database's entry is not
-            // written on every request.
-            let now = self.clock.load(Ordering::Relaxed);
-            if used.load(Ordering::Relaxed) != now {
-                used.store(now, Ordering::Relaxed);
-            }
-            return Ok(db.clone());
+        if let Some(db) = self.lookup(name) {
+            return Ok(db);
         }
-        let now = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
         validate_name(name).map_err(|_| Error::NoDatabase)?;
+        let turn = self.turns.take(name);
+        // Whoever had the turn before may have opened it.
+        if let Some(db) = self.lookup(name) {
+            return Ok(db);
+        }
         let path = self.path(name);
         if !path.is_dir() {
             return Err(Error::NoDatabase);
         }
-        let db = Arc::new(Database::open(&path, name, &self.options.store, &self.tasks)?);
-        let mut open = self.open.write().expect("open lock");
-        let db = open.entry(name.to_string()).or_insert((db, AtomicU64::new(now))).0.clone();
-        self.evict(&mut open);
+        self.open_now(&turn, &path)
+    }
+
+    /// The database if it is open, marked as used now.
+    fn lookup(&self, name: &str) -> Option<Arc<Database>> {
+        let open = self.open.read().expect("open lock");
+        let opened = open.get(name)?;
+        // Readers only write the tick when it moved, so a busy database's entry is not
+        // written on every request.
+        let now = self.clock.load(Ordering::Relaxed);
+        if opened.used.load(Ordering::Relaxed) != now {
+            opened.used.store(now, Ordering::Relaxed);
+        }
+        Some(opened.db.clone())
+    }
+
+    /// Opens the database at `path` during its name's turn and adds it to the open set,
+    /// closing the least recently used ones beyond the limit.
+    fn open_now(&self, turn: &Turn<'_>, path: &Path) -> Result<Arc<Database>> {
+        let db = Arc::new(Database::open(path, &turn.name, &self.options.store, &self.tasks)?);
+        let used = AtomicU64::new(self.clock.fetch_add(1, Ordering::Relaxed) + 1);
+        let closing = {
+            let mut open = self.open.write().expect("open lock");
+            open.insert(turn.name.clone(), Opened { db: db.clone(), used });
+            self.evict(&mut open)
+        };
+        // Closed outside the lock, each during its own name's turn.
+        drop(closing);
         Ok(db)
     }
 
-    /// Closes the least recently used databases nobody is using, down to the limit.
-    fn evict(&self, open: &mut HashMap<String, (Arc<Database>, AtomicU64)>) {
-        while open.len() > self.options.max_dbs_open {
-            let victim = open.iter().filter(|(_, (db, _))| Arc::strong_count(db) == 1).min_by_key(|(_, (_, used))| used.load(Ordering::Relaxed)).map(|(n, _)| n.clone());
-            match victim {
-                Some(name) => drop(open.remove(&name)),
-                None => break,
+    /// Takes out of the open set the least recently used databases that nobody is using (no
+    /// handle or snapshot outside the catalog) and whose names are not in another step, down
+    /// to the limit.
+    fn evict(&self, open: &mut HashMap<String, Opened>) -> Vec<Closing<'_>> {
+        let mut closing = Vec::new();
+        if open.len() <= self.options.max_dbs_open {
+            return closing;
+        }
+        let mut idle: Vec<(u64, &String)> = open.iter().filter(|(_, o)| Arc::strong_count(&o.db) == 1 && !o.db.in_use()).map(|(n, o)| (o.used.load(Ordering::Relaxed), n)).collect();
+        idle.sort_unstable();
+        let idle: Vec<String> = idle.into_iter().map(|(_, n)| n.clone()).collect();
+        for name in idle {
+            if open.len() <= self.options.max_dbs_open {
+                break;
+            }
+            if let Some(turn) = self.turns.try_take(&name) {
+                let opened = open.remove(&name).expect("listed as open");
+                closing.push(Closing { _db: opened.db, _turn: turn });
             }
         }
+        closing
     }
 
     /// The options every store is opened with (and the node cache they share).
@@ -198,7 +292,7 @@ impl Catalog {
 
     /// The databases open now (for background work that follows what is in use).
     pub fn open_databases(&self) -> Vec<Arc<Database>> {
-        self.open.read().expect("open lock").values().map(|(db, _)| db.clone()).collect()
+        self.open.read().expect("open lock").values().map(|o| o.db.clone()).collect()
     }
 
     /// Number of databases currently open.

@@ -43,6 +43,10 @@ pub struct Database {
     /// State that layers above keep per open database (view indexes), one value per type;
     /// it lives exactly as long as this database is open.
     extensions: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// Held by every snapshot, so the catalog can tell a database nobody reads.
+    lease: Arc<()>,
+    /// Set once the database is deleted: writes through handles taken before fail.
+    retired: AtomicBool,
 }
 
 impl Database {
@@ -69,7 +73,8 @@ impl Database {
     fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
         let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
         let (dir, extensions) = (dir.to_path_buf(), Mutex::new(HashMap::new()));
-        Database { name: name.to_string(), shards, changed, compacting, tasks, dir, extensions }
+        let (lease, retired) = (Arc::new(()), AtomicBool::new(false));
+        Database { name: name.to_string(), shards, changed, compacting, tasks, dir, extensions, lease, retired }
     }
 
     /// The database's directory, where layers above keep their files (view indexes), so
@@ -119,7 +124,30 @@ impl Database {
 
     /// A consistent view of every shard, for reading.
     pub fn snapshot(&self) -> DbSnapshot {
-        DbSnapshot::new(self.shards.iter().map(Shard::snapshot).collect())
+        DbSnapshot::new(self.shards.iter().map(Shard::snapshot).collect(), self.lease.clone())
+    }
+
+    /// Whether a snapshot of the database is alive (its files must stay open).
+    pub(crate) fn in_use(&self) -> bool {
+        Arc::strong_count(&self.lease) > 1
+    }
+
+    /// Marks the database deleted: from now on its writes fail with [`Error::NoDatabase`].
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Whether the database has been deleted (a handle taken before the deletion).
+    pub fn is_deleted(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// Refuses writes to a deleted database.
+    fn writable(&self) -> Result<()> {
+        if self.is_deleted() {
+            return Err(Error::NoDatabase);
+        }
+        Ok(())
     }
 
     /// Waits for writes: the value changes after each one.
@@ -132,6 +160,7 @@ impl Database {
     /// document may be committed on the calling thread, which then waits for its sync (see
     /// [`crate::edit_queue`]).
     pub async fn update(&self, docs: Vec<NewDoc>, mode: EditMode, durability: Durability) -> Result<Vec<EditResult>> {
+        self.writable()?;
         let q = self.shards.len();
         let alone = matches!(&docs[..], [doc] if doc.is_small());
         let mut groups: Vec<(Vec<usize>, Vec<Arc<NewDoc>>)> = vec![(Vec::new(), Vec::new()); q * 2];
@@ -163,6 +192,7 @@ impl Database {
 
     /// Purges leaf revisions of documents (`_purge`); answers with what was purged per id.
     pub async fn purge(&self, docs: Vec<(String, Vec<settee_json::Rev>)>) -> Result<Vec<(String, Vec<settee_json::Rev>)>> {
+        self.writable()?;
         let mut by_shard: Vec<Vec<(String, Vec<settee_json::Rev>)>> = vec![Vec::new(); self.shards.len()];
         for (id, revs) in docs {
             by_shard[self.shard_for(&id)].push((id, revs));
@@ -188,6 +218,7 @@ impl Database {
 
     /// Changes the metadata of every shard (security object, revs limit).
     pub async fn update_meta(&self, f: impl Fn(&mut ShardMeta) + Clone + Send + 'static) -> Result<()> {
+        self.writable()?;
         let pending: Vec<_> = self.shards.iter().map(|s| s.update_meta(f.clone())).collect();
         for p in pending {
             p.await?;

@@ -39,11 +39,13 @@ pub struct DocOptions {
 #[derive(Clone)]
 pub struct DbSnapshot {
     shards: Vec<Snapshot>,
+    /// Tells the database a snapshot is alive (see `Database::in_use`).
+    _lease: std::sync::Arc<()>,
 }
 
 impl DbSnapshot {
-    pub(crate) fn new(shards: Vec<Snapshot>) -> DbSnapshot {
-        DbSnapshot { shards }
+    pub(crate) fn new(shards: Vec<Snapshot>, lease: std::sync::Arc<()>) -> DbSnapshot {
+        DbSnapshot { shards, _lease: lease }
     }
 
     fn shard(&self, id: &str) -> &Snapshot {
