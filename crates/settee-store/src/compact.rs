@@ -278,6 +278,9 @@ fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snaps
     // From here on the path names the new file: the writer must follow it whatever happens.
     // Until the rename is durable, no commit may be acknowledged (see WriterState::commit).
     let charge = state.charge.take();
+    // Everything appended to the old file is committed: loose blobs written there stay
+    // adoptable (copied over).
+    old_file.retire(state.app.incarnation);
     *state = copy.new;
     state.direct = false;
     state.fold = shared.options.fold;

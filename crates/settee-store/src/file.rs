@@ -41,11 +41,15 @@ pub(crate) struct StoreFile {
     pub cache_id: u64,
     /// End of the last commit: no committed pointer reaches past it.
     committed: AtomicU64,
+    /// The incarnation of the writer's appends when a compaction moved the store to another
+    /// file, every append committed (0 before): loose blobs of that incarnation are intact
+    /// here and can be copied over.
+    retired: AtomicU64,
 }
 
 impl StoreFile {
     pub fn new(backend: Arc<dyn Backend>, cache: NodeCache, committed: u64) -> StoreFile {
-        StoreFile { backend, cache, cache_id: NodeCache::new_file_id(), committed: AtomicU64::new(committed) }
+        StoreFile { backend, cache, cache_id: NodeCache::new_file_id(), committed: AtomicU64::new(committed), retired: AtomicU64::new(0) }
     }
 
     /// Records that the file's commits now end at `end`.
@@ -56,6 +60,18 @@ impl StoreFile {
     /// End of the last commit.
     pub fn committed(&self) -> u64 {
         self.committed.load(Ordering::Acquire)
+    }
+
+    /// Records that writing moved to another file when its appends had `incarnation`, all
+    /// of them committed.
+    pub fn retire(&self, incarnation: u64) {
+        self.retired.store(incarnation, Ordering::Release);
+    }
+
+    /// Whether bytes appended here under `incarnation` were all committed before writing
+    /// moved to another file.
+    pub fn retired_intact(&self, incarnation: u64) -> bool {
+        self.retired.load(Ordering::Acquire) == incarnation
     }
 
     /// Reads and checks the whole committed record at `ptr`.

@@ -26,12 +26,29 @@ fn next_incarnation() -> u64 {
 }
 
 /// A blob appended by [`crate::Store::append_blob`] ahead of the update that refers to it.
-/// Only [`Txn::adopt`] turns it into a [`BlobRef`], checking that it still exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Only [`Txn::adopt`] turns it into a [`BlobRef`], checking that it still exists. It keeps
+/// the file it was written to open, so that a compaction that moves the store to a new file
+/// before the blob is adopted does not lose it.
+#[derive(Clone)]
 pub struct LooseBlob {
     blob: BlobRef,
     incarnation: u64,
+    file: Arc<StoreFile>,
 }
+
+impl std::fmt::Debug for LooseBlob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LooseBlob").field("blob", &self.blob).field("incarnation", &self.incarnation).finish()
+    }
+}
+
+impl PartialEq for LooseBlob {
+    fn eq(&self, other: &LooseBlob) -> bool {
+        (self.blob, self.incarnation) == (other.blob, other.incarnation)
+    }
+}
+
+impl Eq for LooseBlob {}
 
 /// Unsynced appended bytes are written to the file once the buffer holds this many.
 const FLUSH_BYTES: usize = 1 << 20;
@@ -881,20 +898,24 @@ impl Txn<'_> {
         self.state.write_blob(data)
     }
 
-    /// The reference to a blob appended earlier with [`crate::Store::append_blob`], or
-    /// [`Error::StaleBlob`] if a failed commit or a compaction has discarded it since.
-    pub fn adopt(&self, loose: &LooseBlob) -> Result<BlobRef> {
+    /// The reference to a blob appended earlier with [`crate::Store::append_blob`]. A blob
+    /// written before a compaction moved the store to a new file is copied into it; one
+    /// whose bytes a failed commit threw away is [`Error::StaleBlob`].
+    pub fn adopt(&mut self, loose: &LooseBlob) -> Result<BlobRef> {
         if loose.incarnation == self.state.app.incarnation {
-            Ok(loose.blob)
-        } else {
-            Err(Error::StaleBlob)
+            return Ok(loose.blob);
         }
+        if !loose.file.retired_intact(loose.incarnation) {
+            return Err(Error::StaleBlob);
+        }
+        let (kind, payload) = loose.file.read_record(loose.blob.ptr())?;
+        self.state.append_raw_blob(kind, &payload, loose.blob.len)
     }
 
     /// Appends a blob that will be adopted by a later update.
     pub(crate) fn write_loose_blob(&mut self, data: &[u8]) -> Result<LooseBlob> {
         let blob = self.state.write_blob(data)?;
-        Ok(LooseBlob { blob, incarnation: self.state.app.incarnation })
+        Ok(LooseBlob { blob, incarnation: self.state.app.incarnation, file: self.state.app.file.clone() })
     }
 
     /// Reads a blob back, including one written earlier in this transaction.
