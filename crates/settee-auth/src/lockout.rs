@@ -5,12 +5,16 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Failed attempts per (client address, user name).
 #[derive(Default)]
 pub struct Lockout {
     failures: Mutex<HashMap<(IpAddr, String), Failures>>,
+    /// Whether any failure is remembered: the check on every request (cached credentials
+    /// included) then costs one load while nobody is guessing.
+    any: AtomicBool,
 }
 
 struct Failures {
@@ -38,6 +42,9 @@ impl Default for Policy {
 impl Lockout {
     /// Whether attempts for `name` from `ip` are refused at `now_ms`.
     pub fn locked(&self, ip: IpAddr, name: &str, now_ms: u64, policy: Policy) -> bool {
+        if !self.any() {
+            return false;
+        }
         let failures = self.failures.lock().expect("lockout lock");
         failures.get(&(ip, name.to_string())).is_some_and(|f| f.count >= policy.threshold && now_ms < f.last_ms.saturating_add(policy.lifetime_ms))
     }
@@ -57,11 +64,22 @@ impl Lockout {
         }
         entry.count += 1;
         entry.last_ms = now_ms;
+        self.any.store(true, Ordering::Release);
     }
 
     /// Forgets failures after a successful attempt.
     pub fn succeeded(&self, ip: IpAddr, name: &str) {
-        self.failures.lock().expect("lockout lock").remove(&(ip, name.to_string()));
+        if !self.any() {
+            return;
+        }
+        let mut failures = self.failures.lock().expect("lockout lock");
+        failures.remove(&(ip, name.to_string()));
+        self.any.store(!failures.is_empty(), Ordering::Release);
+    }
+
+    /// Whether any failed attempt is remembered.
+    pub fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
     }
 }
 

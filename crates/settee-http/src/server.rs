@@ -286,6 +286,8 @@ impl State {
         };
         // Credentials verified before are recognised by the header alone.
         if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.settings.load(), n, f, || self.account(n))) {
+            // A locked account is refused however its password was checked.
+            self.check_lockout(peer, &user.name)?;
             return Ok(Some((user, None)));
         }
         let Some((name, password)) = auth::parse_basic(h) else {
@@ -323,6 +325,9 @@ impl State {
 
     /// Refuses a login attempt for `name` from `peer` while that pair is locked out.
     pub fn check_lockout(&self, peer: std::net::IpAddr, name: &str) -> HttpResult<()> {
+        if !self.lockout.any() {
+            return Ok(());
+        }
         let (mode, policy) = self.lockout_policy();
         if mode != "off" && self.lockout.locked(peer, name, auth::now_ms(), policy) {
             if mode == "enforce" {
