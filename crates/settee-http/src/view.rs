@@ -610,11 +610,20 @@ pub fn js_filter(state: &State, db: &Database, filter: &str, req: &Req) -> HttpR
     let key = format!("filter:{ddoc_name}:{name}:{:x}", md5_of(source));
     let (source, ddoc_text, limits) = (source.to_string(), ddoc.to_string(), state.views.pool().limits());
     let request = filter_request(db, req).to_string();
+    // A filter that ran out of time once is not called again for this feed: each further
+    // document would cost another `os_process_timeout`.
+    let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
+        if timed_out.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         let out = settee_js::with_local_engine(limits, |e| {
             e.load_filter(&key, &source, &ddoc_text)?;
             e.filter_docs(&key, format!("[{doc}]"), request.clone())
         });
+        if matches!(out, Err(settee_js::Error::Timeout(_))) {
+            timed_out.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         out.is_ok_and(|answers| answers.first() == Some(&true))
     })))
 }

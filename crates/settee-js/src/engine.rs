@@ -40,6 +40,13 @@ pub struct Engine {
     deadline: Rc<Cell<Option<Instant>>>,
     limits: Limits,
     programs: HashMap<String, Persistent<Function<'static>>>,
+    /// A call failed: whatever it left behind (globals grown until memory ran out, a heap
+    /// at its limit, a half-run module) could break the calls after it, so whoever holds
+    /// the engine replaces it with a fresh one before its next call.
+    spent: bool,
+    /// Set by the environment when a function's exception, caught there, was the heap
+    /// running out: the call succeeded, but the engine is spent all the same.
+    exhausted: Rc<Cell<bool>>,
 }
 
 impl Engine {
@@ -48,17 +55,26 @@ impl Engine {
         let runtime = Runtime::new().map_err(engine_error)?;
         runtime.set_max_stack_size(1 << 20);
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
+        let exhausted = Rc::new(Cell::new(false));
         let watch = deadline.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || watch.get().is_some_and(|d| Instant::now() >= d))));
         let context = Context::full(&runtime).map_err(engine_error)?;
         context.with(|ctx| -> Result<()> {
             let log = Func::from(|message: String| tracing::info!(target: "settee_js", "{message}"));
             ctx.globals().set("__log", log).map_err(engine_error)?;
+            let flag = exhausted.clone();
+            ctx.globals().set("__exhausted", Func::from(move || flag.set(true))).map_err(engine_error)?;
             ctx.eval::<(), _>(PRELUDE).map_err(|e| caught(&ctx, e))
         })?;
-        let mut engine = Engine { runtime, context, deadline, limits, programs: HashMap::new() };
+        let mut engine = Engine { runtime, context, deadline, limits, programs: HashMap::new(), spent: false, exhausted };
         engine.set_limits(limits);
         Ok(engine)
+    }
+
+    /// Whether a call has failed since the engine was made: it should then be replaced by a
+    /// fresh one, so that no failure, however it happened, reaches later calls.
+    pub fn is_spent(&self) -> bool {
+        self.spent
     }
 
     /// Changes the limits for later calls.
@@ -181,6 +197,7 @@ impl Engine {
     fn finish_call<R>(&mut self, out: Result<R>) -> Result<R> {
         let expired = self.deadline.get().is_some_and(|d| Instant::now() >= d);
         self.deadline.set(None);
+        self.spent |= out.is_err() || self.exhausted.get();
         match out {
             Err(_) if expired => Err(Error::Timeout(self.limits.timeout)),
             other => other,
@@ -206,6 +223,10 @@ fn caught(ctx: &Ctx<'_>, e: rquickjs::Error) -> Error {
         return engine_error(e);
     }
     let exception = ctx.catch();
+    // QuickJS throws null when it cannot even make the out-of-memory error.
+    if exception.is_null() {
+        return Error::OutOfMemory;
+    }
     let text = |name: &str| -> Option<String> {
         exception.as_object()?.get::<_, Option<String>>(name).ok().flatten()
     };

@@ -19,7 +19,12 @@ pub fn with_local_engine<R>(limits: Limits, f: impl FnOnce(&mut Engine) -> Resul
         }
         let engine = slot.as_mut().expect("made above");
         engine.set_limits(limits);
-        f(engine)
+        let out = f(engine);
+        // An engine a call failed on is replaced before the next call.
+        if engine.is_spent() {
+            *slot = None;
+        }
+        out
     })
 }
 

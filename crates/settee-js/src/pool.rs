@@ -122,6 +122,10 @@ fn work(rx: &Mutex<Receiver<Job>>, limits: &SharedLimits) {
             }
             None => job(Err(Error::Engine("no JavaScript engine could be started".into()))),
         }
+        // An engine a call failed on is replaced before the next job.
+        if engine.as_ref().is_some_and(Engine::is_spent) {
+            engine = None;
+        }
     }
 }
 
@@ -156,5 +160,23 @@ mod tests {
             e.map_docs("spin", "[{}]".into())
         });
         assert_eq!(out, Err(Error::Timeout(Duration::from_millis(100))));
+    }
+
+    #[test]
+    fn an_engine_a_function_filled_is_replaced_before_the_next_job() {
+        let pool = Pool::new(1, Limits { memory: 16 << 20, ..Limits::default() });
+        // Each document's exception is caught by the environment, so the call succeeds,
+        // leaving the heap full of what the global holds.
+        let hoard = "function(doc) { globalThis.h = globalThis.h || []; while (true) { globalThis.h.push(new Array(1000).fill(1)); } }";
+        let out = pool.run(move |e| {
+            e.load_map("hoard", &[hoard], "null")?;
+            e.map_docs("hoard", "[{},{}]".into())
+        });
+        assert_eq!(out.unwrap(), "[[[]],[[]]]");
+        let out = pool.run(|e| {
+            e.load_map("after", &["function(doc) { emit(typeof globalThis.h, new Array(1000).fill(2).length); }"], "null")?;
+            e.map_docs("after", "[{}]".into())
+        });
+        assert_eq!(out.unwrap(), r#"[[[["undefined",1000]]]]"#, "a fresh engine");
     }
 }

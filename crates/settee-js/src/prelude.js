@@ -31,7 +31,17 @@ function log(message) {
   __log(typeof message === "string" ? message : JSON.stringify(message));
 }
 
+// Tells the host that a caught exception means the heap ran out (QuickJS throws null when
+// it cannot even make the error): whatever filled it may still hold it, so the host replaces
+// the engine after the call.
+function __note(e) {
+  if (e === null || (e instanceof InternalError && /out of memory/.test(e.message))) {
+    __exhausted();
+  }
+}
+
 function __describe(e) {
+  __note(e);
   if (e && typeof e === "object" && !(e instanceof Error)) {
     try { return JSON.stringify(e); } catch (_) { /* fall through */ }
   }
@@ -185,6 +195,7 @@ function __validator(source, ddoc) {
       fn.call(ddoc, JSON.parse(newText), JSON.parse(oldText), JSON.parse(ctxText), JSON.parse(secText));
       return "ok";
     } catch (e) {
+      __note(e);
       var text = function (v) { return typeof v === "string" ? v : JSON.stringify(v); };
       if (e && typeof e === "object" && e.forbidden !== undefined) {
         return "forbidden\n" + text(e.forbidden);

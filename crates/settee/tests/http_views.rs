@@ -8,6 +8,46 @@
 
 mod common;
 
+/// Each view test runs on a server of its own; all of them run again, one after another, on
+/// one server whose JavaScript engines first met functions that failed in every way (issue
+/// 26: such failures left the engines broken for later views and design documents).
+macro_rules! view_tests {
+    ($($name:ident),* $(,)?) => {
+        mod own_server {
+            $(#[test]
+            fn $name() {
+                super::$name(&mut super::TestServer::start());
+            })*
+        }
+
+        /// Every view test, by name.
+        const VIEW_TESTS: &[(&str, fn(&mut TestServer))] = &[$((stringify!($name), $name)),*];
+    };
+}
+
+view_tests!(
+    map_rows_ranges_and_paging,
+    keys_doc_ids_and_include_docs,
+    builtin_and_javascript_reduces,
+    group_levels_over_array_keys,
+    sum_of_values_that_are_not_numbers,
+    multi_query_requests,
+    query_errors_are_couchdbs,
+    missing_databases_design_docs_and_views,
+    key_collation_unicode_and_raw,
+    map_functions_see_ids_revs_and_options,
+    require_from_views_lib_and_map_functions_that_throw,
+    linked_documents_in_include_docs,
+    conflicts_reach_map_functions_and_a_new_winner_changes_the_row,
+    incremental_updates_new_map_code_and_cleanup,
+    stale_and_update_modes,
+    design_info_update_seq_and_shared_signatures,
+    view_compaction,
+    runaway_map_function_times_out_and_the_server_keeps_serving,
+    twenty_clients_share_one_index_build,
+    indexing_shows_in_active_tasks_survives_restarts_and_compacts_while_queried,
+);
+
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -31,9 +71,7 @@ const SUM_ERROR: &str = "The _sum function requires that map values be numbers, 
 
 const NO_ROWS: &str = "No rows can match your key range, reverse your start_key and end_key or set descending=true";
 
-#[test]
-fn map_rows_ranges_and_paging() {
-    let s = TestServer::start();
+fn map_rows_ranges_and_paging(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let v = "/db/_design/d/_view/by_n";
@@ -75,9 +113,7 @@ fn map_rows_ranges_and_paging() {
     }
 }
 
-#[test]
-fn keys_doc_ids_and_include_docs() {
-    let s = TestServer::start();
+fn keys_doc_ids_and_include_docs(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let v = "/db/_design/d/_view/by_n";
@@ -120,9 +156,7 @@ fn keys_doc_ids_and_include_docs() {
     }
 }
 
-#[test]
-fn builtin_and_javascript_reduces() {
-    let s = TestServer::start();
+fn builtin_and_javascript_reduces(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let q = |view: &str, params: &str| ok(&c, &view_url("db", "d", view, params));
@@ -166,9 +200,7 @@ fn builtin_and_javascript_reduces() {
     assert_eq!(q("vec", "group=true"), rows(json!([{"key": "x", "value": [9, 3]}, {"key": "y", "value": [6, 2]}])));
 }
 
-#[test]
-fn group_levels_over_array_keys() {
-    let s = TestServer::start();
+fn group_levels_over_array_keys(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let q = |params: &str| ok(&c, &view_url("db", "d", "dates", params))["rows"].clone();
@@ -195,9 +227,7 @@ fn group_levels_over_array_keys() {
     assert_eq!(q(&keys), json!([{"key": [2024, 2, 1], "value": 9}, {"key": [2023, 12, 31], "value": 1}]));
 }
 
-#[test]
-fn sum_of_values_that_are_not_numbers() {
-    let s = TestServer::start();
+fn sum_of_values_that_are_not_numbers(s: &mut TestServer) {
     let c = s.admin();
     c.put("/sums", "");
     bulk(&c, "sums", json!([{"_id": "a", "v": 1}, {"_id": "b", "v": "two"}, {"_id": "c", "v": 3}]));
@@ -218,9 +248,7 @@ fn sum_of_values_that_are_not_numbers() {
     assert_eq!(ok(&c, "/sums/_design/s/_view/obj"), json!({"rows": [{"key": null, "value": {"parts": {"one": 2}, "total": 4}}]}), "_sum adds objects member-wise");
 }
 
-#[test]
-fn multi_query_requests() {
-    let s = TestServer::start();
+fn multi_query_requests(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let got = post_ok(
@@ -264,9 +292,7 @@ fn multi_query_requests() {
     c.post("/db/_design/d/_view/by_n", &json!({"queries": [], "keys": []}).to_string()).error(400, "bad_request");
 }
 
-#[test]
-fn query_errors_are_couchdbs() {
-    let s = TestServer::start();
+fn query_errors_are_couchdbs(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let m = "/db/_design/d/_view/by_n";
@@ -313,9 +339,7 @@ fn query_errors_are_couchdbs() {
     page(&c, m, 5, 0, by_n(&ALL));
 }
 
-#[test]
-fn missing_databases_design_docs_and_views() {
-    let s = TestServer::start();
+fn missing_databases_design_docs_and_views(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let missing = json!({"error": "not_found", "reason": "missing"});
@@ -343,9 +367,7 @@ fn missing_databases_design_docs_and_views() {
     c.get("/nodb/_design/d/_view/by_n").error(404, "not_found");
 }
 
-#[test]
-fn key_collation_unicode_and_raw() {
-    let s = TestServer::start();
+fn key_collation_unicode_and_raw(s: &mut TestServer) {
     let c = s.admin();
     c.put("/coll", "");
     let unicode = vec![
@@ -378,9 +400,7 @@ fn key_collation_unicode_and_raw() {
     assert_eq!(r("descending=true&limit=3"), [json!("b"), json!("aa"), json!("a")]);
 }
 
-#[test]
-fn map_functions_see_ids_revs_and_options() {
-    let s = TestServer::start();
+fn map_functions_see_ids_revs_and_options(s: &mut TestServer) {
     let c = s.admin();
     c.put("/seen", "");
     let rx = put_doc(&c, "/seen/x", json!({"n": 1}));
@@ -402,9 +422,7 @@ fn map_functions_see_ids_revs_and_options() {
     page(&c, "/seen/_design/seq/_view/v", 0, 0, json!([]));
 }
 
-#[test]
-fn require_from_views_lib_and_map_functions_that_throw() {
-    let s = TestServer::start();
+fn require_from_views_lib_and_map_functions_that_throw(s: &mut TestServer) {
     let c = s.admin();
     c.put("/js", "");
     bulk(&c, "js", json!([{"_id": "ok1", "n": 1}, {"_id": "bad", "bad": true, "n": 2}, {"_id": "ok2", "n": 3}, {"_id": "deep", "deep": {"er": "k"}}]));
@@ -434,9 +452,7 @@ fn require_from_views_lib_and_map_functions_that_throw() {
     page(&c, &t("all"), 4, 0, json!(all));
 }
 
-#[test]
-fn linked_documents_in_include_docs() {
-    let s = TestServer::start();
+fn linked_documents_in_include_docs(s: &mut TestServer) {
     let c = s.admin();
     c.put("/links", "");
     let r1 = put_doc(&c, "/links/target", json!({"v": 1}));
@@ -465,9 +481,7 @@ fn linked_documents_in_include_docs() {
     assert_eq!(rows[3]["doc"], linker);
 }
 
-#[test]
-fn conflicts_reach_map_functions_and_a_new_winner_changes_the_row() {
-    let s = TestServer::start();
+fn conflicts_reach_map_functions_and_a_new_winner_changes_the_row(s: &mut TestServer) {
     let c = s.admin();
     c.put("/conf", "");
     let r1 = put_doc(&c, "/conf/c", json!({"v": 1}));
@@ -494,9 +508,7 @@ fn conflicts_reach_map_functions_and_a_new_winner_changes_the_row() {
     page(&c, v, 0, 0, json!([]));
 }
 
-#[test]
-fn incremental_updates_new_map_code_and_cleanup() {
-    let s = TestServer::start();
+fn incremental_updates_new_map_code_and_cleanup(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let v = "/db/_design/d/_view/by_n";
@@ -535,9 +547,7 @@ fn incremental_updates_new_map_code_and_cleanup() {
     page(&c, v, 5, 0, tenfold);
 }
 
-#[test]
-fn stale_and_update_modes() {
-    let s = TestServer::start();
+fn stale_and_update_modes(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     // An index nobody has built answers empty when told not to build it.
@@ -571,9 +581,7 @@ fn stale_and_update_modes() {
     page(&c, v, 8, 0, rows(8));
 }
 
-#[test]
-fn design_info_update_seq_and_shared_signatures() {
-    let s = TestServer::start();
+fn design_info_update_seq_and_shared_signatures(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let info = ok(&c, "/db/_design/d/_info");
@@ -622,9 +630,7 @@ fn design_info_update_seq_and_shared_signatures() {
     assert_ne!(signature(&c, "db", "raw"), sig);
 }
 
-#[test]
-fn view_compaction() {
-    let s = TestServer::start();
+fn view_compaction(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let v = "/db/_design/d/_view/by_n";
@@ -656,9 +662,7 @@ fn view_compaction() {
     s.anon().post("/db/_compact/d", "{}").error(401, "unauthorized");
 }
 
-#[test]
-fn runaway_map_function_times_out_and_the_server_keeps_serving() {
-    let s = TestServer::start();
+fn runaway_map_function_times_out_and_the_server_keeps_serving(s: &mut TestServer) {
     let c = s.admin();
     let r = c.put("/_node/_local/_config/couchdb/os_process_timeout", r#""500""#);
     assert_eq!(r.status, 200, "{}", r.text);
@@ -685,11 +689,9 @@ fn runaway_map_function_times_out_and_the_server_keeps_serving() {
     assert_eq!(c.get("/").status, 200);
 }
 
-#[test]
-fn twenty_clients_share_one_index_build() {
+fn twenty_clients_share_one_index_build(s: &mut TestServer) {
     const N: usize = 2500;
     const CLIENTS: usize = 20;
-    let s = TestServer::start();
     let c = s.admin();
     c.put("/big", "");
     let docs: Vec<Value> = (0..N).map(|i| json!({"_id": format!("d{i:04}"), "i": i})).collect();
@@ -894,9 +896,7 @@ fn j(v: &Value) -> String {
     enc(&v.to_string())
 }
 
-#[test]
-fn indexing_shows_in_active_tasks_survives_restarts_and_compacts_while_queried() {
-    let mut s = TestServer::start();
+fn indexing_shows_in_active_tasks_survives_restarts_and_compacts_while_queried(s: &mut TestServer) {
     let c = s.admin();
     assert_eq!(c.put("/big", "").status, 201);
     let n = 40_000i64;
@@ -953,4 +953,87 @@ fn indexing_shows_in_active_tasks_survives_restarts_and_compacts_while_queried()
         }
     }
     assert_eq!(ok(&c, "/big/_design/v/_view/by_g?group=true"), expected);
+}
+
+/// Design documents whose functions fail in every way JavaScript can: they throw, run past
+/// `os_process_timeout`, run out of memory (in a local, and by growing a global until the
+/// heap is full), or do not compile; as map, reduce, validation and filter functions, each
+/// asked more often than there are engines. Every failure is answered, and none may leave an
+/// engine broken for what comes after.
+fn functions_that_fail_in_every_way(s: &mut TestServer) {
+    let c = s.admin();
+    let r = c.put("/_node/_local/_config/couchdb/os_process_timeout", r#""500""#);
+    assert_eq!(r.status, 200, "{}", r.text);
+    // A smaller heap fills sooner; what fills it is the same.
+    let r = c.put("/_node/_local/_config/settee/js_memory_mb", r#""32""#);
+    assert_eq!(r.status, 200, "{}", r.text);
+    c.put("/failing", "");
+    bulk(&c, "failing", json!((0..20).map(|i| json!({"_id": format!("d{i:02}"), "n": i})).collect::<Vec<_>>()));
+    let grow = "if (!globalThis.hoard) { globalThis.hoard = []; } while (true) { globalThis.hoard.push(new Array(1000).fill(doc.n)); }";
+    let local = "var a = []; while (true) { a.push(new Array(100000).fill(1)); }";
+    let maps = [
+        ("throws", "function(doc) { throw new Error('no ' + doc._id); }".to_string()),
+        ("spins", "function(doc) { while (true) {} }".to_string()),
+        ("eats", format!("function(doc) {{ {local} }}")),
+        ("hoards", format!("function(doc) {{ {grow} }}")),
+        ("recurses", "function(doc) { function f(n) { return f(n + 1) + 1; } emit(f(0), 1); }".to_string()),
+    ];
+    let reduces = [
+        ("rthrows", "function(k, v) { throw new Error('reduce'); }".to_string()),
+        ("rspins", "function(k, v) { while (true) {} }".to_string()),
+        ("reats", format!("function(k, v) {{ {local} }}")),
+        ("rhoards", format!("function(k, v) {{ var doc = {{n: 1}}; {grow} }}")),
+    ];
+    for round in 0..3 {
+        for (name, map) in &maps {
+            put_ddoc(&c, "failing", &format!("{name}{round}"), json!({"views": {"v": {"map": map}}}));
+            let r = c.get(&format!("/failing/_design/{name}{round}/_view/v"));
+            assert!(r.status == 200 || r.status == 500, "{name}: {} {}", r.status, r.text);
+        }
+        for (name, reduce) in &reduces {
+            put_ddoc(&c, "failing", &format!("{name}{round}"), json!({"views": {"v": {"map": "function(doc) { emit(doc.n, doc.n); }", "reduce": reduce}}}));
+            let r = c.get(&format!("/failing/_design/{name}{round}/_view/v"));
+            assert_eq!(r.status, 500, "{name}: {}", r.text);
+        }
+        let r = c.put(&format!("/failing/_design/broken{round}"), &json!({"views": {"v": {"map": "function(doc) { emit( }"}}}).to_string());
+        r.error(400, "compilation_error");
+        // Validation and filter functions that fail: the write or feed fails, nothing else.
+        for (i, body) in ["throw new Error('vdu');", "while (true) {}", local, &grow.replace("doc.n", "1")].iter().enumerate() {
+            let vdu = format!("function(newDoc, oldDoc, userCtx) {{ if (newDoc.check) {{ {body} }} }}");
+            put_ddoc(&c, "failing", &format!("vdu{round}{i}"), json!({"validate_doc_update": vdu, "filters": {"f": format!("function(doc, req) {{ {body} }}")}}));
+            let w = c.put(&format!("/failing/check{round}{i}"), r#"{"check":true}"#);
+            assert!(w.status >= 400, "a failing validation refuses the write: {}", w.text);
+            let f = c.get(&format!("/failing/_changes?filter=vdu{round}{i}/f"));
+            assert!(f.status >= 400 || f.json()["results"] == json!([]), "{}", f.text);
+            delete_doc(&c, &format!("/failing/_design/vdu{round}{i}"));
+        }
+    }
+}
+
+/// Deletes every database the view tests made and restores the configuration they change.
+fn clear(s: &mut TestServer) {
+    let c = s.admin();
+    for db in ok(&c, "/_all_dbs").as_array().unwrap() {
+        let name = db.as_str().unwrap();
+        if !name.starts_with('_') {
+            assert_eq!(c.delete(&format!("/{}", enc(name))).status, 200, "{name}");
+        }
+    }
+    for key in ["couchdb/os_process_timeout", "settee/js_memory_mb"] {
+        let r = c.delete(&format!("/_node/_local/_config/{key}"));
+        assert!(r.status == 200 || r.status == 404, "{}", r.text);
+    }
+}
+
+#[test]
+fn every_view_test_passes_after_functions_that_failed_in_every_way() {
+    let mut s = TestServer::start();
+    s.allow_errors = true;
+    functions_that_fail_in_every_way(&mut s);
+    clear(&mut s);
+    for (name, test) in VIEW_TESTS {
+        eprintln!("after the failures: {name}");
+        test(&mut s);
+        clear(&mut s);
+    }
 }
