@@ -2,7 +2,9 @@
 //! by the server secret and covers a per-user value (the user's password salt or hash), so a
 //! changed password ends the user's sessions.
 
+use base64::alphabet::URL_SAFE;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -29,9 +31,20 @@ pub fn make(secret: &[u8], user_secret: &str, name: &str, now: u64) -> String {
     URL_SAFE_NO_PAD.encode(raw)
 }
 
+/// Decodes cookies as leniently as CouchDB: padding or not, and stray bits in the last
+/// character (a cookie cut short mid-character still decodes).
+const LENIENT: GeneralPurpose = GeneralPurpose::new(&URL_SAFE, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::Indifferent));
+
+/// Whether a cookie is malformed by CouchDB's rule (it is not base64url, or what it decodes
+/// to has fewer than two colons): such a cookie is a bad request, where one that is only
+/// wrong (unknown user, bad time, bad signature, expired) leaves the caller anonymous.
+pub fn is_malformed(cookie: &str) -> bool {
+    LENIENT.decode(cookie).map_or(true, |raw| raw.iter().filter(|&&b| b == b':').count() < 2)
+}
+
 /// The user name a cookie claims and when it was issued, before it is checked.
 pub fn claims(cookie: &str) -> Option<(String, u64)> {
-    let raw = URL_SAFE_NO_PAD.decode(cookie.trim_end_matches('=')).ok()?;
+    let raw = LENIENT.decode(cookie).ok()?;
     let (name, time, _) = split(&raw)?;
     Some((name.to_string(), time))
 }
@@ -47,7 +60,7 @@ fn split(raw: &[u8]) -> Option<(&str, u64, usize)> {
 /// The cookie's age in seconds if it is genuine for `user_secret` and younger than
 /// `timeout` at `now`.
 pub fn check(secret: &[u8], user_secret: &str, cookie: &str, timeout: u64, now: u64) -> Option<u64> {
-    let raw = URL_SAFE_NO_PAD.decode(cookie.trim_end_matches('=')).ok()?;
+    let raw = LENIENT.decode(cookie).ok()?;
     let (_, time, second) = split(&raw)?;
     let payload = std::str::from_utf8(&raw[..second]).ok()?;
     let genuine = same(&mac(secret, user_secret, payload), &raw[second + 1..]);
@@ -125,6 +138,26 @@ mod tests {
         let forged = make(b"guess", "salt1", "root", 1000);
         assert!(check(b"secret", "salt1", &forged, 600, 1010).is_none(), "forged");
         assert!(!needs_refresh(10, 600) && needs_refresh(61, 600));
+    }
+
+    #[test]
+    fn malformed_cookies_are_told_from_wrong_ones_as_couchdb_tells_them() {
+        let cookie = make(b"secret", "salt1", "root", 1000);
+        // Cut short anywhere after the second colon: it decodes, and is only wrong.
+        // "root:3E8:" is the first 12 characters.
+        for cut in 14..cookie.len() {
+            let short = &cookie[..cut];
+            if short.len() % 4 != 1 {
+                assert!(!is_malformed(short), "{short}");
+                assert_eq!(claims(short), Some(("root".into(), 1000)));
+                assert!(check(b"secret", "salt1", short, 600, 1010).is_none());
+            }
+        }
+        for bad in ["garbage", "!!!", "a", &URL_SAFE_NO_PAD.encode("no colons"), &URL_SAFE_NO_PAD.encode("bob:6B07F483")] {
+            assert!(is_malformed(bad), "{bad}");
+        }
+        let odd_time = URL_SAFE_NO_PAD.encode("bob:not-hex:mac");
+        assert!(!is_malformed(&odd_time) && claims(&odd_time).is_none(), "two colons: wrong, not malformed");
     }
 
     #[test]

@@ -89,8 +89,7 @@ pub fn index(state: &State, req: &Req, name: &str) -> HttpResult<Response> {
             let all_docs = json!({"ddoc": null, "name": "_all_docs", "type": "special", "def": {"fields": [{"_id": "asc"}]}});
             Ok(reply::json(200, &json!({"total_rows": 1, "indexes": [all_docs]})))
         }
-        Method::POST => Err(crate::node::not_built("_index")),
-        _ => Err(HttpError::method_not_allowed("GET,HEAD,POST")),
+        _ => Err(crate::node::unbuilt(req, "_index", "GET,POST")),
     }
 }
 

@@ -162,21 +162,59 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         }
         ["_node", node, "_config", ref rest @ ..] if is_local(node) => config(state, req, rest).await,
         ["_node", node, ..] if !is_local(node) => Err(HttpError::not_found(format!("unknown node {node}"))),
-        ["_node", _, what @ ("_stats" | "_system" | "_restart" | "_prometheus" | "_versions" | "_smoosh"), ..] => Err(not_built(what)),
-        [first, ..] if NOT_BUILT.contains(&first) => Err(not_built(first)),
+        ["_node", _, what @ ("_stats" | "_system" | "_prometheus" | "_versions" | "_smoosh"), ..] => Err(unbuilt(req, what, "GET")),
+        ["_node", _, "_restart", ..] => Err(unbuilt(req, "_restart", "POST")),
+        ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),
+        [first, ..] => match NOT_BUILT.iter().find(|(name, _)| *name == first) {
+            Some((name, methods)) => Err(unbuilt(req, name, methods)),
+            None => not_a_database(req, first),
+        },
+        [] => Err(HttpError::not_found("Database does not exist.")),
+    }
+}
+
+/// A server path that names nothing Settee or CouchDB has.
+fn not_a_database(req: &Req, name: &str) -> HttpResult<Response> {
+    match req.segments.len() {
         // As CouchDB, which takes any other name as a database's: none exists by it, and
         // none can be made.
-        [name] if req.method == Method::PUT => Err(settee_db::Error::IllegalDatabaseName(name.to_string()).into()),
+        1 if req.method == Method::PUT => Err(settee_db::Error::IllegalDatabaseName(name.to_string()).into()),
         _ => Err(HttpError::not_found("Database does not exist.")),
     }
 }
 
-/// CouchDB's server endpoints that Settee does not have (docs/COMPATIBILITY.md).
-const NOT_BUILT: &[&str] = &["_replicate", "_scheduler", "_reshard", "_cluster_setup", "_db_updates", "_search_analyze", "_utils", "_stats", "_prometheus"];
+/// CouchDB's server endpoints that Settee does not have (docs/COMPATIBILITY.md), with the
+/// methods CouchDB's handlers take.
+const NOT_BUILT: &[(&str, &str)] = &[
+    ("_replicate", "POST"),
+    ("_scheduler", "GET,HEAD"),
+    ("_cluster_setup", "GET,POST"),
+    ("_db_updates", "GET"),
+    ("_search_analyze", "GET,POST"),
+    ("_nouveau_analyze", "POST"),
+    ("_utils", "GET,HEAD"),
+];
 
-/// The answer for a CouchDB endpoint Settee does not have: saying so beats answering as if
-/// the path named a document or database.
-pub fn not_built(endpoint: &str) -> HttpError {
+/// The methods of CouchDB's `_reshard` handlers, by the path after `_reshard`.
+fn reshard_methods(rest: &[&str]) -> &'static str {
+    match rest {
+        [] => "GET,HEAD",
+        ["state"] | ["jobs", _, "state"] => "GET,HEAD,PUT",
+        ["jobs"] => "GET,HEAD,POST",
+        ["jobs", _] => "GET,HEAD,DELETE",
+        _ => "GET,HEAD",
+    }
+}
+
+/// The answer for a CouchDB endpoint Settee does not have, asked with one of the methods
+/// CouchDB's handler takes (`allowed`, as its `Allow` header lists them; `*` for any): saying
+/// so beats answering as if the path named a document or database. Other methods are refused
+/// with 405, as CouchDB refuses them.
+pub fn unbuilt(req: &Req, endpoint: &str, allowed: &'static str) -> HttpError {
+    let method = if req.method == Method::HEAD { "GET" } else { req.method.as_str() };
+    if allowed != "*" && !allowed.split(',').any(|m| m.trim() == method) {
+        return HttpError::method_not_allowed(allowed);
+    }
     HttpError::new(501, "not_implemented", format!("`{endpoint}` is not implemented by this server"))
 }
 

@@ -355,9 +355,10 @@ impl State {
             .flat_map(|v| v.split(';'))
             .find_map(|c| c.trim().strip_prefix("AuthSession=").map(str::to_string));
         let Some(cookie) = cookie.filter(|c| !c.is_empty()) else { return Ok(None) };
-        let Some((name, _)) = settee_auth::cookie::claims(&cookie) else {
+        if settee_auth::cookie::is_malformed(&cookie) {
             return Err(HttpError::bad_request("Malformed AuthSession cookie. Please clear your cookies."));
-        };
+        }
+        let Some((name, _)) = settee_auth::cookie::claims(&cookie) else { return Ok(None) };
         let Some(account) = self.account(&name) else { return Ok(None) };
         let attrs = self.cookie_attributes(tls);
         let (now, fingerprint) = (auth::now(), account.fingerprint());
@@ -656,8 +657,8 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         }
         // Design-document functions CouchDB 3 deprecated and Settee does not run (an
         // attachment's name cannot start with `_`).
-        "_design" if rest >= 4 && matches!(req.segments[3].as_str(), "_show" | "_list" | "_update" | "_rewrite" | "_search" | "_search_info" | "_nouveau") => {
-            Err(node::not_built(&req.segments[3]))
+        "_design" if rest >= 4 && matches!(req.segments[3].as_str(), "_show" | "_list" | "_update" | "_rewrite" | "_search" | "_search_info" | "_search_disk_size" | "_nouveau" | "_nouveau_info") => {
+            Err(unbuilt_design_function(req, &req.segments[3]))
         }
         "_design" if rest >= 4 => {
             let (id, att) = (format!("_design/{}", req.segments[2]), req.segments[3..].join("/"));
@@ -667,7 +668,9 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_local" if rest >= 4 => Err(HttpError::bad_request("_local documents do not accept attachments.")),
         "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name)).await,
         "_index" if rest == 2 => crate::find::index(state, req, name),
-        "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs" | "_design_docs" | "_local_docs" => Err(node::not_built(&second)),
+        "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs" | "_design_docs" | "_local_docs" | "_search_cleanup" | "_nouveau_cleanup" => {
+            Err(unbuilt_db_endpoint(req, &second, &req.segments[2..]))
+        }
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.
         _ if rest == 2 => doc_route(state, req, name, &second).await,
@@ -684,4 +687,33 @@ async fn doc_route(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> H
         return doc::get(state, req, name, id);
     }
     Box::pin(doc::handle(state, req, name, id)).await
+}
+
+/// A database endpoint Settee does not have, refused as [`node::unbuilt`] refuses, with the
+/// methods of CouchDB's handler for it.
+fn unbuilt_db_endpoint(req: &Req, endpoint: &str, rest: &[String]) -> HttpError {
+    let methods = match (endpoint, rest.len()) {
+        ("_index", 1) if rest[0] == "_bulk_delete" => "POST",
+        ("_index", _) => "DELETE",
+        ("_shards", _) | ("_partition", _) => "GET",
+        _ => "POST",
+    };
+    node::unbuilt(req, endpoint, methods)
+}
+
+/// A design-document function Settee does not run, refused as [`node::unbuilt`] refuses:
+/// show and rewrite functions take any method, update functions any but GET.
+fn unbuilt_design_function(req: &Req, function: &str) -> HttpError {
+    let methods = match function {
+        "_show" | "_rewrite" => "*",
+        "_list" => "GET,POST,HEAD",
+        "_search" => "GET,POST",
+        "_nouveau" => "GET, POST",
+        "_update" if matches!(req.method, Method::GET | Method::HEAD) => {
+            return HttpError { allow: None, ..HttpError::new(405, "method_not_allowed", "Update functions do not allow GET") };
+        }
+        "_update" => "*",
+        _ => "GET",
+    };
+    node::unbuilt(req, function, methods)
 }

@@ -115,9 +115,36 @@ fn ids_bodies_and_bad_input() {
     // An underscore id is a document's, as in CouchDB: nothing is found by it.
     c.get("/db/_bad").error(404, "not_found");
     c.delete("/db/_bad?rev=1-x").error(404, "not_found");
-    c.get("/db/_explain").error(501, "not_implemented");
+    c.post("/db/_explain", "{}").error(501, "not_implemented");
     c.put("/db/_design/dd/_update/f/x", "{}").error(501, "not_implemented");
     c.get("/db/_design/dd/_show/f").error(501, "not_implemented");
+    // Endpoints Settee lacks refuse the methods CouchDB's handlers refuse, with its `Allow`
+    // (issue 26: they answered 501 to any method).
+    let wrong = [
+        ("PUT", "/_replicate", Some("POST")),
+        ("DELETE", "/_scheduler/jobs", Some("GET,HEAD")),
+        ("PUT", "/_node/_local/_stats", Some("GET")),
+        ("DELETE", "/_node/_local/_prometheus", Some("GET")),
+        ("PUT", "/_db_updates", Some("GET")),
+        ("DELETE", "/_utils", Some("GET,HEAD")),
+        ("PUT", "/_reshard/jobs", Some("GET,HEAD,POST")),
+        ("GET", "/db/_explain", Some("POST")),
+        ("PUT", "/db/_index", Some("GET,POST")),
+        ("GET", "/db/_index/_bulk_delete", Some("POST")),
+        ("GET", "/db/_index/dd/json/name", Some("DELETE")),
+        ("GET", "/db/_all_docs/queries", Some("POST")),
+        ("DELETE", "/db/_design/dd/_list/l/v", Some("GET,POST,HEAD")),
+        ("PUT", "/db/_design/dd/_nouveau/i", Some("GET, POST")),
+        ("GET", "/db/_design/dd/_update/f", None),
+    ];
+    for (method, path, allow) in wrong {
+        let r = c.send(method, path, None, &[]);
+        r.error(405, "method_not_allowed");
+        assert_eq!(r.header("allow"), allow, "{method} {path}");
+    }
+    for (method, path) in [("GET", "/_scheduler/docs"), ("HEAD", "/_node/_local/_system"), ("DELETE", "/db/_design/dd/_show/f"), ("DELETE", "/db/_index/dd/json/name")] {
+        assert_eq!(c.send(method, path, None, &[]).status, 501, "{method} {path}");
+    }
     c.put("/db/_local/x/att", "x").error(400, "bad_request");
     assert_eq!(c.get("/db/_local/x/att").json()["reason"], "_local documents do not accept attachments.");
     assert_eq!(c.get("/db/_local").json()["reason"], "Invalid _local document id.");
