@@ -164,6 +164,8 @@ impl NewDoc {
             return Err(Error::DocumentTooLarge(id));
         }
         let edit = EditTerm::new(&body);
+        // Dropped without recursion: a body may nest deeply (see settee_json::deep).
+        settee_json::deep::dispose(Value::Object(body));
         let atts = match atts {
             Some(v) => parse_attachments(v, &limits.atts, &mut parts.into_iter())?,
             None => Vec::new(),
@@ -207,7 +209,7 @@ impl NewDoc {
     /// An edit made from a stored revision: its body unchanged (`body` as stored), with the
     /// attachments given (stubs for those kept). Used by the standalone attachment endpoints.
     pub fn from_stored(id: &str, parent: Option<Rev>, body: Vec<u8>, atts: Vec<NewAtt>) -> Result<NewDoc> {
-        let map: Map<String, Value> = serde_json::from_slice(&body).map_err(|_| Error::Corrupted("stored body"))?;
+        let map: Map<String, Value> = settee_json::deep::from_slice(&body).map_err(|_| Error::Corrupted("stored body"))?;
         Ok(NewDoc { id: id.to_string(), revs: parent.into_iter().collect(), deleted: false, edit: EditTerm::new(&map), body, atts, fresh: None })
     }
 }

@@ -523,7 +523,7 @@ impl Changes {
         let Some(filter) = self.opts.doc_filter.as_ref().filter(|_| by_id) else { return Ok(by_id) };
         let Some(rec) = self.snap.record(id)? else { return Ok(false) };
         let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
-        let doc: serde_json::Value = serde_json::from_slice(&self.snap.render(id, &rec, w, &DocOptions::default())?).map_err(|_| Error::Corrupted("stored body"))?;
+        let doc: serde_json::Value = settee_json::deep::from_slice(&self.snap.render(id, &rec, w, &DocOptions::default())?).map_err(|_| Error::Corrupted("stored body"))?;
         Ok((filter.0)(&doc))
     }
 

@@ -116,7 +116,7 @@ fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool, boo
     if bytes.is_empty() {
         return Err(HttpError::bad_request("Missing request body"));
     }
-    let Value::Object(mut body) = serde_json::from_slice(bytes).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))? else {
+    let Value::Object(mut body) = crate::request::parse_json(bytes)? else {
         return Err(HttpError::bad_request("Request body must be a JSON object"));
     };
     let docs = match body.remove("docs") {

@@ -67,7 +67,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             req.require_json()?;
             body = req.bytes(state.max_request).await?;
             if !body.is_empty() {
-                let v: Value = serde_json::from_slice(&body).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
+                let v: Value = crate::request::parse_json(&body)?;
                 body_doc_ids = v.get("doc_ids").cloned();
                 body_selector = v.get("selector").cloned();
             }

@@ -242,7 +242,7 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
     let mut reader = multipart::Reader::new(body, boundary);
     reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
     let json = reader.read_part(state.limits.max_document_size.saturating_mul(2).max(1 << 20)).await?;
-    let doc: Value = serde_json::from_slice(&json).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))?;
+    let doc: Value = crate::request::parse_json(&json)?;
     // Each part's type, and its identity length if it arrives gzip-encoded (as CouchDB's
     // replicator sends what CouchDB stores compressed).
     let follows: Vec<(String, Option<u64>)> = doc

@@ -193,7 +193,7 @@ impl Req {
         if bytes.is_empty() {
             return Err(HttpError::bad_request("Missing request body"));
         }
-        serde_json::from_slice(&bytes).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))
+        crate::request::parse_json(&bytes)
     }
 
     /// Reads the body as a JSON object.
@@ -238,6 +238,12 @@ fn accepts(accept: &str, content_type: &str) -> bool {
         .collect();
     let names = |media: &str| media == content_type || media == any_subtype;
     ranges.iter().any(|(media, wanted)| *wanted && (media == "*/*" || names(media))) && !ranges.iter().any(|(media, wanted)| !wanted && names(media))
+}
+
+/// Parses a request body's JSON, nested as deeply as documents may be (see
+/// [`settee_json::deep`]); a bad request with the reason otherwise.
+pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> HttpResult<T> {
+    settee_json::deep::from_slice(bytes).map_err(|e| HttpError::bad_request(e.reason()))
 }
 
 #[cfg(test)]

@@ -7,9 +7,20 @@
 
 use serde_json::{Map, Value};
 
-/// Encodes a body map as compact JSON.
+/// Encodes a body map as compact JSON (at any depth: see [`crate::deep`]).
 pub fn encode(body: &Map<String, Value>) -> Vec<u8> {
-    serde_json::to_vec(body).expect("a JSON map always serializes")
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
+    for (i, (key, value)) in body.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(&mut out, key);
+        out.push(b':');
+        crate::deep::write(&mut out, value);
+    }
+    out.push(b'}');
+    out
 }
 
 /// Appends `s` as a JSON string literal.

@@ -7,6 +7,7 @@
 //! * [`body`]: stored document bodies are compact JSON objects without the `_`-prefixed
 //!   metadata; [`body::splice`] puts `_id`/`_rev` back in front without parsing them.
 //!
+//! * [`deep`]: parsing JSON that nests deeply (documents may) without overflowing a stack.
 //! * [`collate`]: CouchDB's collation of JSON values (view keys, Mango comparisons).
 //! * [`viewkey`]: view keys encoded so that byte order is that collation.
 //!
@@ -16,6 +17,7 @@
 
 pub mod body;
 pub mod collate;
+pub mod deep;
 mod error;
 mod rev;
 mod term;

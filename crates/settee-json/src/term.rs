@@ -151,14 +151,15 @@ fn value(out: &mut Vec<u8>, v: &Value) {
         Value::Bool(b) => atom(out, if *b { "true" } else { "false" }),
         Value::Number(n) => number(out, n),
         Value::String(s) => binary(out, s.as_bytes()),
-        Value::Array(items) => {
+        // Containers on a stack that grows as deep documents need (see crate::deep).
+        Value::Array(items) => crate::deep::grow(|| {
             list_header(out, items.len());
             items.iter().for_each(|item| value(out, item));
             if !items.is_empty() {
                 out.push(106);
             }
-        }
-        Value::Object(map) => object(out, map),
+        }),
+        Value::Object(map) => crate::deep::grow(|| object(out, map)),
     }
 }
 

@@ -153,7 +153,10 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
         })
         .transpose()?;
     settee_http::smoosh::start(prepared.state.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    // Room for documents nested as deeply as the server takes them (settee_json::deep):
+    // handling one recurses about a hundred bytes a level (several times that in unoptimised
+    // builds). Only the stack used is committed.
+    let runtime = tokio::runtime::Builder::new_multi_thread().thread_stack_size(16 << 20).enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         if let Some((acceptor, tls_port)) = tls {
             let listener = tokio::net::TcpListener::bind((bind.as_str(), tls_port)).await.map_err(|e| format!("binding {bind}:{tls_port}: {e}"))?;
