@@ -17,6 +17,7 @@ mod background;
 mod bulk;
 mod changes;
 pub mod config;
+mod connections;
 mod cors;
 mod db;
 mod doc;

@@ -27,7 +27,7 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 /// Reads a multipart body part by part as it arrives, never holding more than one network
 /// frame and a boundary's length of a part in memory.
 pub struct Reader {
-    body: hyper::body::Incoming,
+    body: crate::connections::TimedBody,
     buf: Vec<u8>,
     /// `\r\n--boundary`: what ends a part (the body is read as if preceded by `\r\n`).
     delim: Vec<u8>,
@@ -38,7 +38,7 @@ pub struct Reader {
 
 impl Reader {
     /// Starts reading `body` split on `boundary`.
-    pub fn new(body: hyper::body::Incoming, boundary: &str) -> Reader {
+    pub fn new(body: crate::connections::TimedBody, boundary: &str) -> Reader {
         // Reading starts inside an empty preamble "part" that the first delimiter ends.
         Reader { body, buf: b"\r\n".to_vec(), delim: format!("\r\n--{boundary}").into_bytes(), part_done: false, ended: false }
     }

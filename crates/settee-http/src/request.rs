@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
+use crate::connections::TimedBody;
 use hyper::{HeaderMap, Method};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
@@ -135,7 +135,7 @@ pub struct Req {
     /// Request headers.
     pub headers: HeaderMap,
     /// The body, until read.
-    pub body: Option<Incoming>,
+    pub body: Option<TimedBody>,
     /// The authenticated caller.
     pub user: Option<User>,
     /// The authentication handler that named the user (`default`, `cookie`, `jwt`, `proxy`).

@@ -19,6 +19,7 @@ use settee_store::{NodeCache, StoreOptions};
 use settee_views::{Views, ViewsConfig};
 use tokio::net::TcpListener;
 
+use crate::connections::{Answer, Conn, Connections, TimedBody, Watched};
 use crate::auth::{self, Authenticator, User};
 use crate::config::Config;
 use crate::error::{HttpError, HttpResult};
@@ -97,6 +98,8 @@ pub struct State {
     /// Test hook: `/_settee_test_panic` panics inside its handler (set by the environment
     /// variable `SETTEE_TEST_PANIC=1` at start, for the test that a panic stays one 500).
     pub panic_route: bool,
+    /// Every open connection (see [`crate::connections`]).
+    pub connections: Arc<Connections>,
 }
 
 /// Where a server keeps its data and finds its configuration.
@@ -236,6 +239,7 @@ impl State {
             smoosh: arc_swap::ArcSwap::from_pointee(smoosh),
             views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
+            connections: Connections::new(crate::connections::socket_budget()),
         };
         Ok(Prepared { state: Arc::new(state), generated_admin })
     }
@@ -432,9 +436,18 @@ struct Authenticated {
 /// [`accept`]).
 pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::convert::Infallible {
     loop {
-        let (stream, peer): (_, SocketAddr) = accept(&listener).await;
-        tokio::spawn(serve_connection(stream, state.clone(), peer.ip(), false));
+        let (stream, peer, conn) = accept_watched(&listener, &state).await;
+        tokio::spawn(serve_connection(stream, conn, state.clone(), peer.ip(), false));
     }
+}
+
+/// The next connection, once there is room for it (see [`Connections::room`]), registered
+/// and watched for clients that keep it waiting.
+pub(crate) async fn accept_watched(listener: &TcpListener, state: &State) -> (Watched<tokio::net::TcpStream>, SocketAddr, Arc<Conn>) {
+    state.connections.room(state.settings.load().conn.max).await;
+    let (stream, peer) = accept(listener).await;
+    let conn = state.connections.register();
+    (Watched::new(stream, conn.clone(), state.settings.load().conn), peer, conn)
 }
 
 /// The next connection, with Nagle's delay off. Failing to accept one (out of file descriptors under a flood of
@@ -461,13 +474,17 @@ pub(crate) async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, So
 }
 
 /// Serves HTTP/1.1 requests on one connection (plain or TLS) until it closes.
-pub async fn serve_connection<I>(io: I, state: Arc<State>, peer: std::net::IpAddr, tls: bool)
+pub async fn serve_connection<I>(io: I, conn: Arc<Conn>, state: Arc<State>, peer: std::net::IpAddr, tls: bool)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
-        let state = state.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(state, req, peer, tls).await) }
+        let (state, conn) = (state.clone(), conn.clone());
+        async move {
+            conn.begin_request();
+            let resp = handle(state, req, peer, tls).await;
+            Ok::<_, std::convert::Infallible>(resp.map(|body| Answer::new(body, conn)))
+        }
     });
     let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
 }
@@ -579,7 +596,7 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
         segments: segments(parts.uri.path()),
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
-        body: Some(body),
+        body: Some(TimedBody::new(body, state.settings.load().conn.body)),
         user,
         auth_handler: handler,
         peer,

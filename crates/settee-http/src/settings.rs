@@ -3,8 +3,11 @@
 
 use std::collections::HashMap;
 
+use std::time::Duration;
+
 use crate::auth;
 use crate::config::Config;
+use crate::connections::ConnLimits;
 
 /// Settings on every request's path, as of the last configuration change.
 #[derive(Debug)]
@@ -22,6 +25,9 @@ pub struct Settings {
     /// The headers a proxy names the client's host and scheme in (`[chttpd] x_forwarded_host`,
     /// `x_forwarded_ssl`, `x_forwarded_proto`), for the absolute URIs answers carry.
     pub forwarded: Forwarded,
+    /// How long clients may take and how many may connect (`[chttpd] idle_timeout`,
+    /// `header_timeout`, `body_timeout` in milliseconds, and `max_connections`).
+    pub conn: ConnLimits,
 }
 
 /// Header names a proxy uses for what the client asked for.
@@ -49,12 +55,25 @@ impl Settings {
             require_valid_user_except_for_up: config.get_or("chttpd", "require_valid_user_except_for_up", false),
             users_db: auth::users_db(config),
             admins,
+            conn: conn_limits(config),
             forwarded: Forwarded {
                 host: config.get("chttpd", "x_forwarded_host").unwrap_or("X-Forwarded-Host").to_string(),
                 ssl: config.get("chttpd", "x_forwarded_ssl").unwrap_or("X-Forwarded-Ssl").to_string(),
                 proto: config.get("chttpd", "x_forwarded_proto").unwrap_or("X-Forwarded-Proto").to_string(),
             },
         }
+    }
+}
+
+/// The connection limits the configuration sets, CouchDB's where it sets none.
+fn conn_limits(config: &Config) -> ConnLimits {
+    let d = ConnLimits::default();
+    let ms = |key: &str, default: Duration| Duration::from_millis(config.get_or("chttpd", key, default.as_millis() as u64).max(1));
+    ConnLimits {
+        idle: ms("idle_timeout", d.idle),
+        header: ms("header_timeout", d.header),
+        body: ms("body_timeout", d.body),
+        max: config.get_or("chttpd", "max_connections", d.max).max(1),
     }
 }
 
@@ -71,7 +90,10 @@ mod tests {
         assert!(!defaults.require_valid_user && !defaults.require_valid_user_except_for_up);
         assert_eq!(defaults.users_db, "_users");
         assert!(defaults.admins.is_empty());
+        assert_eq!(defaults.conn, ConnLimits::default());
         config.set("chttpd", "require_valid_user", "true").unwrap();
+        config.set("chttpd", "header_timeout", "1500").unwrap();
+        config.set("chttpd", "max_connections", "10").unwrap();
         config.set("chttpd_auth", "authentication_db", "accounts").unwrap();
         config.set("admins", "root", "-pbkdf2-abc,def,10").unwrap();
         config.set("chttpd", "authentication_handlers", "{chttpd_auth, default_authentication_handler}").unwrap();
@@ -80,5 +102,6 @@ mod tests {
         assert_eq!(changed.users_db, "accounts");
         assert_eq!(changed.admins.get("root").map(String::as_str), Some("-pbkdf2-abc,def,10"));
         assert_eq!(changed.handlers, vec!["default"]);
+        assert_eq!((changed.conn.header, changed.conn.max, changed.conn.idle), (Duration::from_millis(1500), 10, ConnLimits::default().idle));
     }
 }

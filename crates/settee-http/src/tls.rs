@@ -34,12 +34,12 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
 /// connection.
 pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::convert::Infallible {
     loop {
-        let (stream, peer) = crate::server::accept(&listener).await;
+        let (stream, peer, conn) = crate::server::accept_watched(&listener, &state).await;
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
             let handshake = tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream)).await;
             if let Ok(Ok(tls)) = handshake {
-                serve_connection(tls, state, peer.ip(), true).await;
+                serve_connection(tls, conn, state, peer.ip(), true).await;
             }
         });
     }

@@ -160,3 +160,102 @@ fn deeply_nested_documents_are_stored_and_deeper_ones_refused_clearly() {
     }
     assert_eq!(c.get("/").status, 200, "the server is still up");
 }
+
+/// Raises this process's open-files limit to its hard limit (the test holds many sockets).
+fn raise_open_files() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write only the struct given.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+}
+
+/// Whether the server closes `stream` (EOF or reset) within `within`.
+fn closed_within(stream: &mut std::net::TcpStream, within: std::time::Duration) -> bool {
+    use std::io::Read;
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 512];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Clients that open sockets and send part of a request head, more of them than the server
+/// has file descriptors: the server keeps answering new clients and clients it already
+/// serves, databases still open, and each trickling socket is closed after the header
+/// timeout (issue 26: 1,100 such sockets on a 1,024-file limit made `/_up` time out).
+#[test]
+fn clients_that_never_finish_a_request_cannot_starve_the_server() {
+    use std::io::Write;
+    raise_open_files();
+    let server = TestServer::start_with_open_files(1024);
+    let c = server.admin();
+    common::set_config(&c, "chttpd", "header_timeout", "3000");
+    // A client that keeps its connection between requests throughout.
+    let regular = server.admin();
+    assert_eq!(regular.get("/_up").status, 200);
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut trickling: Vec<std::net::TcpStream> = Vec::new();
+    for i in 0..1100 {
+        match std::net::TcpStream::connect(&addr) {
+            Ok(mut s) => {
+                let _ = s.write_all(format!("GET /_up HTTP/1.1\r\nHost: x\r\nX-Slow-{i}: ").as_bytes());
+                trickling.push(s);
+            }
+            Err(e) => panic!("connecting socket {i}: {e}"),
+        }
+    }
+    let started = std::time::Instant::now();
+    let fresh = server.anon().get("/_up");
+    assert_eq!(fresh.status, 200, "a new client is answered");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "at once, not after a timeout: {:?}", started.elapsed());
+    assert_eq!(regular.get("/_up").status, 200, "a client already connected is answered");
+    assert_eq!(c.put("/fresh", "").status, 201, "databases still get descriptors");
+    assert_eq!(c.put("/fresh/doc", "{}").status, 201);
+    // Each trickling socket is closed: shed for the clients above, or timed out.
+    let last = trickling.last_mut().unwrap();
+    assert!(closed_within(last, std::time::Duration::from_secs(8)), "a head never finished is cut off");
+    drop(trickling);
+    assert_eq!(regular.get("/_up").status, 200);
+}
+
+/// The waits between requests and between body bytes are bounded, and answering never is: a
+/// long poll outlasts the idle timeout.
+#[test]
+fn idle_connections_and_stalled_bodies_time_out_but_long_answers_do_not() {
+    use std::io::{Read, Write};
+    let server = TestServer::start();
+    let c = server.admin();
+    common::set_config(&c, "chttpd", "idle_timeout", "1500");
+    common::set_config(&c, "chttpd", "body_timeout", "1500");
+    assert_eq!(c.put("/db", "").status, 201);
+    let addr = server.url.trim_start_matches("http://").to_string();
+    // Nothing sent at all.
+    let mut silent = std::net::TcpStream::connect(&addr).unwrap();
+    assert!(closed_within(&mut silent, std::time::Duration::from_secs(6)), "a silent connection is closed");
+    // A full request, then silence: answered, then closed.
+    let mut idle = std::net::TcpStream::connect(&addr).unwrap();
+    idle.write_all(b"GET /_up HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    assert!(closed_within(&mut idle, std::time::Duration::from_secs(6)), "an idle keep-alive connection is closed");
+    // A body announced and never finished: the request fails and nothing is written.
+    let mut stalled = std::net::TcpStream::connect(&addr).unwrap();
+    let auth = common::admin_auth();
+    stalled.write_all(format!("PUT /db/half HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"a\":").as_bytes()).unwrap();
+    assert!(closed_within(&mut stalled, std::time::Duration::from_secs(6)), "a stalled body ends the request");
+    assert_eq!(c.get("/db/half").status, 404);
+    // A long poll waits longer than the idle timeout and is answered.
+    let started = std::time::Instant::now();
+    let r = c.get("/db/_changes?feed=longpoll&timeout=3000&since=now");
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(2900));
+}

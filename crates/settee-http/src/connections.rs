@@ -1,0 +1,371 @@
+//! The server's connections: how many may be open, how long one may wait between requests or
+//! take to send one, and which gives way when there are too many.
+//!
+//! A client that opens a socket and sends nothing, or part of a request head, or a body byte
+//! by byte, must not keep the socket for ever, nor let a crowd of such clients exhaust the
+//! process's file descriptors (the databases need theirs too). So:
+//!
+//! * a connection waiting for a request may wait [`ConnLimits::idle`] for its first byte, then
+//!   has [`ConnLimits::header`] to finish the head ([`Watched`] ends it otherwise);
+//! * a request's body may pause at most [`ConnLimits::body`] between bytes ([`TimedBody`]);
+//! * at most [`ConnLimits::max`] connections are open, and never more than the descriptors
+//!   left after a reserve kept for database files ([`socket_budget`]). At the limit, a
+//!   connection waiting for a request is closed to make room (one trickling a head first,
+//!   then the one idle longest); if every one is in a request, accepting pauses until one
+//!   closes. Clients in a request are never cut.
+//!
+//! Nothing limits a request while it is being answered (a continuous change feed may last
+//! for days): the limits apply only while the server waits for what the client must send.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// How long a client may take, and how many may be connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Longest wait for the first byte of a request, on a new connection or between requests
+    /// (`[chttpd] idle_timeout`, ms; CouchDB's server waits five minutes).
+    pub idle: Duration,
+    /// Longest time from a request's first byte to the end of its head (`[chttpd]
+    /// header_timeout`, ms; CouchDB's allows 30 seconds a header line).
+    pub header: Duration,
+    /// Longest pause between bytes of a request body (`[chttpd] body_timeout`, ms; five
+    /// minutes, as CouchDB's).
+    pub body: Duration,
+    /// Most connections open at once (`[chttpd] max_connections`; CouchDB's 65,536), further
+    /// bounded by [`socket_budget`].
+    pub max: usize,
+}
+
+impl Default for ConnLimits {
+    fn default() -> ConnLimits {
+        ConnLimits { idle: Duration::from_secs(300), header: Duration::from_secs(30), body: Duration::from_secs(300), max: 65_536 }
+    }
+}
+
+/// How many sockets the process may hold: its open-files limit less a reserve for database
+/// and index files (a quarter of the limit, at least 128), so that no crowd of clients can
+/// leave a database unable to open.
+pub fn socket_budget() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit only writes the struct it is given.
+    let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur as usize } else { 1024 };
+    files.saturating_sub((files / 4).max(128)).max(16)
+}
+
+/// Where one connection is.
+struct ConnState {
+    /// A request has been read and is being answered.
+    in_request: bool,
+    /// When it last started waiting for a request.
+    idle_since: Instant,
+    /// When the first byte of the request being read arrived.
+    head_since: Option<Instant>,
+    /// Closed to make room for another.
+    shed: bool,
+    /// Who to wake to close it.
+    waker: Option<Waker>,
+}
+
+/// One open connection, shared by its I/O, its requests and the registry.
+pub struct Conn {
+    state: Mutex<ConnState>,
+    registry: Arc<Connections>,
+    id: u64,
+}
+
+impl Conn {
+    /// A request has been read: the limits on waiting stop until its answer is sent.
+    pub fn begin_request(&self) {
+        self.state.lock().expect("connection lock").in_request = true;
+    }
+
+    /// The answer has been sent: the connection waits for another request. Its reader is
+    /// woken to start the clock (it may be parked on the socket since the request began).
+    pub fn end_request(&self) {
+        let mut st = self.state.lock().expect("connection lock");
+        st.in_request = false;
+        st.idle_since = Instant::now();
+        st.head_since = None;
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.registry.open.lock().expect("connections lock").remove(&self.id);
+        self.registry.closed.notify_waiters();
+    }
+}
+
+/// Every open connection.
+pub struct Connections {
+    open: Mutex<HashMap<u64, std::sync::Weak<Conn>>>,
+    next_id: AtomicU64,
+    closed: tokio::sync::Notify,
+    budget: usize,
+}
+
+impl Connections {
+    /// An empty registry whose connections are bounded by `budget` besides the configured
+    /// maximum (see [`socket_budget`]).
+    pub fn new(budget: usize) -> Arc<Connections> {
+        Arc::new(Connections { open: Mutex::default(), next_id: AtomicU64::new(0), closed: tokio::sync::Notify::new(), budget })
+    }
+
+    /// How many connections are open.
+    pub fn count(&self) -> usize {
+        self.open.lock().expect("connections lock").len()
+    }
+
+    /// Waits until one more connection may be accepted under `max`: at the limit, closes
+    /// the connection that has waited longest for a request, or, when all are in requests,
+    /// waits for one to close.
+    pub async fn room(&self, max: usize) {
+        let max = max.min(self.budget).max(1);
+        loop {
+            let closed = self.closed.notified();
+            if !self.full(max) {
+                return;
+            }
+            closed.await;
+        }
+    }
+
+    /// Whether `max` are open; if so, one waiting for a request is asked to close: the one
+    /// that has been sending a request head longest, else the one idle longest (a client
+    /// keeping a connection open between requests gives way only to new clients, never to
+    /// one that trickles a head).
+    fn full(&self, max: usize) -> bool {
+        let conns: Vec<Arc<Conn>> = {
+            let open = self.open.lock().expect("connections lock");
+            if open.len() < max {
+                return false;
+            }
+            open.values().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        // Chosen outside the registry's lock: dropping the last handle of a connection that
+        // has just closed takes that lock.
+        let waiting = conns.iter().filter_map(|c| {
+            let st = c.state.lock().expect("connection lock");
+            (!st.in_request && !st.shed).then(|| ((st.head_since.is_none(), st.head_since.unwrap_or(st.idle_since)), c.clone()))
+        });
+        if let Some((_, victim)) = waiting.min_by_key(|(order, _)| *order) {
+            let mut st = victim.state.lock().expect("connection lock");
+            st.shed = true;
+            if let Some(w) = st.waker.take() {
+                w.wake();
+            }
+        }
+        true
+    }
+
+    /// Registers a connection just accepted.
+    pub fn register(self: &Arc<Self>) -> Arc<Conn> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let state = ConnState { in_request: false, idle_since: Instant::now(), head_since: None, shed: false, waker: None };
+        let conn = Arc::new(Conn { state: Mutex::new(state), registry: self.clone(), id });
+        self.open.lock().expect("connections lock").insert(id, Arc::downgrade(&conn));
+        conn
+    }
+}
+
+/// A connection's byte stream, ended when the client keeps the server waiting too long for a
+/// request (see the module documentation) or when the connection is shed.
+pub struct Watched<I> {
+    io: I,
+    conn: Arc<Conn>,
+    limits: ConnLimits,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl<I> Watched<I> {
+    /// Watches `io`, the stream of `conn`.
+    pub fn new(io: I, conn: Arc<Conn>, limits: ConnLimits) -> Watched<I> {
+        Watched { io, conn, limits, timer: Box::pin(tokio::time::sleep(limits.idle)) }
+    }
+}
+
+fn timed_out(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, format!("the client took too long to send {what}"))
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        let got = buf.filled().len() > before;
+        let this = &mut *self;
+        let mut st = this.conn.state.lock().expect("connection lock");
+        if st.shed {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed to make room for other clients")));
+        }
+        if polled.is_pending() {
+            st.waker = Some(cx.waker().clone());
+        }
+        if st.in_request {
+            return polled;
+        }
+        if got && st.head_since.is_none() {
+            st.head_since = Some(Instant::now());
+        }
+        if polled.is_ready() {
+            return polled;
+        }
+        let (deadline, what) = match st.head_since {
+            Some(since) => (since + this.limits.header, "a request head"),
+            None => (st.idle_since + this.limits.idle, "a request"),
+        };
+        if Instant::now() >= deadline {
+            return Poll::Ready(Err(timed_out(what)));
+        }
+        drop(st);
+        if this.timer.deadline() != deadline {
+            this.timer.as_mut().reset(deadline);
+        }
+        match this.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(timed_out(what))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// A response body that tells its connection when it has been sent (or dropped unsent), so
+/// that the wait for the next request starts then.
+pub struct Answer<B> {
+    inner: B,
+    conn: Option<Arc<Conn>>,
+}
+
+impl<B> Answer<B> {
+    /// `inner`, answering a request of `conn`.
+    pub fn new(inner: B, conn: Arc<Conn>) -> Answer<B> {
+        Answer { inner, conn: Some(conn) }
+    }
+
+    fn done(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.end_request();
+        }
+    }
+}
+
+impl<B> Drop for Answer<B> {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Answer<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) {
+            self.done();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request body that fails when the client pauses longer than the body timeout between
+/// bytes.
+pub struct TimedBody {
+    inner: hyper::body::Incoming,
+    pause: Duration,
+    timer: Pin<Box<Sleep>>,
+}
+
+/// What reading a request body failed with.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The connection failed or the body was malformed.
+    Read(hyper::Error),
+    /// The client paused longer than the body timeout.
+    TimedOut,
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Read(e) => write!(f, "{e}"),
+            BodyError::TimedOut => f.write_str("the client paused too long while sending the body"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+impl TimedBody {
+    /// `inner`, allowed pauses of at most `pause`.
+    pub fn new(inner: hyper::body::Incoming, pause: Duration) -> TimedBody {
+        TimedBody { inner, pause, timer: Box::pin(tokio::time::sleep(pause)) }
+    }
+}
+
+impl Body for TimedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.timer.as_mut().reset(Instant::now() + this.pause);
+                Poll::Ready(frame.map(|f| f.map_err(BodyError::Read)))
+            }
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::TimedOut))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
