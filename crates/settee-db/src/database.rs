@@ -254,6 +254,12 @@ impl Database {
         true
     }
 
+    /// The damaged records met so far in the shard files, by shard: reading or writing what
+    /// they hold fails; the rest of the database is served (see `settee_store::Store::damage`).
+    pub fn damage(&self) -> Vec<(usize, settee_store::Damaged)> {
+        self.shards.iter().enumerate().flat_map(|(i, s)| s.store().damage().into_iter().map(move |d| (i, d))).collect()
+    }
+
     /// Commits batched writes of every shard and waits until they are durable.
     pub fn flush(&self) -> Result<()> {
         self.shards.iter().try_for_each(|s| s.store().flush().map_err(Error::from))

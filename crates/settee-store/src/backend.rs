@@ -44,6 +44,12 @@ impl FileBackend {
         FileBackend::locked(file)
     }
 
+    /// Opens an existing file only to read it, without the writer lock (for checking a file
+    /// a server may have open).
+    pub fn open_unlocked(path: &Path) -> io::Result<FileBackend> {
+        Ok(FileBackend { file: OpenOptions::new().read(true).open(path)? })
+    }
+
     /// Creates a new file, failing if one exists, locked against other writers.
     pub fn create(path: &Path) -> io::Result<FileBackend> {
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;

@@ -1,9 +1,10 @@
 //! An open store file as readers see it: positional reads of records, decoded nodes through
 //! the shared cache, blobs, and recovery of the newest valid header when a file is opened.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::backend::Backend;
 use crate::cache::NodeCache;
@@ -45,11 +46,22 @@ pub(crate) struct StoreFile {
     /// file, every append committed (0 before): loose blobs of that incarnation are intact
     /// here and can be copied over.
     retired: AtomicU64,
+    /// Damaged records met so far, by offset: what was wrong with each.
+    damage: Mutex<BTreeMap<u64, String>>,
+}
+
+/// A damaged record of a store file: where, and what was wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damaged {
+    /// File offset of the record.
+    pub offset: u64,
+    /// What was wrong.
+    pub what: String,
 }
 
 impl StoreFile {
     pub fn new(backend: Arc<dyn Backend>, cache: NodeCache, committed: u64) -> StoreFile {
-        StoreFile { backend, cache, cache_id: NodeCache::new_file_id(), committed: AtomicU64::new(committed), retired: AtomicU64::new(0) }
+        StoreFile { backend, cache, cache_id: NodeCache::new_file_id(), committed: AtomicU64::new(committed), retired: AtomicU64::new(0), damage: Mutex::default() }
     }
 
     /// Records that the file's commits now end at `end`.
@@ -74,6 +86,18 @@ impl StoreFile {
         self.retired.load(Ordering::Acquire) == incarnation
     }
 
+    /// Remembers damage that `error` reports, if it does.
+    pub fn note_damage(&self, error: &Error) {
+        if let Error::Corrupted { offset, what } = error {
+            self.damage.lock().expect("damage lock").entry(*offset).or_insert_with(|| what.clone());
+        }
+    }
+
+    /// The damaged records met so far, in file order.
+    pub fn damage(&self) -> Vec<Damaged> {
+        self.damage.lock().expect("damage lock").iter().map(|(&offset, what)| Damaged { offset, what: what.clone() }).collect()
+    }
+
     /// Reads and checks the whole committed record at `ptr`.
     pub fn read_record(&self, ptr: Ptr) -> Result<(RecordKind, Vec<u8>)> {
         self.read_record_below(ptr, self.committed())
@@ -83,11 +107,13 @@ impl StoreFile {
     /// pointer must not make us allocate gigabytes).
     pub fn read_record_below(&self, ptr: Ptr, limit: u64) -> Result<(RecordKind, Vec<u8>)> {
         if ptr.offset.checked_add(u64::from(ptr.len)).is_none_or(|end| end > limit) {
-            return Err(Error::corrupted(ptr.offset, "pointer past the end of the committed file"));
+            let e = Error::corrupted(ptr.offset, "pointer past the end of the committed file");
+            self.note_damage(&e);
+            return Err(e);
         }
         let mut buf = vec![0u8; ptr.len as usize];
         self.backend.read_exact_at(&mut buf, ptr.offset).map_err(Error::io("read record"))?;
-        let (kind, payload) = decode_record(&buf, ptr.offset)?;
+        let (kind, payload) = decode_record(&buf, ptr.offset).inspect_err(|e| self.note_damage(e))?;
         let payload_start = buf.len() - payload.len();
         buf.drain(..payload_start);
         Ok((kind, buf))
@@ -96,7 +122,7 @@ impl StoreFile {
     /// Decodes the node at `ptr` from disk and caches it.
     pub fn load_node(&self, ptr: Ptr) -> Result<Arc<Node>> {
         let (kind, payload) = self.read_record(ptr)?;
-        let node = Arc::new(Node::decode(kind, &payload, ptr.offset)?);
+        let node = Arc::new(Node::decode(kind, &payload, ptr.offset).inspect_err(|e| self.note_damage(e))?);
         self.cache.insert(self.cache_id, ptr.offset, node.clone());
         Ok(node)
     }
@@ -202,6 +228,23 @@ pub(crate) fn recover(backend: &dyn Backend, path: &Path) -> Result<Recovered> {
         block -= BLOCK;
     }
     Ok(first)
+}
+
+/// The newest log record that the newest valid header before `offset` names: where the
+/// chain of log records goes on past a damaged record at `offset` (the commit before the
+/// one that wrote it pointed there). `None` when no earlier header names one.
+pub(crate) fn log_before(backend: &dyn Backend, offset: u64, salt: [u8; 16], path: &Path) -> Result<Option<Ptr>> {
+    let len = backend.len().map_err(Error::io("file length"))?;
+    let mut block = (offset / BLOCK) * BLOCK;
+    while block > 0 {
+        if let Some(found) = read_header_at(backend, block, len, path)? {
+            if found.header.salt == salt && found.header.flags & FLAG_COMPACTING == 0 {
+                return Ok(found.header.log.filter(|p| p.offset < offset));
+            }
+        }
+        block -= BLOCK;
+    }
+    Ok(None)
 }
 
 /// Reads the header at `offset` if there is a well-formed one. `Ok(None)` means "no header

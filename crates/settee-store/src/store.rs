@@ -313,7 +313,7 @@ impl Store {
         state.fold = options.fold;
         state.quiet_after = options.quiet_after;
         state.charge = Some(Charge::new(options.overlay_budget.clone()));
-        state.replay_log()?;
+        state.replay_log(path)?;
         state.charge_overlays();
         let overlays = state.committed_overlays.clone();
         let shared = Arc::new(Shared {
@@ -357,6 +357,13 @@ impl Store {
     /// by the zeros its writer lays down ahead of its appends.
     pub fn committed_len(&self) -> u64 {
         self.shared.current.load().file.committed()
+    }
+
+    /// The damaged records met so far in the file (opening, reads and writes note them): a
+    /// damaged record costs what is reached through it, and the store goes on serving and
+    /// writing the rest.
+    pub fn damage(&self) -> Vec<crate::file::Damaged> {
+        self.shared.current.load().file.damage()
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

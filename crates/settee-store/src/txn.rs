@@ -268,6 +268,9 @@ pub(crate) struct WriterState {
     pub fold: FoldLimits,
     /// The next commit folds the logged changes whatever their size (a quiet store's).
     fold_asked: bool,
+    /// A fold met a damaged node: changes stay logged from then on (until the file is
+    /// salvaged), since every fold would meet it again.
+    fold_blocked: bool,
     /// This store's share of the process's budget for logged changes, if it has one.
     pub charge: Option<Charge>,
     /// When the store last committed or tried to.
@@ -314,6 +317,7 @@ impl WriterState {
             direct: false,
             fold: FoldLimits::default(),
             fold_asked: false,
+            fold_blocked: false,
             charge: None,
             quiet_since: std::time::Instant::now(),
             quiet_after: std::time::Duration::from_secs(10),
@@ -323,19 +327,25 @@ impl WriterState {
     }
 
     /// Replays the log records chained from the header into the overlays: the logged
-    /// changes committed since their trees were last folded.
-    pub fn replay_log(&mut self) -> Result<()> {
+    /// changes committed since their trees were last folded. A damaged record costs only its
+    /// own changes: it is noted, and the chain goes on from the record the commit before it
+    /// named (see [`crate::file::log_before`]).
+    pub fn replay_log(&mut self, path: &std::path::Path) -> Result<()> {
         let mut records = Vec::new();
         let mut next = self.header.log;
         while let Some(ptr) = next {
-            let (kind, payload) = self.app.read_record(ptr)?;
-            if kind != RecordKind::Log {
-                return Err(Error::corrupted(ptr.offset, "the log pointer names a record that is not a log record"));
+            match self.read_log_record(ptr) {
+                Ok(record) => {
+                    // Each record points strictly backwards, so the walk ends.
+                    next = record.prev;
+                    records.push((ptr, record));
+                }
+                Err(e @ Error::Corrupted { .. }) => {
+                    self.app.file.note_damage(&e);
+                    next = crate::file::log_before(self.app.file.backend.as_ref(), ptr.offset, self.header.salt, path)?;
+                }
+                Err(e) => return Err(e),
             }
-            // Each record points strictly backwards, so the walk ends.
-            let record = LogRecord::decode(&payload, ptr.offset)?;
-            next = record.prev;
-            records.push((ptr, record));
         }
         self.log_records = records.first().map_or(0, |(_, r)| r.records);
         for (ptr, record) in records.into_iter().rev() {
@@ -343,11 +353,19 @@ impl WriterState {
                 if !self.spec(*tree)?.is_logged() {
                     return Err(Error::corrupted(ptr.offset, "a log record changes a tree that is not logged"));
                 }
-                self.record(*tree, action)?;
+                self.record_replayed(*tree, action)?;
             }
         }
         self.committed_overlays = self.overlays.clone();
         Ok(())
+    }
+
+    fn read_log_record(&self, ptr: Ptr) -> Result<LogRecord> {
+        let (kind, payload) = self.app.read_record(ptr)?;
+        if kind != RecordKind::Log {
+            return Err(Error::corrupted(ptr.offset, "the log pointer names a record that is not a log record"));
+        }
+        LogRecord::decode(&payload, ptr.offset)
     }
 
     pub fn spec(&self, tree: usize) -> Result<&TreeSpec> {
@@ -462,14 +480,27 @@ impl WriterState {
         }
         let bytes: u64 = self.overlays.iter().map(Overlay::bytes).sum();
         let limits = self.fold;
-        let fold = self.fold_asked
-            || self.log_records >= limits.records
+        let fold = !self.fold_blocked
+            && (self.fold_asked || self.log_records >= limits.records
             || bytes >= limits.bytes
             || self.overlays.iter().any(|o| o.len() >= limits.changes)
-            || self.charge.as_ref().is_some_and(Charge::over);
+            || self.charge.as_ref().is_some_and(Charge::over));
         if fold {
-            self.fold()?;
-            return Ok((None, 0));
+            // A fold that meets a damaged node is undone and the changes stay logged: the
+            // store keeps taking writes (its log grows until the damage is salvaged).
+            let saved = self.savepoint();
+            match self.fold() {
+                Ok(()) => return Ok((None, 0)),
+                Err(e @ Error::Corrupted { .. }) => {
+                    self.app.file.note_damage(&e);
+                    self.rollback_to(saved);
+                    (self.fold_asked, self.fold_blocked) = (false, true);
+                    if self.log.is_empty() {
+                        return Ok((self.header.log, self.log_records));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         let records = self.log_records + 1;
         let payload = self.log.take_record(self.header.log, records);
@@ -675,6 +706,24 @@ impl WriterState {
         });
         self.overlays[tree] = overlay;
         before
+    }
+
+    /// Like [`WriterState::record`], for a change replayed at opening: a key whose node is
+    /// damaged counts as absent from the nodes (and the damage is noted), so that the change
+    /// itself is still served.
+    fn record_replayed(&mut self, tree: usize, action: &Action) -> Result<()> {
+        let mut overlay = std::mem::take(&mut self.overlays[tree]);
+        let file = self.app.file.clone();
+        let recorded = overlay.record(action, |k| match self.lookup_applied(tree, k) {
+            Ok(entry) => Ok(entry.map(|e| e.value().to_vec())),
+            Err(e @ Error::Corrupted { .. }) => {
+                file.note_damage(&e);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        });
+        self.overlays[tree] = overlay;
+        recorded.map(drop)
     }
 
     /// Count and reduction of `tree` between `lo` and `hi`, logged changes included.

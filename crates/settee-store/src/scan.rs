@@ -1,0 +1,184 @@
+//! A store file read from end to end as the sequence of records and headers it is, without
+//! following any pointer: every record's checksum and every commit's region checksum
+//! verified, whatever the trees still reach. What `settee check` reports, and how a damaged
+//! file is judged.
+//!
+//! Records follow one another from the end of a header to the zero padding before the next
+//! one (see [`crate::format`]); a record whose head is damaged cannot be stepped over, so the
+//! walk resumes at the next block boundary, where the next header stands.
+
+use std::path::Path;
+
+use crate::backend::{Backend, FileBackend};
+use crate::error::{Error, Result};
+use crate::format::{decode_record, parse_header_head, Header, RecordKind, BLOCK, HEADER_HEAD, RECORD_HEAD};
+use crate::node::Node;
+use crate::overlay::LogRecord;
+
+/// One record of a scanned file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedRecord {
+    /// Its offset.
+    pub offset: u64,
+    /// Its whole length, head included.
+    pub len: u64,
+    /// Its kind, as its head says.
+    pub kind: Option<RecordKind>,
+    /// Whether its checksum holds and, for nodes and log records, it decodes.
+    pub intact: bool,
+    /// Entries reached through it: a leaf's entries, the entries below an inner node, a log
+    /// record's changes, one for a blob (0 when it is damaged).
+    pub entries: u64,
+}
+
+/// One header of a scanned file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedHeader {
+    /// Its offset.
+    pub offset: u64,
+    /// Its commit number.
+    pub generation: u64,
+    /// Whether the bytes of the commit it closes still match its region checksum.
+    pub region_intact: bool,
+}
+
+/// What a scan found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileScan {
+    /// Every record, in file order.
+    pub records: Vec<ScannedRecord>,
+    /// Every header of the file's salt, in file order.
+    pub headers: Vec<ScannedHeader>,
+    /// Stretches that are neither records nor headers nor padding (a damaged record head,
+    /// and what follows it up to the next block boundary).
+    pub unreadable: Vec<(u64, u64)>,
+    /// Length of the file.
+    pub len: u64,
+}
+
+impl FileScan {
+    /// Whether every record and every commit region checks out.
+    pub fn intact(&self) -> bool {
+        self.unreadable.is_empty() && self.records.iter().all(|r| r.intact) && self.headers.iter().all(|h| h.region_intact)
+    }
+}
+
+/// Scans the store file at `path`. It is only read, and not locked: a running server's
+/// file can be scanned, up to what was committed when the scan read it.
+pub fn scan_file(path: &Path) -> Result<FileScan> {
+    scan(&FileBackend::open_unlocked(path).map_err(Error::io("open for checking"))?)
+}
+
+/// Scans a store held by any backend.
+pub fn scan(backend: &dyn Backend) -> Result<FileScan> {
+    let len = backend.len().map_err(Error::io("file length"))?;
+    let first = read_header(backend, 0, len)?.ok_or_else(|| Error::corrupted(0, "no store header at the start"))?;
+    let salt = first.0.salt;
+    let mut out = FileScan { len, ..FileScan::default() };
+    let mut pos = first.1;
+    while pos < len {
+        if pos % BLOCK == 0 {
+            if let Some((header, end)) = read_header(backend, pos, len)?.filter(|(h, _)| h.salt == salt) {
+                let region_intact = region_crc(backend, header.data_start, pos)? == header.region_crc;
+                out.headers.push(ScannedHeader { offset: pos, generation: header.generation, region_intact });
+                pos = end;
+                continue;
+            }
+        }
+        pos = step(backend, pos, len, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Reads what starts at `pos` (padding, a record, or damage) and returns where the next
+/// thing starts.
+fn step(backend: &dyn Backend, pos: u64, len: u64, out: &mut FileScan) -> Result<u64> {
+    let next_block = (pos / BLOCK + 1) * BLOCK;
+    let mut head = [0u8; RECORD_HEAD];
+    if pos + RECORD_HEAD as u64 > len {
+        return Ok(skip(backend, pos, len, len, out)?);
+    }
+    backend.read_exact_at(&mut head, pos).map_err(Error::io("read record"))?;
+    if head.iter().all(|&b| b == 0) {
+        return skip(backend, pos, next_block.min(len), len, out);
+    }
+    let payload_len = u64::from(u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")));
+    let end = pos + RECORD_HEAD as u64 + payload_len;
+    let kind = record_kind(head[8]);
+    if kind.is_none() || end > len {
+        out.unreadable.push((pos, next_block.min(len)));
+        return Ok(next_block);
+    }
+    let mut bytes = vec![0u8; (end - pos) as usize];
+    backend.read_exact_at(&mut bytes, pos).map_err(Error::io("read record"))?;
+    let (intact, entries) = match decode_record(&bytes, pos) {
+        Ok((kind, payload)) => match entries(kind, payload, pos) {
+            Some(n) => (true, n),
+            None => (false, 0),
+        },
+        Err(_) => (false, 0),
+    };
+    out.records.push(ScannedRecord { offset: pos, len: end - pos, kind, intact, entries });
+    Ok(end)
+}
+
+/// Steps over zeros from `pos` to `to`; bytes that are not zero there are damage.
+fn skip(backend: &dyn Backend, pos: u64, to: u64, len: u64, out: &mut FileScan) -> Result<u64> {
+    let mut buf = vec![0u8; (to.min(len) - pos) as usize];
+    backend.read_exact_at(&mut buf, pos).map_err(Error::io("read padding"))?;
+    if let Some(i) = buf.iter().position(|&b| b != 0) {
+        out.unreadable.push((pos + i as u64, to));
+    }
+    Ok(to)
+}
+
+fn record_kind(byte: u8) -> Option<RecordKind> {
+    [RecordKind::Leaf, RecordKind::Inner, RecordKind::Blob, RecordKind::BlobLz4, RecordKind::Log].into_iter().find(|k| *k as u8 == byte)
+}
+
+/// The entries a checked record reaches, or `None` if it does not decode.
+fn entries(kind: RecordKind, payload: &[u8], offset: u64) -> Option<u64> {
+    match kind {
+        RecordKind::Leaf | RecordKind::Inner => {
+            let node = Node::decode(kind, payload, offset).ok()?;
+            Some(if node.is_leaf() { node.len() as u64 } else { (0..node.len()).map(|i| node.child_count(i)).sum() })
+        }
+        RecordKind::Log => LogRecord::decode(payload, offset).ok().map(|r| r.changes.len() as u64),
+        RecordKind::Blob | RecordKind::BlobLz4 => Some(1),
+    }
+}
+
+/// The header at `offset`, and where it ends, if a well-formed one stands there.
+fn read_header(backend: &dyn Backend, offset: u64, len: u64) -> Result<Option<(Header, u64)>> {
+    let mut head = [0u8; HEADER_HEAD];
+    if offset + HEADER_HEAD as u64 > len {
+        return Ok(None);
+    }
+    backend.read_exact_at(&mut head, offset).map_err(Error::io("read header"))?;
+    let Some((body_len, crc)) = parse_header_head(&head) else { return Ok(None) };
+    let end = offset + (HEADER_HEAD + body_len) as u64;
+    if end > len {
+        return Ok(None);
+    }
+    let mut body = vec![0u8; body_len];
+    backend.read_exact_at(&mut body, offset + HEADER_HEAD as u64).map_err(Error::io("read header"))?;
+    if !crate::format::checksum_ok(crc32fast::hash(&body), crc) {
+        return Ok(None);
+    }
+    Ok(Header::decode_body(&body, offset).ok().map(|(h, _)| (h, end)))
+}
+
+/// CRC-32 of the bytes from `start` to `end`.
+fn region_crc(backend: &dyn Backend, start: u64, end: u64) -> Result<u32> {
+    const STEP: u64 = 1 << 20;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; STEP.min(end.saturating_sub(start)) as usize];
+    let mut pos = start;
+    while pos < end {
+        let n = STEP.min(end - pos) as usize;
+        backend.read_exact_at(&mut buf[..n], pos).map_err(Error::io("read region"))?;
+        crc.update(&buf[..n]);
+        pos += n as u64;
+    }
+    Ok(crc.finalize())
+}
