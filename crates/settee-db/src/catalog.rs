@@ -126,6 +126,11 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Where the database `name` of the data directory `data_dir` keeps its files.
+pub fn database_dir(data_dir: &Path, name: &str) -> PathBuf {
+    data_dir.join("dbs").join(dir_name(name))
+}
+
 fn dir_name(name: &str) -> String {
     name.replace('/', "%2F")
 }

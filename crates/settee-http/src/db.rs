@@ -62,11 +62,13 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     let counts = snap.counts()?;
     let file: u64 = db.shards().iter().filter_map(|s| std::fs::metadata(s.store().path()).ok()).map(|m| m.len()).sum();
     let purge = snap.purge_seq()?.encode();
-    Ok(json!({
+    // Damaged nodes may leave the live size unknown; the rest is still worth answering.
+    let active = snap.active_bytes().unwrap_or(0);
+    let mut info = json!({
         "db_name": db.name(),
         "purge_seq": purge,
         "update_seq": snap.seq()?.encode(),
-        "sizes": {"file": file, "external": counts.external, "active": snap.active_bytes()?},
+        "sizes": {"file": file, "external": counts.external, "active": active},
         "props": {},
         "doc_del_count": counts.deleted,
         "doc_count": counts.live,
@@ -74,7 +76,14 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
         "compact_running": db.compact_running(),
         "cluster": {"q": db.q(), "n": 1, "w": 1, "r": 1},
         "instance_start_time": "0",
-    }))
+    });
+    // Not CouchDB's: damaged records met in the shard files (see `settee check`).
+    let damage = db.damage();
+    if !damage.is_empty() {
+        let list: Vec<Value> = damage.into_iter().map(|(shard, d)| json!({"shard": shard, "offset": d.offset, "reason": d.what})).collect();
+        info["damaged"] = Value::Array(list);
+    }
+    Ok(info)
 }
 
 /// The query of `_all_docs`: the members of a POST body other than `keys` that the query

@@ -71,7 +71,7 @@ pub use error::{Error, Result};
 pub use file::{BlobRef, Damaged};
 pub use overlay::{FoldLimits, OverlayBudget};
 pub use scan::{scan, scan_file, FileScan, ScannedHeader, ScannedRecord};
-pub use snapshot::Snapshot;
+pub use snapshot::{Lost, Snapshot};
 pub use store::{CallerTurn, Durability, Pending, Store, StoreOptions, DEFAULT_NODE_SIZE};
 pub use tree::cursor::{Entry, Range};
 pub use tree::reduce::{Group, GroupBy};

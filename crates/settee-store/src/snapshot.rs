@@ -13,7 +13,7 @@ use crate::node::Node;
 use crate::overlay::Overlay;
 use crate::tree::cursor::{lookup, lookup_many, Entry, Range};
 use crate::tree::reduce::{fold_groups, reduce_range, Group, GroupBy, KeyRange};
-use crate::tree::{Bound, RangeOptions, Reduction, TreeSpec};
+use crate::tree::{Action, Bound, RangeOptions, Reduction, TreeSpec};
 
 pub(crate) struct SnapState {
     pub file: Arc<StoreFile>,
@@ -33,6 +33,21 @@ impl SnapState {
         let totals = (0..overlays.len()).map(|_| OnceLock::new()).collect();
         SnapState { file, header, schema, roots, overlays, totals }
     }
+}
+
+/// Entries of a tree that could not be read: the subtree of a damaged node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lost {
+    /// Where the node was.
+    pub offset: u64,
+    /// Its keys are after this one (`None`: from the first key).
+    pub after: Option<Vec<u8>>,
+    /// And up to this one, included (`None`: to the last key).
+    pub up_to: Option<Vec<u8>>,
+    /// How many entries its parent counted under it.
+    pub entries: u64,
+    /// What was wrong with it.
+    pub what: String,
 }
 
 /// A consistent, read-only view of a store as of one commit. Cheap to clone and to send to
@@ -118,6 +133,43 @@ impl Snapshot {
     /// Bytes every tree's nodes take in the file ([`Snapshot::tree_bytes`] summed).
     pub fn nodes_bytes(&self) -> Result<u64> {
         (0..self.tree_count()).try_fold(0u64, |total, tree| Ok(total.saturating_add(self.tree_bytes(tree)?)))
+    }
+
+    /// Every entry of `tree` that can still be read, in key order, with its logged changes;
+    /// what cannot be read (a damaged node's subtree, named by the key range its parent
+    /// gives it) is reported to `lost` and passed over. For salvaging a damaged file.
+    pub fn readable_entries(&self, tree: usize, lost: &mut dyn FnMut(Lost)) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = std::collections::BTreeMap::new();
+        if let Some(root) = self.tree(tree)?.1 {
+            self.walk_readable(root.ptr, (None, None), root.count, &mut entries, lost);
+        }
+        if let Some(overlay) = self.overlay(tree) {
+            for action in overlay.actions() {
+                match action {
+                    Action::Put(k, v) => entries.insert(k, v),
+                    Action::Delete(k) => entries.remove(&k),
+                };
+            }
+        }
+        Ok(entries.into_iter().collect())
+    }
+
+    fn walk_readable(&self, ptr: Ptr, range: (Option<&[u8]>, Option<&[u8]>), count: u64, out: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>, lost: &mut dyn FnMut(Lost)) {
+        let node = match self.state.file.node(ptr) {
+            Ok(node) => node,
+            Err(e) => {
+                let (after, up_to) = (range.0.map(<[u8]>::to_vec), range.1.map(<[u8]>::to_vec));
+                return lost(Lost { offset: ptr.offset, after, up_to, entries: count, what: e.to_string() });
+            }
+        };
+        for i in 0..node.len() {
+            if node.is_leaf() {
+                out.insert(node.key(i).to_vec(), node.value(i).to_vec());
+            } else {
+                let after = if i == 0 { range.0 } else { Some(node.key(i - 1)) };
+                self.walk_readable(node.child_ptr(i), (after, Some(node.key(i))), node.child_count(i), out, lost);
+            }
+        }
     }
 
     /// The root node of `tree`, if the tree has entries.
