@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use settee_http::{Config, ServerOptions, State};
 
+mod repair;
+
 /// Many threads allocate small, short-lived buffers per request; mimalloc's per-thread heaps
 /// avoid the contention of the system allocator's arenas. It is built without transparent
 /// huge pages (see the workspace manifest); on systems whose THP setting is `always`,
@@ -58,6 +60,37 @@ enum Command {
     /// URLs may carry credentials: http://admin:password@127.0.0.1:5984. Every answer is
     /// checked; wrong answers are counted as failures and make the command fail.
     Bench(Box<BenchArgs>),
+    /// Verify every record and commit checksum of a data directory's files.
+    ///
+    /// Reads every database's shard and view index files end to end; it takes no lock, so it
+    /// may run beside a server. Exits with 1 when anything is damaged.
+    Check {
+        /// Data directory [default: ./data, or `[couchdb] database_dir`]
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Only this database.
+        #[arg(long)]
+        db: Option<String>,
+        /// Config file [default: DATA/settee.ini]
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Rebuild a damaged database from what can still be read, listing what was lost.
+    ///
+    /// Each damaged shard file is replaced by one holding every document that can still be
+    /// read (the damaged file is kept beside it); damaged view indexes are deleted and built
+    /// again. The server must be stopped.
+    Salvage {
+        /// Data directory [default: ./data, or `[couchdb] database_dir`]
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// The database to salvage.
+        #[arg(long)]
+        db: String,
+        /// Config file [default: DATA/settee.ini]
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -121,6 +154,8 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Serve { data, bind, port, config } => serve(data, bind, port, config),
         Command::Bench(args) => bench(*args),
+        Command::Check { data, db, config } => data_dir(data, config).and_then(|dir| repair::check(&dir, db.as_deref())).and_then(|ok| if ok { Ok(()) } else { Err("damage found".into()) }),
+        Command::Salvage { data, db, config } => data_dir(data, config).and_then(|dir| repair::salvage(&dir, &db)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,6 +164,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The data directory: the command line's, else the config file's, else `./data`.
+fn data_dir(data: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(dir) = data.clone().filter(|_| config.is_none()) {
+        return Ok(dir);
+    }
+    let config_path = config.unwrap_or_else(|| data.clone().unwrap_or_else(|| PathBuf::from("data")).join("settee.ini"));
+    let file = Config::load(&config_path).map_err(|e| format!("reading {}: {e}", config_path.display()))?;
+    Ok(data.or_else(|| file.get("couchdb", "database_dir").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("data")))
 }
 
 /// Resolves options (command line, then config file, then defaults) and runs the server.
