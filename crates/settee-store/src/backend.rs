@@ -114,8 +114,10 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
 
 /// An in-memory file for tests, with fault injection and crash simulation.
 ///
-/// `live` holds what readers see; `durable` holds what would survive a crash (the live bytes
-/// as of the last successful [`Backend::sync`]).
+/// `live` holds what readers see; `durable` holds what would survive a crash. A successful
+/// [`Backend::sync`] makes durable what was written since the last sync; a failed one makes
+/// none of it durable and forgets it was written, as a kernel that drops the dirty pages of
+/// a failed write-back does: no later sync makes those bytes durable.
 #[derive(Clone, Default)]
 pub struct MemBackend {
     inner: Arc<MemInner>,
@@ -134,6 +136,8 @@ struct MemInner {
 struct MemBytes {
     live: Vec<u8>,
     durable: Vec<u8>,
+    /// Byte ranges written since the last sync.
+    dirty: Vec<(usize, usize)>,
 }
 
 impl MemBackend {
@@ -148,7 +152,7 @@ impl MemBackend {
     pub fn from_bytes(bytes: Vec<u8>) -> MemBackend {
         let m = MemBackend::new();
         *m.inner.bytes.lock().expect("mem backend lock") =
-            MemBytes { live: bytes.clone(), durable: bytes };
+            MemBytes { live: bytes.clone(), durable: bytes, dirty: Vec::new() };
         m
     }
 
@@ -194,17 +198,25 @@ impl Backend for MemBackend {
             b.live.resize(end, 0);
         }
         b.live[start..end].copy_from_slice(data);
+        b.dirty.push((start, end));
         Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {
+        let mut b = self.inner.bytes.lock().expect("mem backend lock");
+        let dirty = std::mem::take(&mut b.dirty);
         let failing = &self.inner.failing_syncs;
         if failing.load(Ordering::SeqCst) > 0 {
             failing.fetch_sub(1, Ordering::SeqCst);
             return Err(io::Error::other("simulated fsync failure"));
         }
-        let mut b = self.inner.bytes.lock().expect("mem backend lock");
-        b.durable = b.live.clone();
+        let len = b.live.len();
+        b.durable.resize(len, 0);
+        for (start, end) in dirty {
+            let (start, end) = (start.min(len), end.min(len));
+            let written = b.live[start..end].to_vec();
+            b.durable[start..end].copy_from_slice(&written);
+        }
         Ok(())
     }
 

@@ -683,17 +683,55 @@ fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Comp
 }
 
 /// Commits and publishes whatever is applied, if anything; the error if that failed.
+///
+/// A failed sync leaves nothing written since the last good one to be trusted, whatever a
+/// later sync says (the system may have dropped those pages): the writer then reads the file
+/// again from its newest valid header, as opening does, and goes on from there. While it
+/// cannot, it takes no writes: each group is refused and the reading tried again.
 fn commit(state: &mut WriterState, shared: &Shared) -> Option<Error> {
     if !state.dirty {
         return None;
     }
+    if state.reopen_needed {
+        state.abandon();
+        let refused = || Error::io("sync")(std::io::Error::other("an earlier sync of this file failed and it could not yet be read again"));
+        return Some(reopen(state, shared).err().unwrap_or_else(refused));
+    }
     let failed = state.commit(0).map(|_| shared.publish(state)).err();
-    if failed.is_none() {
-        if let Some(f) = &shared.options.on_commit {
-            f();
+    match &failed {
+        None => {
+            if let Some(f) = &shared.options.on_commit {
+                f();
+            }
         }
+        Some(Error::Io { op: "sync", .. }) => {
+            let _ = reopen(state, shared);
+        }
+        Some(_) => {}
     }
     failed
+}
+
+/// Reads the file again from its newest valid header (see [`commit`]), and publishes it.
+fn reopen(state: &mut WriterState, shared: &Shared) -> Result<()> {
+    match state.reopen(&shared.path) {
+        Ok(()) => {
+            state.reopen_needed = false;
+            shared.publish(state);
+            Ok(())
+        }
+        Err(e) => {
+            state.reopen_needed = true;
+            say_unreadable(&shared.path, &e);
+            Err(e)
+        }
+    }
+}
+
+/// Says on standard error that a file could not be read again after a failed sync (the store
+/// logs nothing else: this is the one condition an operator must hear of).
+fn say_unreadable(path: &Path, e: &Error) {
+    eprintln!("settee-store: {}: could not read the file again after a failed sync ({e}); its writes are refused until it can", path.display());
 }
 
 /// Tells each job of a commit how it went.

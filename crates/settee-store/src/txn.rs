@@ -271,6 +271,8 @@ pub(crate) struct WriterState {
     /// A fold met a damaged node: changes stay logged from then on (until the file is
     /// salvaged), since every fold would meet it again.
     fold_blocked: bool,
+    /// A sync failed and the file has not yet been read again (see `Store`'s commit).
+    pub reopen_needed: bool,
     /// This store's share of the process's budget for logged changes, if it has one.
     pub charge: Option<Charge>,
     /// When the store last committed or tried to.
@@ -318,12 +320,34 @@ impl WriterState {
             fold: FoldLimits::default(),
             fold_asked: false,
             fold_blocked: false,
+            reopen_needed: false,
             charge: None,
             quiet_since: std::time::Instant::now(),
             quiet_after: std::time::Duration::from_secs(10),
             tidy: false,
             node_reads: Mutex::new(vec![HashMap::new(); schema_len]),
         }
+    }
+
+    /// Reads the file again from its newest valid header, as opening does, cutting off what
+    /// follows it, and starts over from there: after a failed sync, when neither the file's
+    /// tail nor this state can be trusted.
+    pub fn reopen(&mut self, path: &std::path::Path) -> Result<()> {
+        let backend = self.app.file.backend.clone();
+        let found = crate::file::recover(backend.as_ref(), path)?;
+        if backend.len().map_err(Error::io("file length"))? > found.end {
+            backend.truncate(found.end).map_err(Error::io("cut off what a failed sync left"))?;
+            backend.sync().map_err(Error::io("sync"))?;
+        }
+        self.app.file.set_committed(found.end);
+        let app = Appender::new(self.app.file.clone(), found.end, found.end);
+        let mut fresh = WriterState::new(app, self.schema.clone(), found.header, self.node_size, self.compress_blobs);
+        (fresh.fold, fresh.quiet_after) = (self.fold, self.quiet_after);
+        fresh.replay_log(path)?;
+        fresh.charge = self.charge.take();
+        fresh.charge_overlays();
+        *self = fresh;
+        Ok(())
     }
 
     /// Replays the log records chained from the header into the overlays: the logged

@@ -188,3 +188,29 @@ fn a_reducer_panicking_at_commit_fails_the_group_not_the_writer() {
     put(&store, "c", "3").unwrap();
     assert_eq!(keys(&store), ["a", "c"]);
 }
+
+/// A failed sync is never taken back by a later one: what it should have made durable is
+/// gone from the disk (as pages a kernel dropped after a failed write-back), the writer
+/// reads the file again from its newest valid header and goes on, and after a crash the
+/// file holds every acknowledged commit and nothing of the failed one. While syncs keep
+/// failing, no write is acknowledged.
+#[test]
+fn a_failed_sync_is_not_retried_as_if_it_had_succeeded() {
+    let (backend, store) = new_store();
+    put(&store, "a", "1").unwrap();
+    backend.fail_syncs(1);
+    // Larger than what comes after, so that its bytes would outlast the next commit's.
+    put(&store, "b", &"x".repeat(300_000)).unwrap_err();
+    put(&store, "c", "3").unwrap();
+    assert_eq!(keys(&store), ["a", "c"]);
+    assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "c"], "the crash image holds what was acknowledged");
+    backend.fail_syncs(u64::MAX);
+    for i in 0..5 {
+        assert!(put(&store, &format!("d{i}"), "4").is_err(), "a write while syncs fail is refused");
+    }
+    backend.fail_syncs(0);
+    put(&store, "e", "5").unwrap();
+    assert_eq!(keys(&store), ["a", "c", "e"]);
+    drop(store);
+    assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "c", "e"]);
+}
