@@ -77,12 +77,26 @@ impl From<&DbError> for HttpError {
             DbError::BadSequence => HttpError::bad_request(reason),
             DbError::MissingStub(..) => HttpError::new(412, "missing_stub", reason),
             DbError::NoAttachment => HttpError::not_found(reason),
+            _ if disk_full(e) => full_disk(&reason),
             DbError::Corrupted(_) | DbError::Store(_) | DbError::Io { .. } => {
                 tracing::error!(error = %reason, "storage failure");
                 HttpError::new(500, "unknown_error", reason)
             }
         }
     }
+}
+
+/// Whether a database error is the disk being full.
+fn disk_full(e: &DbError) -> bool {
+    let full = |s: &std::io::Error| s.kind() == std::io::ErrorKind::StorageFull;
+    matches!(e, DbError::Store(settee_store::Error::Io { source, .. }) if full(source)) || matches!(e, DbError::Io { source, .. } if full(source))
+}
+
+/// A write the disk had no room for: 507 with CouchDB's error name (spelt as CouchDB spells
+/// it) and reason. Nothing was written; writes succeed again once there is room.
+fn full_disk(detail: &str) -> HttpError {
+    tracing::warn!(error = %detail, "the disk is full");
+    HttpError::new(507, "insufficent_storage", "database_dir is too full")
 }
 
 impl From<ViewError> for HttpError {
@@ -108,6 +122,7 @@ impl From<&ViewError> for HttpError {
             ViewError::Js(JsError::Raised { error, reason }) => HttpError::new(500, error, reason.clone()),
             ViewError::Js(JsError::Engine(r)) => HttpError::new(500, "os_process_error", r.clone()),
             ViewError::QueryServer(e) => HttpError::from(e),
+            ViewError::Store(settee_store::Error::Io { source, .. }) | ViewError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => full_disk(&reason),
             ViewError::Store(_) | ViewError::Corrupted(_) | ViewError::Io { .. } => {
                 tracing::error!(error = %reason, "index failure");
                 HttpError::new(500, "unknown_error", reason)
@@ -154,6 +169,9 @@ mod tests {
             (DbError::MissingStub("d".into(), "a".into()), 412, "missing_stub", "Invalid attachment stub in d for a"),
             (DbError::NoAttachment, 404, "not_found", "Document is missing attachment"),
             (DbError::Corrupted("x"), 500, "unknown_error", "stored data is damaged: x"),
+            (DbError::Store(settee_store::Error::Io { op: "write", source: std::io::Error::from(std::io::ErrorKind::StorageFull) }), 507, "insufficent_storage", "database_dir is too full"),
+            (DbError::Io { op: "create database", source: std::io::Error::from(std::io::ErrorKind::StorageFull) }, 507, "insufficent_storage", "database_dir is too full"),
+            (DbError::Store(settee_store::Error::Io { op: "sync", source: std::io::Error::other("EIO") }), 500, "unknown_error", "I/O error during sync: EIO"),
         ];
         for (err, status, name, reason) in table {
             let h = HttpError::from(err);

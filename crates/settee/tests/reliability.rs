@@ -320,3 +320,77 @@ fn a_damaged_database_is_served_checked_and_salvaged() {
     assert!(served >= 99, "{served} of 100 documents after salvage");
     assert_eq!(c.put("/small/after-salvage", "{}").status, 201);
 }
+
+/// A small filesystem of the test's own, if the machine lets it mount one.
+fn mount_small_fs(dir: &std::path::Path, megabytes: u32) -> bool {
+    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={megabytes}m"), "tmpfs"]).arg(dir).output();
+    mounted.is_ok_and(|o| o.status.success())
+}
+
+/// Text that does not compress.
+fn noise(seed: u64, len: usize) -> String {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            char::from(b'a' + ((x >> 33) % 26) as u8)
+        })
+        .collect()
+}
+
+/// On a filesystem that fills up: a write that does not fit gets 507 and changes nothing,
+/// every acknowledged write stays readable, the files still open after a restart, and
+/// writes succeed again once there is room.
+#[test]
+fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    if !mount_small_fs(dir.path(), 8) {
+        println!("skipped: this machine does not let the test mount a small filesystem (tmpfs needs root)");
+        return;
+    }
+    let filler = dir.path().join("filler");
+    std::fs::write(&filler, vec![7u8; 2 << 20]).unwrap();
+    let mut server = TestServer::start_in(dir);
+    let c = server.admin();
+    assert_eq!(c.put("/full?q=1", "").status, 201);
+    let mut acknowledged = Vec::new();
+    let mut refused = None;
+    for i in 0..400 {
+        let r = c.put(&format!("/full/d{i:03}"), &json!({"pad": noise(i, 60_000)}).to_string());
+        match r.status {
+            201 => acknowledged.push(i),
+            _ => {
+                refused = Some(r);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("the filesystem fills up");
+    refused.error(507, "insufficent_storage");
+    assert_eq!(refused.json()["reason"], "database_dir is too full");
+    assert!(acknowledged.len() > 10, "{} written before it filled", acknowledged.len());
+    // Retried while full: refused the same way, never a 500.
+    for _ in 0..3 {
+        assert_eq!(c.put("/full/more", &json!({"pad": noise(999, 60_000)}).to_string()).status, 507);
+    }
+    let check = |c: &common::Client| {
+        for &i in &acknowledged {
+            let r = c.get(&format!("/full/d{i:03}"));
+            assert_eq!((r.status, r.json()["pad"].as_str().map(str::len)), (200, Some(60_000)), "d{i:03}");
+        }
+    };
+    check(&c);
+    server.restart();
+    let c = server.admin();
+    check(&c);
+    assert_eq!(c.get("/full").json()["doc_count"], acknowledged.len());
+    std::fs::remove_file(&filler).unwrap();
+    let r = c.put("/full/after", &json!({"pad": noise(1000, 60_000)}).to_string());
+    assert_eq!(r.status, 201, "writes succeed again once there is room: {}", r.text);
+    server.restart();
+    let c = server.admin();
+    check(&c);
+    assert_eq!(c.get("/full/after").status, 200);
+    server.kill();
+    let _ = std::process::Command::new("umount").arg(server.dir.path()).status();
+}
