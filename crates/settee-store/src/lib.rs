@@ -44,8 +44,12 @@
 //!
 //! A [`Durability::Durable`] update is answered only after its commit is synced. Any I/O
 //! failure during a commit fails every update of that commit, cuts the file back to the
-//! previous commit and leaves the writer usable. Damaged bytes are reported as
-//! [`Error::Corrupted`], never as a panic.
+//! previous commit and leaves the writer usable; after a failed sync the writer first reads
+//! the file again from its newest valid header, and refuses writes until it can. Damaged
+//! bytes are reported as [`Error::Corrupted`], never as a panic, and cost only what is
+//! reached through them: a damaged log record loses its own changes, a damaged node what is
+//! under it ([`Store::damage`] lists what was met; [`scan_file`] checks a whole file). The
+//! crate README's "Durability" section says what each failure costs.
 
 #![deny(missing_docs)]
 
