@@ -167,7 +167,7 @@ async fn prepare_user_doc(db: &Arc<Database>, doc: &mut NewDoc, user: Option<&Us
     if !users::may_write(user, &doc.id, admin) {
         return Err(HttpError::not_found("missing"));
     }
-    let body: serde_json::Map<String, Value> = serde_json::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
+    let body: serde_json::Map<String, Value> = settee_json::deep::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
     let body = tokio::task::spawn_blocking(move || {
         let mut body = body;
         users::hash_password(&mut body, iterations);
@@ -175,7 +175,7 @@ async fn prepare_user_doc(db: &Arc<Database>, doc: &mut NewDoc, user: Option<&Us
     })
     .await
     .map_err(crate::db::join_error)?;
-    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| settee_json::deep::from_slice::<Value>(&b).ok());
     let mut body = body;
     if !admin {
         users::keep_credentials(&mut body, old.as_ref());
@@ -199,7 +199,7 @@ pub fn filter_user_doc(state: &State, req: &Req, db: &Database, id: &str, doc: V
         let config = state.config.read().expect("config lock");
         config.get("chttpd_auth", "public_fields").unwrap_or("").split(',').map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect()
     };
-    let value: Value = serde_json::from_slice(&doc).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))?;
+    let value: Value = settee_json::deep::from_slice(&doc).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))?;
     let shown = users::visible(id, value, req.user.as_ref(), false, &public).ok_or_else(|| HttpError::not_found("missing"))?;
     Ok(serde_json::to_vec(&shown).expect("json"))
 }
@@ -249,13 +249,13 @@ const OTHER_USERS: &str = "Can't update replication documents from other users."
 /// be theirs (its `owner`), and becomes theirs when it names no owner.
 fn own_replication_doc(db: &Database, doc: &mut NewDoc, user: Option<&User>) -> HttpResult<()> {
     let name = user.map(|u| u.name.as_str());
-    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| settee_json::deep::from_slice::<Value>(&b).ok());
     if let Some(old_owner) = old.as_ref().and_then(|o| o.get("owner")) {
         if old_owner.as_str() != name {
             return Err(HttpError::new(403, "forbidden", OTHER_USERS));
         }
     }
-    let mut body: serde_json::Map<String, Value> = serde_json::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
+    let mut body: serde_json::Map<String, Value> = settee_json::deep::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
     match body.get("owner") {
         None | Some(Value::Null) => {
             body.insert("owner".into(), name.map_or(Value::Null, |n| Value::String(n.to_string())));
@@ -273,7 +273,7 @@ pub fn filter_replication_doc(req: &Req, db: &Database, doc: Vec<u8>) -> HttpRes
     if is_db_admin(req.user.as_ref(), db)? {
         return Ok(doc);
     }
-    let Ok(Value::Object(mut members)) = serde_json::from_slice::<Value>(&doc) else { return Ok(doc) };
+    let Ok(Value::Object(mut members)) = settee_json::deep::from_slice::<Value>(&doc) else { return Ok(doc) };
     if members.get("owner").and_then(Value::as_str).is_some_and(|o| req.user.as_ref().is_some_and(|u| u.name == o)) {
         return Ok(doc);
     }

@@ -76,7 +76,7 @@ pub fn account(config: &Config, catalog: &Catalog, name: &str) -> Option<Account
     }
     let db = catalog.get(&users_db(config)).ok()?;
     let body = db.snapshot().open_doc(&format!("{USER_PREFIX}{name}"), None, &DocOptions::default()).ok()?;
-    let doc: Value = serde_json::from_slice(&body).ok()?;
+    let doc: Value = settee_json::deep::from_slice(&body).ok()?;
     if doc.get("type").and_then(Value::as_str) != Some("user") {
         return None;
     }

@@ -269,7 +269,7 @@ fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -
     }
     let mut row = json!({"id": id, "key": id, "value": {"rev": node.rev.to_string()}});
     if opts.include_docs {
-        row["doc"] = snap.render(id, &record, w, &opts.doc).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null);
+        row["doc"] = snap.render(id, &record, w, &opts.doc).ok().and_then(|b| settee_json::deep::from_slice(&b).ok()).unwrap_or(Value::Null);
     }
     row
 }
@@ -284,7 +284,7 @@ fn local_row(snap: &settee_db::DbSnapshot, id: &str, opts: &AllDocsOptions) -> V
     let rev = format!("0-{n}");
     let mut row = json!({"id": id, "key": id, "value": {"rev": rev}});
     if opts.include_docs {
-        row["doc"] = serde_json::from_slice(&crate::doc::local_json(id, &rev, &stored, None)).unwrap_or(Value::Null);
+        row["doc"] = settee_json::deep::from_slice(&crate::doc::local_json(id, &rev, &stored, None)).unwrap_or(Value::Null);
     }
     row
 }

@@ -181,7 +181,7 @@ pub fn local_json(id: &str, rev: &str, stored: &[u8], revisions: Option<&Value>)
 
 /// A rendered document as a JSON value.
 pub fn parse_doc(bytes: &[u8]) -> HttpResult<Value> {
-    serde_json::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
+    settee_json::deep::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
 }
 
 /// A local document's ETag: a hash of its revision and body, the same for the answer to

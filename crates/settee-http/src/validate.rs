@@ -60,7 +60,7 @@ fn read_validators(snap: &DbSnapshot) -> HttpResult<Vec<Validator>> {
     for row in snap.all_docs(opts)? {
         let row = row?;
         let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else { continue };
-        let Ok(ddoc) = serde_json::from_slice::<Value>(&body) else { continue };
+        let Ok(ddoc) = settee_json::deep::from_slice::<Value>(&body) else { continue };
         let Some(source) = ddoc.get("validate_doc_update").and_then(Value::as_str) else { continue };
         let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript").to_string();
         found.push(Validator { key: format!("vdu:{}:{}", row.id, row.rev), language, source: source.to_string(), ddoc });
@@ -71,7 +71,7 @@ fn read_validators(snap: &DbSnapshot) -> HttpResult<Vec<Validator>> {
 /// The document as validation functions see it: its members with `_id`, the parent `_rev`,
 /// `_revisions` and `_deleted`.
 fn new_doc_json(doc: &NewDoc) -> Value {
-    let mut map: Map<String, Value> = serde_json::from_slice(&doc.body).unwrap_or_default();
+    let mut map: Map<String, Value> = settee_json::deep::from_slice(&doc.body).unwrap_or_default();
     map.insert("_id".into(), json!(doc.id));
     if let Some(rev) = doc.revs.first() {
         map.insert("_rev".into(), json!(rev.to_string()));

@@ -355,7 +355,7 @@ fn row_doc(db: &DbSnapshot, row: &MapRow, opts: &DocOptions) -> Vec<u8> {
 }
 
 fn is_deleted(doc: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(doc).ok().and_then(|d| d.get("_deleted").and_then(Value::as_bool)).unwrap_or(false)
+    settee_json::deep::from_slice::<Value>(doc).ok().and_then(|d| d.get("_deleted").and_then(Value::as_bool)).unwrap_or(false)
 }
 
 fn write_reduce(out: &mut Vec<u8>, index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<()> {
@@ -449,7 +449,7 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
     for row in snap.all_docs(opts)? {
         let row = row?;
         let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else { continue };
-        let Ok(doc) = serde_json::from_slice::<Value>(&body) else { continue };
+        let Ok(doc) = settee_json::deep::from_slice::<Value>(&body) else { continue };
         if let Ok(d) = DesignDoc::parse(&row.id, &doc) {
             keep.insert(d.signature());
         }
@@ -467,7 +467,7 @@ pub async fn validate_design_docs(state: &Arc<State>, docs: &[settee_db::NewDoc]
         if doc.deleted || !doc.id.starts_with(settee_db::DESIGN_PREFIX) {
             continue;
         }
-        let Ok(body) = serde_json::from_slice::<Value>(&doc.body) else { continue };
+        let Ok(body) = settee_json::deep::from_slice::<Value>(&doc.body) else { continue };
         out[i] = match DesignDoc::parse(&doc.id, &body) {
             Err(e) => Some(HttpError::from(e)),
             Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => compile_check(state, ddoc).await.err(),
@@ -538,7 +538,7 @@ async fn external_compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResu
 /// Reads `_design/{name}` as JSON, with CouchDB's `not_found` errors.
 fn design_json(db: &Database, name: &str) -> HttpResult<Value> {
     let body = db.snapshot().open_doc(&format!("_design/{name}"), None, &DocOptions::default())?;
-    serde_json::from_slice(&body).map_err(|_| HttpError::new(500, "unknown_error", "stored design document is not JSON"))
+    settee_json::deep::from_slice(&body).map_err(|_| HttpError::new(500, "unknown_error", "stored design document is not JSON"))
 }
 
 /// `_changes?filter=_view&view=ddoc/view`: documents for which the view's map function

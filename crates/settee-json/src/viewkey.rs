@@ -106,11 +106,16 @@ pub fn encoded(v: &Value, c: Collation) -> Vec<u8> {
 }
 
 /// The encoding of the JSON text `json`: the same bytes as [`encoded`] of its parsed value,
-/// without building the value (except for objects). `None` if the text is not JSON.
+/// without building the value (except for objects). `None` if the text is not JSON, or nests
+/// deeper than [`crate::deep::MAX_DEPTH`] (a key may nest as deeply as a document).
 pub fn encoded_json(json: &str, c: Collation) -> Option<Vec<u8>> {
+    if crate::deep::depth(json.as_bytes()) > crate::deep::MAX_DEPTH {
+        return None;
+    }
     let mut out = Vec::with_capacity(16);
     let mut de = serde_json::Deserializer::from_str(json);
-    serde::de::DeserializeSeed::deserialize(Encoder { c, out: &mut out }, &mut de).ok()?;
+    de.disable_recursion_limit();
+    serde::de::DeserializeSeed::deserialize(Encoder { c, out: &mut out }, serde_stacker::Deserializer::new(&mut de)).ok()?;
     de.end().ok()?;
     Some(out)
 }

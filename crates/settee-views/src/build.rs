@@ -244,21 +244,57 @@ type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;
 fn map_part(engine: &mut settee_js::Engine, program: &MapProgram, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
     let sources: Vec<&str> = program.sources.iter().map(String::as_str).collect();
     engine.load_map(&program.key, &sources, &program.lib)?;
-    let mut docs = Vec::with_capacity(64 * part.len());
-    docs.push(b'[');
-    for doc in part.iter().filter_map(|c| c.doc.as_ref()) {
-        if docs.len() > 1 {
-            docs.push(b',');
+    let docs: Vec<&Vec<u8>> = part.iter().filter_map(|c| c.doc.as_ref()).collect();
+    let out = match engine.map_docs(&program.key, docs_json(program, &docs)?) {
+        Ok(out) => out,
+        // A batch whose documents the environment could not take in (one too deep for its
+        // parser) is mapped one document at a time; a document that fails alone emits
+        // nothing, as one whose function throws. Running out of time or memory fails the
+        // build, as it fails CouchDB's.
+        Err(settee_js::Error::Raised { .. }) => one_by_one(engine, program, &docs)?,
+        Err(e) => return Err(e),
+    };
+    Ok(decode_rows(&out, part, program.collation))
+}
+
+/// The documents as the JSON array the map program takes, each with only the members the
+/// functions read (when known).
+fn docs_json(program: &MapProgram, docs: &[&Vec<u8>]) -> settee_js::Result<String> {
+    let mut out = Vec::with_capacity(64 * docs.len());
+    out.push(b'[');
+    for (i, doc) in docs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
         match program.fields.as_ref().and_then(|f| crate::projection::project(doc, f)) {
-            Some(projected) => docs.extend_from_slice(&projected),
-            None => docs.extend_from_slice(doc),
+            Some(projected) => out.extend_from_slice(&projected),
+            None => out.extend_from_slice(doc),
         }
     }
-    docs.push(b']');
-    let docs = String::from_utf8(docs).map_err(|_| settee_js::Error::Engine("a stored document is not UTF-8".into()))?;
-    let out = engine.map_docs(&program.key, docs)?;
-    Ok(decode_rows(&out, part, program.collation))
+    out.push(b']');
+    String::from_utf8(out).map_err(|_| settee_js::Error::Engine("a stored document is not UTF-8".into()))
+}
+
+/// Maps each document alone, joining the answers as one batch's would be.
+fn one_by_one(engine: &mut settee_js::Engine, program: &MapProgram, docs: &[&Vec<u8>]) -> settee_js::Result<String> {
+    let nothing = format!("[{}]", vec!["[]"; program.sources.len()].join(","));
+    let mut joined = String::from("[");
+    for (i, doc) in docs.iter().enumerate() {
+        if i > 0 {
+            joined.push(',');
+        }
+        let one = match engine.map_docs(&program.key, docs_json(program, &[doc])?) {
+            Ok(out) => out.trim().strip_prefix('[').and_then(|s| s.strip_suffix(']')).map(str::to_string).unwrap_or_else(|| nothing.clone()),
+            Err(e @ settee_js::Error::Raised { .. }) => {
+                tracing::info!(target: "settee_js", "a document could not be mapped: {e}");
+                nothing.clone()
+            }
+            Err(e) => return Err(e),
+        };
+        joined.push_str(&one);
+    }
+    joined.push(']');
+    Ok(joined)
 }
 
 fn decode_rows(out: &str, part: Vec<Change>, collation: viewkey::Collation) -> Result<Vec<Mapped>> {
@@ -270,17 +306,19 @@ fn decode_rows(out: &str, part: Vec<Change>, collation: viewkey::Collation) -> R
                 return Ok(Mapped { id: c.id, rows: None });
             }
             let views = per_doc.next().ok_or(Error::Corrupted("map output"))?;
+            // A key that cannot be encoded (nested deeper than any document may be) leaves
+            // out that row, not the document's others or the batch.
             let rows = views
                 .into_iter()
                 .map(|rows| {
                     rows.into_iter()
-                        .map(|(k, v)| {
-                            let key = viewkey::encoded_json(k.get(), collation).ok_or(Error::Corrupted("emitted key"))?;
-                            Ok(Emitted { key, key_json: k.get().to_string(), value_json: v.get().to_string() })
+                        .filter_map(|(k, v)| {
+                            let key = viewkey::encoded_json(k.get(), collation)?;
+                            Some(Emitted { key, key_json: k.get().to_string(), value_json: v.get().to_string() })
                         })
-                        .collect::<Result<Vec<_>>>()
+                        .collect::<Vec<_>>()
                 })
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Vec<_>>();
             Ok(Mapped { id: c.id, rows: Some(rows) })
         })
         .collect()

@@ -85,7 +85,7 @@ impl Views {
     pub fn design_doc(snap: &DbSnapshot, name: &str) -> Result<DesignDoc> {
         let id = format!("_design/{name}");
         let body = snap.open_doc(&id, None, &DocOptions::default())?;
-        let doc: serde_json::Value = serde_json::from_slice(&body).map_err(|_| Error::Corrupted("stored design document"))?;
+        let doc: serde_json::Value = settee_json::deep::from_slice(&body).map_err(|_| Error::Corrupted("stored design document"))?;
         DesignDoc::parse(&id, &doc)
     }
 
