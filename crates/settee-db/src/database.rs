@@ -234,7 +234,8 @@ impl Database {
     /// Starts compacting every shard in the background (dropping the bodies of superseded
     /// revisions); false if one is already running.
     pub fn start_compaction(self: &Arc<Self>) -> bool {
-        if self.compacting.swap(true, Ordering::AcqRel) {
+        // A deleted database's files are on their way out (and its name may be another's).
+        if self.is_deleted() || self.compacting.swap(true, Ordering::AcqRel) {
             return false;
         }
         let db = self.clone();

@@ -311,3 +311,22 @@ fn concurrent_creations_of_one_name_make_one_database() {
         assert!(catalog.get(&name).is_ok());
     }
 }
+
+/// A handle taken before its database was deleted neither writes nor compacts, and the
+/// database made again under the name knows nothing of it.
+#[test]
+fn a_handle_to_a_deleted_database_writes_and_compacts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let old = catalog.create("x", Some(1)).unwrap();
+    rt.block_on(old.update(vec![new_doc("before", 1)], EditMode::Interactive, Durability::Durable)).unwrap();
+    catalog.delete("x").unwrap();
+    let new = catalog.create("x", Some(1)).unwrap();
+    assert!(old.is_deleted() && !new.is_deleted());
+    let late = rt.block_on(old.update(vec![new_doc("late", 2)], EditMode::Interactive, Durability::Durable));
+    assert!(matches!(late, Err(Error::NoDatabase)), "{late:?}");
+    assert!(!old.start_compaction(), "a deleted database does not compact");
+    assert!(new.snapshot().open_doc("before", None, &DocOptions::default()).is_err(), "the new database starts empty");
+    assert!(new.start_compaction());
+}

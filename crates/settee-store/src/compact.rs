@@ -42,11 +42,29 @@ const CATCH_UP_ROUNDS: usize = 8;
 /// A catch-up round this small is followed directly by the final one.
 const SMALL_DELTA: usize = 1000;
 
-/// Where the copy of `path` is built.
+/// Where a copy of `path` is built: a name of its own per compaction, so that two stores of
+/// one path (a deleted database's, still in use, and a new one of the same name) never build
+/// into the same file.
 pub(crate) fn compact_path(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut name = OsString::from(path.as_os_str());
-    name.push(".compact");
+    name.push(format!(".compact.{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
     PathBuf::from(name)
+}
+
+/// Removes copies that compactions of `path` left behind (a dead process's, or one that gave
+/// up); called by the store that holds the file's lock, so none of them is being built.
+pub(crate) fn remove_leftover_copies(path: &Path) {
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else { return };
+    let mut prefix = file.to_os_string();
+    prefix.push(".compact");
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().as_encoded_bytes().starts_with(prefix.as_encoded_bytes()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Rewrites values while they are copied, so that blob references point into the new file.
@@ -207,24 +225,24 @@ impl Store {
             return Err(Error::CompactionRunning);
         }
         /// Clears the flag and removes an unfinished copy however the compaction ends.
-        struct Guard<'a>(&'a Shared, bool);
+        struct Guard<'a>(&'a Shared, &'a Path, bool);
         impl Drop for Guard<'_> {
             fn drop(&mut self) {
-                if !self.1 {
-                    let _ = std::fs::remove_file(compact_path(&self.0.path));
+                if !self.2 {
+                    let _ = std::fs::remove_file(self.1);
                 }
                 self.0.compacting.store(false, Ordering::SeqCst);
             }
         }
-        let mut guard = Guard(&shared, false);
-        let result = self.compact_inner(&shared, rewriter, progress);
-        guard.1 = result.is_ok();
+        let target = compact_path(&shared.path);
+        let mut guard = Guard(&shared, &target, false);
+        let result = self.compact_inner(&shared, &target, rewriter, progress);
+        guard.2 = result.is_ok();
         result
     }
 
-    fn compact_inner(&self, shared: &Arc<Shared>, rewriter: Arc<dyn ValueRewriter>, progress: &dyn Fn(u64, u64)) -> Result<CompactStats> {
-        let target = compact_path(&shared.path);
-        let _ = std::fs::remove_file(&target);
+    fn compact_inner(&self, shared: &Arc<Shared>, target: &Path, rewriter: Arc<dyn ValueRewriter>, progress: &dyn Fn(u64, u64)) -> Result<CompactStats> {
+        let target = target.to_path_buf();
         let backend = Arc::new(FileBackend::create(&target).map_err(Error::io("create compaction file"))?);
         let (header, end) = init_file(backend.as_ref(), shared.schema.len())?;
         let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone(), end));
@@ -250,7 +268,7 @@ impl Store {
 
         let (tx, rx) = oneshot::channel();
         self.exclusive(Box::new(move |state, shared| {
-            let _ = tx.send(finish(state, shared, copy, &last));
+            let _ = tx.send(finish(state, shared, copy, &last, &target));
         }))?;
         rx.recv().unwrap_or(Err(Error::Closed))
     }
@@ -258,23 +276,22 @@ impl Store {
 
 /// The last step, on the writer thread with nothing uncommitted: final catch-up, commit,
 /// rename, and switch the writer and new snapshots to the new file.
-fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snapshot) -> Result<CompactStats> {
+fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snapshot, target: &Path) -> Result<CompactStats> {
     let old_file = state.app.file.clone();
     copy.catch_up(&old_file, (&last.state.header, &last.state.overlays), (&state.header, &state.committed_overlays))?;
     // Commit numbers go on from the old file's, so they never repeat.
     copy.new.header.generation = state.header.generation;
     copy.new.commit(0)?;
     copy.new.app.release_reserve();
-    let target = compact_path(&shared.path);
     copy.stats.old_size = old_file.backend.len().map_err(Error::io("file length"))?;
     copy.stats.new_size = copy.new.app.file.backend.len().map_err(Error::io("file length"))?;
     // A file moved away meanwhile (its database deleted, and perhaps another made under the
     // same name) must not be replaced by this copy of it.
     if !old_file.backend.is_at(&shared.path).map_err(Error::io("check the file before renaming"))? {
-        let _ = std::fs::remove_file(&target);
+        let _ = std::fs::remove_file(target);
         return Err(Error::io("rename compacted file")(std::io::Error::new(std::io::ErrorKind::NotFound, "the file was moved or replaced during compaction")));
     }
-    std::fs::rename(&target, &shared.path).map_err(Error::io("rename compacted file"))?;
+    std::fs::rename(target, &shared.path).map_err(Error::io("rename compacted file"))?;
     // From here on the path names the new file: the writer must follow it whatever happens.
     // Until the rename is durable, no commit may be acknowledged (see WriterState::commit).
     let charge = state.charge.take();

@@ -283,7 +283,7 @@ impl Store {
     pub fn open(path: &Path, options: StoreOptions) -> Result<Store> {
         let backend = FileBackend::open(path).map_err(Error::io("open"))?;
         // Holding the lock, any compaction copy left beside the file is a dead one's.
-        let _ = std::fs::remove_file(crate::compact::compact_path(path));
+        crate::compact::remove_leftover_copies(path);
         Store::open_backend(Arc::new(backend), path, options)
     }
 

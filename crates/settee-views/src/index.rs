@@ -110,7 +110,12 @@ pub struct Index {
 impl Index {
     /// Opens (or creates) the index of `ddoc` for a database of `q` shards, in `dir`.
     pub fn open(dir: &Path, ddoc: DesignDoc, q: usize, reducers: Vec<Option<Arc<ViewReducer>>>, options: &StoreOptions) -> Result<Index> {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io { op: "create the index directory", source })?;
+        // Only the index directory itself is made: the database's must exist (one deleted
+        // meanwhile is not made again by its last readers).
+        match std::fs::create_dir(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(Error::Io { op: "create the index directory", source: e }),
+            _ => {}
+        }
         let signature = ddoc.signature();
         let path = dir.join(format!("{signature}.view"));
         let mut trees = vec![TreeSpec::bytewise(NoReduce)];

@@ -106,6 +106,11 @@ impl Views {
         if let Some(index) = open.get(&signature) {
             return Ok(index.clone());
         }
+        // A handle taken before its database was deleted opens no index: the directory is on
+        // its way out, and its name may already be another database's.
+        if db.is_deleted() {
+            return Err(Error::Db(settee_db::Error::NoDatabase));
+        }
         let reduce_limit = self.reduce_limit.load(Ordering::Relaxed);
         let reducers = ddoc
             .views
