@@ -9,9 +9,10 @@
 //! attachments of its leaf revisions (a document one of whose blobs is damaged is lost
 //! whole, not kept half); the sequence tree is made again from the documents, so that the
 //! change feed lists exactly them; local documents are copied. The new file replaces the
-//! old, which is kept beside it as `shard-N.settee.damaged`. View indexes that do not check
-//! out are deleted: they are built again from the documents. A salvage needs the database
-//! closed (the server stopped).
+//! old in one rename, and the old is kept beside it as `shard-N.settee.damaged`. View indexes
+//! that do not check out, and every index of a database whose shard was rebuilt, are deleted:
+//! they are built again from the documents. A salvage needs the database closed (the server
+//! stopped). It holds a shard's id tree in memory, and a bounded batch of documents' blobs.
 
 use std::path::{Path, PathBuf};
 
@@ -30,15 +31,28 @@ pub struct FileCheck {
     pub scan: FileScan,
 }
 
-/// Checks every store file in a database's directory (shards and view indexes).
+/// Checks every store file of a database: its shards, and its view indexes (in `views/`).
 pub fn check_database(dir: &Path) -> Result<Vec<FileCheck>> {
+    let mut files = files_with(dir, "settee")?;
+    files.extend(view_indexes(dir)?);
+    files.into_iter().map(|path| Ok(FileCheck { scan: settee_store::scan_file(&path)?, path })).collect()
+}
+
+/// The files of `dir` with extension `ext`, sorted.
+fn files_with(dir: &Path, ext: &str) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(Error::io("list database files"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("settee" | "view")))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
         .collect();
     files.sort();
-    files.into_iter().map(|path| Ok(FileCheck { scan: settee_store::scan_file(&path)?, path })).collect()
+    Ok(files)
+}
+
+/// The view index files of the database in `dir`.
+fn view_indexes(dir: &Path) -> Result<Vec<PathBuf>> {
+    let views = dir.join("views");
+    if views.is_dir() { files_with(&views, "view") } else { Ok(Vec::new()) }
 }
 
 /// What salvaging one shard kept and lost.
@@ -57,8 +71,9 @@ pub struct ShardSalvage {
     pub damage: Vec<settee_store::Damaged>,
 }
 
-/// Documents copied per commit of the new file.
+/// Documents copied per commit of the new file, and the blob bytes a batch may hold.
 const BATCH: usize = 2048;
+const BATCH_BYTES: usize = 64 << 20;
 
 /// Rebuilds the shard file at `path` from what can still be read, replacing it (the old
 /// file is kept as `….damaged`). The shard must not be open elsewhere.
@@ -75,8 +90,9 @@ pub fn salvage_shard(path: &Path, options: &StoreOptions) -> Result<ShardSalvage
     let new_path = path.with_extension("settee.salvage");
     let _ = std::fs::remove_file(&new_path);
     let new = Store::create(&new_path, options)?;
-    for batch in docs.chunks(BATCH) {
-        let (kept, lost) = copy_docs(&snap, &new, batch.to_vec())?;
+    let mut docs = docs.into_iter().peekable();
+    while docs.peek().is_some() {
+        let (kept, lost) = copy_docs(&snap, &new, &mut docs)?;
         report.kept += kept;
         report.lost_docs.extend(lost);
     }
@@ -89,24 +105,40 @@ pub fn salvage_shard(path: &Path, options: &StoreOptions) -> Result<ShardSalvage
     })?;
     report.damage = old.damage();
     drop((snap, old, new));
-    let mut kept_as = path.as_os_str().to_owned();
-    kept_as.push(".damaged");
-    std::fs::rename(path, PathBuf::from(kept_as)).map_err(Error::io("keep the damaged file"))?;
+    // The damaged file keeps a second name, then the new one takes its place in one rename:
+    // whenever the process stops, the shard's name holds a whole file.
+    std::fs::hard_link(path, damaged_name(path)).map_err(Error::io("keep the damaged file"))?;
     std::fs::rename(&new_path, path).map_err(Error::io("put the salvaged file in place"))?;
     settee_store::sync_parent(path).map_err(Error::io("salvage"))?;
     Ok(report)
 }
 
-/// Copies documents into `new` with the blobs of their leaf revisions, rebuilding their
-/// sequence entries; answers how many were kept and the ids of those lost to damage.
-fn copy_docs(snap: &Snapshot, new: &Store, docs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(u64, Vec<String>)> {
-    let mut lost = Vec::new();
-    let mut readable = Vec::with_capacity(docs.len());
+/// A name for a damaged file kept beside its replacement: `….damaged`, numbered if taken.
+fn damaged_name(path: &Path) -> PathBuf {
+    let named = |n: usize| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(if n == 0 { ".damaged".to_string() } else { format!(".damaged.{n}") });
+        PathBuf::from(name)
+    };
+    (0..).map(named).find(|p| !p.exists()).expect("a free name")
+}
+
+/// Copies the next documents of `docs` (a batch bounded in count and blob bytes) into `new`
+/// with the blobs of their leaf revisions, rebuilding their sequence entries; answers how
+/// many were kept and the ids of those lost to damage.
+fn copy_docs(snap: &Snapshot, new: &Store, docs: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<(u64, Vec<String>)> {
+    let (mut lost, mut readable, mut bytes) = (Vec::new(), Vec::new(), 0);
     for (key, value) in docs {
         let id = String::from_utf8_lossy(&key).into_owned();
         match read_doc(snap, &value) {
-            Some(doc) => readable.push((id, doc)),
+            Some(doc) => {
+                bytes += doc.1.iter().map(Vec::len).sum::<usize>();
+                readable.push((id, doc));
+            }
             None => lost.push(id),
+        }
+        if readable.len() >= BATCH || bytes >= BATCH_BYTES {
+            break;
         }
     }
     let kept = readable.len() as u64;
@@ -166,7 +198,7 @@ fn read_doc(snap: &Snapshot, value: &[u8]) -> Option<(DocRecord, Vec<Vec<u8>>)> 
 pub enum Salvaged {
     /// A shard rebuilt.
     Shard(ShardSalvage),
-    /// A view index deleted, to be built again.
+    /// A view index deleted (damaged, or its database rebuilt), to be built again.
     IndexDropped,
 }
 
@@ -174,14 +206,17 @@ pub enum Salvaged {
 /// files that check out are left alone. The database must be closed.
 pub fn salvage_database(dir: &Path, options: &StoreOptions) -> Result<Vec<(PathBuf, Salvaged)>> {
     let mut done = Vec::new();
-    for file in check_database(dir)?.into_iter().filter(|f| !f.scan.intact()) {
-        if file.path.extension().is_some_and(|e| e == "view") {
-            std::fs::remove_file(&file.path).map_err(Error::io("drop a damaged view index"))?;
-            done.push((file.path, Salvaged::IndexDropped));
-        } else {
-            let report = salvage_shard(&file.path, options)?;
-            done.push((file.path, Salvaged::Shard(report)));
-        }
+    let checked = check_database(dir)?;
+    for file in checked.iter().filter(|f| !f.scan.intact() && f.path.extension().is_some_and(|e| e == "settee")) {
+        let report = salvage_shard(&file.path, options)?;
+        done.push((file.path.clone(), Salvaged::Shard(report)));
+    }
+    // A rebuilt shard may hold fewer documents or older revisions than the indexes saw, and
+    // no change tells them: every index is built again then, else only damaged ones.
+    let rebuilt = !done.is_empty();
+    for file in checked.iter().filter(|f| f.path.extension().is_some_and(|e| e == "view") && (rebuilt || !f.scan.intact())) {
+        std::fs::remove_file(&file.path).map_err(Error::io("drop a view index"))?;
+        done.push((file.path.clone(), Salvaged::IndexDropped));
     }
     Ok(done)
 }

@@ -60,6 +60,9 @@ fn report_scan(scan: &FileScan) {
     for h in scan.headers.iter().filter(|h| !h.region_intact) {
         println!("  commit {} (header at offset {}): its bytes no longer match its checksum", h.generation, h.offset);
     }
+    if let Some(at) = scan.dropped_commit {
+        println!("  the last commit (header at offset {at}) does not check out: a crash cut it short, or it was damaged since; opening drops it");
+    }
 }
 
 /// Rebuilds the damaged files of database `name` (the server must be stopped).
@@ -75,7 +78,7 @@ pub fn salvage(data: &Path, name: &str) -> Result<(), String> {
     }
     for (path, what) in done {
         match what {
-            Salvaged::IndexDropped => println!("{}: damaged view index deleted; it is built again on the next query", path.display()),
+            Salvaged::IndexDropped => println!("{}: view index deleted (damaged, or its database rebuilt); it is built again on the next query", path.display()),
             Salvaged::Shard(report) => report_salvage(&path, &report),
         }
     }

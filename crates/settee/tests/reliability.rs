@@ -291,6 +291,8 @@ fn a_damaged_database_is_served_checked_and_salvaged() {
     for i in 0..100 {
         assert_eq!(c.put(&format!("/small/d{i:03}"), &json!({"n": i}).to_string()).status, 201);
     }
+    assert_eq!(c.put("/small/_design/v", r#"{"views":{"n":{"map":"function(doc){ emit(doc.n, 1); }","reduce":"_count"}}}"#).status, 201);
+    assert_eq!(c.get("/small/_design/v/_view/n").json()["rows"][0]["value"], 100);
     let data = server.dir.path().to_str().unwrap().to_string();
     let shard = server.dir.path().join("dbs/small/shard-0.settee");
     server.kill();
@@ -305,6 +307,14 @@ fn a_damaged_database_is_served_checked_and_salvaged() {
     std::fs::write(&shard, &bytes).unwrap();
     let (ok, out) = settee(&["check", "--data", &data]);
     assert!(!ok && out.contains("shard-0.settee: damaged") && out.contains(&format!("log record at offset {}", victim.offset)), "{out}");
+    // A damaged view index is found too.
+    let index = std::fs::read_dir(server.dir.path().join("dbs/small/views")).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "view")).unwrap();
+    let mut bytes = std::fs::read(&index).unwrap();
+    let at = settee_store::scan_file(&index).unwrap().records.iter().find(|r| r.kind == Some(settee_store::format::RecordKind::Leaf)).unwrap().offset as usize + 12;
+    bytes[at] ^= 0xff;
+    std::fs::write(&index, &bytes).unwrap();
+    let (ok, out) = settee(&["check", "--data", &data]);
+    assert!(!ok && out.contains(".view: damaged"), "{out}");
 
     server.restart();
     let c = server.admin();
@@ -319,7 +329,7 @@ fn a_damaged_database_is_served_checked_and_salvaged() {
 
     server.kill();
     let (ok, out) = settee(&["salvage", "--data", &data, "--db", "small"]);
-    assert!(ok && out.contains("rebuilt with"), "{out}");
+    assert!(ok && out.contains("rebuilt with") && out.contains("view index deleted"), "{out}");
     let (ok, out) = settee(&["check", "--data", &data, "--db", "small"]);
     assert!(ok, "salvaged, it checks out: {out}");
     server.restart();
@@ -329,6 +339,8 @@ fn a_damaged_database_is_served_checked_and_salvaged() {
     assert_eq!(c.get("/small/written-after").status, 200);
     let served = (0..100).filter(|i| c.get(&format!("/small/d{i:03}")).status == 200).count();
     assert!(served >= 99, "{served} of 100 documents after salvage");
+    // The view is built again from what the database holds now (and `written-after`).
+    assert_eq!(c.get("/small/_design/v/_view/n").json()["rows"][0]["value"], served + 1);
     assert_eq!(c.put("/small/after-salvage", "{}").status, 201);
 }
 
