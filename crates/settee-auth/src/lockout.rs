@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Failed attempts per (client address, user name).
@@ -15,6 +15,9 @@ pub struct Lockout {
     /// Whether any failure is remembered: the check on every request (cached credentials
     /// included) then costs one load while nobody is guessing.
     any: AtomicBool,
+    /// When failures past their lifetime were last forgotten (ms), so that `any` turns off
+    /// again once they have all expired.
+    pruned_ms: AtomicU64,
 }
 
 struct Failures {
@@ -45,7 +48,12 @@ impl Lockout {
         if !self.any() {
             return false;
         }
-        let failures = self.failures.lock().expect("lockout lock");
+        let mut failures = self.failures.lock().expect("lockout lock");
+        if now_ms >= self.pruned_ms.load(Ordering::Relaxed).saturating_add(1000) {
+            failures.retain(|_, f| now_ms < f.last_ms.saturating_add(policy.lifetime_ms));
+            self.pruned_ms.store(now_ms, Ordering::Relaxed);
+            self.any.store(!failures.is_empty(), Ordering::Release);
+        }
         failures.get(&(ip, name.to_string())).is_some_and(|f| f.count >= policy.threshold && now_ms < f.last_ms.saturating_add(policy.lifetime_ms))
     }
 
@@ -104,5 +112,9 @@ mod tests {
         assert!(!l.locked(a, "ann", 1004, p), "old failures are forgotten");
         l.succeeded(a, "ann");
         assert!(!l.locked(a, "ann", 1005, p));
+        l.failed(b, "cy", 2000, p);
+        assert!(l.any());
+        assert!(!l.locked(a, "ann", 3500, p));
+        assert!(!l.any(), "failures past their lifetime are forgotten: the check is cheap again");
     }
 }

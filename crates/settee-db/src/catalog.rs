@@ -234,6 +234,11 @@ impl Catalog {
         self.open_now(&turn, &path)
     }
 
+    /// The database if it is open (without waiting for anything), marked as used now.
+    pub fn get_open(&self, name: &str) -> Option<Arc<Database>> {
+        self.lookup(name)
+    }
+
     /// The database if it is open, marked as used now.
     fn lookup(&self, name: &str) -> Option<Arc<Database>> {
         let open = self.open.read().expect("open lock");

@@ -159,16 +159,25 @@ impl Connections {
         };
         // Chosen outside the registry's lock: dropping the last handle of a connection that
         // has just closed takes that lock.
-        let waiting = conns.iter().filter_map(|c| {
-            let st = c.state.lock().expect("connection lock");
-            (!st.in_request && !st.shed).then(|| ((st.head_since.is_none(), st.head_since.unwrap_or(st.idle_since)), c.clone()))
-        });
-        if let Some((_, victim)) = waiting.min_by_key(|(order, _)| *order) {
+        let mut waiting: Vec<_> = conns
+            .iter()
+            .filter_map(|c| {
+                let st = c.state.lock().expect("connection lock");
+                (!st.in_request && !st.shed).then(|| ((st.head_since.is_none(), st.head_since.unwrap_or(st.idle_since)), c))
+            })
+            .collect();
+        waiting.sort_unstable_by_key(|(order, _)| *order);
+        for (_, victim) in waiting {
             let mut st = victim.state.lock().expect("connection lock");
+            // One that began a request since it was looked at is left alone.
+            if st.in_request || st.shed {
+                continue;
+            }
             st.shed = true;
             if let Some(w) = st.waker.take() {
                 w.wake();
             }
+            break;
         }
         true
     }
@@ -313,7 +322,9 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Answer<B> {
 pub struct TimedBody {
     inner: hyper::body::Incoming,
     pause: Duration,
-    timer: Pin<Box<Sleep>>,
+    /// Set when the body is first waited for: the time a handler takes before reading it
+    /// does not count, and a request whose body is never waited for makes no timer.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 /// What reading a request body failed with.
@@ -339,7 +350,7 @@ impl std::error::Error for BodyError {}
 impl TimedBody {
     /// `inner`, allowed pauses of at most `pause`.
     pub fn new(inner: hyper::body::Incoming, pause: Duration) -> TimedBody {
-        TimedBody { inner, pause, timer: Box::pin(tokio::time::sleep(pause)) }
+        TimedBody { inner, pause, timer: None }
     }
 }
 
@@ -351,13 +362,19 @@ impl Body for TimedBody {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                this.timer.as_mut().reset(Instant::now() + this.pause);
+                if let Some(timer) = &mut this.timer {
+                    timer.as_mut().reset(Instant::now() + this.pause);
+                }
                 Poll::Ready(frame.map(|f| f.map_err(BodyError::Read)))
             }
-            Poll::Pending => match this.timer.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::TimedOut))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let pause = this.pause;
+                let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::TimedOut))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 

@@ -46,9 +46,19 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     }
 }
 
-/// An open database, or 404.
+/// An open database, or 404. Opening one that is not open reads files and may wait for its
+/// name's turn (another request opening or closing it): the event loop's thread is handed
+/// over meanwhile, so other requests go on.
 pub fn open(state: &State, name: &str) -> HttpResult<Arc<Database>> {
-    Ok(state.catalog.get(name)?)
+    if let Some(db) = state.catalog.get_open(name) {
+        return Ok(db);
+    }
+    let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        Ok(tokio::task::block_in_place(|| state.catalog.get(name))?)
+    } else {
+        Ok(state.catalog.get(name)?)
+    }
 }
 
 /// A blocking task that failed to finish.

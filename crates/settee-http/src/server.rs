@@ -436,18 +436,18 @@ struct Authenticated {
 /// [`accept`]).
 pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::convert::Infallible {
     loop {
-        let (stream, peer, conn) = accept_watched(&listener, &state).await;
+        let (stream, peer, conn) = accept_registered(&listener, &state).await;
+        let stream = Watched::new(stream, conn.clone(), state.settings.load().conn);
         tokio::spawn(serve_connection(stream, conn, state.clone(), peer.ip(), false));
     }
 }
 
-/// The next connection, once there is room for it (see [`Connections::room`]), registered
-/// and watched for clients that keep it waiting.
-pub(crate) async fn accept_watched(listener: &TcpListener, state: &State) -> (Watched<tokio::net::TcpStream>, SocketAddr, Arc<Conn>) {
+/// The next connection, once there is room for it (see [`Connections::room`]), registered;
+/// the caller watches its byte stream for clients that keep it waiting ([`Watched`]).
+pub(crate) async fn accept_registered(listener: &TcpListener, state: &State) -> (tokio::net::TcpStream, SocketAddr, Arc<Conn>) {
     state.connections.room(state.settings.load().conn.max).await;
     let (stream, peer) = accept(listener).await;
-    let conn = state.connections.register();
-    (Watched::new(stream, conn.clone(), state.settings.load().conn), peer, conn)
+    (stream, peer, state.connections.register())
 }
 
 /// The next connection, with Nagle's delay off. Failing to accept one (out of file descriptors under a flood of

@@ -34,11 +34,13 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
 /// connection.
 pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::convert::Infallible {
     loop {
-        let (stream, peer, conn) = crate::server::accept_watched(&listener, &state).await;
+        let (stream, peer, conn) = crate::server::accept_registered(&listener, &state).await;
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
             let handshake = tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream)).await;
+            // Watched above TLS, so that the handshake's bytes do not count as a request's.
             if let Ok(Ok(tls)) = handshake {
+                let tls = crate::connections::Watched::new(tls, conn.clone(), state.settings.load().conn);
                 serve_connection(tls, conn, state, peer.ip(), true).await;
             }
         });

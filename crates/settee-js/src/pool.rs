@@ -179,4 +179,20 @@ mod tests {
         });
         assert_eq!(out.unwrap(), r#"[[[["undefined",1000]]]]"#, "a fresh engine");
     }
+
+    #[test]
+    fn functions_cannot_hide_that_the_heap_ran_out() {
+        let pool = Pool::new(1, Limits { memory: 16 << 20, ..Limits::default() });
+        let hoard = "function(doc) { try { __note = function () {}; __exhausted = function () {}; } catch (e) {} globalThis.h = globalThis.h || []; while (true) { globalThis.h.push(new Array(1000).fill(1)); } }";
+        pool.run(move |e| {
+            e.load_map("hoard", &[hoard], "null")?;
+            e.map_docs("hoard", "[{}]".into())
+        })
+        .unwrap();
+        let out = pool.run(|e| {
+            e.load_map("after", &["function(doc) { emit(typeof globalThis.h, null); }"], "null")?;
+            e.map_docs("after", "[{}]".into())
+        });
+        assert_eq!(out.unwrap(), r#"[[[["undefined",null]]]]"#, "a fresh engine");
+    }
 }

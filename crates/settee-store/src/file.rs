@@ -232,14 +232,23 @@ pub(crate) fn recover(backend: &dyn Backend, path: &Path) -> Result<Recovered> {
 
 /// The newest log record that the newest valid header before `offset` names: where the
 /// chain of log records goes on past a damaged record at `offset` (the commit before the
-/// one that wrote it pointed there). `None` when no earlier header names one.
-pub(crate) fn log_before(backend: &dyn Backend, offset: u64, salt: [u8; 16], path: &Path) -> Result<Option<Ptr>> {
+/// one that wrote it pointed there). `None` when no earlier header names one. A damaged
+/// header passed over on the way is reported to `damaged` (the records only it named are
+/// lost with it).
+pub(crate) fn log_before(backend: &dyn Backend, offset: u64, salt: [u8; 16], path: &Path, damaged: &dyn Fn(Error)) -> Result<Option<Ptr>> {
     let len = backend.len().map_err(Error::io("file length"))?;
     let mut block = (offset / BLOCK) * BLOCK;
     while block > 0 {
-        if let Some(found) = read_header_at(backend, block, len, path)? {
-            if found.header.salt == salt && found.header.flags & FLAG_COMPACTING == 0 {
+        match read_header_at(backend, block, len, path)? {
+            Some(found) if found.header.salt == salt && found.header.flags & FLAG_COMPACTING == 0 => {
                 return Ok(found.header.log.filter(|p| p.offset < offset));
+            }
+            Some(_) => {}
+            None => {
+                let mut magic = [0u8; 8];
+                if backend.read_exact_at(&mut magic, block).is_ok() && magic == crate::format::HEADER_MAGIC {
+                    damaged(Error::corrupted(block, "a header before a damaged log record is damaged too"));
+                }
             }
         }
         block -= BLOCK;

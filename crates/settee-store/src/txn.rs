@@ -220,6 +220,10 @@ impl Appender {
     }
 }
 
+/// A store whose fold meets damage logs its changes until they take this many times the
+/// bytes a fold would begin at; then it refuses writes until salvaged.
+const BLOCKED_LOG_FACTOR: u64 = 8;
+
 /// Nodes built since the last commit live only in memory, under offsets from here up, so
 /// that a commit writes only the nodes its roots still reach (a group of updates that all
 /// rewrite one path writes it once).
@@ -335,6 +339,11 @@ impl WriterState {
     pub fn reopen(&mut self, path: &std::path::Path) -> Result<()> {
         let backend = self.app.file.backend.clone();
         let found = crate::file::recover(backend.as_ref(), path)?;
+        // The file must still hold every commit acknowledged: one that went back would
+        // lose them, and is refused (writes stay refused until it can be read right).
+        if found.header.generation < self.header.generation {
+            return Err(Error::corrupted(found.end, "read again after a failed sync, the file ends before its last acknowledged commit"));
+        }
         if backend.len().map_err(Error::io("file length"))? > found.end {
             backend.truncate(found.end).map_err(Error::io("cut off what a failed sync left"))?;
             backend.sync().map_err(Error::io("sync"))?;
@@ -344,6 +353,7 @@ impl WriterState {
         let mut fresh = WriterState::new(app, self.schema.clone(), found.header, self.node_size, self.compress_blobs);
         (fresh.fold, fresh.quiet_after) = (self.fold, self.quiet_after);
         fresh.replay_log(path)?;
+        fresh.unsynced_rename = self.unsynced_rename.take();
         fresh.charge = self.charge.take();
         fresh.charge_overlays();
         *self = fresh;
@@ -366,7 +376,8 @@ impl WriterState {
                 }
                 Err(e @ Error::Corrupted { .. }) => {
                     self.app.file.note_damage(&e);
-                    next = crate::file::log_before(self.app.file.backend.as_ref(), ptr.offset, self.header.salt, path)?;
+                    let file = self.app.file.clone();
+                    next = crate::file::log_before(file.backend.as_ref(), ptr.offset, self.header.salt, path, &|e| file.note_damage(&e))?;
                 }
                 Err(e) => return Err(e),
             }
@@ -519,12 +530,18 @@ impl WriterState {
                     self.app.file.note_damage(&e);
                     self.rollback_to(saved);
                     (self.fold_asked, self.fold_blocked) = (false, true);
+                    // Its changes no longer count against the budget other stores share:
+                    // they would make every other store fold at each commit.
+                    self.charge = None;
                     if self.log.is_empty() {
                         return Ok((self.header.log, self.log_records));
                     }
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if self.fold_blocked && bytes >= limits.bytes.saturating_mul(BLOCKED_LOG_FACTOR) {
+            return Err(Error::corrupted(self.header.log.map_or(0, |p| p.offset), "the file is damaged where its logged changes must be folded, and its log is full: salvage it"));
         }
         let records = self.log_records + 1;
         let payload = self.log.take_record(self.header.log, records);

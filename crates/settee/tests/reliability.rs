@@ -172,8 +172,9 @@ fn deeply_nested_documents_are_stored_and_deeper_ones_refused_clearly() {
     assert_eq!(c.get("/").status, 200, "the server is still up");
 }
 
-/// Raises this process's open-files limit to its hard limit (the test holds many sockets).
-fn raise_open_files() {
+/// Raises this process's open-files limit to its hard limit (the test holds many sockets);
+/// the limit it has then.
+fn raise_open_files() -> u64 {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit and setrlimit read and write only the struct given.
     unsafe {
@@ -181,6 +182,7 @@ fn raise_open_files() {
         limit.rlim_cur = limit.rlim_max;
         libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
     }
+    limit.rlim_cur as u64
 }
 
 /// Whether the server closes `stream` (EOF or reset) within `within`.
@@ -205,10 +207,13 @@ fn closed_within(stream: &mut std::net::TcpStream, within: std::time::Duration) 
 #[test]
 fn clients_that_never_finish_a_request_cannot_starve_the_server() {
     use std::io::Write;
-    raise_open_files();
+    if raise_open_files() < 1300 {
+        println!("skipped: this process may not open the 1,300 files the test needs");
+        return;
+    }
     let server = TestServer::start_with_open_files(1024);
     let c = server.admin();
-    common::set_config(&c, "chttpd", "header_timeout", "3000");
+    common::set_config(&c, "chttpd", "header_timeout", "6000");
     // A client that keeps its connection between requests throughout.
     let regular = server.admin();
     assert_eq!(regular.get("/_up").status, 200);
@@ -226,13 +231,14 @@ fn clients_that_never_finish_a_request_cannot_starve_the_server() {
     let started = std::time::Instant::now();
     let fresh = server.anon().get("/_up");
     assert_eq!(fresh.status, 200, "a new client is answered");
-    assert!(started.elapsed() < std::time::Duration::from_secs(2), "at once, not after a timeout: {:?}", started.elapsed());
+    // Before the header timeout could have freed a socket: room was made for it.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "at once, not after a timeout: {:?}", started.elapsed());
     assert_eq!(regular.get("/_up").status, 200, "a client already connected is answered");
     assert_eq!(c.put("/fresh", "").status, 201, "databases still get descriptors");
     assert_eq!(c.put("/fresh/doc", "{}").status, 201);
     // Each trickling socket is closed: shed for the clients above, or timed out.
     let last = trickling.last_mut().unwrap();
-    assert!(closed_within(last, std::time::Duration::from_secs(8)), "a head never finished is cut off");
+    assert!(closed_within(last, std::time::Duration::from_secs(15)), "a head never finished is cut off");
     drop(trickling);
     assert_eq!(regular.get("/_up").status, 200);
 }
