@@ -55,13 +55,15 @@ impl Default for ConnLimits {
 }
 
 /// How many sockets the process may hold: its open-files limit less a reserve for database
-/// and index files (a quarter of the limit, at least 128), so that no crowd of clients can
-/// leave a database unable to open.
-pub fn socket_budget() -> usize {
+/// and index files, so that no crowd of clients can leave a database unable to open. The
+/// reserve is what the open databases may hold (`database_files`), within a quarter and a
+/// half of the limit, and at least 128.
+pub fn socket_budget(database_files: usize) -> usize {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit only writes the struct it is given.
     let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur as usize } else { 1024 };
-    files.saturating_sub((files / 4).max(128)).max(16)
+    let reserve = database_files.clamp(files / 4, files / 2).max(128);
+    files.saturating_sub(reserve).max(16)
 }
 
 /// Where one connection is.

@@ -187,6 +187,8 @@ impl State {
                 ..StoreOptions::default()
             },
         };
+        // Each open database holds its shards' files and, say, one index file.
+        let database_files = options.max_dbs_open.saturating_mul(options.q + 1);
         let catalog = Catalog::open(&opts.data_dir, options).map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
         for system in [auth::users_db(&config), "_replicator".to_string()] {
             if catalog.get(&system).is_err() {
@@ -239,7 +241,7 @@ impl State {
             smoosh: arc_swap::ArcSwap::from_pointee(smoosh),
             views,
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
-            connections: Connections::new(crate::connections::socket_budget()),
+            connections: Connections::new(crate::connections::socket_budget(database_files)),
         };
         Ok(Prepared { state: Arc::new(state), generated_admin })
     }
