@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -66,42 +66,81 @@ pub fn socket_budget(database_files: usize) -> usize {
     files.saturating_sub(reserve).max(16)
 }
 
-/// Where one connection is.
-struct ConnState {
-    /// A request has been read and is being answered.
-    in_request: bool,
-    /// When it last started waiting for a request.
-    idle_since: Instant,
-    /// When the first byte of the request being read arrived.
-    head_since: Option<Instant>,
-    /// Closed to make room for another.
-    shed: bool,
-    /// Who to wake to close it.
-    waker: Option<Waker>,
+/// A connection waits for a request ...
+const WAITING: u8 = 0;
+/// ... is answering one ...
+const IN_REQUEST: u8 = 1;
+/// ... or is asked to close to make room for another (only while it waits: a request that
+/// begins takes the connection back).
+const SHED: u8 = 2;
+
+/// Times as nanoseconds since the first one asked for, so that they fit in atomics.
+fn nanos(t: Instant) -> u64 {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    t.saturating_duration_since(epoch).as_nanos() as u64 + 1
 }
 
-/// One open connection, shared by its I/O, its requests and the registry.
+/// The time [`nanos`] gave `nanos` for.
+fn instant(nanos: u64) -> Instant {
+    *EPOCH.get_or_init(Instant::now) + Duration::from_nanos(nanos.saturating_sub(1))
+}
+
+/// The epoch of [`nanos`].
+static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// One open connection, shared by its I/O, its requests and the registry. Its state is
+/// atomics, read on every read of its socket.
 pub struct Conn {
-    state: Mutex<ConnState>,
+    /// [`WAITING`], [`IN_REQUEST`] or [`SHED`].
+    state: AtomicU8,
+    /// When it last started waiting for a request (see [`nanos`]); 0: when it is next read.
+    idle_since: AtomicU64,
+    /// When the first byte of the request being read arrived; 0 for none yet.
+    head_since: AtomicU64,
+    /// Who to wake to close it.
+    waker: Mutex<Option<Waker>>,
     registry: Arc<Connections>,
     id: u64,
 }
 
 impl Conn {
-    /// A request has been read: the limits on waiting stop until its answer is sent.
+    /// A request has been read: the limits on waiting stop until its answer is sent. One
+    /// asked to close meanwhile is kept (the registry looks again).
     pub fn begin_request(&self) {
-        self.state.lock().expect("connection lock").in_request = true;
+        if self.state.swap(IN_REQUEST, Ordering::AcqRel) == SHED {
+            self.registry.closed.notify_waiters();
+        }
     }
 
-    /// The answer has been sent: the connection waits for another request. Its reader is
-    /// woken to start the clock (it may be parked on the socket since the request began).
+    /// The answer has been sent: the connection waits for another request, timed from its
+    /// next read (its reader's timer, armed meanwhile, sees to that: see [`Watched`]).
     pub fn end_request(&self) {
-        let mut st = self.state.lock().expect("connection lock");
-        st.in_request = false;
-        st.idle_since = Instant::now();
-        st.head_since = None;
-        if let Some(w) = st.waker.take() {
-            w.wake();
+        self.head_since.store(0, Ordering::Relaxed);
+        self.idle_since.store(0, Ordering::Relaxed);
+        self.state.store(WAITING, Ordering::Release);
+    }
+
+    /// When it started waiting for a request, taking now if that was not yet noted.
+    fn idle_since(&self, now: Instant) -> Instant {
+        match self.idle_since.load(Ordering::Relaxed) {
+            0 => {
+                self.idle_since.store(nanos(now), Ordering::Relaxed);
+                now
+            }
+            n => instant(n),
+        }
+    }
+
+    /// The order in which connections waiting for a request give way: those trickling a
+    /// head first, longest first, then those idle longest; `None` for one that does not wait.
+    fn give_way_order(&self) -> Option<(bool, u64)> {
+        if self.state.load(Ordering::Acquire) != WAITING {
+            return None;
+        }
+        match self.head_since.load(Ordering::Relaxed) {
+            // One whose wait was not yet noted has only just begun it.
+            0 => Some((true, match self.idle_since.load(Ordering::Relaxed) { 0 => u64::MAX, n => n })),
+            head => Some((false, head)),
         }
     }
 }
@@ -161,25 +200,16 @@ impl Connections {
         };
         // Chosen outside the registry's lock: dropping the last handle of a connection that
         // has just closed takes that lock.
-        let mut waiting: Vec<_> = conns
-            .iter()
-            .filter_map(|c| {
-                let st = c.state.lock().expect("connection lock");
-                (!st.in_request && !st.shed).then(|| ((st.head_since.is_none(), st.head_since.unwrap_or(st.idle_since)), c))
-            })
-            .collect();
+        let mut waiting: Vec<_> = conns.iter().filter_map(|c| c.give_way_order().map(|order| (order, c))).collect();
         waiting.sort_unstable_by_key(|(order, _)| *order);
         for (_, victim) in waiting {
-            let mut st = victim.state.lock().expect("connection lock");
             // One that began a request since it was looked at is left alone.
-            if st.in_request || st.shed {
-                continue;
+            if victim.state.compare_exchange(WAITING, SHED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                if let Some(w) = victim.waker.lock().expect("waker lock").take() {
+                    w.wake();
+                }
+                break;
             }
-            st.shed = true;
-            if let Some(w) = st.waker.take() {
-                w.wake();
-            }
-            break;
         }
         true
     }
@@ -187,8 +217,14 @@ impl Connections {
     /// Registers a connection just accepted.
     pub fn register(self: &Arc<Self>) -> Arc<Conn> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let state = ConnState { in_request: false, idle_since: Instant::now(), head_since: None, shed: false, waker: None };
-        let conn = Arc::new(Conn { state: Mutex::new(state), registry: self.clone(), id });
+        let conn = Arc::new(Conn {
+            state: AtomicU8::new(WAITING),
+            idle_since: AtomicU64::new(nanos(Instant::now())),
+            head_since: AtomicU64::new(0),
+            waker: Mutex::default(),
+            registry: self.clone(),
+            id,
+        });
         self.open.lock().expect("connections lock").insert(id, Arc::downgrade(&conn));
         conn
     }
@@ -220,36 +256,61 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         let got = buf.filled().len() > before;
         let this = &mut *self;
-        let mut st = this.conn.state.lock().expect("connection lock");
-        if st.shed {
+        let conn = &this.conn;
+        let state = conn.state.load(Ordering::Acquire);
+        if state == SHED {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed to make room for other clients")));
         }
-        if polled.is_pending() {
-            st.waker = Some(cx.waker().clone());
+        // No clock runs while a request is answered.
+        if state == IN_REQUEST {
+            return match polled {
+                Poll::Pending => this.wait(cx, None, ""),
+                ready => ready,
+            };
         }
-        if st.in_request {
-            return polled;
-        }
-        if got && st.head_since.is_none() {
-            st.head_since = Some(Instant::now());
+        if got && conn.head_since.load(Ordering::Relaxed) == 0 {
+            conn.head_since.store(nanos(Instant::now()), Ordering::Relaxed);
         }
         if polled.is_ready() {
             return polled;
         }
-        let (deadline, what) = match st.head_since {
-            Some(since) => (since + this.limits.header, "a request head"),
-            None => (st.idle_since + this.limits.idle, "a request"),
+        {
+            let mut waker = conn.waker.lock().expect("waker lock");
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+        }
+        let (deadline, what) = match conn.head_since.load(Ordering::Relaxed) {
+            0 => (conn.idle_since(Instant::now()) + this.limits.idle, "a request"),
+            head => (instant(head) + this.limits.header, "a request head"),
         };
-        if Instant::now() >= deadline {
-            return Poll::Ready(Err(timed_out(what)));
-        }
-        drop(st);
-        if this.timer.deadline() != deadline {
-            this.timer.as_mut().reset(deadline);
-        }
-        match this.timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(timed_out(what))),
-            Poll::Pending => Poll::Pending,
+        this.wait(cx, Some(deadline), what)
+    }
+}
+
+impl<I> Watched<I> {
+    /// Waits for `deadline`, if any. The timer is kept armed no later than the deadline that
+    /// applies (and, during a request, at most an idle period ahead), and is only moved
+    /// earlier: one that fires early makes the reader look again and re-arm it. So the
+    /// wait for the next request is timed once an answer is sent without anyone waking the
+    /// reader, and steady traffic moves no timer.
+    fn wait(&mut self, cx: &mut Context<'_>, deadline: Option<Instant>, what: &str) -> Poll<io::Result<()>> {
+        loop {
+            // Armed in the future, no later than the deadline: nothing to read the clock for.
+            if !self.timer.is_elapsed() {
+                if let Some(d) = deadline.filter(|d| *d < self.timer.deadline()) {
+                    self.timer.as_mut().reset(d);
+                }
+                if self.timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
+            // It went off: the deadline passed, or it went off early and is armed again.
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Poll::Ready(Err(timed_out(what)));
+            }
+            self.timer.as_mut().reset(deadline.unwrap_or(now + self.limits.idle));
         }
     }
 }
