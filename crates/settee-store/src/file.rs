@@ -258,7 +258,7 @@ pub(crate) fn log_before(backend: &dyn Backend, offset: u64, salt: [u8; 16], pat
 
 /// Reads the header at `offset` if there is a well-formed one. `Ok(None)` means "no header
 /// here"; only the header at offset 0 turns damage into an error.
-fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path: &Path) -> Result<Option<Recovered>> {
+pub(crate) fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path: &Path) -> Result<Option<Recovered>> {
     let mut head = [0u8; HEADER_HEAD];
     if offset + HEADER_HEAD as u64 > len {
         return Ok(None);
@@ -303,16 +303,21 @@ fn damaged<T>(offset: u64, what: &str) -> Result<Option<T>> {
 }
 
 /// Whether the bytes a header commits still have the checksum it recorded.
-fn region_intact(backend: &dyn Backend, header: &Header, header_offset: u64) -> Result<bool> {
+pub(crate) fn region_intact(backend: &dyn Backend, header: &Header, header_offset: u64) -> Result<bool> {
+    Ok(crate::format::checksum_ok(crc_of(backend, header.data_start, header_offset)?, header.region_crc))
+}
+
+/// CRC-32 of the bytes from `start` to `end`, read a piece at a time.
+pub(crate) fn crc_of(backend: &dyn Backend, start: u64, end: u64) -> Result<u32> {
     const STEP: u64 = 1 << 20;
     let mut crc = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; STEP as usize];
-    let mut pos = header.data_start;
-    while pos < header_offset {
-        let n = STEP.min(header_offset - pos) as usize;
+    let mut buf = vec![0u8; STEP.min(end.saturating_sub(start)) as usize];
+    let mut pos = start;
+    while pos < end {
+        let n = STEP.min(end - pos) as usize;
         backend.read_exact_at(&mut buf[..n], pos).map_err(Error::io("verify commit"))?;
         crc.update(&buf[..n]);
         pos += n as u64;
     }
-    Ok(crate::format::checksum_ok(crc.finalize(), header.region_crc))
+    Ok(crc.finalize())
 }

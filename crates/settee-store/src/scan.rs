@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::backend::{Backend, FileBackend};
 use crate::error::{Error, Result};
-use crate::format::{decode_record, parse_header_head, Header, RecordKind, BLOCK, HEADER_HEAD, RECORD_HEAD};
+use crate::format::{decode_record, Header, RecordKind, BLOCK, RECORD_HEAD};
 use crate::node::Node;
 use crate::overlay::LogRecord;
 
@@ -89,7 +89,7 @@ pub fn scan(backend: &dyn Backend) -> Result<FileScan> {
     while pos < end {
         if pos % BLOCK == 0 {
             if let Some((header, end)) = read_header(backend, pos, end)?.filter(|(h, _)| h.salt == salt) {
-                let region_intact = region_crc(backend, header.data_start, pos)? == header.region_crc;
+                let region_intact = crate::file::region_intact(backend, &header, pos)?;
                 out.headers.push(ScannedHeader { offset: pos, generation: header.generation, region_intact });
                 pos = end;
                 continue;
@@ -145,7 +145,7 @@ fn check_record(backend: &dyn Backend, pos: u64, head: &[u8; RECORD_HEAD], len: 
         return Ok(None);
     }
     let stored = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
-    Ok(Some((kind, end, crate::format::checksum_ok(region_crc(backend, pos + 8, end)?, stored))))
+    Ok(Some((kind, end, crate::format::checksum_ok(crate::file::crc_of(backend, pos + 8, end)?, stored))))
 }
 
 /// Whether a whole record, padding or a header starts at `pos`.
@@ -200,37 +200,8 @@ fn entries(kind: RecordKind, payload: &[u8], offset: u64) -> Option<u64> {
     }
 }
 
-/// The header at `offset`, and where it ends, if a well-formed one stands there.
+/// The header at `offset`, and where it ends, if a well-formed one stands there (damaged
+/// ones are none, except at the start of the file, which is an error).
 fn read_header(backend: &dyn Backend, offset: u64, len: u64) -> Result<Option<(Header, u64)>> {
-    let mut head = [0u8; HEADER_HEAD];
-    if offset + HEADER_HEAD as u64 > len {
-        return Ok(None);
-    }
-    backend.read_exact_at(&mut head, offset).map_err(Error::io("read header"))?;
-    let Some((body_len, crc)) = parse_header_head(&head) else { return Ok(None) };
-    let end = offset + (HEADER_HEAD + body_len) as u64;
-    if end > len {
-        return Ok(None);
-    }
-    let mut body = vec![0u8; body_len];
-    backend.read_exact_at(&mut body, offset + HEADER_HEAD as u64).map_err(Error::io("read header"))?;
-    if !crate::format::checksum_ok(crc32fast::hash(&body), crc) {
-        return Ok(None);
-    }
-    Ok(Header::decode_body(&body, offset).ok().map(|(h, _)| (h, end)))
-}
-
-/// CRC-32 of the bytes from `start` to `end`.
-fn region_crc(backend: &dyn Backend, start: u64, end: u64) -> Result<u32> {
-    const STEP: u64 = 1 << 20;
-    let mut crc = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; STEP.min(end.saturating_sub(start)) as usize];
-    let mut pos = start;
-    while pos < end {
-        let n = STEP.min(end - pos) as usize;
-        backend.read_exact_at(&mut buf[..n], pos).map_err(Error::io("read region"))?;
-        crc.update(&buf[..n]);
-        pos += n as u64;
-    }
-    Ok(crc.finalize())
+    Ok(crate::file::read_header_at(backend, offset, len, Path::new("the file being checked"))?.map(|r| (r.header, r.end)))
 }
