@@ -89,37 +89,59 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    fn suffix(&self) -> String {
-        let mut h = String::from("; Version=1; Path=/; HttpOnly");
-        if let Some(d) = &self.domain {
-            h.push_str(&format!("; Domain={d}"));
-        }
-        if let Some(s) = &self.same_site {
-            h.push_str(&format!("; SameSite={s}"));
+    /// The attributes after the value, in the order CouchDB's web server writes them:
+    /// `Version`, `Expires` and `Max-Age` (`expires`, for a persistent cookie), `Secure`,
+    /// `Domain`, `Path`, `HttpOnly`, `SameSite`.
+    fn suffix(&self, expires: Option<(u64, u64)>) -> String {
+        let mut h = String::from("; Version=1");
+        if let Some((at, max_age)) = expires.filter(|_| self.persistent) {
+            h.push_str(&format!("; Expires={}; Max-Age={max_age}", expires_date(at)));
         }
         if self.secure {
             h.push_str("; Secure");
+        }
+        if let Some(d) = &self.domain {
+            h.push_str(&format!("; Domain={d}"));
+        }
+        h.push_str("; Path=/; HttpOnly");
+        if let Some(s) = &self.same_site {
+            h.push_str(&format!("; SameSite={s}"));
         }
         h
     }
 }
 
-/// A `Set-Cookie` value for a session cookie.
-pub fn header(value: &str, attrs: &Attributes) -> String {
-    let mut h = format!("AuthSession={value}{}", attrs.suffix());
-    if attrs.persistent {
-        h.push_str(&format!("; Max-Age={}", attrs.timeout));
-    }
-    h
+/// A `Set-Cookie` value for a session cookie issued at `now` (Unix seconds): it expires
+/// `timeout` later, said both ways (`Expires` for clients that read only that, as nano's
+/// cookie jar does, and `Max-Age`).
+pub fn header(value: &str, attrs: &Attributes, now: u64) -> String {
+    format!("AuthSession={value}{}", attrs.suffix(Some((now.saturating_add(attrs.timeout), attrs.timeout))))
 }
 
-/// A `Set-Cookie` value that clears the session cookie (`Max-Age=0` when logging out).
-pub fn clearing(attrs: &Attributes, expire: bool) -> String {
-    let mut h = format!("AuthSession={}", attrs.suffix());
-    if expire {
-        h.push_str("; Max-Age=0");
-    }
-    h
+/// A `Set-Cookie` value that clears the session cookie: empty, and already expired at `now`
+/// when `expire` (logging out).
+pub fn clearing(attrs: &Attributes, expire: bool, now: u64) -> String {
+    format!("AuthSession={}", attrs.suffix(expire.then_some((now, 0))))
+}
+
+/// A cookie's `Expires` date as CouchDB's web server writes it: `Thu, 26-Nov-2026 11:35:31
+/// GMT` (Unix seconds, UTC).
+fn expires_date(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let weekday = DAYS[(days.rem_euclid(7)) as usize];
+    format!("{weekday}, {day:02}-{}-{year} {:02}:{:02}:{:02} GMT", MONTHS[(month - 1) as usize], rest / 3600, rest / 60 % 60, rest % 60)
 }
 
 #[cfg(test)]
@@ -161,14 +183,19 @@ mod tests {
     }
 
     #[test]
-    fn cookie_attributes() {
+    fn cookie_attributes_come_as_couchdb_writes_them() {
+        // 2026-11-26 11:35:31 UTC, a Thursday.
+        let now = 1_795_692_931;
         let mut a = Attributes { timeout: 600, persistent: true, ..Default::default() };
-        assert_eq!(header("v", &a), "AuthSession=v; Version=1; Path=/; HttpOnly; Max-Age=600");
+        assert_eq!(header("v", &a, now), "AuthSession=v; Version=1; Expires=Thu, 26-Nov-2026 11:45:31 GMT; Max-Age=600; Path=/; HttpOnly");
         a.secure = true;
         a.same_site = Some("Strict".into());
         a.domain = Some("example.com".into());
+        assert_eq!(header("v", &a, now), "AuthSession=v; Version=1; Expires=Thu, 26-Nov-2026 11:45:31 GMT; Max-Age=600; Secure; Domain=example.com; Path=/; HttpOnly; SameSite=Strict");
+        assert_eq!(clearing(&a, true, now), "AuthSession=; Version=1; Expires=Thu, 26-Nov-2026 11:35:31 GMT; Max-Age=0; Secure; Domain=example.com; Path=/; HttpOnly; SameSite=Strict");
         a.persistent = false;
-        assert_eq!(header("v", &a), "AuthSession=v; Version=1; Path=/; HttpOnly; Domain=example.com; SameSite=Strict; Secure");
-        assert_eq!(clearing(&a, true), "AuthSession=; Version=1; Path=/; HttpOnly; Domain=example.com; SameSite=Strict; Secure; Max-Age=0");
+        assert_eq!(header("v", &a, now), "AuthSession=v; Version=1; Secure; Domain=example.com; Path=/; HttpOnly; SameSite=Strict");
+        assert_eq!(expires_date(0), "Thu, 01-Jan-1970 00:00:00 GMT");
+        assert_eq!(expires_date(951_782_400), "Tue, 29-Feb-2000 00:00:00 GMT");
     }
 }

@@ -1,7 +1,10 @@
 //! Slowing password guessing (`[chttpd_auth_lockout]`): after `threshold` failed attempts for
-//! one user from one client address, every attempt from there for that user is refused for
-//! `max_lifetime` after the last failure, right or wrong, without spending any time on the
-//! password. Other clients, and the same user from other addresses, are not affected.
+//! one account from one client address, every attempt from there for that account is refused
+//! until `max_lifetime` has passed since the first of them, right or wrong, without spending
+//! any time on the password. A success does not forget the failures, as in CouchDB. Other
+//! clients, and the same account from other addresses, are not affected. The caller names the
+//! account as it likes (CouchDB's key includes the account's salt, so that failures recorded
+//! against a name do not lock out an account made later under it).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -22,7 +25,7 @@ pub struct Lockout {
 
 struct Failures {
     count: u32,
-    last_ms: u64,
+    first_ms: u64,
 }
 
 /// The lockout settings.
@@ -30,7 +33,7 @@ struct Failures {
 pub struct Policy {
     /// Failures after which attempts are refused.
     pub threshold: u32,
-    /// How long (ms) failures are remembered after the last one.
+    /// How long (ms) failures are remembered after the first one.
     pub lifetime_ms: u64,
     /// Most (address, user) pairs remembered.
     pub max_entries: usize,
@@ -50,39 +53,28 @@ impl Lockout {
         }
         let mut failures = self.failures.lock().expect("lockout lock");
         if now_ms >= self.pruned_ms.load(Ordering::Relaxed).saturating_add(1000) {
-            failures.retain(|_, f| now_ms < f.last_ms.saturating_add(policy.lifetime_ms));
+            failures.retain(|_, f| now_ms < f.first_ms.saturating_add(policy.lifetime_ms));
             self.pruned_ms.store(now_ms, Ordering::Relaxed);
             self.any.store(!failures.is_empty(), Ordering::Release);
         }
-        failures.get(&(ip, name.to_string())).is_some_and(|f| f.count >= policy.threshold && now_ms < f.last_ms.saturating_add(policy.lifetime_ms))
+        failures.get(&(ip, name.to_string())).is_some_and(|f| f.count >= policy.threshold && now_ms < f.first_ms.saturating_add(policy.lifetime_ms))
     }
 
     /// Records a failed attempt.
     pub fn failed(&self, ip: IpAddr, name: &str, now_ms: u64, policy: Policy) {
         let mut failures = self.failures.lock().expect("lockout lock");
         if failures.len() >= policy.max_entries {
-            failures.retain(|_, f| now_ms < f.last_ms.saturating_add(policy.lifetime_ms));
+            failures.retain(|_, f| now_ms < f.first_ms.saturating_add(policy.lifetime_ms));
             if failures.len() >= policy.max_entries {
                 failures.clear();
             }
         }
-        let entry = failures.entry((ip, name.to_string())).or_insert(Failures { count: 0, last_ms: now_ms });
-        if now_ms >= entry.last_ms.saturating_add(policy.lifetime_ms) {
-            entry.count = 0;
+        let entry = failures.entry((ip, name.to_string())).or_insert(Failures { count: 0, first_ms: now_ms });
+        if now_ms >= entry.first_ms.saturating_add(policy.lifetime_ms) {
+            (entry.count, entry.first_ms) = (0, now_ms);
         }
         entry.count += 1;
-        entry.last_ms = now_ms;
         self.any.store(true, Ordering::Release);
-    }
-
-    /// Forgets failures after a successful attempt.
-    pub fn succeeded(&self, ip: IpAddr, name: &str) {
-        if !self.any() {
-            return;
-        }
-        let mut failures = self.failures.lock().expect("lockout lock");
-        failures.remove(&(ip, name.to_string()));
-        self.any.store(!failures.is_empty(), Ordering::Release);
     }
 
     /// Whether any failed attempt is remembered.
@@ -96,22 +88,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn locks_one_user_from_one_address_for_a_while() {
+    fn locks_one_account_from_one_address_until_a_lifetime_after_the_first_failure() {
         let l = Lockout::default();
         let p = Policy { threshold: 3, lifetime_ms: 1000, max_entries: 100 };
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         for t in 0..3 {
-            assert!(!l.locked(a, "ann", t, p));
-            l.failed(a, "ann", t, p);
+            assert!(!l.locked(a, "ann", t * 100, p));
+            l.failed(a, "ann", t * 100, p);
         }
-        assert!(l.locked(a, "ann", 10, p));
-        assert!(!l.locked(b, "ann", 10, p), "other addresses are not affected");
-        assert!(!l.locked(a, "bob", 10, p), "other users are not affected");
-        assert!(!l.locked(a, "ann", 1002, p), "the lock ends after the lifetime");
+        assert!(l.locked(a, "ann", 300, p));
+        assert!(!l.locked(b, "ann", 300, p), "other addresses are not affected");
+        assert!(!l.locked(a, "bob", 300, p), "other accounts are not affected");
+        assert!(l.locked(a, "ann", 999, p));
+        assert!(!l.locked(a, "ann", 1000, p), "the lock ends a lifetime after the first failure");
         l.failed(a, "ann", 1003, p);
         assert!(!l.locked(a, "ann", 1004, p), "old failures are forgotten");
-        l.succeeded(a, "ann");
-        assert!(!l.locked(a, "ann", 1005, p));
         l.failed(b, "cy", 2000, p);
         assert!(l.any());
         assert!(!l.locked(a, "ann", 3500, p));

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Default PBKDF2 iterations for new hashes (`[chttpd_auth] iterations`).
-pub const DEFAULT_ITERATIONS: u32 = 50_000;
+pub const DEFAULT_ITERATIONS: u32 = 600_000;
 
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {

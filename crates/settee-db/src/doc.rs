@@ -151,6 +151,8 @@ impl NewDoc {
         };
         limits.check_id(&id)?;
         let revs = match revisions {
+            // A local document's revision is a counter: CouchDB reads the first id alone.
+            Some(r) if is_local(&id) => parse_revisions_leniently(r)?,
             Some(r) => parse_revisions(r)?,
             None => match rev {
                 Some(Value::String(s)) => vec![Rev::parse(&s).map_err(bad_rev)?],
@@ -216,6 +218,19 @@ impl NewDoc {
 
 fn bad_rev(_: settee_json::Error) -> Error {
     Error::BadRequest("Invalid rev format".into())
+}
+
+/// Reads `_revisions` as CouchDB does, without relating `start` to the ids (a local
+/// document's `{"start": 0, "ids": ["1"]}`, as CouchDB's replicator writes its checkpoints):
+/// only the newest id, at `start`.
+fn parse_revisions_leniently(v: Value) -> Result<Vec<Rev>> {
+    let invalid = |m: &str| Error::DocValidation(m.to_string());
+    let Value::Object(obj) = v else { return Err(invalid("Bad special document member: _revisions")) };
+    let start = obj.get("start").and_then(Value::as_u64).ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
+    let Some(Value::Array(ids)) = obj.get("ids") else { return Err(invalid("_revisions.ids isn't a array.")) };
+    let Some(first) = ids.first() else { return Ok(Vec::new()) };
+    let s = first.as_str().ok_or_else(|| invalid("RevId isn't a string"))?;
+    Ok(vec![Rev { pos: start, id: RevId::parse(s).map_err(|_| invalid("RevId isn't a valid hexadecimal"))? }])
 }
 
 /// Reads `_revisions: {"start": N, "ids": [...]}` into revisions, newest first.

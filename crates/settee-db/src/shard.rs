@@ -414,15 +414,18 @@ fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
                 continue;
             }
         };
-        if given != have && !(given.is_none() && have.is_none()) {
-            results.push(Err(if have.is_none() && doc.deleted { Error::NotFound("missing") } else { Error::Conflict }));
+        // As CouchDB: no conflicts between local documents' revisions; the revision given
+        // (none counts as 0) is the one the edit follows, and a deletion removes whatever is
+        // there.
+        if have.is_none() && doc.deleted {
+            results.push(Err(Error::NotFound("missing")));
             continue;
         }
         if doc.deleted {
             *slot = None;
             results.push(Ok(Rev { pos: 0, id: RevId::Text("0".into()) }));
         } else {
-            let n = have.unwrap_or(0) + 1;
+            let n = given.unwrap_or(0) + 1;
             *slot = Some((n, doc.body.clone()));
             results.push(Ok(Rev { pos: 0, id: RevId::Text(n.to_string().into()) }));
         }

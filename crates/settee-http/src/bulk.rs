@@ -25,7 +25,7 @@ fn post_json(req: &Req) -> HttpResult<()> {
 pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     post_json(req)?;
     let db = open(state, name)?;
-    let bytes = req.bytes(state.max_request).await?;
+    let bytes = req.json_bytes(state.max_request).await?;
     let st = state.clone();
     let (parsed, new_edits, atomic) = crate::background::run(move || parse_bulk(&st, &bytes)).await.ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
     if atomic {

@@ -65,7 +65,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
         Method::GET | Method::HEAD => {}
         Method::POST => {
             req.require_json()?;
-            body = req.bytes(state.max_request).await?;
+            body = req.json_bytes(state.max_request).await?;
             if !body.is_empty() {
                 let v: Value = crate::request::parse_json(&body)?;
                 body_doc_ids = v.get("doc_ids").cloned();

@@ -10,7 +10,7 @@ use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
 
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response, Sink};
-use crate::request::{Query, Req};
+use crate::request::Req;
 use crate::access;
 use crate::server::State;
 
@@ -96,21 +96,6 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     Ok(info)
 }
 
-/// The query of `_all_docs`: the members of a POST body other than `keys` that the query
-/// string does not give, then the query string, in the order CouchDB reads them (CouchDB
-/// reads options from either, the query string last).
-fn all_docs_query<'a>(req: &'a Req, body: Option<&serde_json::Map<String, Value>>) -> std::borrow::Cow<'a, Query> {
-    let Some(body) = body else { return std::borrow::Cow::Borrowed(&req.query) };
-    // Keys stay JSON text, as in a query string; other strings (`startkey_docid`, say) are
-    // their text.
-    let text = |k: &str, v: &Value| match v {
-        Value::String(s) if !matches!(k, "key" | "startkey" | "start_key" | "endkey" | "end_key") => s.clone(),
-        _ => v.to_string(),
-    };
-    let mut q: Vec<(String, String)> = body.iter().filter(|(k, _)| k.as_str() != "keys" && req.query.get(k).is_none()).map(|(k, v)| (k.clone(), text(k, v))).collect();
-    q.extend(req.query.0.iter().cloned());
-    std::borrow::Cow::Owned(Query(q))
-}
 
 /// `GET/POST /{db}/_all_docs`, `_design_docs` and `_local_docs`.
 pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
@@ -134,7 +119,7 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         }
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
-    let q = &all_docs_query(req, body.as_ref());
+    let q = &req.query.with_body(body.as_ref(), &["keys"]);
     let range = q.key_range()?;
     if keys.as_ref().is_some_and(|k| !k.is_empty()) && (range.start_key.is_some() || range.end_key.is_some()) {
         return Err(HttpError::query_parse("`keys` is incompatible with `key`, `start_key` and `end_key`"));

@@ -86,37 +86,54 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
             Ok(reply::json(200, &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info})))
         }
         Method::POST => login(state, req).await,
-        Method::DELETE => Ok(reply::with_header(reply::ok(), SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), true))),
+        Method::DELETE => Ok(reply::with_header(reply::ok(), SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), true, auth::now()))),
         _ => Err(HttpError::method_not_allowed("GET,HEAD,POST,DELETE")),
     }
 }
 
 async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
-    let form = req.header("content-type").is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
-    let (name, password) = if form {
-        let body = req.bytes(1 << 20).await?;
-        let q = crate::request::Query::parse(Some(&String::from_utf8_lossy(&body)));
-        (q.get("name").unwrap_or("").to_string(), q.get("password").unwrap_or("").to_string())
-    } else {
-        let body = req.json_object(1 << 20).await?;
-        let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        (text("name"), text("password"))
-    };
-    state.check_lockout(req.peer, &name)?;
-    let (st, who) = (state.clone(), name.clone());
-    let checked = tokio::task::spawn_blocking(move || st.account(&who).filter(|a| a.verify(&password)))
+    let (name, password) = login_form(req).await?;
+    let (st, peer) = (state.clone(), req.peer);
+    let checked = tokio::task::spawn_blocking(move || st.guarded_login(peer, &name, true, |account| account.filter(|a| a.verify(&password))))
         .await
         .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
-    let Some(account) = checked else {
-        state.login_failed(req.peer, &name);
-        let resp = reply::error(&HttpError::new(401, "unauthorized", "Name or password is incorrect."));
-        let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false));
-        return redirect(state, req, resp, "fail");
+    let account = match checked {
+        Ok(account) => account,
+        Err(e) if e.status == 401 => {
+            let resp = reply::error(&e);
+            let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false, auth::now()));
+            return redirect(state, req, resp, "fail");
+        }
+        Err(e) => return Err(e),
     };
-    let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, auth::now());
+    let now = auth::now();
+    let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, now);
     let resp = reply::json(200, &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}));
-    let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls)));
+    let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls), now));
     redirect(state, req, resp, "next")
+}
+
+/// The name and password a login names, as CouchDB reads them: from a form or a JSON
+/// object, the name as `name` or `username` (both, only if they agree).
+async fn login_form(req: &mut Req) -> HttpResult<(String, String)> {
+    let content_type = req.header("content-type").unwrap_or("").to_ascii_lowercase();
+    let fields: Vec<(String, Option<String>)> = if content_type.starts_with("application/x-www-form-urlencoded") {
+        let body = req.bytes(1 << 20).await?;
+        let q = crate::request::Query::parse(Some(&String::from_utf8_lossy(&body)));
+        ["name", "username", "password"].iter().map(|k| (k.to_string(), q.get(k).map(str::to_string))).collect()
+    } else if content_type.starts_with("application/json") {
+        let body = req.json_object(1 << 20).await?;
+        ["name", "username", "password"].iter().map(|k| (k.to_string(), body.get(*k).and_then(Value::as_str).map(str::to_string))).collect()
+    } else {
+        return Err(HttpError::new(415, "bad_content_type", "Content-Type must be 'application/x-www-form-urlencoded' or 'application/json'"));
+    };
+    let [(_, name), (_, username), (_, password)] = <[_; 3]>::try_from(fields).expect("three fields");
+    let name = match (name, username) {
+        (Some(a), Some(b)) if a != b => return Err(HttpError::bad_request("request body contains different usernames")),
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => return Err(HttpError::bad_request("request body must contain a username")),
+    };
+    Ok((name, password.unwrap_or_default()))
 }
 
 /// A login's answer sent on as a 302 to the page named by the query parameter `param`

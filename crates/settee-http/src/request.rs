@@ -35,6 +35,21 @@ impl Query {
         Query(pairs)
     }
 
+    /// The options of a POST body (but those named in `leave_out`) followed by the query
+    /// string's, as CouchDB reads them: the query string wins where both give an option,
+    /// and range options fold in this order. Keys stay JSON text, as in a query string;
+    /// other strings (`startkey_docid`, say) are their text.
+    pub fn with_body(&self, body: Option<&serde_json::Map<String, Value>>, leave_out: &[&str]) -> Query {
+        let Some(body) = body else { return self.clone() };
+        let text = |k: &str, v: &Value| match v {
+            Value::String(s) if !matches!(k, "key" | "keys" | "startkey" | "start_key" | "endkey" | "end_key") => s.clone(),
+            _ => v.to_string(),
+        };
+        let mut q: Vec<(String, String)> = body.iter().filter(|(k, _)| !leave_out.contains(&k.as_str()) && self.get(k).is_none()).map(|(k, v)| (k.clone(), text(k, v))).collect();
+        q.extend(self.0.iter().cloned());
+        Query(q)
+    }
+
     /// The last value given for `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
@@ -187,9 +202,21 @@ impl Req {
         }
     }
 
+    /// Reads a JSON body, decoded as its `Content-Encoding` says: `gzip` (CouchDB decodes
+    /// it, and the IBM Cloudant SDK gzips every body it sends) or `identity`; any other is
+    /// 415, as in CouchDB. At most `limit` bytes, decoded.
+    pub async fn json_bytes(&mut self, limit: usize) -> HttpResult<Bytes> {
+        let bytes = self.bytes(limit).await?;
+        match self.header("content-encoding") {
+            None | Some("identity") => Ok(bytes),
+            Some("gzip") => gunzip(&bytes, limit),
+            Some(other) => Err(HttpError::new(415, "bad_content_type", format!("{other} is not a supported content encoding."))),
+        }
+    }
+
     /// Reads the body as JSON.
     pub async fn json(&mut self, limit: usize) -> HttpResult<Value> {
-        let bytes = self.bytes(limit).await?;
+        let bytes = self.json_bytes(limit).await?;
         if bytes.is_empty() {
             return Err(HttpError::bad_request("Missing request body"));
         }
@@ -203,6 +230,18 @@ impl Req {
             _ => Err(HttpError::bad_request("Request body must be a JSON object")),
         }
     }
+}
+
+/// The bytes `gzipped` decodes to, at most `limit` of them.
+fn gunzip(gzipped: &[u8], limit: usize) -> HttpResult<Bytes> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::GzDecoder::new(gzipped).take(limit as u64 + 1);
+    decoder.read_to_end(&mut out).map_err(|_| HttpError::bad_request("Request body is not properly gzipped."))?;
+    if out.len() > limit {
+        return Err(HttpError::new(413, "too_large", "the request entity is too large"));
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Splits a raw path into decoded segments (empty segments dropped).

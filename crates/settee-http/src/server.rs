@@ -293,7 +293,9 @@ impl State {
         // Credentials verified before are recognised by the header alone.
         if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.settings.load(), n, f, || self.account(n))) {
             // A locked account is refused however its password was checked.
-            self.check_lockout(peer, &user.name)?;
+            if self.lockout.any() {
+                self.check_lockout(peer, &lockout_key(&user.name, self.account(&user.name).as_ref()))?;
+            }
             return Ok(Some((user, None)));
         }
         let Some((name, password)) = auth::parse_basic(h) else {
@@ -302,16 +304,30 @@ impl State {
         if name == "_" && password == "_" {
             return Ok(None);
         }
-        self.check_lockout(peer, &name)?;
-        let (state, header, who) = (self.clone(), h.to_string(), name.clone());
-        let checked = tokio::task::spawn_blocking(move || state.auth.verify(&header, &password, state.account(&who))).await;
-        match checked {
-            Ok(Some(u)) => {
-                self.lockout.succeeded(peer, &name);
-                Ok(Some((u, None)))
-            }
-            _ => {
-                self.login_failed(peer, &name);
+        let (state, header) = (self.clone(), h.to_string());
+        // As CouchDB's, Basic failures for a name no account has do not count.
+        let user = tokio::task::spawn_blocking(move || state.guarded_login(peer, &name, false, |account| state.auth.verify(&header, &password, account)))
+            .await
+            .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))??;
+        Ok(Some((user, None)))
+    }
+
+    /// Checks a login for `name` from `peer` under the lockout (blocking: it looks the account
+    /// up and derives the password): `check` says who the account's password makes the
+    /// caller, if anyone. A locked account is refused before any derivation; a failure is
+    /// recorded against the account (and, if `counts_unknown`, against a name no account has).
+    pub fn guarded_login<T>(&self, peer: std::net::IpAddr, name: &str, counts_unknown: bool, check: impl FnOnce(Option<auth::Account>) -> Option<T>) -> HttpResult<T> {
+        let account = self.account(name);
+        let key = (account.is_some() || counts_unknown).then(|| lockout_key(name, account.as_ref()));
+        if let Some(key) = &key {
+            self.check_lockout(peer, key)?;
+        }
+        match check(account) {
+            Some(found) => Ok(found),
+            None => {
+                if let Some(key) = &key {
+                    self.login_failed(peer, key);
+                }
                 Err(HttpError::new(401, "unauthorized", "Name or password is incorrect."))
             }
         }
@@ -329,26 +345,28 @@ impl State {
         (config.get("chttpd_auth_lockout", "mode").unwrap_or("enforce").to_string(), policy)
     }
 
-    /// Refuses a login attempt for `name` from `peer` while that pair is locked out.
-    pub fn check_lockout(&self, peer: std::net::IpAddr, name: &str) -> HttpResult<()> {
+    /// Refuses a login attempt for the account `key` ([`lockout_key`]) from `peer` while that
+    /// pair is locked out.
+    fn check_lockout(&self, peer: std::net::IpAddr, key: &str) -> HttpResult<()> {
         if !self.lockout.any() {
             return Ok(());
         }
         let (mode, policy) = self.lockout_policy();
-        if mode != "off" && self.lockout.locked(peer, name, auth::now_ms(), policy) {
+        if mode != "off" && self.lockout.locked(peer, key, auth::now_ms(), policy) {
             if mode == "enforce" {
                 return Err(HttpError::new(403, "forbidden", "Account is temporarily locked due to multiple authentication failures"));
             }
-            tracing::warn!(user = name, %peer, "repeated authentication failures");
+            let user = key.split('\n').next().unwrap_or("");
+            tracing::warn!(user, %peer, "repeated authentication failures");
         }
         Ok(())
     }
 
-    /// Records a failed login attempt.
-    pub fn login_failed(&self, peer: std::net::IpAddr, name: &str) {
+    /// Records a failed login attempt against the account `key`.
+    fn login_failed(&self, peer: std::net::IpAddr, key: &str) {
         let (mode, policy) = self.lockout_policy();
         if mode != "off" {
-            self.lockout.failed(peer, name, auth::now_ms(), policy);
+            self.lockout.failed(peer, key, auth::now_ms(), policy);
         }
     }
 
@@ -370,7 +388,7 @@ impl State {
         let (now, fingerprint) = (auth::now(), account.fingerprint());
         let Some(age) = settee_auth::cookie::check(&self.secret, &fingerprint, &cookie, attrs.timeout, now) else { return Ok(None) };
         let refresh = settee_auth::cookie::needs_refresh(age, attrs.timeout)
-            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &fingerprint, &name, now), &attrs));
+            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &fingerprint, &name, now), &attrs, now));
         Ok(Some((account.user, refresh)))
     }
 
@@ -489,6 +507,13 @@ where
         }
     });
     let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
+}
+
+/// What the lockout counts failures against: the name and the account's current credentials
+/// (as CouchDB keys it by name and salt), so that failures recorded against a name do not
+/// lock out an account made, or a password set, later.
+fn lockout_key(name: &str, account: Option<&auth::Account>) -> String {
+    format!("{name}\n{}", account.map(auth::Account::fingerprint).unwrap_or_default())
 }
 
 /// `X-Couch-Request-ID`, on every answer.

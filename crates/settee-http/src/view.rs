@@ -85,7 +85,7 @@ fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> Ht
         return Err(qpe("`keys` is incompatible with `key`, `start_key` and `end_key`"));
     }
     if reduce && keys.is_some() && grouping != Grouping::Exact {
-        return Err(qpe("Multi-key fetchs for reduce views must use `group=true`"));
+        return Err(qpe("Multi-key fetches for reduce views must use `group=true`"));
     }
     let query = ViewQuery {
         start_key: range.start_key,
@@ -174,27 +174,25 @@ async fn ready(state: &Arc<State>, db: &Arc<Database>, index: &Arc<Index>, updat
 /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`.
 pub async fn view(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, view: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let body_keys = match req.method {
+    let body = match req.method {
         Method::GET | Method::HEAD => None,
         Method::POST => {
             req.require_json()?;
             let body = req.json_object(state.max_request).await?;
-            if let Some(queries) = body.get("queries") {
-                if body.contains_key("keys") {
-                    return Err(HttpError::bad_request("`keys` and `queries` are mutually exclusive"));
-                }
-                return Box::pin(many(state, &db, req, ddoc, view, queries.clone())).await;
+            if body.contains_key("queries") {
+                return Err(HttpError::bad_request("The `queries` parameter is no longer supported at this endpoint"));
             }
-            match body.get("keys") {
-                Some(k @ Value::Array(_)) => Some(k.clone()),
-                Some(_) => return Err(HttpError::bad_request("`keys` member must be an array.")),
-                None => return Err(HttpError::bad_request("POST body must contain `keys` or `queries` field")),
+            if body.get("keys").is_some_and(|k| !k.is_array()) {
+                return Err(HttpError::bad_request("`keys` member must be an array."));
             }
+            Some(body)
         }
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
+    // As CouchDB: a POST body's members are query options, the query string winning.
+    let query = single_keys_as_key(req.query.with_body(body.as_ref(), &[]));
     let (ddoc, index) = design(state, &db, ddoc)?;
-    let plan = plan(&ddoc, view, &req.query, body_keys)?;
+    let plan = plan(&ddoc, view, &query, None)?;
     let snap = ready(state, &db, &index, plan.update).await?;
     let dbsnap = db.snapshot();
     if plan.reduce {
@@ -209,6 +207,21 @@ pub async fn view(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, vie
         write_map_rows(sink, rows, &dbsnap, &plan)?;
         sink.write(b"\r\n]}\n")
     }))
+}
+
+/// A query whose `keys` name one key, with `key` in their place, as CouchDB reads a view
+/// query (a reduce view then reduces that key's rows without `group`).
+fn single_keys_as_key(query: Query) -> Query {
+    Query(
+        query
+            .0
+            .into_iter()
+            .map(|(k, v)| match (k == "keys").then(|| serde_json::from_str::<Value>(&v)) {
+                Some(Ok(Value::Array(mut one))) if one.len() == 1 => ("key".to_string(), one.pop().expect("one key").to_string()),
+                _ => (k, v),
+            })
+            .collect(),
+    )
 }
 
 /// `POST /{db}/_design/{ddoc}/_view/{view}/queries`.

@@ -32,6 +32,7 @@ view_tests!(
     group_levels_over_array_keys,
     sum_of_values_that_are_not_numbers,
     multi_query_requests,
+    post_bodies_carry_query_options,
     query_errors_are_couchdbs,
     missing_databases_design_docs_and_views,
     key_collation_unicode_and_raw,
@@ -282,8 +283,9 @@ fn multi_query_requests(s: &mut TestServer) {
     let got = post_ok(&c, "/db/_design/d/_view/by_n/queries?limit=1", json!({"queries": [{}, {"startkey": 3}, {"limit": 2}]}));
     let rows: Vec<Value> = got["results"].as_array().expect("results").iter().map(|r| r["rows"].clone()).collect();
     assert_eq!(rows, [by_n(&["a"]), by_n(&["c"]), by_n(&["a", "b"])]);
-    // `queries` posted to the view itself does the same.
-    assert_eq!(post_ok(&c, "/db/_design/d/_view/by_n", json!({"queries": [{"key": 2}]})), json!({"results": [{"total_rows": 5, "offset": 1, "rows": by_n(&["b"])}]}));
+    // CouchDB 3.5 takes `queries` only at `/queries`.
+    let r = c.post("/db/_design/d/_view/by_n", &json!({"queries": [{"key": 2}]}).to_string());
+    assert_eq!(r.error(400, "bad_request").json()["reason"], "The `queries` parameter is no longer supported at this endpoint");
     assert_eq!(post_ok(&c, "/db/_design/d/_view/by_n/queries", json!({"queries": []})), json!({"results": []}));
     // One bad query fails the request.
     let r = c.post("/db/_design/d/_view/by_n/queries", &json!({"queries": [{}, {"reduce": true}]}).to_string());
@@ -292,12 +294,33 @@ fn multi_query_requests(s: &mut TestServer) {
     c.post("/db/_design/d/_view/by_n", &json!({"queries": [], "keys": []}).to_string()).error(400, "bad_request");
 }
 
+/// A POST body's members are query options, as CouchDB reads them (issue 27: only `keys` was
+/// read, and a body without it refused): the query string wins where both give one, and one
+/// key in `keys` is read as `key`.
+fn post_bodies_carry_query_options(s: &mut TestServer) {
+    let c = s.admin();
+    fixture(&c);
+    let v = |name: &str, query: &str| format!("/db/_design/d/_view/{name}{query}");
+    assert_eq!(post_ok(&c, &v("by_n", ""), json!({"start_key": 2, "end_key": 3})), json!({"total_rows": 5, "offset": 1, "rows": by_n(&["b", "c"])}));
+    assert_eq!(post_ok(&c, &v("sum", ""), json!({"keys": ["y"], "reduce": false}))["rows"], json!([row("b", json!("y"), json!(2)), row("d", json!("y"), json!(4))]));
+    assert_eq!(post_ok(&c, &v("sum", ""), json!({"group": true})), json!({"rows": [{"key": "x", "value": 9}, {"key": "y", "value": 6}]}));
+    assert_eq!(post_ok(&c, &v("sum", ""), json!({"keys": ["y"]})), json!({"rows": [{"key": null, "value": 6}]}), "one key reduces that key");
+    assert_eq!(post_ok(&c, &v("sum", ""), json!({"keys": ["y", "x"], "group": true, "skip": 1})), json!({"rows": [{"key": "x", "value": 9}]}));
+    // The query string wins.
+    assert_eq!(post_ok(&c, &v("by_n", "?limit=1"), json!({"limit": 3}))["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(post_ok(&c, &v("sum", "?reduce=true"), json!({"reduce": false})), json!({"rows": [{"key": null, "value": 15}]}));
+    assert_eq!(post_ok(&c, &v("by_n", "?startkey=3"), json!({"start_key": 2, "end_key": 3}))["rows"], json!(by_n(&["c"])));
+    // `?keys=[k]` is `key` too.
+    assert_eq!(ok(&c, &v("sum", &format!("?keys={}", j(&json!(["x"]))))), json!({"rows": [{"key": null, "value": 9}]}));
+}
+
 fn query_errors_are_couchdbs(s: &mut TestServer) {
     let c = s.admin();
     fixture(&c);
     let m = "/db/_design/d/_view/by_n";
     let r = "/db/_design/d/_view/sum";
-    let one = j(&json!([1]));
+    // One key in `keys` is read as `key` (as CouchDB reads a view query), so these use two.
+    let one = j(&json!([1, 2]));
     let incompatible = "`keys` is incompatible with `key`, `start_key` and `end_key`";
     let mut cases: Vec<(String, &str)> = vec![
         (format!("{m}?reduce=true"), "Reduce is invalid for map-only views."),
@@ -306,7 +329,7 @@ fn query_errors_are_couchdbs(s: &mut TestServer) {
         (format!("{r}?reduce=false&group=true"), "Invalid use of grouping on a map view."),
         (format!("{r}?include_docs=true"), "`include_docs` is invalid for reduce"),
         (format!("{r}?conflicts=true"), "`conflicts` is invalid for reduce views."),
-        (format!("{r}?keys={}", j(&json!(["x"]))), "Multi-key fetchs for reduce views must use `group=true`"),
+        (format!("{r}?keys={}", j(&json!(["x", "y"]))), "Multi-key fetches for reduce views must use `group=true`"),
         (format!("{m}?keys={one}&key=1"), incompatible),
         (format!("{m}?keys={one}&start_key=1"), incompatible),
         (format!("{m}?keys={one}&endkey=1"), incompatible),
@@ -328,12 +351,12 @@ fn query_errors_are_couchdbs(s: &mut TestServer) {
         bad_query(&c, path, reason);
     }
     // The same checks apply to keys in a POST body.
-    let got = c.post(r, &json!({"keys": ["x"]}).to_string());
-    assert_eq!((got.status, got.json()), (400, json!({"error": "query_parse_error", "reason": "Multi-key fetchs for reduce views must use `group=true`"})));
-    let got = c.post(&format!("{m}?key=1"), &json!({"keys": [1]}).to_string());
+    let got = c.post(r, &json!({"keys": ["x", "y"]}).to_string());
+    assert_eq!((got.status, got.json()), (400, json!({"error": "query_parse_error", "reason": "Multi-key fetches for reduce views must use `group=true`"})));
+    let got = c.post(&format!("{m}?key=1"), &json!({"keys": [1, 2]}).to_string());
     assert_eq!((got.status, got.json()), (400, json!({"error": "query_parse_error", "reason": incompatible})));
     c.post(m, r#"{"keys":"x"}"#).error(400, "bad_request");
-    c.post(m, "{}").error(400, "bad_request");
+    assert_eq!(post_ok(&c, m, json!({})), ok(&c, m), "a POST without options is a GET");
     c.get(&format!("{m}?startkey=notjson")).error(400, "bad_request");
     // Nothing was wrong with the view itself.
     page(&c, m, 5, 0, by_n(&ALL));
