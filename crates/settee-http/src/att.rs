@@ -320,6 +320,7 @@ async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, cont
         Some("gzip") => Uploader::gzip_stream(state, db, id),
         Some(_) => return Err(HttpError::new(415, "bad_content_type", "Only gzip and identity content-encodings are supported")),
     };
+    let mut received = 0u64;
     loop {
         let frame = match body.frame().await {
             None => break,
@@ -327,10 +328,16 @@ async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, cont
             Some(Err(_)) => return Err(HttpError::bad_request("the request body could not be read")),
         };
         if let Ok(data) = frame.into_data() {
+            received += data.len() as u64;
             up.push(&data).await?;
         }
     }
     req.body_time += started.elapsed();
+    // Bytes that came with the body beyond its declared length (a client that counted
+    // characters, not bytes): CouchDB refuses the attachment rather than store it cut short.
+    if req.header(hyper::header::CONTENT_LENGTH).is_some() && body.overran(received) {
+        return Err(HttpError { close: true, ..HttpError::bad_request("attachment longer than expected") });
+    }
     up.finish().await
 }
 

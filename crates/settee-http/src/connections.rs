@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -99,6 +99,14 @@ pub struct Conn {
     head_since: AtomicU64,
     /// Who to wake to close it.
     waker: Mutex<Option<Waker>>,
+    /// Bytes read from the client so far.
+    read: AtomicU64,
+    /// Where the head of the request being read ended, in `read`'s count (0: not seen, or
+    /// not known because it was read during the request before it).
+    head_end: AtomicU64,
+    /// The last bytes read while looking for the head's end (up to 3, and how many), so that
+    /// an end split between two reads is found.
+    head_tail: AtomicU32,
     registry: Arc<Connections>,
     id: u64,
 }
@@ -117,7 +125,52 @@ impl Conn {
     pub fn end_request(&self) {
         self.head_since.store(0, Ordering::Relaxed);
         self.idle_since.store(0, Ordering::Relaxed);
+        self.head_end.store(0, Ordering::Relaxed);
+        self.head_tail.store(0, Ordering::Relaxed);
         self.state.store(WAITING, Ordering::Release);
+    }
+
+    /// Counts bytes read; while a request head is awaited, notes where it ends.
+    fn note_read(&self, bytes: &[u8], waiting: bool) {
+        let start = self.read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if !waiting || bytes.is_empty() || self.head_end.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        let [t0, t1, t2, kept] = self.head_tail.load(Ordering::Relaxed).to_le_bytes();
+        let mut seam = [t0, t1, t2, 0, 0, 0];
+        let kept = usize::from(kept);
+        let take = bytes.len().min(3);
+        seam[kept..kept + take].copy_from_slice(&bytes[..take]);
+        let found = seam[..kept + take]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|i| start + (i + 4 - kept) as u64)
+            .or_else(|| bytes.windows(4).position(|w| w == b"\r\n\r\n").map(|i| start + i as u64 + 4));
+        match found {
+            Some(end) => self.head_end.store(end, Ordering::Relaxed),
+            None => {
+                let mut joined = seam[..kept].to_vec();
+                joined.extend_from_slice(&bytes[bytes.len().saturating_sub(3)..]);
+                let last = &joined[joined.len().saturating_sub(3)..];
+                let mut word = [0u8; 4];
+                word[..last.len()].copy_from_slice(last);
+                word[3] = last.len() as u8;
+                self.head_tail.store(u32::from_le_bytes(word), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether bytes beyond the request head and a body of `body_len` bytes were read from
+    /// the client by now, too few to be a request of their own (the shortest, `GET /
+    /// HTTP/1.0` and an empty line, takes 18): they came with the body, from a client that
+    /// sent more than its `Content-Length` said. Bytes enough for a request are taken for a
+    /// pipelined one. Unknown (false) when the head's end was not seen.
+    pub fn read_past(&self, body_len: u64) -> bool {
+        const SHORTEST_REQUEST: u64 = 18;
+        match self.head_end.load(Ordering::Relaxed) {
+            0 => false,
+            end => (1..SHORTEST_REQUEST).contains(&self.read.load(Ordering::Relaxed).saturating_sub(end + body_len)),
+        }
     }
 
     /// When it started waiting for a request, taking now if that was not yet noted.
@@ -222,6 +275,9 @@ impl Connections {
             idle_since: AtomicU64::new(nanos(Instant::now())),
             head_since: AtomicU64::new(0),
             waker: Mutex::default(),
+            read: AtomicU64::new(0),
+            head_end: AtomicU64::new(0),
+            head_tail: AtomicU32::new(0),
             registry: self.clone(),
             id,
         });
@@ -258,6 +314,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         let this = &mut *self;
         let conn = &this.conn;
         let state = conn.state.load(Ordering::Acquire);
+        if got {
+            conn.note_read(&buf.filled()[before..], state != IN_REQUEST);
+        }
         if state == SHED {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed to make room for other clients")));
         }
@@ -384,6 +443,8 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Answer<B> {
 /// bytes.
 pub struct TimedBody {
     inner: hyper::body::Incoming,
+    /// The connection it arrives on.
+    conn: Arc<Conn>,
     pause: Duration,
     /// Set when the body is first waited for: the time a handler takes before reading it
     /// does not count, and a request whose body is never waited for makes no timer.
@@ -411,9 +472,17 @@ impl std::fmt::Display for BodyError {
 impl std::error::Error for BodyError {}
 
 impl TimedBody {
-    /// `inner`, allowed pauses of at most `pause`.
-    pub fn new(inner: hyper::body::Incoming, pause: Duration) -> TimedBody {
-        TimedBody { inner, pause, timer: None }
+    /// `inner`, arriving on `conn`, allowed pauses of at most `pause`.
+    pub fn new(inner: hyper::body::Incoming, pause: Duration, conn: Arc<Conn>) -> TimedBody {
+        TimedBody { inner, conn, pause, timer: None }
+    }
+
+    /// Whether the client sent more bytes with this body than its `Content-Length` said
+    /// (`content_length`): they were read with it (as CouchDB reads an attachment, and
+    /// refuses it), rather than taken for the start of another request. Ask once the body
+    /// has ended.
+    pub fn overran(&self, content_length: u64) -> bool {
+        self.conn.read_past(content_length)
     }
 }
 

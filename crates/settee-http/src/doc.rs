@@ -383,9 +383,18 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     } else {
         snap.resolve_winner(id)?;
     }
-    let rev = named_rev(req)?.ok_or(settee_db::Error::Conflict)?;
-    parse_rev(&rev)?;
-    let doc = NewDoc::from_json(json!({"_rev": rev, "_deleted": true}), Some(id), String::new, &state.limits)?;
+    // A local document needs no revision (it never conflicts); others do.
+    let rev = match named_rev(req)? {
+        Some(rev) => Some(rev),
+        None if is_local(id) => None,
+        None => return Err(settee_db::Error::Conflict.into()),
+    };
+    let mut body = json!({"_deleted": true});
+    if let Some(rev) = rev {
+        parse_rev(&rev)?;
+        body["_rev"] = json!(rev);
+    }
+    let doc = NewDoc::from_json(body, Some(id), String::new, &state.limits)?;
     // `batch=ok` does not apply to deletions, as in CouchDB: the answer names the revision.
     write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, Answer::Delete).await
 }

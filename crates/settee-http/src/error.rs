@@ -16,12 +16,15 @@ pub struct HttpError {
     pub reason: String,
     /// Methods to list in `Allow` (for 405).
     pub allow: Option<&'static str>,
+    /// Close the connection after answering (what the client sent past the request cannot
+    /// be taken for another).
+    pub close: bool,
 }
 
 impl HttpError {
     /// Any error.
     pub fn new(status: u16, error: &str, reason: impl Into<String>) -> HttpError {
-        HttpError { status, error: error.to_string(), reason: reason.into(), allow: None }
+        HttpError { status, error: error.to_string(), reason: reason.into(), allow: None, close: false }
     }
 
     /// 400 `bad_request`.

@@ -65,6 +65,9 @@ pub fn error(e: &HttpError) -> Response {
     if let Some(allow) = e.allow {
         resp.headers_mut().insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
     }
+    if e.close {
+        resp.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    }
     resp
 }
 

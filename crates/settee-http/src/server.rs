@@ -502,7 +502,7 @@ where
         let (state, conn) = (state.clone(), conn.clone());
         async move {
             conn.begin_request();
-            let resp = handle(state, req, peer, tls).await;
+            let resp = handle(state, req, peer, tls, conn.clone()).await;
             Ok::<_, std::convert::Infallible>(resp.map(|body| Answer::new(body, conn)))
         }
     });
@@ -524,7 +524,7 @@ const BODY_TIME: HeaderName = HeaderName::from_static("x-couchdb-body-time");
 const ASKED_WWW_AUTHENTICATE: HeaderName = HeaderName::from_static("x-couchdb-www-authenticate");
 
 /// Answers one request. A handler that panics is answered with a logged 500.
-async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool) -> Response {
+async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool, conn: Arc<Conn>) -> Response {
     let server_header = state.server_header.clone();
     let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
     let asked_www = req.headers().get(&ASKED_WWW_AUTHENTICATE).cloned();
@@ -538,7 +538,7 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net
     let head_request = req.method() == Method::HEAD;
     // The request line is kept for the logs only when request logging is on.
     let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) { (req.method().clone(), req.uri().clone()) } else { Default::default() };
-    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req, peer, tls)) }).await {
+    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req, peer, tls, conn)) }).await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
         Err(message) => {
@@ -615,7 +615,7 @@ impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
     }
 }
 
-async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool) -> HttpResult<Response> {
+async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool, conn: Arc<Conn>) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
     let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers, peer, tls).await?;
     let mut req = Req {
@@ -623,7 +623,7 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
         segments: segments(parts.uri.path()),
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
-        body: Some(TimedBody::new(body, state.settings.load().conn.body)),
+        body: Some(TimedBody::new(body, state.settings.load().conn.body, conn)),
         user,
         auth_handler: handler,
         peer,
