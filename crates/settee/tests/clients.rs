@@ -1,6 +1,8 @@
-//! Real CouchDB client libraries against the real server: PouchDB (JavaScript, HTTP adapter
-//! plus in-memory databases replicating both ways) and couchdb-python. `./scripts/test`
-//! installs both into `clients/` before running the tests.
+//! Real CouchDB client libraries against the real server, each used as its documentation
+//! shows (issue 27's client matrix): PouchDB (JavaScript, HTTP adapter plus in-memory
+//! databases replicating both ways), nano, couchdb-python, cloudant, the IBM Cloudant SDK
+//! (`ibmcloudant`, with its defaults: gzipped bodies, session login, views POSTed) and Kivik
+//! (Go). `./scripts/test` installs them into `clients/` before running the tests.
 
 mod common;
 
@@ -43,4 +45,31 @@ fn couchdb_python_works_unmodified() {
     let mut cmd = Command::new(python);
     cmd.arg("test_couchdb_python.py").current_dir(&dir);
     run(&s, cmd, "the couchdb-python script");
+}
+
+fn python(s: &TestServer, script: &str) {
+    let dir = clients_dir().join("python");
+    let python = dir.join(".venv/bin/python");
+    assert!(python.exists(), "the Python clients are not installed: run ./scripts/test, which creates clients/python/.venv");
+    let mut cmd = Command::new(python);
+    cmd.arg(script).current_dir(&dir);
+    run(s, cmd, script);
+}
+
+#[test]
+fn cloudant_works_unmodified() {
+    python(&TestServer::start(), "test_cloudant.py");
+}
+
+#[test]
+fn ibmcloudant_works_unmodified() {
+    python(&TestServer::start(), "test_ibmcloudant.py");
+}
+
+#[test]
+fn kivik_works_unmodified() {
+    let s = TestServer::start();
+    let mut cmd = Command::new("go");
+    cmd.args(["test", "-count=1", "-mod=readonly", "./..."]).current_dir(clients_dir().join("go"));
+    run(&s, cmd, "the Kivik suite");
 }
