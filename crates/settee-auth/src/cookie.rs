@@ -33,13 +33,20 @@ pub fn make(secret: &[u8], user_secret: &str, name: &str, now: u64) -> String {
 
 /// Decodes cookies as leniently as CouchDB: padding or not, and stray bits in the last
 /// character (a cookie cut short mid-character still decodes).
-const LENIENT: GeneralPurpose = GeneralPurpose::new(&URL_SAFE, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true).with_decode_padding_mode(DecodePaddingMode::Indifferent));
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 /// Whether a cookie is malformed by CouchDB's rule (it is not base64url, or what it decodes
 /// to has fewer than two colons): such a cookie is a bad request, where one that is only
 /// wrong (unknown user, bad time, bad signature, expired) leaves the caller anonymous.
 pub fn is_malformed(cookie: &str) -> bool {
-    LENIENT.decode(cookie).map_or(true, |raw| raw.iter().filter(|&&b| b == b':').count() < 2)
+    LENIENT
+        .decode(cookie)
+        .map_or(true, |raw| raw.iter().filter(|&&b| b == b':').count() < 2)
 }
 
 /// The user name a cookie claims and when it was issued, before it is checked.
@@ -59,7 +66,13 @@ fn split(raw: &[u8]) -> Option<(&str, u64, usize)> {
 
 /// The cookie's age in seconds if it is genuine for `user_secret` and younger than
 /// `timeout` at `now`.
-pub fn check(secret: &[u8], user_secret: &str, cookie: &str, timeout: u64, now: u64) -> Option<u64> {
+pub fn check(
+    secret: &[u8],
+    user_secret: &str,
+    cookie: &str,
+    timeout: u64,
+    now: u64,
+) -> Option<u64> {
     let raw = LENIENT.decode(cookie).ok()?;
     let (_, time, second) = split(&raw)?;
     let payload = std::str::from_utf8(&raw[..second]).ok()?;
@@ -95,7 +108,10 @@ impl Attributes {
     fn suffix(&self, expires: Option<(u64, u64)>) -> String {
         let mut h = String::from("; Version=1");
         if let Some((at, max_age)) = expires.filter(|_| self.persistent) {
-            h.push_str(&format!("; Expires={}; Max-Age={max_age}", expires_date(at)));
+            h.push_str(&format!(
+                "; Expires={}; Max-Age={max_age}",
+                expires_date(at)
+            ));
         }
         if self.secure {
             h.push_str("; Secure");
@@ -115,7 +131,10 @@ impl Attributes {
 /// `timeout` later, said both ways (`Expires` for clients that read only that, as nano's
 /// cookie jar does, and `Max-Age`).
 pub fn header(value: &str, attrs: &Attributes, now: u64) -> String {
-    format!("AuthSession={value}{}", attrs.suffix(Some((now.saturating_add(attrs.timeout), attrs.timeout))))
+    format!(
+        "AuthSession={value}{}",
+        attrs.suffix(Some((now.saturating_add(attrs.timeout), attrs.timeout)))
+    )
 }
 
 /// A `Set-Cookie` value that clears the session cookie: empty, and already expired at `now`
@@ -128,7 +147,9 @@ pub fn clearing(attrs: &Attributes, expire: bool, now: u64) -> String {
 /// GMT` (Unix seconds, UTC).
 fn expires_date(secs: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
     // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -141,7 +162,13 @@ fn expires_date(secs: u64) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     let weekday = DAYS[(days.rem_euclid(7)) as usize];
-    format!("{weekday}, {day:02}-{}-{year} {:02}:{:02}:{:02} GMT", MONTHS[(month - 1) as usize], rest / 3600, rest / 60 % 60, rest % 60)
+    format!(
+        "{weekday}, {day:02}-{}-{year} {:02}:{:02}:{:02} GMT",
+        MONTHS[(month - 1) as usize],
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 #[cfg(test)]
@@ -153,12 +180,24 @@ mod tests {
         let cookie = make(b"secret", "salt1", "root", 1000);
         assert_eq!(claims(&cookie), Some(("root".into(), 1000)));
         assert_eq!(check(b"secret", "salt1", &cookie, 600, 1010), Some(10));
-        assert!(check(b"other", "salt1", &cookie, 600, 1010).is_none(), "wrong secret");
-        assert!(check(b"secret", "salt2", &cookie, 600, 1010).is_none(), "password changed");
-        assert!(check(b"secret", "salt1", &cookie, 600, 1600).is_none(), "expired");
+        assert!(
+            check(b"other", "salt1", &cookie, 600, 1010).is_none(),
+            "wrong secret"
+        );
+        assert!(
+            check(b"secret", "salt2", &cookie, 600, 1010).is_none(),
+            "password changed"
+        );
+        assert!(
+            check(b"secret", "salt1", &cookie, 600, 1600).is_none(),
+            "expired"
+        );
         assert!(check(b"secret", "salt1", "garbage", 600, 1010).is_none());
         let forged = make(b"guess", "salt1", "root", 1000);
-        assert!(check(b"secret", "salt1", &forged, 600, 1010).is_none(), "forged");
+        assert!(
+            check(b"secret", "salt1", &forged, 600, 1010).is_none(),
+            "forged"
+        );
         assert!(!needs_refresh(10, 600) && needs_refresh(61, 600));
     }
 
@@ -175,18 +214,31 @@ mod tests {
                 assert!(check(b"secret", "salt1", short, 600, 1010).is_none());
             }
         }
-        for bad in ["garbage", "!!!", "a", &URL_SAFE_NO_PAD.encode("no colons"), &URL_SAFE_NO_PAD.encode("bob:6B07F483")] {
+        for bad in [
+            "garbage",
+            "!!!",
+            "a",
+            &URL_SAFE_NO_PAD.encode("no colons"),
+            &URL_SAFE_NO_PAD.encode("bob:6B07F483"),
+        ] {
             assert!(is_malformed(bad), "{bad}");
         }
         let odd_time = URL_SAFE_NO_PAD.encode("bob:not-hex:mac");
-        assert!(!is_malformed(&odd_time) && claims(&odd_time).is_none(), "two colons: wrong, not malformed");
+        assert!(
+            !is_malformed(&odd_time) && claims(&odd_time).is_none(),
+            "two colons: wrong, not malformed"
+        );
     }
 
     #[test]
     fn cookie_attributes_come_as_couchdb_writes_them() {
         // 2026-11-26 11:35:31 UTC, a Thursday.
         let now = 1_795_692_931;
-        let mut a = Attributes { timeout: 600, persistent: true, ..Default::default() };
+        let mut a = Attributes {
+            timeout: 600,
+            persistent: true,
+            ..Default::default()
+        };
         assert_eq!(header("v", &a, now), "AuthSession=v; Version=1; Expires=Thu, 26-Nov-2026 11:45:31 GMT; Max-Age=600; Path=/; HttpOnly");
         a.secure = true;
         a.same_site = Some("Strict".into());

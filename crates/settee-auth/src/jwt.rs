@@ -49,17 +49,26 @@ fn key_for(alg: Algorithm, kid: Option<&str>, cfg: &JwtConfig) -> Result<Decodin
         Algorithm::ES256 | Algorithm::ES384 => "ec",
         _ => return Err(bad("Invalid alg header parameter")),
     };
-    let value = cfg.keys.get(&format!("{kty}:{}", kid.unwrap_or("_default"))).ok_or_else(|| bad("Unknown kid"))?;
+    let value = cfg
+        .keys
+        .get(&format!("{kty}:{}", kid.unwrap_or("_default")))
+        .ok_or_else(|| bad("Unknown kid"))?;
     let pem = value.replace("\\n", "\n");
     match kty {
-        "hmac" => STANDARD.decode(value.trim()).map(|k| DecodingKey::from_secret(&k)).map_err(|_| bad("Not a valid key")),
-        "rsa" => DecodingKey::from_rsa_pem(pem.as_bytes()).map_err(|_| bad("not an RSA public key")),
+        "hmac" => STANDARD
+            .decode(value.trim())
+            .map(|k| DecodingKey::from_secret(&k))
+            .map_err(|_| bad("Not a valid key")),
+        "rsa" => {
+            DecodingKey::from_rsa_pem(pem.as_bytes()).map_err(|_| bad("not an RSA public key"))
+        }
         _ => DecodingKey::from_ec_pem(pem.as_bytes()).map_err(|_| bad("not an EC public key")),
     }
 }
 
 /// Checks `token` and returns the user it names.
 pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
+    check_alg(token)?;
     let header = decode_header(token).map_err(|_| bad("Malformed token"))?;
     let key = key_for(header.alg, header.kid.as_deref(), cfg)?;
     let mut validation = Validation::new(header.alg);
@@ -68,7 +77,10 @@ pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
     validation.validate_exp = cfg.required_claims.iter().any(|c| c == "exp");
     validation.validate_nbf = cfg.required_claims.iter().any(|c| c == "nbf");
     validation.set_required_spec_claims(&cfg.required_claims);
-    let hmac = matches!(header.alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512);
+    let hmac = matches!(
+        header.alg,
+        Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
+    );
     let claims = decode::<Value>(token, &key, &validation).map_err(|e| match e.kind() {
         ErrorKind::ExpiredSignature => JwtError::Unauthorized("exp not in future".into()),
         ErrorKind::ImmatureSignature => JwtError::Unauthorized("nbf not in past".into()),
@@ -78,20 +90,61 @@ pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
         _ => bad("Malformed token"),
     })?;
     let claims = claims.claims;
-    let name = claims.get("sub").and_then(Value::as_str).ok_or_else(|| JwtError::Unauthorized("Token missing sub claim.".into()))?;
-    Ok(User { name: name.to_string(), roles: roles(&claims, cfg)? })
+    let name = claims
+        .get("sub")
+        .and_then(Value::as_str)
+        .ok_or_else(|| JwtError::Unauthorized("Token missing sub claim.".into()))?;
+    Ok(User {
+        name: name.to_string(),
+        roles: roles(&claims, cfg)?,
+    })
+}
+
+/// The algorithms CouchDB verifies that this server does too (ES512 is the one it lacks).
+const ALGS: [&str; 8] = [
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384",
+];
+
+/// CouchDB's header checks before any signature: `alg` must be present and one it verifies
+/// (`none`, `PS256`, `EdDSA`, ... are refused as CouchDB refuses them).
+fn check_alg(token: &str) -> Result<(), JwtError> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let header = token.split('.').next().unwrap_or_default();
+    let header: Value = URL_SAFE_NO_PAD
+        .decode(header.trim_end_matches('='))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| bad("Malformed token"))?;
+    match header.get("alg") {
+        None => Err(bad("Missing alg header parameter")),
+        Some(Value::String(alg)) if ALGS.contains(&alg.as_str()) => Ok(()),
+        Some(_) => Err(bad("Invalid alg header parameter")),
+    }
 }
 
 /// The roles claim: an array of strings (or a comma-separated string), at the configured path.
 fn roles(claims: &Value, cfg: &JwtConfig) -> Result<Vec<String>, JwtError> {
     let found = match &cfg.roles_claim_path {
-        Some(path) => split_path(path).iter().try_fold(claims, |v, part| v.get(part.as_str())),
+        Some(path) => split_path(path)
+            .iter()
+            .try_fold(claims, |v, part| v.get(part.as_str())),
         None => claims.get(cfg.roles_claim_name.as_str()),
     };
     match found {
         None => Ok(Vec::new()),
-        Some(Value::Array(items)) => items.iter().map(|r| r.as_str().map(str::to_string).ok_or_else(|| bad("Malformed token"))).collect(),
-        Some(Value::String(s)) => Ok(s.split(',').map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|r| {
+                r.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| bad("Malformed token"))
+            })
+            .collect(),
+        Some(Value::String(s)) => Ok(s
+            .split(',')
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect()),
         Some(_) => Err(bad("Malformed token")),
     }
 }
@@ -129,44 +182,145 @@ mod tests {
     }
 
     fn hs256(claims: Value, secret: &[u8]) -> String {
-        encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret)).unwrap()
+        encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret),
+        )
+        .unwrap()
     }
 
     fn now() -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    /// A token with the given header, any payload and signature.
+    fn with_header(header: Value) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let part = |v: &Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        format!("{}.{}.c2ln", part(&header), part(&json!({"sub": "x"})))
+    }
+
+    #[test]
+    fn algorithms_are_checked_as_couchdb_checks_them() {
+        let cfg = hmac_config(&[]);
+        let refused = |header: Value| verify(&with_header(header), &cfg).unwrap_err();
+        for alg in ["none", "PS256", "EdDSA", "HS1", "ES512"] {
+            assert_eq!(
+                refused(json!({"alg": alg})),
+                bad("Invalid alg header parameter"),
+                "{alg}"
+            );
+        }
+        assert_eq!(
+            refused(json!({"alg": 5})),
+            bad("Invalid alg header parameter")
+        );
+        assert_eq!(
+            refused(json!({"typ": "JWT"})),
+            bad("Missing alg header parameter")
+        );
+        assert_eq!(
+            verify("bm90IGpzb24.e30.c2ln", &cfg).unwrap_err(),
+            bad("Malformed token")
+        );
+        // A known algorithm goes on to the signature.
+        assert_eq!(refused(json!({"alg": "HS256"})), bad("Bad HMAC"));
+        let token = hs256(json!({"sub": "ann"}), b"sekrit");
+        for alg in [Algorithm::HS384, Algorithm::HS512] {
+            let key = EncodingKey::from_secret(b"sekrit");
+            let t = encode(&Header::new(alg), &json!({"sub": "ann"}), &key).unwrap();
+            assert_eq!(verify(&t, &cfg).unwrap().name, "ann", "{alg:?}");
+        }
+        assert_eq!(verify(&token, &cfg).unwrap().name, "ann");
     }
 
     #[test]
     fn hmac_tokens_name_users_and_roles() {
         let cfg = hmac_config(&["exp"]);
-        let token = hs256(json!({"sub": "ann", "exp": now() + 60, "_couchdb.roles": ["staff"]}), b"sekrit");
-        assert_eq!(verify(&token, &cfg), Ok(User { name: "ann".into(), roles: vec!["staff".into()] }));
-        assert_eq!(verify(&hs256(json!({"sub": "ann", "exp": now() + 60}), b"wrong"), &cfg), Err(bad("Bad HMAC")));
-        assert_eq!(verify(&hs256(json!({"sub": "ann", "exp": now() - 10}), b"sekrit"), &cfg), Err(JwtError::Unauthorized("exp not in future".into())));
-        assert_eq!(verify(&hs256(json!({"sub": "ann"}), b"sekrit"), &cfg), Err(bad("Missing exp claim")));
-        assert_eq!(verify(&hs256(json!({"exp": now() + 60}), b"sekrit"), &cfg), Err(JwtError::Unauthorized("Token missing sub claim.".into())));
+        let token = hs256(
+            json!({"sub": "ann", "exp": now() + 60, "_couchdb.roles": ["staff"]}),
+            b"sekrit",
+        );
+        assert_eq!(
+            verify(&token, &cfg),
+            Ok(User {
+                name: "ann".into(),
+                roles: vec!["staff".into()]
+            })
+        );
+        assert_eq!(
+            verify(
+                &hs256(json!({"sub": "ann", "exp": now() + 60}), b"wrong"),
+                &cfg
+            ),
+            Err(bad("Bad HMAC"))
+        );
+        assert_eq!(
+            verify(
+                &hs256(json!({"sub": "ann", "exp": now() - 10}), b"sekrit"),
+                &cfg
+            ),
+            Err(JwtError::Unauthorized("exp not in future".into()))
+        );
+        assert_eq!(
+            verify(&hs256(json!({"sub": "ann"}), b"sekrit"), &cfg),
+            Err(bad("Missing exp claim"))
+        );
+        assert_eq!(
+            verify(&hs256(json!({"exp": now() + 60}), b"sekrit"), &cfg),
+            Err(JwtError::Unauthorized("Token missing sub claim.".into()))
+        );
         assert_eq!(verify("not.a.token", &cfg), Err(bad("Malformed token")));
         let expired_but_not_required = hs256(json!({"sub": "ann", "exp": now() - 10}), b"sekrit");
-        assert!(verify(&expired_but_not_required, &hmac_config(&[])).is_ok(), "exp is only checked when required, as CouchDB does");
+        assert!(
+            verify(&expired_but_not_required, &hmac_config(&[])).is_ok(),
+            "exp is only checked when required, as CouchDB does"
+        );
     }
 
     #[test]
     fn ec_tokens_and_nested_role_paths() {
         let pair = rcgen::KeyPair::generate().unwrap();
         let mut cfg = hmac_config(&[]);
-        cfg.keys.insert("ec:k1".into(), pair.public_key_pem().replace('\n', "\\n"));
+        cfg.keys
+            .insert("ec:k1".into(), pair.public_key_pem().replace('\n', "\\n"));
         cfg.roles_claim_path = Some("app.couch\\.roles".into());
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some("k1".into());
         let claims = json!({"sub": "bo", "app": {"couch.roles": ["a", "b"]}});
-        let token = encode(&header, &claims, &EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap()).unwrap();
-        assert_eq!(verify(&token, &cfg), Ok(User { name: "bo".into(), roles: vec!["a".into(), "b".into()] }));
+        let token = encode(
+            &header,
+            &claims,
+            &EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            verify(&token, &cfg),
+            Ok(User {
+                name: "bo".into(),
+                roles: vec!["a".into(), "b".into()]
+            })
+        );
         header.kid = Some("k2".into());
-        let unknown = encode(&header, &claims, &EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap()).unwrap();
+        let unknown = encode(
+            &header,
+            &claims,
+            &EncodingKey::from_ec_pem(pair.serialize_pem().as_bytes()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(verify(&unknown, &cfg), Err(bad("Unknown kid")));
         let other = rcgen::KeyPair::generate().unwrap();
         header.kid = Some("k1".into());
-        let forged = encode(&header, &claims, &EncodingKey::from_ec_pem(other.serialize_pem().as_bytes()).unwrap()).unwrap();
+        let forged = encode(
+            &header,
+            &claims,
+            &EncodingKey::from_ec_pem(other.serialize_pem().as_bytes()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(verify(&forged, &cfg), Err(bad("Bad signature")));
     }
 }

@@ -41,7 +41,11 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Policy {
-        Policy { threshold: 5, lifetime_ms: 300_000, max_entries: 10_000 }
+        Policy {
+            threshold: 5,
+            lifetime_ms: 300_000,
+            max_entries: 10_000,
+        }
     }
 }
 
@@ -57,7 +61,9 @@ impl Lockout {
             self.pruned_ms.store(now_ms, Ordering::Relaxed);
             self.any.store(!failures.is_empty(), Ordering::Release);
         }
-        failures.get(&(ip, name.to_string())).is_some_and(|f| f.count >= policy.threshold && now_ms < f.first_ms.saturating_add(policy.lifetime_ms))
+        failures.get(&(ip, name.to_string())).is_some_and(|f| {
+            f.count >= policy.threshold && now_ms < f.first_ms.saturating_add(policy.lifetime_ms)
+        })
     }
 
     /// Records a failed attempt.
@@ -69,7 +75,10 @@ impl Lockout {
                 failures.clear();
             }
         }
-        let entry = failures.entry((ip, name.to_string())).or_insert(Failures { count: 0, first_ms: now_ms });
+        let entry = failures.entry((ip, name.to_string())).or_insert(Failures {
+            count: 0,
+            first_ms: now_ms,
+        });
         if now_ms >= entry.first_ms.saturating_add(policy.lifetime_ms) {
             (entry.count, entry.first_ms) = (0, now_ms);
         }
@@ -90,22 +99,38 @@ mod tests {
     #[test]
     fn locks_one_account_from_one_address_until_a_lifetime_after_the_first_failure() {
         let l = Lockout::default();
-        let p = Policy { threshold: 3, lifetime_ms: 1000, max_entries: 100 };
+        let p = Policy {
+            threshold: 3,
+            lifetime_ms: 1000,
+            max_entries: 100,
+        };
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         for t in 0..3 {
             assert!(!l.locked(a, "ann", t * 100, p));
             l.failed(a, "ann", t * 100, p);
         }
         assert!(l.locked(a, "ann", 300, p));
-        assert!(!l.locked(b, "ann", 300, p), "other addresses are not affected");
-        assert!(!l.locked(a, "bob", 300, p), "other accounts are not affected");
+        assert!(
+            !l.locked(b, "ann", 300, p),
+            "other addresses are not affected"
+        );
+        assert!(
+            !l.locked(a, "bob", 300, p),
+            "other accounts are not affected"
+        );
         assert!(l.locked(a, "ann", 999, p));
-        assert!(!l.locked(a, "ann", 1000, p), "the lock ends a lifetime after the first failure");
+        assert!(
+            !l.locked(a, "ann", 1000, p),
+            "the lock ends a lifetime after the first failure"
+        );
         l.failed(a, "ann", 1003, p);
         assert!(!l.locked(a, "ann", 1004, p), "old failures are forgotten");
         l.failed(b, "cy", 2000, p);
         assert!(l.any());
         assert!(!l.locked(a, "ann", 3500, p));
-        assert!(!l.any(), "failures past their lifetime are forgotten: the check is cheap again");
+        assert!(
+            !l.any(),
+            "failures past their lifetime are forgotten: the check is cheap again"
+        );
     }
 }

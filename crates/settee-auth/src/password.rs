@@ -17,7 +17,10 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// `bytes` random bytes as hex (salts, secrets, generated passwords).
@@ -47,7 +50,10 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
 /// Hashes a password for the config file: `-pbkdf2:sha256-<key>,<salt>,<iterations>`.
 pub fn hash_password(password: &str, iterations: u32) -> String {
     let salt = random_hex(16);
-    format!("-pbkdf2:sha256-{},{salt},{iterations}", hex(&pbkdf2_sha256(password, &salt, iterations, 32)))
+    format!(
+        "-pbkdf2:sha256-{},{salt},{iterations}",
+        hex(&pbkdf2_sha256(password, &salt, iterations, 32))
+    )
 }
 
 /// Whether a config value is already a hash (rather than a plaintext password to hash).
@@ -59,8 +65,12 @@ pub fn is_hashed(value: &str) -> bool {
 /// salted SHA-1). Plaintext never matches.
 pub fn verify_password(stored: &str, password: &str) -> bool {
     let pbkdf2 = |rest: &str, f: fn(&str, &str, u32, usize) -> Vec<u8>| {
-        let [key, salt, iter] = rest.splitn(3, ',').collect::<Vec<_>>()[..] else { return false };
-        let (Some(want), Ok(iter)) = (unhex(key), iter.parse::<u32>()) else { return false };
+        let [key, salt, iter] = rest.splitn(3, ',').collect::<Vec<_>>()[..] else {
+            return false;
+        };
+        let (Some(want), Ok(iter)) = (unhex(key), iter.parse::<u32>()) else {
+            return false;
+        };
         same(&want, &f(password, salt, iter, want.len()))
     };
     if let Some(rest) = stored.strip_prefix("-pbkdf2:sha256-") {
@@ -70,9 +80,14 @@ pub fn verify_password(stored: &str, password: &str) -> bool {
         return pbkdf2(rest, pbkdf2_sha1);
     }
     if let Some(rest) = stored.strip_prefix("-hashed-") {
-        let Some((key, salt)) = rest.split_once(',') else { return false };
+        let Some((key, salt)) = rest.split_once(',') else {
+            return false;
+        };
         let Some(want) = unhex(key) else { return false };
-        let got = sha1::Sha1::new().chain_update(password.as_bytes()).chain_update(salt.as_bytes()).finalize();
+        let got = sha1::Sha1::new()
+            .chain_update(password.as_bytes())
+            .chain_update(salt.as_bytes())
+            .finalize();
         return same(&want, &got);
     }
     false
@@ -93,20 +108,37 @@ pub fn user_doc_credentials(password: &str, iterations: u32) -> Map<String, Valu
 /// SHA-1, or the legacy `simple` scheme).
 pub fn verify_user_doc(doc: &Value, password: &str) -> bool {
     let text = |k: &str| doc.get(k).and_then(Value::as_str);
-    let Some(salt) = text("salt") else { return false };
+    let Some(salt) = text("salt") else {
+        return false;
+    };
     match text("password_scheme").unwrap_or("simple") {
         "pbkdf2" => {
-            let (Some(want), Some(iterations)) = (text("derived_key").and_then(unhex), doc.get("iterations").and_then(Value::as_u64)) else { return false };
-            let Ok(iterations) = u32::try_from(iterations) else { return false };
+            let (Some(want), Some(iterations)) = (
+                text("derived_key").and_then(unhex),
+                doc.get("iterations").and_then(Value::as_u64),
+            ) else {
+                return false;
+            };
+            let Ok(iterations) = u32::try_from(iterations) else {
+                return false;
+            };
             match text("pbkdf2_prf").unwrap_or("sha") {
-                "sha256" => same(&want, &pbkdf2_sha256(password, salt, iterations, want.len())),
+                "sha256" => same(
+                    &want,
+                    &pbkdf2_sha256(password, salt, iterations, want.len()),
+                ),
                 "sha" | "sha1" => same(&want, &pbkdf2_sha1(password, salt, iterations, want.len())),
                 _ => false,
             }
         }
         "simple" => {
-            let Some(want) = text("password_sha").and_then(unhex) else { return false };
-            let got = sha1::Sha1::new().chain_update(password.as_bytes()).chain_update(salt.as_bytes()).finalize();
+            let Some(want) = text("password_sha").and_then(unhex) else {
+                return false;
+            };
+            let got = sha1::Sha1::new()
+                .chain_update(password.as_bytes())
+                .chain_update(salt.as_bytes())
+                .finalize();
             same(&want, &got)
         }
         _ => false,
@@ -123,8 +155,14 @@ mod tests {
         assert!(h.starts_with("-pbkdf2:sha256-") && is_hashed(&h));
         assert!(verify_password(&h, "s3cret"));
         assert!(!verify_password(&h, "s3cre"));
-        assert!(!verify_password("-pbkdf2:sha256-zz,salt", "x"), "malformed hashes never match");
-        assert!(!verify_password("plain", "plain"), "plaintext is never accepted as a hash");
+        assert!(
+            !verify_password("-pbkdf2:sha256-zz,salt", "x"),
+            "malformed hashes never match"
+        );
+        assert!(
+            !verify_password("plain", "plain"),
+            "plaintext is never accepted as a hash"
+        );
     }
 
     #[test]
@@ -133,12 +171,18 @@ mod tests {
         assert_eq!(doc["password_scheme"], "pbkdf2");
         assert!(verify_user_doc(&doc, "pw") && !verify_user_doc(&doc, "pW"));
         doc["iterations"] = json!(101);
-        assert!(!verify_user_doc(&doc, "pw"), "the iterations are part of the hash");
+        assert!(
+            !verify_user_doc(&doc, "pw"),
+            "the iterations are part of the hash"
+        );
         // PBKDF2-SHA1, as CouchDB before 3.4 wrote: RFC 6070's first test vector.
         let sha1 = json!({"password_scheme": "pbkdf2", "salt": "salt", "iterations": 1, "derived_key": "0c60c80f961f0e71f3a9b524af6012062fe037a6"});
         assert!(verify_user_doc(&sha1, "password"));
         let simple = json!({"salt": "s", "password_sha": hex(&sha1::Sha1::new().chain_update(b"pws").finalize())});
         assert!(verify_user_doc(&simple, "pw") && !verify_user_doc(&simple, "p"));
-        assert!(!verify_user_doc(&json!({"password": "pw"}), "pw"), "plaintext never matches");
+        assert!(
+            !verify_user_doc(&json!({"password": "pw"}), "pw"),
+            "plaintext never matches"
+        );
     }
 }

@@ -24,9 +24,19 @@ impl Group {
 
     fn read(v: Option<&Value>) -> Group {
         let list = |k: &str| -> Vec<String> {
-            v.and_then(|g| g.get(k)).and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+            v.and_then(|g| g.get(k))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
         };
-        Group { names: list("names"), roles: list("roles") }
+        Group {
+            names: list("names"),
+            roles: list("roles"),
+        }
     }
 }
 
@@ -59,15 +69,22 @@ impl SecurityObject {
     /// Reads a stored security object (JSON text; empty means `{}`).
     pub fn parse(json: &[u8]) -> SecurityObject {
         let v: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
-        SecurityObject { admins: Group::read(v.get("admins")), members: Group::read(members_of(&v)) }
+        SecurityObject {
+            admins: Group::read(v.get("admins")),
+            members: Group::read(members_of(&v)),
+        }
     }
 
     /// Checks a security object a client wants to store; the reason when it is malformed.
     pub fn validate(v: &Value) -> Result<(), String> {
-        let Value::Object(_) = v else { return Err("Security object must be a JSON object".into()) };
+        let Value::Object(_) = v else {
+            return Err("Security object must be a JSON object".into());
+        };
         for part in [v.get("admins"), members_of(v)] {
             let Some(v) = part else { continue };
-            let Value::Object(group) = v else { return Err("admins or members must be a JSON list of strings".into()) };
+            let Value::Object(group) = v else {
+                return Err("admins or members must be a JSON list of strings".into());
+            };
             for list in ["names", "roles"] {
                 match group.get(list) {
                     None => {}
@@ -88,7 +105,9 @@ impl SecurityObject {
     /// Whether `user` may read and write documents: a database admin, anyone when there are
     /// no members, or a member by name or role.
     pub fn is_member(&self, user: Option<&User>) -> bool {
-        self.members.is_empty() || self.is_admin(user) || user.is_some_and(|u| self.members.holds(u))
+        self.members.is_empty()
+            || self.is_admin(user)
+            || user.is_some_and(|u| self.members.holds(u))
     }
 
     /// Fails unless `user` is a member.
@@ -96,7 +115,9 @@ impl SecurityObject {
         if self.is_member(user) {
             Ok(())
         } else if user.is_none() {
-            Err(Denied::Unauthorized("You are not authorized to access this db."))
+            Err(Denied::Unauthorized(
+                "You are not authorized to access this db.",
+            ))
         } else {
             Err(Denied::Forbidden("You are not allowed to access this db."))
         }
@@ -119,23 +140,50 @@ mod tests {
     use super::*;
 
     fn user(name: &str, roles: &[&str]) -> User {
-        User { name: name.into(), roles: roles.iter().map(|r| r.to_string()).collect() }
+        User {
+            name: name.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        }
     }
 
     #[test]
     fn members_and_admins_by_name_and_role() {
         let sec = SecurityObject::parse(br#"{"admins":{"names":["ann"],"roles":["boss"]},"members":{"names":["bob"],"roles":["staff"]}}"#);
-        let (ann, boss, bob, staff, eve, root) = (user("ann", &[]), user("x", &["boss"]), user("bob", &[]), user("y", &["staff"]), user("eve", &["other"]), User::admin("root"));
+        let (ann, boss, bob, staff, eve, root) = (
+            user("ann", &[]),
+            user("x", &["boss"]),
+            user("bob", &[]),
+            user("y", &["staff"]),
+            user("eve", &["other"]),
+            User::admin("root"),
+        );
         for admin in [&ann, &boss, &root] {
-            assert!(sec.is_admin(Some(admin)) && sec.is_member(Some(admin)), "{admin:?}");
+            assert!(
+                sec.is_admin(Some(admin)) && sec.is_member(Some(admin)),
+                "{admin:?}"
+            );
         }
         for member in [&bob, &staff] {
-            assert!(!sec.is_admin(Some(member)) && sec.is_member(Some(member)), "{member:?}");
+            assert!(
+                !sec.is_admin(Some(member)) && sec.is_member(Some(member)),
+                "{member:?}"
+            );
         }
         assert!(!sec.is_member(Some(&eve)));
-        assert_eq!(sec.check_member(Some(&eve)), Err(Denied::Forbidden("You are not allowed to access this db.")));
-        assert_eq!(sec.check_member(None), Err(Denied::Unauthorized("You are not authorized to access this db.")));
-        assert_eq!(sec.check_admin(Some(&bob)), Err(Denied::Forbidden("You are not a db or server admin.")));
+        assert_eq!(
+            sec.check_member(Some(&eve)),
+            Err(Denied::Forbidden("You are not allowed to access this db."))
+        );
+        assert_eq!(
+            sec.check_member(None),
+            Err(Denied::Unauthorized(
+                "You are not authorized to access this db."
+            ))
+        );
+        assert_eq!(
+            sec.check_admin(Some(&bob)),
+            Err(Denied::Forbidden("You are not a db or server admin."))
+        );
     }
 
     #[test]
@@ -143,24 +191,41 @@ mod tests {
         let sec = SecurityObject::parse(b"");
         assert!(sec.is_member(None) && sec.is_member(Some(&user("eve", &[]))));
         assert!(!sec.is_admin(Some(&user("eve", &[]))) && sec.is_admin(Some(&User::admin("root"))));
-        let admins_only = SecurityObject::parse(br#"{"admins":{"roles":["_admin"]},"members":{"roles":["_admin"]}}"#);
+        let admins_only = SecurityObject::parse(
+            br#"{"admins":{"roles":["_admin"]},"members":{"roles":["_admin"]}}"#,
+        );
         assert!(!admins_only.is_member(None) && !admins_only.is_member(Some(&user("eve", &[]))));
     }
 
     #[test]
     fn malformed_objects_are_refused() {
-        assert!(SecurityObject::validate(&serde_json::json!({"members": {"names": ["a"]}})).is_ok());
+        assert!(
+            SecurityObject::validate(&serde_json::json!({"members": {"names": ["a"]}})).is_ok()
+        );
         assert!(SecurityObject::validate(&serde_json::json!([])).is_err());
         assert!(SecurityObject::validate(&serde_json::json!({"admins": []})).is_err());
-        assert_eq!(SecurityObject::validate(&serde_json::json!({"members": {"roles": [1]}})), Err("roles must be a JSON list of strings".into()));
-        assert_eq!(SecurityObject::validate(&serde_json::json!({"admins": 1})), Err("admins or members must be a JSON list of strings".into()));
-        assert!(SecurityObject::validate(&serde_json::json!({"readers": {"names": [2]}})).is_err(), "readers stand for members");
+        assert_eq!(
+            SecurityObject::validate(&serde_json::json!({"members": {"roles": [1]}})),
+            Err("roles must be a JSON list of strings".into())
+        );
+        assert_eq!(
+            SecurityObject::validate(&serde_json::json!({"admins": 1})),
+            Err("admins or members must be a JSON list of strings".into())
+        );
+        assert!(
+            SecurityObject::validate(&serde_json::json!({"readers": {"names": [2]}})).is_err(),
+            "readers stand for members"
+        );
     }
 
     #[test]
     fn readers_stand_for_members_when_there_are_none() {
         let sec = SecurityObject::parse(br#"{"readers":{"names":["bob"]}}"#);
-        assert!(sec.is_member(Some(&user("bob", &[]))) && !sec.is_member(None) && !sec.is_member(Some(&user("eve", &[]))));
+        assert!(
+            sec.is_member(Some(&user("bob", &[])))
+                && !sec.is_member(None)
+                && !sec.is_member(Some(&user("eve", &[])))
+        );
         let sec = SecurityObject::parse(br#"{"members":{},"readers":{"names":["bob"]}}"#);
         assert!(sec.is_member(None), "members, when given, are what counts");
     }

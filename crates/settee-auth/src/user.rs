@@ -17,7 +17,10 @@ pub const ADMIN_ROLE: &str = "_admin";
 impl User {
     /// A server admin named `name`.
     pub fn admin(name: &str) -> User {
-        User { name: name.to_string(), roles: vec![ADMIN_ROLE.to_string()] }
+        User {
+            name: name.to_string(),
+            roles: vec![ADMIN_ROLE.to_string()],
+        }
     }
 
     /// Whether this is a server admin.

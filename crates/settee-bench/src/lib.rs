@@ -47,20 +47,42 @@ fn bar(message: String, quiet: bool) -> ProgressBar {
 pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Outcome>> {
     let mut out = Vec::new();
     if let Some(p) = plan.reads {
-        let bar = bar(format!("single-doc reads on {}", target.display), plan.quiet);
-        out.push(workloads::reads::run(target, p, bar).await.map_err(|e| e.context("single-doc reads"))?);
+        let bar = bar(
+            format!("single-doc reads on {}", target.display),
+            plan.quiet,
+        );
+        out.push(
+            workloads::reads::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("single-doc reads"))?,
+        );
     }
     if let Some(p) = plan.views {
-        let bar = bar(format!("view workloads on {} (loading)", target.display), plan.quiet);
-        out.extend(workloads::views::run(target, p, bar).await.map_err(|e| e.context("view workloads"))?);
+        let bar = bar(
+            format!("view workloads on {} (loading)", target.display),
+            plan.quiet,
+        );
+        out.extend(
+            workloads::views::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("view workloads"))?,
+        );
     }
     if let Some(p) = plan.fabric {
         let bar = bar(format!("fabric_bench on {}", target.display), plan.quiet);
-        out.extend(workloads::fabric::run(target, p, bar).await.map_err(|e| e.context("fabric_bench"))?);
+        out.extend(
+            workloads::fabric::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("fabric_bench"))?,
+        );
     }
     if let Some(p) = &plan.c10k {
         let bar = bar(format!("C10K on {}", target.display), plan.quiet);
-        out.extend(workloads::c10k::run(target, p, bar).await.map_err(|e| e.context("C10K"))?);
+        out.extend(
+            workloads::c10k::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("C10K"))?,
+        );
     }
     Ok(out)
 }

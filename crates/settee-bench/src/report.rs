@@ -19,12 +19,20 @@ pub struct Metric {
 impl Metric {
     /// A metric where more is better (rates).
     pub fn rate(name: &str, value: f64) -> Metric {
-        Metric { name: name.into(), value, higher_is_better: true }
+        Metric {
+            name: name.into(),
+            value,
+            higher_is_better: true,
+        }
     }
 
     /// A metric where less is better (times, failures).
     pub fn cost(name: &str, value: f64) -> Metric {
-        Metric { name: name.into(), value, higher_is_better: false }
+        Metric {
+            name: name.into(),
+            value,
+            higher_is_better: false,
+        }
     }
 }
 
@@ -63,33 +71,68 @@ fn ratio(m: &Metric, b: f64) -> Option<f64> {
     if m.value == 0.0 || b == 0.0 {
         return None;
     }
-    Some(if m.higher_is_better { m.value / b } else { b / m.value })
+    Some(if m.higher_is_better {
+        m.value / b
+    } else {
+        b / m.value
+    })
 }
 
 /// A text table: one row per metric; with `compare`, the second server's value and the
 /// ratio (how many times better the first server is).
 pub fn table(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcome]>) -> String {
-    let mut rows = vec![vec!["workload".to_string(), "metric".to_string(), names.0.to_string()]];
+    let mut rows = vec![vec![
+        "workload".to_string(),
+        "metric".to_string(),
+        names.0.to_string(),
+    ]];
     if let Some(b) = names.1 {
         rows[0].push(b.to_string());
         rows[0].push("ratio".to_string());
     }
     for (i, o) in a.iter().enumerate() {
         let other = compare.and_then(|c| c.get(i));
-        let mut metrics: Vec<(Metric, Option<f64>)> = o.metrics.iter().map(|m| (m.clone(), other.and_then(|b| b.metrics.iter().find(|x| x.name == m.name)).map(|x| x.value))).collect();
-        metrics.push((Metric::cost("failures", o.failures as f64), other.map(|b| b.failures as f64)));
+        let mut metrics: Vec<(Metric, Option<f64>)> = o
+            .metrics
+            .iter()
+            .map(|m| {
+                (
+                    m.clone(),
+                    other
+                        .and_then(|b| b.metrics.iter().find(|x| x.name == m.name))
+                        .map(|x| x.value),
+                )
+            })
+            .collect();
+        metrics.push((
+            Metric::cost("failures", o.failures as f64),
+            other.map(|b| b.failures as f64),
+        ));
         for (m, b) in metrics {
             let mut row = vec![o.workload.clone(), m.name.clone(), fmt(m.value)];
             if compare.is_some() {
                 row.push(b.map_or("-".into(), fmt));
-                row.push(b.and_then(|b| ratio(&m, b)).map_or("-".into(), |r| format!("{r:.1}x")));
+                row.push(
+                    b.and_then(|b| ratio(&m, b))
+                        .map_or("-".into(), |r| format!("{r:.1}x")),
+                );
             }
             rows.push(row);
         }
     }
-    let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
     rows.iter()
-        .map(|r| r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string())
+        .map(|r| {
+            r.iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -100,7 +143,8 @@ pub fn json(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcom
         outcomes
             .iter()
             .map(|o| {
-                let mut v = json!({"workload": o.workload, "server": server, "failures": o.failures});
+                let mut v =
+                    json!({"workload": o.workload, "server": server, "failures": o.failures});
                 if !o.series.is_empty() {
                     v["series"] = json!(o.series);
                 }
@@ -134,8 +178,24 @@ mod tests {
 
     #[test]
     fn tables_show_ratios_in_the_better_direction() {
-        let a = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 1000.0), Metric::cost("p99 ms", 2.0)], failures: 0, series: vec![] }];
-        let b = vec![Outcome { workload: "reads".into(), metrics: vec![Metric::rate("requests/s", 100.0), Metric::cost("p99 ms", 50.0)], failures: 3, series: vec![] }];
+        let a = vec![Outcome {
+            workload: "reads".into(),
+            metrics: vec![
+                Metric::rate("requests/s", 1000.0),
+                Metric::cost("p99 ms", 2.0),
+            ],
+            failures: 0,
+            series: vec![],
+        }];
+        let b = vec![Outcome {
+            workload: "reads".into(),
+            metrics: vec![
+                Metric::rate("requests/s", 100.0),
+                Metric::cost("p99 ms", 50.0),
+            ],
+            failures: 3,
+            series: vec![],
+        }];
         let t = table(("A", Some("B")), &a, Some(&b));
         assert!(t.contains("requests/s  1000  100  10.0x"), "{t}");
         assert!(t.contains("p99 ms      2     50   25.0x"), "{t}");

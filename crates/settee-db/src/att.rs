@@ -68,7 +68,11 @@ impl AttInfo {
 
     /// What the attachment adds to its revision's id.
     pub fn rev_digest(&self) -> settee_json::AttDigest {
-        settee_json::AttDigest { name: self.name.clone(), content_type: self.content_type.clone(), md5: self.md5 }
+        settee_json::AttDigest {
+            name: self.name.clone(),
+            content_type: self.content_type.clone(),
+            md5: self.md5,
+        }
     }
 
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
@@ -91,14 +95,30 @@ impl AttInfo {
         let revpos = r.varint()?;
         let md5 = r.take(16)?.try_into().expect("16 bytes");
         let length = r.varint()?;
-        let encoding = if r.u8()? == 1 { Encoding::Gzip } else { Encoding::Identity };
+        let encoding = if r.u8()? == 1 {
+            Encoding::Gzip
+        } else {
+            Encoding::Identity
+        };
         let encoded_length = r.varint()?;
         let n = r.len()?;
         let mut chunks = Vec::with_capacity(n.min(1 << 16));
         for _ in 0..n {
-            chunks.push(BlobRef::decode(r.take(BlobRef::ENCODED_LEN)?).ok_or(Error::Corrupted("attachment chunk"))?);
+            chunks.push(
+                BlobRef::decode(r.take(BlobRef::ENCODED_LEN)?)
+                    .ok_or(Error::Corrupted("attachment chunk"))?,
+            );
         }
-        Ok(AttInfo { name, content_type, revpos, md5, length, encoding, encoded_length, chunks })
+        Ok(AttInfo {
+            name,
+            content_type,
+            revpos,
+            md5,
+            length,
+            encoding,
+            encoded_length,
+            chunks,
+        })
     }
 
     /// The `_attachments` entry for this attachment: a stub, or with `data` (identity bytes,
@@ -176,7 +196,15 @@ pub struct AttPolicy {
 impl Default for AttPolicy {
     fn default() -> AttPolicy {
         AttPolicy {
-            compressible_types: ["text/*", "application/javascript", "application/json", "application/xml"].iter().map(|s| s.to_string()).collect(),
+            compressible_types: [
+                "text/*",
+                "application/javascript",
+                "application/json",
+                "application/xml",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
             compression_level: 8,
         }
     }
@@ -185,26 +213,49 @@ impl Default for AttPolicy {
 impl AttPolicy {
     /// Whether `content_type` is stored gzip-encoded.
     pub fn compresses(&self, content_type: &str) -> bool {
-        let base = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let base = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         self.compression_level > 0
-            && self.compressible_types.iter().any(|t| match t.strip_suffix('*') {
-                Some(prefix) => base.starts_with(prefix),
-                None => base == *t,
-            })
+            && self
+                .compressible_types
+                .iter()
+                .any(|t| match t.strip_suffix('*') {
+                    Some(prefix) => base.starts_with(prefix),
+                    None => base == *t,
+                })
     }
 
     /// Encodes identity bytes for storage: MD5, length, and the chunks to write.
     pub fn prepare(&self, content_type: &str, data: &[u8]) -> AttSource {
         let md5: [u8; 16] = Md5::digest(data).into();
         let (stored, encoding) = if self.compresses(content_type) {
-            let mut gz = flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 2), flate2::Compression::new(self.compression_level.min(9)));
+            let mut gz = flate2::write::GzEncoder::new(
+                Vec::with_capacity(data.len() / 2),
+                flate2::Compression::new(self.compression_level.min(9)),
+            );
             gz.write_all(data).expect("writing to a Vec cannot fail");
-            (gz.finish().expect("writing to a Vec cannot fail"), Encoding::Gzip)
+            (
+                gz.finish().expect("writing to a Vec cannot fail"),
+                Encoding::Gzip,
+            )
         } else {
             (data.to_vec(), Encoding::Identity)
         };
-        let chunks = if stored.is_empty() { vec![Vec::new()] } else { stored.chunks(CHUNK).map(<[u8]>::to_vec).collect() };
-        AttSource::Data { chunks, encoding, length: data.len() as u64, md5 }
+        let chunks = if stored.is_empty() {
+            vec![Vec::new()]
+        } else {
+            stored.chunks(CHUNK).map(<[u8]>::to_vec).collect()
+        };
+        AttSource::Data {
+            chunks,
+            encoding,
+            length: data.len() as u64,
+            md5,
+        }
     }
 }
 
@@ -214,7 +265,9 @@ pub fn decode_bytes(encoding: Encoding, stored: Vec<u8>) -> Result<Vec<u8>> {
         Encoding::Identity => Ok(stored),
         Encoding::Gzip => {
             let mut out = Vec::with_capacity(stored.len() * 3);
-            flate2::read::GzDecoder::new(&stored[..]).read_to_end(&mut out).map_err(|_| Error::Corrupted("gzip attachment"))?;
+            flate2::read::GzDecoder::new(&stored[..])
+                .read_to_end(&mut out)
+                .map_err(|_| Error::Corrupted("gzip attachment"))?;
             Ok(out)
         }
     }
@@ -223,39 +276,74 @@ pub fn decode_bytes(encoding: Encoding, stored: Vec<u8>) -> Result<Vec<u8>> {
 /// Reads a document's `_attachments` member.
 /// Entries marked `"follows": true` take their bytes from `parts`, in order (the attachment
 /// parts of a `multipart/related` upload, already stored or prepared).
-pub fn parse_attachments(value: Value, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<Vec<NewAtt>> {
+pub fn parse_attachments(
+    value: Value,
+    policy: &AttPolicy,
+    parts: &mut std::vec::IntoIter<AttSource>,
+) -> Result<Vec<NewAtt>> {
     let Value::Object(map) = value else {
-        return Err(Error::DocValidation("Bad special document member: _attachments".into()));
+        return Err(Error::DocValidation(
+            "Bad special document member: _attachments".into(),
+        ));
     };
     // As CouchDB: an entry that is not an object is no attachment, and is left out.
-    map.into_iter().filter_map(|(name, v)| match v {
-        Value::Object(obj) => Some(parse_one(name, obj, policy, parts)),
-        _ => None,
-    }).collect()
+    map.into_iter()
+        .filter_map(|(name, v)| match v {
+            Value::Object(obj) => Some(parse_one(name, obj, policy, parts)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Refuses attachment names CouchDB refuses (those starting with `_`).
 pub fn check_att_name(name: &str) -> Result<()> {
     if name.starts_with('_') {
-        return Err(Error::BadRequest(format!("Attachment name '{name}' starts with prohibited character '_'")));
+        return Err(Error::BadRequest(format!(
+            "Attachment name '{name}' starts with prohibited character '_'"
+        )));
     }
     Ok(())
 }
 
-fn parse_one(name: String, obj: Map<String, Value>, policy: &AttPolicy, parts: &mut std::vec::IntoIter<AttSource>) -> Result<NewAtt> {
+fn parse_one(
+    name: String,
+    obj: Map<String, Value>,
+    policy: &AttPolicy,
+    parts: &mut std::vec::IntoIter<AttSource>,
+) -> Result<NewAtt> {
     check_att_name(&name)?;
-    let content_type = text(&obj, "content_type").unwrap_or("application/octet-stream").to_string();
+    let content_type = text(&obj, "content_type")
+        .unwrap_or("application/octet-stream")
+        .to_string();
     if obj.get("stub") == Some(&Value::Bool(true)) {
-        return Ok(NewAtt { name, content_type, source: AttSource::Stub });
+        return Ok(NewAtt {
+            name,
+            content_type,
+            source: AttSource::Stub,
+        });
     }
     if obj.get("follows") == Some(&Value::Bool(true)) {
-        let source = parts.next().ok_or_else(|| Error::BadRequest(format!("No multipart part for attachment {name}")))?;
-        return Ok(NewAtt { name, content_type, source });
+        let source = parts
+            .next()
+            .ok_or_else(|| Error::BadRequest(format!("No multipart part for attachment {name}")))?;
+        return Ok(NewAtt {
+            name,
+            content_type,
+            source,
+        });
     }
     let bytes = text(&obj, "data").and_then(|data| STANDARD.decode(data.as_bytes()).ok());
-    let Some(bytes) = bytes else { return Err(Error::BadRequest(format!("Invalid attachment data for {name}"))) };
+    let Some(bytes) = bytes else {
+        return Err(Error::BadRequest(format!(
+            "Invalid attachment data for {name}"
+        )));
+    };
     let source = policy.prepare(&content_type, &bytes);
-    Ok(NewAtt { name, content_type, source })
+    Ok(NewAtt {
+        name,
+        content_type,
+        source,
+    })
 }
 
 fn text<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
@@ -272,14 +360,30 @@ mod tests {
         assert!(p.compresses("text/plain; charset=utf-8") && p.compresses("application/json"));
         assert!(!p.compresses("image/png"));
         let text = b"hello hello hello hello hello hello".repeat(100);
-        let AttSource::Data { chunks, encoding, length, md5 } = p.prepare("text/plain", &text) else { panic!("data") };
+        let AttSource::Data {
+            chunks,
+            encoding,
+            length,
+            md5,
+        } = p.prepare("text/plain", &text)
+        else {
+            panic!("data")
+        };
         assert_eq!(encoding, Encoding::Gzip);
         assert_eq!(length, text.len() as u64);
         assert_eq!(md5, <[u8; 16]>::from(Md5::digest(&text)));
         assert_eq!(decode_bytes(Encoding::Gzip, chunks.concat()).unwrap(), text);
         let big = vec![7u8; CHUNK * 2 + 5];
-        let AttSource::Data { chunks, encoding, .. } = p.prepare("image/png", &big) else { panic!("data") };
-        assert_eq!((encoding, chunks.len(), chunks[2].len()), (Encoding::Identity, 3, 5));
+        let AttSource::Data {
+            chunks, encoding, ..
+        } = p.prepare("image/png", &big)
+        else {
+            panic!("data")
+        };
+        assert_eq!(
+            (encoding, chunks.len(), chunks[2].len()),
+            (Encoding::Identity, 3, 5)
+        );
     }
 
     #[test]
@@ -289,19 +393,46 @@ mod tests {
         let atts = parse_attachments(json!({"a.txt": {"content_type": "text/plain", "data": "aGVsbG8="}, "b": {"stub": true}}), &p, &mut none()).unwrap();
         assert_eq!(atts[0].name, "a.txt");
         assert!(matches!(atts[1].source, AttSource::Stub));
-        let err = |v: Value| parse_attachments(v, &p, &mut none()).unwrap_err().to_string();
-        assert_eq!(err(json!({"_x": {"data": ""}})), "Attachment name '_x' starts with prohibited character '_'");
-        assert_eq!(err(json!({"x": {"data": "!!!"}})), "Invalid attachment data for x");
+        let err = |v: Value| {
+            parse_attachments(v, &p, &mut none())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(json!({"_x": {"data": ""}})),
+            "Attachment name '_x' starts with prohibited character '_'"
+        );
+        assert_eq!(
+            err(json!({"x": {"data": "!!!"}})),
+            "Invalid attachment data for x"
+        );
         assert!(parse_attachments(json!([1]), &p, &mut none()).is_err());
-        assert_eq!(err(json!({"f": {"follows": true}})), "No multipart part for attachment f");
+        assert_eq!(
+            err(json!({"f": {"follows": true}})),
+            "No multipart part for attachment f"
+        );
         let mut parts = vec![p.prepare("image/png", b"part")].into_iter();
-        let atts = parse_attachments(json!({"f": {"follows": true, "content_type": "image/png"}}), &p, &mut parts).unwrap();
+        let atts = parse_attachments(
+            json!({"f": {"follows": true, "content_type": "image/png"}}),
+            &p,
+            &mut parts,
+        )
+        .unwrap();
         assert!(matches!(&atts[0].source, AttSource::Data { length: 4, .. }));
     }
 
     #[test]
     fn stored_info_round_trips() {
-        let info = AttInfo { name: "n".into(), content_type: "t/x".into(), revpos: 3, md5: [9; 16], length: 10, encoding: Encoding::Gzip, encoded_length: 7, chunks: vec![] };
+        let info = AttInfo {
+            name: "n".into(),
+            content_type: "t/x".into(),
+            revpos: 3,
+            md5: [9; 16],
+            length: 10,
+            encoding: Encoding::Gzip,
+            encoded_length: 7,
+            chunks: vec![],
+        };
         let mut out = Vec::new();
         info.encode(&mut out);
         assert_eq!(AttInfo::decode(&mut Reader::new(&out, "t")).unwrap(), info);

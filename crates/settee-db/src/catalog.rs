@@ -18,7 +18,14 @@ use crate::error::{Error, Result};
 use crate::tasks::Tasks;
 
 /// Names of system databases, exempt from the leading-letter rule.
-pub const SYSTEM_DATABASES: [&str; 6] = ["_dbs", "_global_changes", "_metadata", "_nodes", "_replicator", "_users"];
+pub const SYSTEM_DATABASES: [&str; 6] = [
+    "_dbs",
+    "_global_changes",
+    "_metadata",
+    "_nodes",
+    "_replicator",
+    "_users",
+];
 
 /// How databases are created and kept open.
 #[derive(Clone)]
@@ -33,7 +40,11 @@ pub struct CatalogOptions {
 
 impl Default for CatalogOptions {
     fn default() -> CatalogOptions {
-        CatalogOptions { q: 2, max_dbs_open: 500, store: StoreOptions::default() }
+        CatalogOptions {
+            q: 2,
+            max_dbs_open: 500,
+            store: StoreOptions::default(),
+        }
     }
 }
 
@@ -83,19 +94,29 @@ impl Turns {
             busy = self.freed.wait(busy).expect("turns lock");
         }
         busy.insert(name.to_string());
-        Turn { turns: self, name: name.to_string() }
+        Turn {
+            turns: self,
+            name: name.to_string(),
+        }
     }
 
     /// The name's turn if nobody has it.
     fn try_take(&self, name: &str) -> Option<Turn<'_>> {
         let mut busy = self.busy.lock().expect("turns lock");
-        busy.insert(name.to_string()).then(|| Turn { turns: self, name: name.to_string() })
+        busy.insert(name.to_string()).then(|| Turn {
+            turns: self,
+            name: name.to_string(),
+        })
     }
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.turns.busy.lock().expect("turns lock").remove(&self.name);
+        self.turns
+            .busy
+            .lock()
+            .expect("turns lock")
+            .remove(&self.name);
         self.turns.freed.notify_all();
     }
 }
@@ -153,10 +174,19 @@ impl Catalog {
         for entry in std::fs::read_dir(&root).map_err(Error::io("list databases"))? {
             let entry = entry.map_err(Error::io("list databases"))?;
             if entry.file_name().to_string_lossy().starts_with('.') {
-                std::fs::remove_dir_all(entry.path()).map_err(Error::io("remove unfinished database"))?;
+                std::fs::remove_dir_all(entry.path())
+                    .map_err(Error::io("remove unfinished database"))?;
             }
         }
-        Ok(Catalog { root, trash, options, open: RwLock::default(), clock: AtomicU64::new(0), turns: Turns::default(), tasks: Arc::default() })
+        Ok(Catalog {
+            root,
+            trash,
+            options,
+            open: RwLock::default(),
+            clock: AtomicU64::new(0),
+            turns: Turns::default(),
+            tasks: Arc::default(),
+        })
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -170,7 +200,12 @@ impl Catalog {
 
     /// Creates a database whose security object (JSON text) is `security` from its first
     /// moment: it becomes visible under its name only once the object is on disk.
-    pub fn create_secured(&self, name: &str, q: Option<usize>, security: Vec<u8>) -> Result<Arc<Database>> {
+    pub fn create_secured(
+        &self,
+        name: &str,
+        q: Option<usize>,
+        security: Vec<u8>,
+    ) -> Result<Arc<Database>> {
         validate_name(name)?;
         let turn = self.turns.take(name);
         let path = self.path(name);
@@ -178,10 +213,24 @@ impl Catalog {
             return Err(Error::DatabaseExists);
         }
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
-        let tmp = self.root.join(format!(".new-{}-{stamp}", std::process::id()));
+        let tmp = self
+            .root
+            .join(format!(".new-{}-{stamp}", std::process::id()));
         std::fs::create_dir(&tmp).map_err(Error::io("create database"))?;
-        let built = Database::create(&tmp, name, q.unwrap_or(self.options.q).max(1), &self.options.store, &self.tasks)
-            .and_then(|db| if security.is_empty() { Ok(db) } else { db.set_security_now(security).map(|()| db) });
+        let built = Database::create(
+            &tmp,
+            name,
+            q.unwrap_or(self.options.q).max(1),
+            &self.options.store,
+            &self.tasks,
+        )
+        .and_then(|db| {
+            if security.is_empty() {
+                Ok(db)
+            } else {
+                db.set_security_now(security).map(|()| db)
+            }
+        });
         let db = match built {
             Ok(db) => db,
             Err(e) => {
@@ -255,11 +304,22 @@ impl Catalog {
     /// Opens the database at `path` during its name's turn and adds it to the open set,
     /// closing the least recently used ones beyond the limit.
     fn open_now(&self, turn: &Turn<'_>, path: &Path) -> Result<Arc<Database>> {
-        let db = Arc::new(Database::open(path, &turn.name, &self.options.store, &self.tasks)?);
+        let db = Arc::new(Database::open(
+            path,
+            &turn.name,
+            &self.options.store,
+            &self.tasks,
+        )?);
         let used = AtomicU64::new(self.clock.fetch_add(1, Ordering::Relaxed) + 1);
         let closing = {
             let mut open = self.open.write().expect("open lock");
-            open.insert(turn.name.clone(), Opened { db: db.clone(), used });
+            open.insert(
+                turn.name.clone(),
+                Opened {
+                    db: db.clone(),
+                    used,
+                },
+            );
             self.evict(&mut open)
         };
         // Closed outside the lock, each during its own name's turn.
@@ -275,7 +335,11 @@ impl Catalog {
         if open.len() <= self.options.max_dbs_open {
             return closing;
         }
-        let mut idle: Vec<(u64, &String)> = open.iter().filter(|(_, o)| Arc::strong_count(&o.db) == 1 && !o.db.in_use()).map(|(n, o)| (o.used.load(Ordering::Relaxed), n)).collect();
+        let mut idle: Vec<(u64, &String)> = open
+            .iter()
+            .filter(|(_, o)| Arc::strong_count(&o.db) == 1 && !o.db.in_use())
+            .map(|(n, o)| (o.used.load(Ordering::Relaxed), n))
+            .collect();
         idle.sort_unstable();
         let idle: Vec<String> = idle.into_iter().map(|(_, n)| n.clone()).collect();
         for name in idle {
@@ -284,7 +348,10 @@ impl Catalog {
             }
             if let Some(turn) = self.turns.try_take(&name) {
                 let opened = open.remove(&name).expect("listed as open");
-                closing.push(Closing { _db: opened.db, _turn: turn });
+                closing.push(Closing {
+                    _db: opened.db,
+                    _turn: turn,
+                });
             }
         }
         closing
@@ -302,7 +369,12 @@ impl Catalog {
 
     /// The databases open now (for background work that follows what is in use).
     pub fn open_databases(&self) -> Vec<Arc<Database>> {
-        self.open.read().expect("open lock").values().map(|o| o.db.clone()).collect()
+        self.open
+            .read()
+            .expect("open lock")
+            .values()
+            .map(|o| o.db.clone())
+            .collect()
     }
 
     /// Number of databases currently open.

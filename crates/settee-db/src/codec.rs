@@ -34,7 +34,11 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Reads `bytes`, naming them `what` in errors.
     pub fn new(bytes: &'a [u8], what: &'static str) -> Reader<'a> {
-        Reader { inner: format::Reader::new(bytes, 0), bytes, what }
+        Reader {
+            inner: format::Reader::new(bytes, 0),
+            bytes,
+            what,
+        }
     }
 
     fn bad(&self) -> impl Fn(settee_store::Error) -> Error + '_ {
@@ -78,7 +82,10 @@ impl<'a> Reader<'a> {
     pub fn len(&mut self) -> Result<usize> {
         let v = self.varint()?;
         let left = self.bytes.len() - self.inner.pos();
-        usize::try_from(v).ok().filter(|&n| n <= left.max(1 << 20)).ok_or(Error::Corrupted(self.what))
+        usize::try_from(v)
+            .ok()
+            .filter(|&n| n <= left.max(1 << 20))
+            .ok_or(Error::Corrupted(self.what))
     }
 
     /// Length-prefixed bytes.
@@ -124,7 +131,11 @@ mod tests {
         assert!(r.is_empty());
         for cut in 0..out.len() {
             let mut r = Reader::new(&out[..cut], "test");
-            let ok = r.varint().and_then(|_| r.bytes().map(|_| ())).and_then(|_| r.rev()).and_then(|_| r.rev());
+            let ok = r
+                .varint()
+                .and_then(|_| r.bytes().map(|_| ()))
+                .and_then(|_| r.rev())
+                .and_then(|_| r.rev());
             assert!(ok.is_err(), "cut at {cut}");
         }
     }

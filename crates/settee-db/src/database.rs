@@ -20,7 +20,13 @@ fn notifying(options: &StoreOptions) -> (Arc<watch::Sender<u64>>, StoreOptions) 
     let changed = Arc::new(watch::channel(0u64).0);
     let tx = changed.clone();
     let on_commit: Arc<dyn Fn() + Send + Sync> = Arc::new(move || tx.send_modify(|v| *v += 1));
-    (changed, StoreOptions { on_commit: Some(on_commit), ..options.clone() })
+    (
+        changed,
+        StoreOptions {
+            on_commit: Some(on_commit),
+            ..options.clone()
+        },
+    )
 }
 
 /// File name of shard `i`.
@@ -51,18 +57,35 @@ pub struct Database {
 
 impl Database {
     /// Creates the shard files of a new database in the empty directory `dir`.
-    pub(crate) fn create(dir: &Path, name: &str, q: usize, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
+    pub(crate) fn create(
+        dir: &Path,
+        name: &str,
+        q: usize,
+        options: &StoreOptions,
+        tasks: &Arc<Tasks>,
+    ) -> Result<Database> {
         let (changed, options) = notifying(options);
-        let shards = (0..q).map(|i| Shard::open(&shard_file(dir, i), options.clone(), true)).collect::<Result<_>>()?;
+        let shards = (0..q)
+            .map(|i| Shard::open(&shard_file(dir, i), options.clone(), true))
+            .collect::<Result<_>>()?;
         Ok(Database::new(dir, name, shards, tasks, changed))
     }
 
     /// Opens the database stored in `dir`.
-    pub(crate) fn open(dir: &Path, name: &str, options: &StoreOptions, tasks: &Arc<Tasks>) -> Result<Database> {
+    pub(crate) fn open(
+        dir: &Path,
+        name: &str,
+        options: &StoreOptions,
+        tasks: &Arc<Tasks>,
+    ) -> Result<Database> {
         let (changed, options) = notifying(options);
         let mut shards = Vec::new();
         while shard_file(dir, shards.len()).exists() {
-            shards.push(Shard::open(&shard_file(dir, shards.len()), options.clone(), false)?);
+            shards.push(Shard::open(
+                &shard_file(dir, shards.len()),
+                options.clone(),
+                false,
+            )?);
         }
         if shards.is_empty() {
             return Err(Error::NoDatabase);
@@ -70,11 +93,27 @@ impl Database {
         Ok(Database::new(dir, name, shards, tasks, changed))
     }
 
-    fn new(dir: &Path, name: &str, shards: Vec<Shard>, tasks: &Arc<Tasks>, changed: Arc<watch::Sender<u64>>) -> Database {
+    fn new(
+        dir: &Path,
+        name: &str,
+        shards: Vec<Shard>,
+        tasks: &Arc<Tasks>,
+        changed: Arc<watch::Sender<u64>>,
+    ) -> Database {
         let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
         let (dir, extensions) = (dir.to_path_buf(), Mutex::new(HashMap::new()));
         let (lease, retired) = (Arc::new(()), AtomicBool::new(false));
-        Database { name: name.to_string(), shards, changed, compacting, tasks, dir, extensions, lease, retired }
+        Database {
+            name: name.to_string(),
+            shards,
+            changed,
+            compacting,
+            tasks,
+            dir,
+            extensions,
+            lease,
+            retired,
+        }
     }
 
     /// The database's directory, where layers above keep their files (view indexes), so
@@ -91,13 +130,18 @@ impl Database {
     /// The per-database state of type `T`, if a layer above has made it.
     pub fn existing_extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         let map = self.extensions.lock().expect("extensions lock");
-        map.get(&TypeId::of::<T>()).cloned().and_then(|v| v.downcast::<T>().ok())
+        map.get(&TypeId::of::<T>())
+            .cloned()
+            .and_then(|v| v.downcast::<T>().ok())
     }
 
     /// The per-database state of type `T` kept by a layer above, made by `make` on first use.
     pub fn extension<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Arc<T> {
         let mut map = self.extensions.lock().expect("extensions lock");
-        let value = map.entry(TypeId::of::<T>()).or_insert_with(|| Arc::new(make()) as Arc<dyn Any + Send + Sync>).clone();
+        let value = map
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(make()) as Arc<dyn Any + Send + Sync>)
+            .clone();
         value.downcast::<T>().expect("one value per type")
     }
 
@@ -124,7 +168,10 @@ impl Database {
 
     /// A consistent view of every shard, for reading.
     pub fn snapshot(&self) -> DbSnapshot {
-        DbSnapshot::new(self.shards.iter().map(Shard::snapshot).collect(), self.lease.clone())
+        DbSnapshot::new(
+            self.shards.iter().map(Shard::snapshot).collect(),
+            self.lease.clone(),
+        )
     }
 
     /// Whether a snapshot of the database is alive (its files must stay open).
@@ -159,7 +206,12 @@ impl Database {
     /// applied in one job (one commit at most); shards work in parallel. A lone small
     /// document may be committed on the calling thread, which then waits for its sync (see
     /// [`crate::edit_queue`]).
-    pub async fn update(&self, docs: Vec<NewDoc>, mode: EditMode, durability: Durability) -> Result<Vec<EditResult>> {
+    pub async fn update(
+        &self,
+        docs: Vec<NewDoc>,
+        mode: EditMode,
+        durability: Durability,
+    ) -> Result<Vec<EditResult>> {
         self.writable()?;
         let q = self.shards.len();
         let alone = matches!(&docs[..], [doc] if doc.is_small());
@@ -171,34 +223,57 @@ impl Database {
         }
         let total: usize = groups.iter().map(|g| g.0.len()).sum();
         let mut pending = Vec::new();
-        for (g, (slots, docs)) in groups.into_iter().enumerate().filter(|(_, g)| !g.0.is_empty()) {
+        for (g, (slots, docs)) in groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, g)| !g.0.is_empty())
+        {
             let shard = &self.shards[g % q];
-            let p = if g < q { shard.update_docs(docs, mode, durability, alone) } else { shard.update_local(docs, durability, alone) };
+            let p = if g < q {
+                shard.update_docs(docs, mode, durability, alone)
+            } else {
+                shard.update_local(docs, durability, alone)
+            };
             pending.push((slots, p));
         }
         let mut results: Vec<Option<EditResult>> = (0..total).map(|_| None).collect();
         let mut failure = None;
         for (slots, p) in pending {
             match p.await {
-                Ok(answers) => slots.into_iter().zip(answers).for_each(|(s, a)| results[s] = Some(a)),
+                Ok(answers) => slots
+                    .into_iter()
+                    .zip(answers)
+                    .for_each(|(s, a)| results[s] = Some(a)),
                 Err(e) => failure = Some(e),
             }
         }
         if let Some(e) = failure {
             return Err(e);
         }
-        Ok(results.into_iter().map(|r| r.expect("every slot answered")).collect())
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every slot answered"))
+            .collect())
     }
 
     /// Purges leaf revisions of documents (`_purge`); answers with what was purged per id.
-    pub async fn purge(&self, docs: Vec<(String, Vec<settee_json::Rev>)>) -> Result<Vec<(String, Vec<settee_json::Rev>)>> {
+    pub async fn purge(
+        &self,
+        docs: Vec<(String, Vec<settee_json::Rev>)>,
+    ) -> Result<Vec<(String, Vec<settee_json::Rev>)>> {
         self.writable()?;
-        let mut by_shard: Vec<Vec<(String, Vec<settee_json::Rev>)>> = vec![Vec::new(); self.shards.len()];
+        let mut by_shard: Vec<Vec<(String, Vec<settee_json::Rev>)>> =
+            vec![Vec::new(); self.shards.len()];
         for (id, revs) in docs {
             by_shard[self.shard_for(&id)].push((id, revs));
         }
         let mut out = Vec::new();
-        for (shard, docs) in self.shards.iter().zip(by_shard).filter(|(_, d)| !d.is_empty()) {
+        for (shard, docs) in self
+            .shards
+            .iter()
+            .zip(by_shard)
+            .filter(|(_, d)| !d.is_empty())
+        {
             let ids: Vec<String> = docs.iter().map(|(id, _)| id.clone()).collect();
             let purged = shard.purge(docs).await?;
             out.extend(ids.into_iter().zip(purged));
@@ -217,9 +292,16 @@ impl Database {
     }
 
     /// Changes the metadata of every shard (security object, revs limit).
-    pub async fn update_meta(&self, f: impl Fn(&mut ShardMeta) + Clone + Send + 'static) -> Result<()> {
+    pub async fn update_meta(
+        &self,
+        f: impl Fn(&mut ShardMeta) + Clone + Send + 'static,
+    ) -> Result<()> {
         self.writable()?;
-        let pending: Vec<_> = self.shards.iter().map(|s| s.update_meta(f.clone())).collect();
+        let pending: Vec<_> = self
+            .shards
+            .iter()
+            .map(|s| s.update_meta(f.clone()))
+            .collect();
         for p in pending {
             p.await?;
         }
@@ -244,8 +326,13 @@ impl Database {
             let q = db.shards.len() as u64;
             for (i, shard) in db.shards.iter().enumerate() {
                 // Progress over all shards: each shard is an equal share.
-                let report = |done: u64, total: u64| task.update(i as u64 * 1000 + done * 1000 / total.max(1), q * 1000);
-                if let Err(e) = shard.store().compact(Arc::new(crate::shard::DocRewriter), &report) {
+                let report = |done: u64, total: u64| {
+                    task.update(i as u64 * 1000 + done * 1000 / total.max(1), q * 1000)
+                };
+                if let Err(e) = shard
+                    .store()
+                    .compact(Arc::new(crate::shard::DocRewriter), &report)
+                {
                     eprintln!("compaction of {} failed: {e}", db.name);
                 }
             }
@@ -258,12 +345,18 @@ impl Database {
     /// The damaged records met so far in the shard files, by shard: reading or writing what
     /// they hold fails; the rest of the database is served (see `settee_store::Store::damage`).
     pub fn damage(&self) -> Vec<(usize, settee_store::Damaged)> {
-        self.shards.iter().enumerate().flat_map(|(i, s)| s.store().damage().into_iter().map(move |d| (i, d))).collect()
+        self.shards
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.store().damage().into_iter().map(move |d| (i, d)))
+            .collect()
     }
 
     /// Commits batched writes of every shard and waits until they are durable.
     pub fn flush(&self) -> Result<()> {
-        self.shards.iter().try_for_each(|s| s.store().flush().map_err(Error::from))
+        self.shards
+            .iter()
+            .try_for_each(|s| s.store().flush().map_err(Error::from))
     }
 }
 

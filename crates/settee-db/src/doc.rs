@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 use settee_json::{body, EditTerm, Rev, RevId};
 
 use crate::att::{parse_attachments, AttPolicy, NewAtt};
-use crate::record::FreshRecord;
 use crate::error::{Error, Result};
+use crate::record::FreshRecord;
 
 /// Prefix of design document ids.
 pub const DESIGN_PREFIX: &str = "_design/";
@@ -24,7 +24,12 @@ const KEPT_SPECIAL: [&str; 5] = [
 ];
 
 /// Members accepted and ignored on input (they are produced on output).
-const IGNORED_SPECIAL: [&str; 4] = ["_revs_info", "_local_seq", "_conflicts", "_deleted_conflicts"];
+const IGNORED_SPECIAL: [&str; 4] = [
+    "_revs_info",
+    "_local_seq",
+    "_conflicts",
+    "_deleted_conflicts",
+];
 
 /// Checks a document id by CouchDB's rules.
 pub fn validate_id(id: &str) -> Result<()> {
@@ -74,7 +79,11 @@ impl NewDoc {
     /// Whether committing this edit is quick: a body of at most 64 KiB and no attachment
     /// bytes to write with it.
     pub fn is_small(&self) -> bool {
-        self.body.len() <= SMALL_BODY && self.atts.iter().all(|a| !matches!(a.source, crate::att::AttSource::Data { .. }))
+        self.body.len() <= SMALL_BODY
+            && self
+                .atts
+                .iter()
+                .all(|a| !matches!(a.source, crate::att::AttSource::Data { .. }))
     }
 }
 
@@ -95,7 +104,9 @@ impl DocLimits {
     pub fn check_id(&self, id: &str) -> Result<()> {
         validate_id(id)?;
         match self.max_document_id_length {
-            Some(max) if max > 0 && id.len() > max => Err(Error::IllegalDocId("Document id is too long".into())),
+            Some(max) if max > 0 && id.len() > max => {
+                Err(Error::IllegalDocId("Document id is too long".into()))
+            }
             _ => Ok(()),
         }
     }
@@ -103,20 +114,35 @@ impl DocLimits {
 
 impl Default for DocLimits {
     fn default() -> DocLimits {
-        DocLimits { max_document_size: 8_000_000, atts: AttPolicy::default(), max_document_id_length: None }
+        DocLimits {
+            max_document_size: 8_000_000,
+            atts: AttPolicy::default(),
+            max_document_id_length: None,
+        }
     }
 }
 
 impl NewDoc {
     /// Reads a document from JSON. `url_id` (from the request path) wins over a body `_id`;
     /// without either, `new_id` supplies one.
-    pub fn from_json(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits) -> Result<NewDoc> {
+    pub fn from_json(
+        value: Value,
+        url_id: Option<&str>,
+        new_id: impl FnOnce() -> String,
+        limits: &DocLimits,
+    ) -> Result<NewDoc> {
         NewDoc::from_json_parts(value, url_id, new_id, limits, Vec::new())
     }
 
     /// Like [`NewDoc::from_json`], with the attachment parts of a `multipart/related`
     /// upload for the `"follows": true` entries, in order.
-    pub fn from_json_parts(value: Value, url_id: Option<&str>, new_id: impl FnOnce() -> String, limits: &DocLimits, parts: Vec<crate::att::AttSource>) -> Result<NewDoc> {
+    pub fn from_json_parts(
+        value: Value,
+        url_id: Option<&str>,
+        new_id: impl FnOnce() -> String,
+        limits: &DocLimits,
+        parts: Vec<crate::att::AttSource>,
+    ) -> Result<NewDoc> {
         let Value::Object(map) = value else {
             return Err(Error::BadRequest("Document must be a JSON object".into()));
         };
@@ -133,13 +159,19 @@ impl NewDoc {
             }
             match (key.as_str(), value) {
                 ("_id", Value::String(s)) => id = Some(s),
-                ("_id", _) => return Err(Error::IllegalDocId("Document id must be a string".into())),
+                ("_id", _) => {
+                    return Err(Error::IllegalDocId("Document id must be a string".into()))
+                }
                 ("_rev", v) => rev = Some(v),
                 ("_revisions", v) => revisions = Some(v),
                 ("_deleted", Value::Bool(b)) => deleted = b,
                 ("_attachments", v) => atts = Some(v),
                 (k, _) if IGNORED_SPECIAL.contains(&k) => {}
-                (k, _) => return Err(Error::DocValidation(format!("Bad special document member: {k}"))),
+                (k, _) => {
+                    return Err(Error::DocValidation(format!(
+                        "Bad special document member: {k}"
+                    )))
+                }
             }
         }
         if let Some(body_id) = &id {
@@ -172,7 +204,15 @@ impl NewDoc {
             Some(v) => parse_attachments(v, &limits.atts, &mut parts.into_iter())?,
             None => Vec::new(),
         };
-        Ok(NewDoc { id, revs, deleted, body: encoded, edit, atts, fresh: None })
+        Ok(NewDoc {
+            id,
+            revs,
+            deleted,
+            body: encoded,
+            edit,
+            atts,
+            fresh: None,
+        })
     }
 }
 
@@ -210,9 +250,23 @@ impl NewDoc {
 
     /// An edit made from a stored revision: its body unchanged (`body` as stored), with the
     /// attachments given (stubs for those kept). Used by the standalone attachment endpoints.
-    pub fn from_stored(id: &str, parent: Option<Rev>, body: Vec<u8>, atts: Vec<NewAtt>) -> Result<NewDoc> {
-        let map: Map<String, Value> = settee_json::deep::from_slice(&body).map_err(|_| Error::Corrupted("stored body"))?;
-        Ok(NewDoc { id: id.to_string(), revs: parent.into_iter().collect(), deleted: false, edit: EditTerm::new(&map), body, atts, fresh: None })
+    pub fn from_stored(
+        id: &str,
+        parent: Option<Rev>,
+        body: Vec<u8>,
+        atts: Vec<NewAtt>,
+    ) -> Result<NewDoc> {
+        let map: Map<String, Value> =
+            settee_json::deep::from_slice(&body).map_err(|_| Error::Corrupted("stored body"))?;
+        Ok(NewDoc {
+            id: id.to_string(),
+            revs: parent.into_iter().collect(),
+            deleted: false,
+            edit: EditTerm::new(&map),
+            body,
+            atts,
+            fresh: None,
+        })
     }
 }
 
@@ -225,29 +279,55 @@ fn bad_rev(_: settee_json::Error) -> Error {
 /// only the newest id, at `start`.
 fn parse_revisions_leniently(v: Value) -> Result<Vec<Rev>> {
     let invalid = |m: &str| Error::DocValidation(m.to_string());
-    let Value::Object(obj) = v else { return Err(invalid("Bad special document member: _revisions")) };
-    let start = obj.get("start").and_then(Value::as_u64).ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
-    let Some(Value::Array(ids)) = obj.get("ids") else { return Err(invalid("_revisions.ids isn't a array.")) };
-    let Some(first) = ids.first() else { return Ok(Vec::new()) };
-    let s = first.as_str().ok_or_else(|| invalid("RevId isn't a string"))?;
-    Ok(vec![Rev { pos: start, id: RevId::parse(s).map_err(|_| invalid("RevId isn't a valid hexadecimal"))? }])
+    let Value::Object(obj) = v else {
+        return Err(invalid("Bad special document member: _revisions"));
+    };
+    let start = obj
+        .get("start")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
+    let Some(Value::Array(ids)) = obj.get("ids") else {
+        return Err(invalid("_revisions.ids isn't a array."));
+    };
+    let Some(first) = ids.first() else {
+        return Ok(Vec::new());
+    };
+    let s = first
+        .as_str()
+        .ok_or_else(|| invalid("RevId isn't a string"))?;
+    Ok(vec![Rev {
+        pos: start,
+        id: RevId::parse(s).map_err(|_| invalid("RevId isn't a valid hexadecimal"))?,
+    }])
 }
 
 /// Reads `_revisions: {"start": N, "ids": [...]}` into revisions, newest first.
 fn parse_revisions(v: Value) -> Result<Vec<Rev>> {
     let invalid = |m: &str| Error::DocValidation(m.to_string());
-    let Value::Object(obj) = v else { return Err(invalid("Bad special document member: _revisions")) };
-    let start = obj.get("start").and_then(Value::as_u64).ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
-    let Some(Value::Array(ids)) = obj.get("ids") else { return Err(invalid("_revisions.ids isn't a array.")) };
+    let Value::Object(obj) = v else {
+        return Err(invalid("Bad special document member: _revisions"));
+    };
+    let start = obj
+        .get("start")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("_revisions.start isn't an integer."))?;
+    let Some(Value::Array(ids)) = obj.get("ids") else {
+        return Err(invalid("_revisions.ids isn't a array."));
+    };
     if ids.len() as u64 > start {
-        return Err(invalid("_revisions.start is smaller than the number of ids."));
+        return Err(invalid(
+            "_revisions.start is smaller than the number of ids.",
+        ));
     }
     ids.iter()
         .enumerate()
         .map(|(i, id)| {
             let s = id.as_str().ok_or_else(|| invalid("RevId isn't a string"))?;
             let id = RevId::parse(s).map_err(|_| invalid("RevId isn't a valid hexadecimal"))?;
-            Ok(Rev { pos: start - i as u64, id })
+            Ok(Rev {
+                pos: start - i as u64,
+                id,
+            })
         })
         .collect()
 }
@@ -263,7 +343,9 @@ mod tests {
 
     #[test]
     fn splits_metadata_from_body() {
-        let d = parse(json!({"_id": "a", "x": 1, "_rev": "1-abc", "_conflicts": [], "y": {"z": null}})).unwrap();
+        let d =
+            parse(json!({"_id": "a", "x": 1, "_rev": "1-abc", "_conflicts": [], "y": {"z": null}}))
+                .unwrap();
         assert_eq!(d.id, "a");
         assert_eq!(d.revs, vec![Rev::parse("1-abc").unwrap()]);
         assert_eq!(d.body, br#"{"x":1,"y":{"z":null}}"#);
@@ -273,10 +355,13 @@ mod tests {
     #[test]
     fn only_small_bodies_without_attachment_bytes_are_small() {
         assert!(parse(json!({"x": 1})).unwrap().is_small());
-        assert!(!parse(json!({"x": "y".repeat(SMALL_BODY)})).unwrap().is_small());
+        assert!(!parse(json!({"x": "y".repeat(SMALL_BODY)}))
+            .unwrap()
+            .is_small());
         let stub = json!({"_attachments": {"a.txt": {"stub": true, "content_type": "text/plain", "length": 1, "digest": "md5-x"}}});
         assert!(parse(stub).unwrap().is_small(), "a stub writes no bytes");
-        let data = json!({"_attachments": {"a.txt": {"content_type": "text/plain", "data": "aGk="}}});
+        let data =
+            json!({"_attachments": {"a.txt": {"content_type": "text/plain", "data": "aGk="}}});
         assert!(!parse(data).unwrap().is_small());
     }
 
@@ -286,18 +371,27 @@ mod tests {
     fn a_rewritten_body_drops_the_revision_worked_out_ahead() {
         let mut d = parse(json!({"_id": "org.couchdb.user:ann", "password": "secret"})).unwrap();
         d.presume_rev();
-        let hashed: Map<String, Value> = serde_json::from_value(json!({"derived_key": "abc", "salt": "def"})).unwrap();
+        let hashed: Map<String, Value> =
+            serde_json::from_value(json!({"derived_key": "abc", "salt": "def"})).unwrap();
         d.set_body(&hashed);
         let fresh = EditTerm::new(&hashed);
-        assert_eq!(settee_json::new_rev_id(false, None, &d.edit, &[]), settee_json::new_rev_id(false, None, &fresh, &[]));
-        let mut first = parse(json!({"_id": "org.couchdb.user:ann", "password": "secret"})).unwrap();
+        assert_eq!(
+            settee_json::new_rev_id(false, None, &d.edit, &[]),
+            settee_json::new_rev_id(false, None, &fresh, &[])
+        );
+        let mut first =
+            parse(json!({"_id": "org.couchdb.user:ann", "password": "secret"})).unwrap();
         first.presume_rev();
-        assert_ne!(settee_json::new_rev_id(false, None, &d.edit, &[]), settee_json::new_rev_id(false, None, &first.edit, &[]));
+        assert_ne!(
+            settee_json::new_rev_id(false, None, &d.edit, &[]),
+            settee_json::new_rev_id(false, None, &first.edit, &[])
+        );
     }
 
     #[test]
     fn revisions_win_over_rev() {
-        let d = parse(json!({"_rev": "9-x", "_revisions": {"start": 3, "ids": ["c", "b", "a"]}})).unwrap();
+        let d = parse(json!({"_rev": "9-x", "_revisions": {"start": 3, "ids": ["c", "b", "a"]}}))
+            .unwrap();
         let revs: Vec<String> = d.revs.iter().map(ToString::to_string).collect();
         assert_eq!(revs, ["3-c", "2-b", "1-a"]);
     }
@@ -306,21 +400,53 @@ mod tests {
     fn refuses_what_couchdb_refuses() {
         let reason = |v: Value| parse(v).unwrap_err().to_string();
         assert_eq!(reason(json!([1])), "Document must be a JSON object");
-        assert_eq!(reason(json!({"_foo": 1})), "Bad special document member: _foo");
-        assert_eq!(reason(json!({"_deleted": "yes"})), "Bad special document member: _deleted");
-        assert_eq!(reason(json!({"_id": "_bad"})), "Only reserved document ids may start with underscore.");
+        assert_eq!(
+            reason(json!({"_foo": 1})),
+            "Bad special document member: _foo"
+        );
+        assert_eq!(
+            reason(json!({"_deleted": "yes"})),
+            "Bad special document member: _deleted"
+        );
+        assert_eq!(
+            reason(json!({"_id": "_bad"})),
+            "Only reserved document ids may start with underscore."
+        );
         assert_eq!(reason(json!({"_id": ""})), "Document id must not be empty");
         assert_eq!(reason(json!({"_id": 5})), "Document id must be a string");
         assert_eq!(reason(json!({"_rev": "x"})), "Invalid rev format");
-        assert_eq!(reason(json!({"_revisions": {"start": "1", "ids": []}})), "_revisions.start isn't an integer.");
-        let big = NewDoc::from_json(json!({"a": "0123456789"}), Some("d"), String::new, &DocLimits { max_document_size: 8, ..Default::default() });
+        assert_eq!(
+            reason(json!({"_revisions": {"start": "1", "ids": []}})),
+            "_revisions.start isn't an integer."
+        );
+        let big = NewDoc::from_json(
+            json!({"a": "0123456789"}),
+            Some("d"),
+            String::new,
+            &DocLimits {
+                max_document_size: 8,
+                ..Default::default()
+            },
+        );
         assert!(matches!(big, Err(Error::DocumentTooLarge(id)) if id == "d"));
     }
 
     #[test]
     fn url_id_wins_but_body_id_is_still_checked() {
-        let d = NewDoc::from_json(json!({"_id": "b"}), Some("a"), String::new, &DocLimits::default()).unwrap();
+        let d = NewDoc::from_json(
+            json!({"_id": "b"}),
+            Some("a"),
+            String::new,
+            &DocLimits::default(),
+        )
+        .unwrap();
         assert_eq!(d.id, "a");
-        assert!(NewDoc::from_json(json!({"_id": "_x"}), Some("a"), String::new, &DocLimits::default()).is_err());
+        assert!(NewDoc::from_json(
+            json!({"_id": "_x"}),
+            Some("a"),
+            String::new,
+            &DocLimits::default()
+        )
+        .is_err());
     }
 }

@@ -67,7 +67,15 @@ impl EditQueues {
     /// Queues `docs` and makes sure a job will apply them; answers when they are applied
     /// (and durable, for durable edits). With `alone` (one small document), the job may run
     /// on this thread, blocking it until the commit is durable.
-    pub fn push(self: &Arc<Self>, store: &Store, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability, apply: Apply, alone: bool) -> EditsPending {
+    pub fn push(
+        self: &Arc<Self>,
+        store: &Store,
+        docs: Vec<Arc<NewDoc>>,
+        mode: EditMode,
+        durability: Durability,
+        apply: Apply,
+        alone: bool,
+    ) -> EditsPending {
         let (answer, rx) = oneshot::channel();
         let i = Self::index(mode, durability);
         let alone = alone && !self.crowded.load(Ordering::Relaxed);
@@ -83,11 +91,23 @@ impl EditQueues {
     }
 
     /// Schedules a job for queue `i`; `alone` lets it run on this thread if the writer is idle.
-    fn submit(self: &Arc<Self>, store: &Store, i: usize, mode: EditMode, durability: Durability, apply: Apply, alone: bool) {
+    fn submit(
+        self: &Arc<Self>,
+        store: &Store,
+        i: usize,
+        mode: EditMode,
+        durability: Durability,
+        apply: Apply,
+        alone: bool,
+    ) {
         let taken: Taken = Arc::default();
         let (queues, in_job) = (self.clone(), taken.clone());
         let job = move |txn: &mut Txn| {
-            let (requests, answers): (Vec<_>, Answers) = queues.take(i).into_iter().map(|w| (w.docs, w.answer)).unzip();
+            let (requests, answers): (Vec<_>, Answers) = queues
+                .take(i)
+                .into_iter()
+                .map(|w| (w.docs, w.answer))
+                .unzip();
             queues.crowded.store(requests.len() > 1, Ordering::Relaxed);
             *in_job.lock().expect("taken lock") = Some(answers);
             apply_apart(txn, &requests, mode, apply)
@@ -95,7 +115,11 @@ impl EditQueues {
         let queues = self.clone();
         let done = move |results: Result<Vec<Result<Vec<EditResult>>>>| {
             // A job that never ran (the store is closed) leaves its requests queued.
-            let taken = taken.lock().expect("taken lock").take().unwrap_or_else(|| answers_of(queues.take(i)));
+            let taken = taken
+                .lock()
+                .expect("taken lock")
+                .take()
+                .unwrap_or_else(|| answers_of(queues.take(i)));
             answer(taken, results);
         };
         if alone {
@@ -120,19 +144,29 @@ fn answers_of(waiting: Vec<Waiting>) -> Answers {
 
 /// Applies every request's edits in one pass, answering per request. If that pass panics,
 /// it is undone and each request is applied alone, so that the panic fails only its own.
-fn apply_apart(txn: &mut Txn, requests: &[Vec<Arc<NewDoc>>], mode: EditMode, apply: Apply) -> Result<Vec<Result<Vec<EditResult>>>> {
+fn apply_apart(
+    txn: &mut Txn,
+    requests: &[Vec<Arc<NewDoc>>],
+    mode: EditMode,
+    apply: Apply,
+) -> Result<Vec<Result<Vec<EditResult>>>> {
     let all: Vec<Arc<NewDoc>> = requests.iter().flatten().cloned().collect();
     match txn.attempt(|t| apply(t, &all, mode)) {
         Ok(Ok(results)) => {
             let mut results = results.into_iter();
-            Ok(requests.iter().map(|docs| Ok(results.by_ref().take(docs.len()).collect())).collect())
+            Ok(requests
+                .iter()
+                .map(|docs| Ok(results.by_ref().take(docs.len()).collect()))
+                .collect())
         }
         Ok(Err(e)) => Err(e),
         Err(_) => Ok(requests
             .iter()
             .map(|docs| match txn.attempt(|t| apply(t, docs, mode)) {
                 Ok(answer) => answer,
-                Err(message) => Err(Error::Store(settee_store::Error::Panicked(format!("applying the edits panicked ({message}); they were rolled back")))),
+                Err(message) => Err(Error::Store(settee_store::Error::Panicked(format!(
+                    "applying the edits panicked ({message}); they were rolled back"
+                )))),
             })
             .collect()),
     }
@@ -168,7 +202,9 @@ impl Future for EditsPending {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // A job that panicked drops its answers: the edits were rolled back.
-        Pin::new(&mut self.rx).poll(cx).map(|r| r.unwrap_or_else(|_| Err(Error::Store(rolled_back()))))
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or_else(|_| Err(Error::Store(rolled_back()))))
     }
 }
 
@@ -194,19 +230,36 @@ mod tests {
     }
 
     fn docs(ids: &[&str]) -> Vec<Arc<NewDoc>> {
-        ids.iter().map(|id| Arc::new(NewDoc::from_json(serde_json::json!({"_id": id}), None, String::new, &DocLimits::default()).expect("a valid document"))).collect()
+        ids.iter()
+            .map(|id| {
+                Arc::new(
+                    NewDoc::from_json(
+                        serde_json::json!({"_id": id}),
+                        None,
+                        String::new,
+                        &DocLimits::default(),
+                    )
+                    .expect("a valid document"),
+                )
+            })
+            .collect()
     }
 
     /// Holds the store's writer in a job until the returned barrier is waited on, so that
     /// whatever is pushed meanwhile queues.
-    fn hold_writer(store: &Store) -> (settee_store::Pending<(), settee_store::Error>, Arc<Barrier>) {
+    fn hold_writer(
+        store: &Store,
+    ) -> (settee_store::Pending<(), settee_store::Error>, Arc<Barrier>) {
         let (gate, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
         let (g, r) = (gate.clone(), release.clone());
-        let blocker = store.submit(Durability::Durable, move |_| -> std::result::Result<(), settee_store::Error> {
-            g.wait();
-            r.wait();
-            Ok(())
-        });
+        let blocker = store.submit(
+            Durability::Durable,
+            move |_| -> std::result::Result<(), settee_store::Error> {
+                g.wait();
+                r.wait();
+                Ok(())
+            },
+        );
         gate.wait();
         (blocker, release)
     }
@@ -214,14 +267,26 @@ mod tests {
     #[tokio::test]
     async fn a_request_whose_edits_panic_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
+        let options = StoreOptions {
+            trees: vec![TreeSpec::bytewise(SizeReduce)],
+            ..StoreOptions::default()
+        };
         let store = Store::create(&dir.path().join("s"), options).unwrap();
         // Hold the writer until every request below is queued, so that one job takes them all.
         let (blocker, release) = hold_writer(&store);
         let queues = Arc::new(EditQueues::default());
         let pending: Vec<EditsPending> = [&["a1", "a2"][..], &["boom"], &["c1"]]
             .into_iter()
-            .map(|ids| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids, ids.len() == 1))
+            .map(|ids| {
+                queues.push(
+                    &store,
+                    docs(ids),
+                    EditMode::Interactive,
+                    Durability::Durable,
+                    write_ids,
+                    ids.len() == 1,
+                )
+            })
             .collect();
         release.wait();
         blocker.await.unwrap();
@@ -229,26 +294,60 @@ mod tests {
         for p in pending {
             answers.push(p.await);
         }
-        assert_eq!(answers[0].as_ref().expect("the first request is applied").len(), 2);
-        assert!(matches!(&answers[1], Err(Error::Store(settee_store::Error::Panicked(m))) if m.contains("a planned panic")), "{:?}", answers[1].as_ref().err());
-        assert_eq!(answers[2].as_ref().expect("the last request is applied").len(), 1);
+        assert_eq!(
+            answers[0]
+                .as_ref()
+                .expect("the first request is applied")
+                .len(),
+            2
+        );
+        assert!(
+            matches!(&answers[1], Err(Error::Store(settee_store::Error::Panicked(m))) if m.contains("a planned panic")),
+            "{:?}",
+            answers[1].as_ref().err()
+        );
+        assert_eq!(
+            answers[2]
+                .as_ref()
+                .expect("the last request is applied")
+                .len(),
+            1
+        );
         let snap = store.snapshot();
         for (id, present) in [("a1", true), ("a2", true), ("boom", false), ("c1", true)] {
-            assert_eq!(snap.get(0, id.as_bytes()).unwrap().is_some(), present, "{id}");
+            assert_eq!(
+                snap.get(0, id.as_bytes()).unwrap().is_some(),
+                present,
+                "{id}"
+            );
         }
     }
 
     /// The name of the thread that applied each document, by id.
     static APPLIED_ON: Mutex<Vec<(String, Option<String>)>> = Mutex::new(Vec::new());
 
-    fn write_ids_noting_thread(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
+    fn write_ids_noting_thread(
+        txn: &mut Txn,
+        docs: &[Arc<NewDoc>],
+        mode: EditMode,
+    ) -> Result<Vec<EditResult>> {
         let thread = std::thread::current().name().map(str::to_owned);
-        APPLIED_ON.lock().unwrap().extend(docs.iter().map(|d| (d.id.clone(), thread.clone())));
+        APPLIED_ON
+            .lock()
+            .unwrap()
+            .extend(docs.iter().map(|d| (d.id.clone(), thread.clone())));
         write_ids(txn, docs, mode)
     }
 
     fn applied_on(id: &str) -> Option<String> {
-        APPLIED_ON.lock().unwrap().iter().find(|(i, _)| i == id).expect("applied").1.clone()
+        APPLIED_ON
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(i, _)| i == id)
+            .expect("applied")
+            .1
+            .clone()
     }
 
     /// A single-document request applies itself while requests come one at a time, and
@@ -256,10 +355,22 @@ mod tests {
     #[tokio::test]
     async fn lone_requests_commit_on_their_own_thread_crowds_share_the_writer() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], ..StoreOptions::default() };
+        let options = StoreOptions {
+            trees: vec![TreeSpec::bytewise(SizeReduce)],
+            ..StoreOptions::default()
+        };
         let store = Store::create(&dir.path().join("s"), options).unwrap();
         let queues = Arc::new(EditQueues::default());
-        let push = |ids: &[&str]| queues.push(&store, docs(ids), EditMode::Interactive, Durability::Durable, write_ids_noting_thread, ids.len() == 1);
+        let push = |ids: &[&str]| {
+            queues.push(
+                &store,
+                docs(ids),
+                EditMode::Interactive,
+                Durability::Durable,
+                write_ids_noting_thread,
+                ids.len() == 1,
+            )
+        };
         let here = std::thread::current().name().map(str::to_owned);
         let writer = Some("settee-store-writer".to_owned());
 
@@ -267,7 +378,10 @@ mod tests {
         assert_eq!(applied_on("lone1"), here, "a lone request commits itself");
 
         let (blocker, release) = hold_writer(&store);
-        let crowd: Vec<EditsPending> = ["crowd1", "crowd2", "crowd3"].into_iter().map(|id| push(&[id])).collect();
+        let crowd: Vec<EditsPending> = ["crowd1", "crowd2", "crowd3"]
+            .into_iter()
+            .map(|id| push(&[id]))
+            .collect();
         release.wait();
         blocker.await.unwrap();
         for p in crowd {
@@ -278,11 +392,30 @@ mod tests {
         // the next request to it.
 
         push(&["after_crowd"]).await.unwrap();
-        assert_eq!(applied_on("after_crowd"), writer, "right after a crowd, a request queues for the writer");
+        assert_eq!(
+            applied_on("after_crowd"),
+            writer,
+            "right after a crowd, a request queues for the writer"
+        );
         push(&["lone2"]).await.unwrap();
-        assert_eq!(applied_on("lone2"), here, "alone again once a job took one request");
+        assert_eq!(
+            applied_on("lone2"),
+            here,
+            "alone again once a job took one request"
+        );
         push(&["two", "docs"]).await.unwrap();
-        assert_eq!(applied_on("two"), writer, "only a request said to be alone commits itself");
-        assert_eq!(store.snapshot().get(0, b"lone2").unwrap().map(|e| e.value().to_vec()), Some(b"x".to_vec()));
+        assert_eq!(
+            applied_on("two"),
+            writer,
+            "only a request said to be alone commits itself"
+        );
+        assert_eq!(
+            store
+                .snapshot()
+                .get(0, b"lone2")
+                .unwrap()
+                .map(|e| e.value().to_vec()),
+            Some(b"x".to_vec())
+        );
     }
 }

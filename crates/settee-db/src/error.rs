@@ -39,6 +39,9 @@ pub enum Error {
     /// A since or other sequence that this server did not issue.
     #[error("Malformed sequence supplied in 'since' parameter.")]
     BadSequence,
+    /// A change feed's filter function failed on a document (threw or ran out of time).
+    #[error("{}: {}", .0.error, .0.reason)]
+    Filter(crate::read::FilterError),
     /// Stored bytes that cannot be decoded.
     #[error("stored data is damaged: {0}")]
     Corrupted(&'static str),
@@ -72,9 +75,13 @@ impl Error {
             Error::MissingStub(a, b) => Error::MissingStub(a.clone(), b.clone()),
             Error::NoAttachment => Error::NoAttachment,
             Error::BadSequence => Error::BadSequence,
+            Error::Filter(f) => Error::Filter(f.clone()),
             Error::Corrupted(s) => Error::Corrupted(s),
             Error::Store(e) => Error::Store(e.duplicate()),
-            Error::Io { op, source } => Error::Io { op, source: std::io::Error::new(source.kind(), source.to_string()) },
+            Error::Io { op, source } => Error::Io {
+                op,
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
         }
     }
 

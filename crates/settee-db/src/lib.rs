@@ -26,16 +26,23 @@ mod seq;
 mod shard;
 mod tasks;
 
-pub use att::{check_att_name, decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK};
+pub use att::{
+    check_att_name, decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK,
+};
 pub use catalog::{database_dir, validate_name, Catalog, CatalogOptions, SYSTEM_DATABASES};
 pub use database::{shard_index, Database};
 pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PREFIX};
 pub use error::{Error, Result};
-pub use read::{sends_data, AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions, DbSnapshot, DocFilter, DocOptions, DocRow};
+pub use read::{
+    sends_data, AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions, DbSnapshot, DocFilter,
+    DocOptions, DocRow, FilterError,
+};
 pub use record::{Body, Counts, DocRecord, RevInfo};
 pub use revtree::{Merged, RevNode, RevTree};
-pub use salvage::{check_database, salvage_database, salvage_shard, FileCheck, Salvaged, ShardSalvage};
+pub use salvage::{
+    check_database, salvage_database, salvage_shard, FileCheck, Salvaged, ShardSalvage,
+};
 pub use seq::SeqVector;
+pub use settee_store::Durability;
 pub use shard::{EditMode, EditResult, ShardMeta};
 pub use tasks::{TaskHandle, TaskInfo, Tasks};
-pub use settee_store::Durability;

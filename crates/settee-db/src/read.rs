@@ -45,7 +45,10 @@ pub struct DbSnapshot {
 
 impl DbSnapshot {
     pub(crate) fn new(shards: Vec<Snapshot>, lease: std::sync::Arc<()>) -> DbSnapshot {
-        DbSnapshot { shards, _lease: lease }
+        DbSnapshot {
+            shards,
+            _lease: lease,
+        }
     }
 
     fn shard(&self, id: &str) -> &Snapshot {
@@ -54,19 +57,30 @@ impl DbSnapshot {
 
     /// The database sequence.
     pub fn seq(&self) -> Result<SeqVector> {
-        self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.update_seq)).collect::<Result<_>>().map(SeqVector)
+        self.shards
+            .iter()
+            .map(|s| Ok(ShardMeta::decode(s.meta())?.update_seq))
+            .collect::<Result<_>>()
+            .map(SeqVector)
     }
 
     /// The database's purge sequence (one counter per shard).
     pub fn purge_seq(&self) -> Result<SeqVector> {
-        self.shards.iter().map(|s| Ok(ShardMeta::decode(s.meta())?.purge_seq)).collect::<Result<_>>().map(SeqVector)
+        self.shards
+            .iter()
+            .map(|s| Ok(ShardMeta::decode(s.meta())?.purge_seq))
+            .collect::<Result<_>>()
+            .map(SeqVector)
     }
 
     /// Each shard's count of design-document edits and purges, which moves in the commit
     /// that makes such a change and at no other time: what is derived from the design
     /// documents of this snapshot still holds for any snapshot with the same counts.
     pub fn design_changes(&self) -> Result<Vec<u64>> {
-        self.shards.iter().map(|s| ShardMeta::design_changes_in(s.meta())).collect()
+        self.shards
+            .iter()
+            .map(|s| ShardMeta::design_changes_in(s.meta()))
+            .collect()
     }
 
     /// Names the state this snapshot holds, one commit id per shard (see
@@ -85,17 +99,26 @@ impl DbSnapshot {
     /// tree and the blobs the documents' leaf revisions use, which is what a compaction
     /// keeps. Reads the trees' inner nodes, about one node in a hundred.
     pub fn active_bytes(&self) -> Result<u64> {
-        self.shards.iter().try_fold(self.counts()?.blobs, |total, shard| Ok(total.saturating_add(shard.nodes_bytes()?)))
+        self.shards
+            .iter()
+            .try_fold(self.counts()?.blobs, |total, shard| {
+                Ok(total.saturating_add(shard.nodes_bytes()?))
+            })
     }
 
     /// Live and deleted document counts and sizes over every shard.
     pub fn counts(&self) -> Result<Counts> {
-        self.shards.iter().try_fold(Counts::default(), |total, s| Ok(total.add(Counts::decode(&s.total(BY_ID)?.value))))
+        self.shards.iter().try_fold(Counts::default(), |total, s| {
+            Ok(total.add(Counts::decode(&s.total(BY_ID)?.value)))
+        })
     }
 
     /// A document's stored record.
     pub fn record(&self, id: &str) -> Result<Option<DocRecord>> {
-        self.shard(id).get(BY_ID, id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()
+        self.shard(id)
+            .get(BY_ID, id.as_bytes())?
+            .map(|e| DocRecord::decode(e.value()))
+            .transpose()
     }
 
     /// The body of one revision of `id`.
@@ -119,9 +142,16 @@ impl DbSnapshot {
     pub fn resolve(&self, id: &str, rev: Option<&Rev>) -> Result<(DocRecord, usize)> {
         let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
         let i = match rev {
-            Some(r) => rec.tree.find(r).filter(|&i| rec.tree.nodes[i].info.is_some()).ok_or(Error::NotFound("missing"))?,
+            Some(r) => rec
+                .tree
+                .find(r)
+                .filter(|&i| rec.tree.nodes[i].info.is_some())
+                .ok_or(Error::NotFound("missing"))?,
             None => {
-                let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+                let w = rec
+                    .tree
+                    .winner()
+                    .ok_or(Error::Corrupted("document without revisions"))?;
                 if rec.tree.nodes[w].deleted {
                     return Err(Error::NotFound("deleted"));
                 }
@@ -134,7 +164,10 @@ impl DbSnapshot {
     /// Like [`DbSnapshot::resolve`] for the winner, decoding only the winning revision: the
     /// record's tree is that one node. For reads that show no history or conflicts.
     pub fn resolve_winner(&self, id: &str) -> Result<(DocRecord, usize)> {
-        let entry = self.shard(id).get(BY_ID, id.as_bytes())?.ok_or(Error::NotFound("missing"))?;
+        let entry = self
+            .shard(id)
+            .get(BY_ID, id.as_bytes())?
+            .ok_or(Error::NotFound("missing"))?;
         let rec = DocRecord::decode_winner(entry.value())?;
         if rec.tree.nodes[0].deleted {
             return Err(Error::NotFound("deleted"));
@@ -143,12 +176,25 @@ impl DbSnapshot {
     }
 
     /// The JSON of node `i` of a record.
-    pub fn render(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<Vec<u8>> {
+    pub fn render(
+        &self,
+        id: &str,
+        rec: &DocRecord,
+        i: usize,
+        opts: &DocOptions,
+    ) -> Result<Vec<u8>> {
         self.render_as(id, rec, i, opts, &rec.tree.nodes[i].rev.to_string())
     }
 
     /// [`DbSnapshot::render`] with the revision's text already at hand.
-    pub fn render_as(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions, rev_text: &str) -> Result<Vec<u8>> {
+    pub fn render_as(
+        &self,
+        id: &str,
+        rec: &DocRecord,
+        i: usize,
+        opts: &DocOptions,
+        rev_text: &str,
+    ) -> Result<Vec<u8>> {
         let node = &rec.tree.nodes[i];
         let info = node.info.as_ref().ok_or(Error::NotFound("missing"))?;
         let stored = self.body(id, info)?;
@@ -158,8 +204,18 @@ impl DbSnapshot {
             body::member(&mut out, "_deleted", b"true");
         }
         if opts.revs {
-            let ids: Vec<String> = rec.tree.path(i).iter().map(|&p| rec.tree.nodes[p].rev.id.to_string()).collect();
-            body::member(&mut out, "_revisions", &serde_json::to_vec(&serde_json::json!({"start": node.rev.pos, "ids": ids})).expect("json"));
+            let ids: Vec<String> = rec
+                .tree
+                .path(i)
+                .iter()
+                .map(|&p| rec.tree.nodes[p].rev.id.to_string())
+                .collect();
+            body::member(
+                &mut out,
+                "_revisions",
+                &serde_json::to_vec(&serde_json::json!({"start": node.rev.pos, "ids": ids}))
+                    .expect("json"),
+            );
         }
         if opts.revs_info {
             let infos: Vec<serde_json::Value> = rec
@@ -168,13 +224,26 @@ impl DbSnapshot {
                 .iter()
                 .map(|&p| {
                     let n = &rec.tree.nodes[p];
-                    let status = if n.info.is_none() { "missing" } else if n.deleted { "deleted" } else { "available" };
+                    let status = if n.info.is_none() {
+                        "missing"
+                    } else if n.deleted {
+                        "deleted"
+                    } else {
+                        "available"
+                    };
                     serde_json::json!({"rev": n.rev.to_string(), "status": status})
                 })
                 .collect();
-            body::member(&mut out, "_revs_info", &serde_json::to_vec(&infos).expect("json"));
+            body::member(
+                &mut out,
+                "_revs_info",
+                &serde_json::to_vec(&infos).expect("json"),
+            );
         }
-        for (wanted, deleted, key) in [(opts.conflicts, false, "_conflicts"), (opts.deleted_conflicts, true, "_deleted_conflicts")] {
+        for (wanted, deleted, key) in [
+            (opts.conflicts, false, "_conflicts"),
+            (opts.deleted_conflicts, true, "_deleted_conflicts"),
+        ] {
             if !wanted {
                 continue;
             }
@@ -196,19 +265,39 @@ impl DbSnapshot {
         }
         if !info.atts.is_empty() {
             let atts = self.attachments_json(id, rec, i, opts)?;
-            body::member(&mut out, "_attachments", &serde_json::to_vec(&atts).expect("json"));
+            body::member(
+                &mut out,
+                "_attachments",
+                &serde_json::to_vec(&atts).expect("json"),
+            );
         }
         body::end(&mut out);
         Ok(out)
     }
 
     /// The `_attachments` member of node `i`.
-    fn attachments_json(&self, id: &str, rec: &DocRecord, i: usize, opts: &DocOptions) -> Result<serde_json::Value> {
-        let info = rec.tree.nodes[i].info.as_ref().ok_or(Error::NotFound("missing"))?;
+    fn attachments_json(
+        &self,
+        id: &str,
+        rec: &DocRecord,
+        i: usize,
+        opts: &DocOptions,
+    ) -> Result<serde_json::Value> {
+        let info = rec.tree.nodes[i]
+            .info
+            .as_ref()
+            .ok_or(Error::NotFound("missing"))?;
         let mut map = serde_json::Map::new();
         for att in &info.atts {
-            let data = if sends_data(rec, i, att, opts) { Some(self.attachment_bytes(id, att)?) } else { None };
-            map.insert(att.name.clone(), att.to_json(data.as_deref(), opts.att_encoding_info));
+            let data = if sends_data(rec, i, att, opts) {
+                Some(self.attachment_bytes(id, att)?)
+            } else {
+                None
+            };
+            map.insert(
+                att.name.clone(),
+                att.to_json(data.as_deref(), opts.att_encoding_info),
+            );
         }
         Ok(serde_json::Value::Object(map))
     }
@@ -216,8 +305,15 @@ impl DbSnapshot {
     /// An attachment of revision `rev` (the winner when `None`) of a document.
     pub fn attachment(&self, id: &str, rev: Option<&Rev>, name: &str) -> Result<AttInfo> {
         let (rec, i) = self.resolve(id, rev)?;
-        let info = rec.tree.nodes[i].info.as_ref().ok_or(Error::NotFound("missing"))?;
-        info.atts.iter().find(|a| a.name == name).cloned().ok_or(Error::NoAttachment)
+        let info = rec.tree.nodes[i]
+            .info
+            .as_ref()
+            .ok_or(Error::NotFound("missing"))?;
+        info.atts
+            .iter()
+            .find(|a| a.name == name)
+            .cloned()
+            .ok_or(Error::NoAttachment)
     }
 
     /// One stored chunk of an attachment of `id`.
@@ -236,13 +332,26 @@ impl DbSnapshot {
 
     /// A local document: its revision counter and body.
     pub fn local(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>> {
-        self.shard(id).get(LOCAL, id.as_bytes())?.map(|e| decode_local(e.value())).transpose()
+        self.shard(id)
+            .get(LOCAL, id.as_bytes())?
+            .map(|e| decode_local(e.value()))
+            .transpose()
     }
 
     /// Documents in id order (see [`AllDocsOptions`]); deleted documents are left out.
     pub fn all_docs(&self, opts: AllDocsOptions) -> Result<AllDocs> {
-        let (tree, direction) = (if opts.local { LOCAL } else { BY_ID }, if opts.descending { Direction::Backward } else { Direction::Forward });
-        let start = opts.start.clone().map_or(Bound::Unbounded, |s| Bound::Included(s.into_bytes()));
+        let (tree, direction) = (
+            if opts.local { LOCAL } else { BY_ID },
+            if opts.descending {
+                Direction::Backward
+            } else {
+                Direction::Forward
+            },
+        );
+        let start = opts
+            .start
+            .clone()
+            .map_or(Bound::Unbounded, |s| Bound::Included(s.into_bytes()));
         let end = match opts.end.clone() {
             None => Bound::Unbounded,
             Some(e) if opts.inclusive_end => Bound::Included(e.into_bytes()),
@@ -251,17 +360,40 @@ impl DbSnapshot {
         let ranges = self
             .shards
             .iter()
-            .map(|s| s.range(tree, RangeOptions { start: start.clone(), end: end.clone(), direction, skip: 0, limit: None }))
+            .map(|s| {
+                s.range(
+                    tree,
+                    RangeOptions {
+                        start: start.clone(),
+                        end: end.clone(),
+                        direction,
+                        skip: 0,
+                        limit: None,
+                    },
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(AllDocs { snap: self.clone(), merge: Merge::new(ranges, opts.descending), skip: opts.skip, limit: opts.limit, opts })
+        Ok(AllDocs {
+            snap: self.clone(),
+            merge: Merge::new(ranges, opts.descending),
+            skip: opts.skip,
+            limit: opts.limit,
+            opts,
+        })
     }
 
     /// How many live documents have ids in `[start, end)`, from the trees' reductions
     /// without visiting them: asking whether a database has design documents costs a few
     /// node reads.
     pub fn live_between(&self, start: &str, end: &str) -> Result<u64> {
-        let (lo, hi) = (Bound::Included(start.as_bytes().to_vec()), Bound::Excluded(end.as_bytes().to_vec()));
-        self.shards.iter().map(|s| Ok(Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value).live)).sum()
+        let (lo, hi) = (
+            Bound::Included(start.as_bytes().to_vec()),
+            Bound::Excluded(end.as_bytes().to_vec()),
+        );
+        self.shards
+            .iter()
+            .map(|s| Ok(Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value).live))
+            .sum()
     }
 
     /// How many live documents sort before `id` (CouchDB's `offset`).
@@ -269,7 +401,11 @@ impl DbSnapshot {
         let Some(id) = id else { return Ok(0) };
         let mut total = 0;
         for s in &self.shards {
-            let (lo, hi) = if descending { (Bound::Excluded(id.as_bytes().to_vec()), Bound::Unbounded) } else { (Bound::Unbounded, Bound::Excluded(id.as_bytes().to_vec())) };
+            let (lo, hi) = if descending {
+                (Bound::Excluded(id.as_bytes().to_vec()), Bound::Unbounded)
+            } else {
+                (Bound::Unbounded, Bound::Excluded(id.as_bytes().to_vec()))
+            };
             total += Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value).live;
         }
         Ok(total)
@@ -280,25 +416,61 @@ impl DbSnapshot {
         if since.0.len() != self.shards.len() {
             return Err(Error::BadSequence);
         }
-        let direction = if opts.descending { Direction::Backward } else { Direction::Forward };
+        let direction = if opts.descending {
+            Direction::Backward
+        } else {
+            Direction::Forward
+        };
         let ranges = self
             .shards
             .iter()
             .zip(&since.0)
             .map(|(s, &from)| {
-                let (start, end) = if opts.descending { (Bound::Unbounded, Bound::Unbounded) } else { (Bound::Excluded(from.to_be_bytes().to_vec()), Bound::Unbounded) };
-                s.range(BY_SEQ, RangeOptions { start, end, direction, skip: 0, limit: None })
+                let (start, end) = if opts.descending {
+                    (Bound::Unbounded, Bound::Unbounded)
+                } else {
+                    (
+                        Bound::Excluded(from.to_be_bytes().to_vec()),
+                        Bound::Unbounded,
+                    )
+                };
+                s.range(
+                    BY_SEQ,
+                    RangeOptions {
+                        start,
+                        end,
+                        direction,
+                        skip: 0,
+                        limit: None,
+                    },
+                )
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let position = if opts.descending { self.seq()? } else { since.clone() };
-        Ok(Changes { snap: self.clone(), merge: Merge::new(ranges, opts.descending), position, remaining: opts.limit, opts })
+        let position = if opts.descending {
+            self.seq()?
+        } else {
+            since.clone()
+        };
+        Ok(Changes {
+            snap: self.clone(),
+            merge: Merge::new(ranges, opts.descending),
+            position,
+            remaining: opts.limit,
+            opts,
+        })
     }
 
     /// Changes not yet seen by a reader at `position`.
     pub fn pending(&self, position: &SeqVector) -> Result<u64> {
         let mut n = 0;
         for (s, &from) in self.shards.iter().zip(&position.0) {
-            n += s.reduce(BY_SEQ, &Bound::Excluded(from.to_be_bytes().to_vec()), &Bound::Unbounded)?.count;
+            n += s
+                .reduce(
+                    BY_SEQ,
+                    &Bound::Excluded(from.to_be_bytes().to_vec()),
+                    &Bound::Unbounded,
+                )?
+                .count;
         }
         Ok(n)
     }
@@ -311,7 +483,12 @@ pub fn sends_data(rec: &DocRecord, i: usize, att: &AttInfo, opts: &DocOptions) -
         return false;
     }
     let path = rec.tree.path(i);
-    let since = opts.atts_since.as_ref().and_then(|revs| revs.iter().filter(|r| path.iter().any(|&p| rec.tree.nodes[p].rev == **r)).map(|r| r.pos).max());
+    let since = opts.atts_since.as_ref().and_then(|revs| {
+        revs.iter()
+            .filter(|r| path.iter().any(|&p| rec.tree.nodes[p].rev == **r))
+            .map(|r| r.pos)
+            .max()
+    });
     since.is_none_or(|p| att.revpos > p)
 }
 
@@ -325,7 +502,11 @@ struct Merge {
 impl Merge {
     fn new(ranges: Vec<Range<'static>>, descending: bool) -> Merge {
         let heads = vec![None; ranges.len()];
-        Merge { ranges, heads, descending }
+        Merge {
+            ranges,
+            heads,
+            descending,
+        }
     }
 
     fn fill(&mut self) -> Result<()> {
@@ -347,7 +528,11 @@ impl Merge {
                 None => true,
                 Some(b) => {
                     let bk = self.heads[b].as_ref().expect("best is filled").key();
-                    if self.descending { h.key() > bk } else { h.key() < bk }
+                    if self.descending {
+                        h.key() > bk
+                    } else {
+                        h.key() < bk
+                    }
                 }
             };
             if better {
@@ -403,10 +588,15 @@ pub struct AllDocs {
 
 impl AllDocs {
     fn row(&self, entry: &Entry) -> Result<Option<DocRow>> {
-        let id = std::str::from_utf8(entry.key()).map_err(|_| Error::Corrupted("document id"))?.to_string();
+        let id = std::str::from_utf8(entry.key())
+            .map_err(|_| Error::Corrupted("document id"))?
+            .to_string();
         if self.opts.local {
             let (n, stored) = decode_local(entry.value())?;
-            let rev = Rev { pos: 0, id: settee_json::RevId::Text(n.to_string().into()) };
+            let rev = Rev {
+                pos: 0,
+                id: settee_json::RevId::Text(n.to_string().into()),
+            };
             let doc = self.opts.include_docs.then(|| {
                 let mut out = Vec::new();
                 body::begin(&mut out, &id, Some(&rev.to_string()), &stored);
@@ -421,7 +611,10 @@ impl AllDocs {
         }
         let doc = if self.opts.include_docs {
             let rec = DocRecord::decode(entry.value())?;
-            let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+            let w = rec
+                .tree
+                .winner()
+                .ok_or(Error::Corrupted("document without revisions"))?;
             Some(self.snap.render(&id, &rec, w, &self.opts.doc)?)
         } else {
             None
@@ -478,9 +671,21 @@ pub struct ChangesOptions {
     pub doc_filter: Option<DocFilter>,
 }
 
-/// A predicate over documents, for filtered change feeds.
+/// A predicate over documents, for filtered change feeds; an error ends the feed.
 #[derive(Clone)]
-pub struct DocFilter(pub std::sync::Arc<dyn Fn(&serde_json::Value) -> bool + Send + Sync>);
+pub struct DocFilter(
+    pub std::sync::Arc<dyn Fn(&serde_json::Value) -> Result<bool, FilterError> + Send + Sync>,
+);
+
+/// Why a filter could not decide on a document: CouchDB's error name and reason (a
+/// function that threw, or ran out of time).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    /// CouchDB's error name (`os_process_error`, or what the function threw).
+    pub error: String,
+    /// What went wrong.
+    pub reason: String,
+}
 
 impl std::fmt::Debug for DocFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -519,21 +724,46 @@ impl Changes {
     }
 
     fn wanted(&self, id: &str) -> Result<bool> {
-        let by_id = (!self.opts.design_only || id.starts_with(crate::doc::DESIGN_PREFIX)) && self.opts.doc_ids.as_ref().is_none_or(|ids| ids.contains(id));
-        let Some(filter) = self.opts.doc_filter.as_ref().filter(|_| by_id) else { return Ok(by_id) };
-        let Some(rec) = self.snap.record(id)? else { return Ok(false) };
-        let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
-        let doc: serde_json::Value = settee_json::deep::from_slice(&self.snap.render(id, &rec, w, &DocOptions::default())?).map_err(|_| Error::Corrupted("stored body"))?;
-        Ok((filter.0)(&doc))
+        let by_id = (!self.opts.design_only || id.starts_with(crate::doc::DESIGN_PREFIX))
+            && self
+                .opts
+                .doc_ids
+                .as_ref()
+                .is_none_or(|ids| ids.contains(id));
+        let Some(filter) = self.opts.doc_filter.as_ref().filter(|_| by_id) else {
+            return Ok(by_id);
+        };
+        let Some(rec) = self.snap.record(id)? else {
+            return Ok(false);
+        };
+        let w = rec
+            .tree
+            .winner()
+            .ok_or(Error::Corrupted("document without revisions"))?;
+        let doc: serde_json::Value = settee_json::deep::from_slice(&self.snap.render(
+            id,
+            &rec,
+            w,
+            &DocOptions::default(),
+        )?)
+        .map_err(|_| Error::Corrupted("stored body"))?;
+        (filter.0)(&doc).map_err(Error::Filter)
     }
 
     fn row(&self, entry: SeqEntry) -> Result<ChangeRow> {
         let deleted = entry.deleted();
-        let revs = if self.opts.all_leaves { entry.leaves.into_iter().map(|(r, _)| r).collect() } else { entry.leaves.into_iter().take(1).map(|(r, _)| r).collect() };
+        let revs = if self.opts.all_leaves {
+            entry.leaves.into_iter().map(|(r, _)| r).collect()
+        } else {
+            entry.leaves.into_iter().take(1).map(|(r, _)| r).collect()
+        };
         let doc = if self.opts.include_docs {
             match self.snap.record(&entry.id)? {
                 Some(rec) => {
-                    let w = rec.tree.winner().ok_or(Error::Corrupted("document without revisions"))?;
+                    let w = rec
+                        .tree
+                        .winner()
+                        .ok_or(Error::Corrupted("document without revisions"))?;
                     Some(self.snap.render(&entry.id, &rec, w, &self.opts.doc)?)
                 }
                 None => None,
@@ -541,7 +771,13 @@ impl Changes {
         } else {
             None
         };
-        Ok(ChangeRow { seq: self.position.clone(), id: entry.id, revs, deleted, doc })
+        Ok(ChangeRow {
+            seq: self.position.clone(),
+            id: entry.id,
+            revs,
+            deleted,
+            doc,
+        })
     }
 }
 

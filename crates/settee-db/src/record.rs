@@ -102,19 +102,34 @@ fn header(r: &mut Reader<'_>) -> Result<Header> {
     let deleted = r.u8()? & DELETED != 0;
     let seq = r.u64_le()?;
     r.take(4)?;
-    let winner_offset = if version == VERSION_2 { None } else { Some(u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize) };
+    let winner_offset = if version == VERSION_2 {
+        None
+    } else {
+        Some(u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize)
+    };
     if version == VERSION {
         r.take(8)?;
     }
-    Ok(Header { deleted, seq, winner_offset })
+    Ok(Header {
+        deleted,
+        seq,
+        winner_offset,
+    })
 }
 
 impl DocRecord {
     /// Encodes for the `by_id` tree.
     pub fn encode(&self) -> Vec<u8> {
-        let winner = self.tree.winner().expect("a stored document has a revision");
+        let winner = self
+            .tree
+            .winner()
+            .expect("a stored document has a revision");
         let w = &self.tree.nodes[winner];
-        let size = w.info.as_ref().map_or(0, |i| i.body.len()).min(u64::from(u32::MAX)) as u32;
+        let size = w
+            .info
+            .as_ref()
+            .map_or(0, |i| i.body.len())
+            .min(u64::from(u32::MAX)) as u32;
         let mut out = Vec::with_capacity(64 + size as usize);
         out.push(VERSION);
         out.push(if w.deleted { DELETED } else { 0 });
@@ -126,7 +141,8 @@ impl DocRecord {
         put_varint(&mut out, self.tree.nodes.len() as u64);
         for (i, n) in self.tree.nodes.iter().enumerate() {
             if i == winner {
-                let offset = u32::try_from(out.len()).expect("a document record is far below 4 GiB");
+                let offset =
+                    u32::try_from(out.len()).expect("a document record is far below 4 GiB");
                 out[14..18].copy_from_slice(&offset.to_le_bytes());
             }
             encode_node(&mut out, n);
@@ -140,12 +156,17 @@ impl DocRecord {
         let mut seen: Vec<u64> = Vec::new();
         let mut total = 0u64;
         for i in self.tree.leaves() {
-            let Some(info) = &self.tree.nodes[i].info else { continue };
+            let Some(info) = &self.tree.nodes[i].info else {
+                continue;
+            };
             let body = match &info.body {
                 Body::Blob(blob, _) => Some(blob),
                 Body::Inline(_) => None,
             };
-            for blob in body.into_iter().chain(info.atts.iter().flat_map(|a| &a.chunks)) {
+            for blob in body
+                .into_iter()
+                .chain(info.atts.iter().flat_map(|a| &a.chunks))
+            {
                 if !seen.contains(&blob.offset) {
                     seen.push(blob.offset);
                     total = total.saturating_add(u64::from(blob.stored_len));
@@ -163,19 +184,33 @@ impl DocRecord {
         let h = header(&mut r)?;
         let Some(offset) = h.winner_offset else {
             let mut full = DocRecord::decode(bytes)?;
-            let w = full.tree.winner().ok_or(Error::Corrupted("document record without revisions"))?;
+            let w = full
+                .tree
+                .winner()
+                .ok_or(Error::Corrupted("document record without revisions"))?;
             let mut node = full.tree.nodes.swap_remove(w);
             node.parent = None;
-            return Ok(DocRecord { tree: RevTree { nodes: vec![node] }, seq: full.seq });
+            return Ok(DocRecord {
+                tree: RevTree { nodes: vec![node] },
+                seq: full.seq,
+            });
         };
         let winner = r.rev()?;
-        let mut at = Reader::new(bytes.get(offset..).ok_or(Error::Corrupted("document record winner offset"))?, "document record");
+        let mut at = Reader::new(
+            bytes
+                .get(offset..)
+                .ok_or(Error::Corrupted("document record winner offset"))?,
+            "document record",
+        );
         let mut node = decode_node(&mut at, usize::MAX)?;
         if node.rev != winner || node.deleted != h.deleted {
             return Err(Error::Corrupted("document record winner offset"));
         }
         node.parent = None;
-        Ok(DocRecord { tree: RevTree { nodes: vec![node] }, seq: h.seq })
+        Ok(DocRecord {
+            tree: RevTree { nodes: vec![node] },
+            seq: h.seq,
+        })
     }
 
     /// Decodes a `by_id` value.
@@ -191,7 +226,10 @@ impl DocRecord {
         if nodes.is_empty() {
             return Err(Error::Corrupted("document record without revisions"));
         }
-        Ok(DocRecord { tree: RevTree { nodes }, seq })
+        Ok(DocRecord {
+            tree: RevTree { nodes },
+            seq,
+        })
     }
 }
 
@@ -245,14 +283,26 @@ fn decode_node(r: &mut Reader<'_>, index: usize) -> Result<RevNode<RevInfo>> {
         let body = if flags & BLOB == 0 {
             Body::Inline(r.bytes()?.to_vec())
         } else {
-            let blob = BlobRef::decode(r.take(BlobRef::ENCODED_LEN)?).ok_or(Error::Corrupted("blob reference"))?;
+            let blob = BlobRef::decode(r.take(BlobRef::ENCODED_LEN)?)
+                .ok_or(Error::Corrupted("blob reference"))?;
             Body::Blob(blob, r.varint()?)
         };
         let n = r.len()?;
-        let atts = if n == 0 { Vec::new() } else { (0..n).map(|_| AttInfo::decode(r)).collect::<Result<Vec<_>>>()? };
+        let atts = if n == 0 {
+            Vec::new()
+        } else {
+            (0..n)
+                .map(|_| AttInfo::decode(r))
+                .collect::<Result<Vec<_>>>()?
+        };
         Some(RevInfo { body, seq, atts })
     };
-    Ok(RevNode { rev, parent, deleted: flags & DELETED != 0, info })
+    Ok(RevNode {
+        rev,
+        parent,
+        deleted: flags & DELETED != 0,
+        info,
+    })
 }
 
 /// A `by_seq` entry: the document id and its leaves, winner first.
@@ -268,7 +318,14 @@ impl SeqEntry {
     /// The entry describing a record's current state.
     pub fn of(id: &str, record: &DocRecord) -> SeqEntry {
         let t = &record.tree;
-        SeqEntry { id: id.to_string(), leaves: t.leaves().into_iter().map(|i| (t.nodes[i].rev.clone(), t.nodes[i].deleted)).collect() }
+        SeqEntry {
+            id: id.to_string(),
+            leaves: t
+                .leaves()
+                .into_iter()
+                .map(|i| (t.nodes[i].rev.clone(), t.nodes[i].deleted))
+                .collect(),
+        }
     }
 
     /// Encodes for the `by_seq` tree.
@@ -331,8 +388,20 @@ impl FreshRecord {
     /// The first revision, `1-{rev_id}`, of document `id`, with `body` inline.
     pub fn new(id: &str, rev_id: RevId, deleted: bool, body: &[u8]) -> FreshRecord {
         let mut tree = RevTree::default();
-        let rev = Rev { pos: 1, id: rev_id.clone() };
-        tree.add_child(None, rev_id, deleted, RevInfo { body: Body::Inline(body.to_vec()), seq: 0, atts: Vec::new() });
+        let rev = Rev {
+            pos: 1,
+            id: rev_id.clone(),
+        };
+        tree.add_child(
+            None,
+            rev_id,
+            deleted,
+            RevInfo {
+                body: Body::Inline(body.to_vec()),
+                seq: 0,
+                atts: Vec::new(),
+            },
+        );
         let record = DocRecord { tree, seq: 0 };
         let seq_entry = SeqEntry::of(id, &record).encode();
         let whole = record.encode();
@@ -341,7 +410,13 @@ impl FreshRecord {
         let mut rev_bytes = Vec::new();
         put_rev(&mut rev_bytes, &rev);
         let at = HEADER_LEN + rev_bytes.len() + 1 + rev_bytes.len() + 1 + 1;
-        FreshRecord { rev, deleted, seq_entry, head: whole[..at].to_vec(), tail: whole[at + 1..].to_vec() }
+        FreshRecord {
+            rev,
+            deleted,
+            seq_entry,
+            head: whole[..at].to_vec(),
+            tail: whole[at + 1..].to_vec(),
+        }
     }
 
     /// The `by_id` value when the revision is written at `seq`: the bytes
@@ -377,12 +452,24 @@ pub struct Counts {
 impl Counts {
     /// Reads a reduction made by [`DocCounts`] (zeros if malformed).
     pub fn decode(bytes: &[u8]) -> Counts {
-        let word = |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-        Counts { live: word(0), deleted: word(1), external: word(2), blobs: word(3) }
+        let word = |i: usize| {
+            bytes
+                .get(i * 8..i * 8 + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        Counts {
+            live: word(0),
+            deleted: word(1),
+            external: word(2),
+            blobs: word(3),
+        }
     }
 
     fn encode(&self) -> Vec<u8> {
-        [self.live, self.deleted, self.external, self.blobs].iter().flat_map(|w| w.to_le_bytes()).collect()
+        [self.live, self.deleted, self.external, self.blobs]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect()
     }
 
     /// The counts of two sets of documents together.
@@ -408,18 +495,30 @@ impl Reducer for DocCounts {
     fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
         let total = entries.iter().fold(Counts::default(), |c, (_, v)| {
             let deleted = v.get(1).is_some_and(|f| f & DELETED != 0);
-            let size = v.get(10..14).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+            let size = v
+                .get(10..14)
+                .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
             let blobs = match v.first() {
-                Some(&VERSION) => v.get(BLOB_BYTES_AT..BLOB_BYTES_AT + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+                Some(&VERSION) => v
+                    .get(BLOB_BYTES_AT..BLOB_BYTES_AT + 8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
                 _ => 0,
             };
-            c.add(Counts { live: u64::from(!deleted), deleted: u64::from(deleted), external: if deleted { 0 } else { u64::from(size) }, blobs })
+            c.add(Counts {
+                live: u64::from(!deleted),
+                deleted: u64::from(deleted),
+                external: if deleted { 0 } else { u64::from(size) },
+                blobs,
+            })
         });
         Ok(total.encode())
     }
 
     fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
-        Ok(reductions.iter().fold(Counts::default(), |c, r| c.add(Counts::decode(r))).encode())
+        Ok(reductions
+            .iter()
+            .fold(Counts::default(), |c, r| c.add(Counts::decode(r)))
+            .encode())
     }
 
     fn subtract(&self, whole: &[u8], part: &[u8]) -> Option<Vec<u8>> {
@@ -454,13 +553,44 @@ mod tests {
 
     fn sample() -> DocRecord {
         let mut tree = RevTree::default();
-        let a = tree.add_child(None, RevId::Text("a".into()), false, RevInfo { body: Body::Inline(b"{}".to_vec()), seq: 1, atts: vec![] });
-        tree.add_child(Some(a), RevId::Hash([7; 16]), true, RevInfo { body: Body::Inline(b"{\"x\":1}".to_vec()), seq: 2, atts: vec![] });
-        tree.merge_path(&[Rev::parse("3-c").unwrap(), Rev::parse("2-b").unwrap()], false, RevInfo {
+        let a = tree.add_child(
+            None,
+            RevId::Text("a".into()),
+            false,
+            RevInfo {
+                body: Body::Inline(b"{}".to_vec()),
+                seq: 1,
+                atts: vec![],
+            },
+        );
+        tree.add_child(
+            Some(a),
+            RevId::Hash([7; 16]),
+            true,
+            RevInfo {
+                body: Body::Inline(b"{\"x\":1}".to_vec()),
+                seq: 2,
+                atts: vec![],
+            },
+        );
+        tree.merge_path(
+            &[Rev::parse("3-c").unwrap(), Rev::parse("2-b").unwrap()],
+            false,
+            RevInfo {
                 body: Body::Inline(b"{}".to_vec()),
                 seq: 3,
-                atts: vec![AttInfo { name: "a".into(), content_type: "text/plain".into(), revpos: 3, md5: [1; 16], length: 5, encoding: crate::att::Encoding::Identity, encoded_length: 5, chunks: vec![] }],
-            });
+                atts: vec![AttInfo {
+                    name: "a".into(),
+                    content_type: "text/plain".into(),
+                    revpos: 3,
+                    md5: [1; 16],
+                    length: 5,
+                    encoding: crate::att::Encoding::Identity,
+                    encoded_length: 5,
+                    chunks: vec![],
+                }],
+            },
+        );
         DocRecord { tree, seq: 3 }
     }
 
@@ -469,7 +599,10 @@ mod tests {
         let rec = sample();
         let bytes = rec.encode();
         assert_eq!(DocRecord::decode(&bytes).unwrap(), rec);
-        assert_eq!(peek_winner(&bytes).unwrap(), (Rev::parse("3-c").unwrap(), false));
+        assert_eq!(
+            peek_winner(&bytes).unwrap(),
+            (Rev::parse("3-c").unwrap(), false)
+        );
         for cut in 0..bytes.len() {
             assert!(DocRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
@@ -483,9 +616,19 @@ mod tests {
         let alone = DocRecord::decode_winner(&bytes).unwrap();
         assert_eq!(alone.seq, rec.seq);
         assert_eq!(alone.tree.nodes.len(), 1);
-        assert_eq!((&alone.tree.nodes[0].rev, &alone.tree.nodes[0].info, alone.tree.nodes[0].parent), (&rec.tree.nodes[w].rev, &rec.tree.nodes[w].info, None));
+        assert_eq!(
+            (
+                &alone.tree.nodes[0].rev,
+                &alone.tree.nodes[0].info,
+                alone.tree.nodes[0].parent
+            ),
+            (&rec.tree.nodes[w].rev, &rec.tree.nodes[w].info, None)
+        );
         for cut in 0..bytes.len() {
-            assert!(DocRecord::decode_winner(&bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                DocRecord::decode_winner(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
         }
         // An offset that does not point at the winner is damage, reported.
         for offset in [0u32, 19, 10_000] {
@@ -502,10 +645,24 @@ mod tests {
         old.drain(14..26);
         old[0] = VERSION_2;
         assert_eq!(DocRecord::decode(&old).unwrap(), rec);
-        assert_eq!(peek_winner(&old).unwrap(), (Rev::parse("3-c").unwrap(), false));
-        assert_eq!(DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev, Rev::parse("3-c").unwrap());
+        assert_eq!(
+            peek_winner(&old).unwrap(),
+            (Rev::parse("3-c").unwrap(), false)
+        );
+        assert_eq!(
+            DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev,
+            Rev::parse("3-c").unwrap()
+        );
         let c = Counts::decode(&DocCounts.reduce(&[(b"a", &old)]).unwrap());
-        assert_eq!(c, Counts { live: 1, deleted: 0, external: 2, blobs: 0 });
+        assert_eq!(
+            c,
+            Counts {
+                live: 1,
+                deleted: 0,
+                external: 2,
+                blobs: 0
+            }
+        );
     }
 
     #[test]
@@ -517,22 +674,40 @@ mod tests {
         let offset = u32::from_le_bytes(old[14..18].try_into().unwrap()) - 8;
         old[14..18].copy_from_slice(&offset.to_le_bytes());
         assert_eq!(DocRecord::decode(&old).unwrap(), rec);
-        assert_eq!(DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev, Rev::parse("3-c").unwrap());
+        assert_eq!(
+            DocRecord::decode_winner(&old).unwrap().tree.nodes[0].rev,
+            Rev::parse("3-c").unwrap()
+        );
         let c = Counts::decode(&DocCounts.reduce(&[(b"a", &old)]).unwrap());
         assert_eq!(c.blobs, 0, "unknown until the record is written again");
     }
 
     fn blob(offset: u64, stored_len: u32) -> BlobRef {
-        BlobRef { offset, stored_len, len: u64::from(stored_len) * 2 }
+        BlobRef {
+            offset,
+            stored_len,
+            len: u64::from(stored_len) * 2,
+        }
     }
 
     /// The sample with blobs: the superseded revision's body (not counted), the leaves'
     /// bodies, and an attachment both leaves share (counted once).
     fn with_blobs() -> DocRecord {
         let mut rec = sample();
-        let att = |chunks: Vec<BlobRef>| AttInfo { name: "big".into(), content_type: "image/png".into(), revpos: 2, md5: [2; 16], length: 9, encoding: crate::att::Encoding::Identity, encoded_length: 9, chunks };
+        let att = |chunks: Vec<BlobRef>| AttInfo {
+            name: "big".into(),
+            content_type: "image/png".into(),
+            revpos: 2,
+            md5: [2; 16],
+            length: 9,
+            encoding: crate::att::Encoding::Identity,
+            encoded_length: 9,
+            chunks,
+        };
         for (i, node) in rec.tree.nodes.iter_mut().enumerate() {
-            let Some(info) = node.info.as_mut() else { continue };
+            let Some(info) = node.info.as_mut() else {
+                continue;
+            };
             info.body = Body::Blob(blob(1000 * (i as u64 + 1), 100 + i as u32), 5000);
             info.atts.push(att(vec![blob(50_000, 7), blob(60_000, 11)]));
         }
@@ -545,12 +720,21 @@ mod tests {
         let leaves = rec.tree.leaves();
         assert_eq!(leaves.len(), 2);
         assert!(leaves.iter().all(|&i| rec.tree.nodes[i].info.is_some()));
-        assert!(rec.tree.nodes.iter().enumerate().any(|(i, n)| n.info.is_some() && !leaves.contains(&i)), "a superseded revision has a body");
+        assert!(
+            rec.tree
+                .nodes
+                .iter()
+                .enumerate()
+                .any(|(i, n)| n.info.is_some() && !leaves.contains(&i)),
+            "a superseded revision has a body"
+        );
         let bodies: u64 = leaves.iter().map(|&i| 100 + i as u64).sum();
         assert_eq!(rec.leaf_blob_bytes(), bodies + 7 + 11);
         let bytes = rec.encode();
         assert_eq!(DocRecord::decode(&bytes).unwrap(), rec);
-        let r = DocCounts.reduce(&[(b"a", &bytes), (b"b", &sample().encode())]).unwrap();
+        let r = DocCounts
+            .reduce(&[(b"a", &bytes), (b"b", &sample().encode())])
+            .unwrap();
         let c = Counts::decode(&DocCounts.rereduce(&[&r, &r]).unwrap());
         assert_eq!(c.blobs, 2 * (bodies + 18));
     }
@@ -569,8 +753,18 @@ mod tests {
         let mut dead = sample();
         dead.tree.nodes.truncate(2);
         let dead = dead.encode();
-        let r = DocCounts.reduce(&[(b"a", &live), (b"b", &dead), (b"c", &live)]).unwrap();
+        let r = DocCounts
+            .reduce(&[(b"a", &live), (b"b", &dead), (b"c", &live)])
+            .unwrap();
         let c = Counts::decode(&DocCounts.rereduce(&[&r, &r]).unwrap());
-        assert_eq!(c, Counts { live: 4, deleted: 2, external: 8, blobs: 0 });
+        assert_eq!(
+            c,
+            Counts {
+                live: 4,
+                deleted: 2,
+                external: 8,
+                blobs: 0
+            }
+        );
     }
 }

@@ -81,7 +81,10 @@ impl<I> RevTree<I> {
 
     /// The leaves descending from `i` (just `i` when it is a leaf), in ranking order.
     pub fn leaves_below(&self, i: usize) -> Vec<usize> {
-        self.leaves().into_iter().filter(|&l| self.path(l).contains(&i)).collect()
+        self.leaves()
+            .into_iter()
+            .filter(|&l| self.path(l).contains(&i))
+            .collect()
     }
 
     /// Whether `i` is a leaf.
@@ -95,7 +98,9 @@ impl<I> RevTree<I> {
             return self.nodes.first().map(|_| 0);
         }
         let counts = self.child_counts();
-        (0..self.nodes.len()).filter(|&i| counts[i] == 0).max_by(|&a, &b| self.rank(a).cmp(&self.rank(b)))
+        (0..self.nodes.len())
+            .filter(|&i| counts[i] == 0)
+            .max_by(|&a, &b| self.rank(a).cmp(&self.rank(b)))
     }
 
     /// The path from `i` to its oldest known ancestor, `i` first.
@@ -111,9 +116,20 @@ impl<I> RevTree<I> {
 
     /// Adds a child to `parent` (or a new root at depth 1 when `None`). The caller has checked
     /// that `parent` is a leaf, as an interactive edit requires.
-    pub fn add_child(&mut self, parent: Option<usize>, id: settee_json::RevId, deleted: bool, info: I) -> usize {
+    pub fn add_child(
+        &mut self,
+        parent: Option<usize>,
+        id: settee_json::RevId,
+        deleted: bool,
+        info: I,
+    ) -> usize {
         let pos = parent.map_or(1, |p| self.nodes[p].rev.pos + 1);
-        self.nodes.push(RevNode { rev: Rev { pos, id }, parent, deleted, info: Some(info) });
+        self.nodes.push(RevNode {
+            rev: Rev { pos, id },
+            parent,
+            deleted,
+            info: Some(info),
+        });
         self.nodes.len() - 1
     }
 
@@ -121,7 +137,9 @@ impl<I> RevTree<I> {
     /// parent (CouchDB's `new_edits=false`). Unknown ancestors are added without payload;
     /// a stemmed root found on the path is reattached to the ancestors the path names.
     pub fn merge_path(&mut self, path: &[Rev], deleted: bool, info: I) -> Merged {
-        let Some(leaf) = path.first() else { return Merged::Exists };
+        let Some(leaf) = path.first() else {
+            return Merged::Exists;
+        };
         if self.find(leaf).is_some() {
             return Merged::Exists;
         }
@@ -138,12 +156,22 @@ impl<I> RevTree<I> {
                     i
                 }
                 None => {
-                    self.nodes.push(RevNode { rev: rev.clone(), parent: prev, deleted: false, info: None });
+                    self.nodes.push(RevNode {
+                        rev: rev.clone(),
+                        parent: prev,
+                        deleted: false,
+                        info: None,
+                    });
                     self.nodes.len() - 1
                 }
             });
         }
-        self.nodes.push(RevNode { rev: leaf.clone(), parent: prev, deleted, info: Some(info) });
+        self.nodes.push(RevNode {
+            rev: leaf.clone(),
+            parent: prev,
+            deleted,
+            info: Some(info),
+        });
         if reordered {
             self.reorder();
             return Merged::Added(self.find(leaf).expect("just added"));
@@ -178,7 +206,10 @@ impl<I> RevTree<I> {
         for (new, &old) in order.iter().enumerate() {
             new_index[old] = new;
         }
-        let mut old: Vec<Option<RevNode<I>>> = std::mem::take(&mut self.nodes).into_iter().map(Some).collect();
+        let mut old: Vec<Option<RevNode<I>>> = std::mem::take(&mut self.nodes)
+            .into_iter()
+            .map(Some)
+            .collect();
         self.nodes = order
             .iter()
             .map(|&o| {
@@ -222,7 +253,9 @@ impl<I> RevTree<I> {
         let mut children = self.child_counts();
         let mut purged = Vec::new();
         for rev in revs {
-            let Some(leaf) = self.find(rev).filter(|&i| children[i] == 0 && !removed[i]) else { continue };
+            let Some(leaf) = self.find(rev).filter(|&i| children[i] == 0 && !removed[i]) else {
+                continue;
+            };
             purged.push(rev.clone());
             let mut at = Some(leaf);
             while let Some(i) = at.filter(|&i| children[i] == 0 && !removed[i]) {
@@ -250,7 +283,10 @@ mod tests {
     use settee_json::RevId;
 
     fn rev(pos: u64, id: &str) -> Rev {
-        Rev { pos, id: RevId::Text(id.into()) }
+        Rev {
+            pos,
+            id: RevId::Text(id.into()),
+        }
     }
 
     #[test]
@@ -266,7 +302,11 @@ mod tests {
         assert_eq!(t.leaves_below(a), vec![b, d]);
         assert_eq!(t.leaves_below(c), vec![d]);
         let e = t.add_child(Some(b), RevId::Text("0".into()), true, ());
-        assert_eq!(t.winner(), Some(d), "all deleted, same depth: the higher id wins");
+        assert_eq!(
+            t.winner(),
+            Some(d),
+            "all deleted, same depth: the higher id wins"
+        );
         assert_eq!(t.leaves(), vec![d, e]);
         assert!(t.is_deleted());
     }
@@ -276,11 +316,24 @@ mod tests {
         let mut t: RevTree<()> = RevTree::default();
         assert_eq!(t.merge_path(&[rev(3, "c")], false, ()), Merged::Added(0));
         assert_eq!(t.nodes[0].parent, None);
-        let Merged::Added(d) = t.merge_path(&[rev(4, "d"), rev(3, "c"), rev(2, "b"), rev(1, "a")], false, ()) else {
+        let Merged::Added(d) = t.merge_path(
+            &[rev(4, "d"), rev(3, "c"), rev(2, "b"), rev(1, "a")],
+            false,
+            (),
+        ) else {
             panic!("d is new")
         };
-        assert_eq!(t.path(d).iter().map(|&i| t.nodes[i].rev.pos).collect::<Vec<_>>(), [4, 3, 2, 1]);
-        assert!(t.nodes[t.find(&rev(2, "b")).unwrap()].info.is_none(), "ancestors arrive without payload");
+        assert_eq!(
+            t.path(d)
+                .iter()
+                .map(|&i| t.nodes[i].rev.pos)
+                .collect::<Vec<_>>(),
+            [4, 3, 2, 1]
+        );
+        assert!(
+            t.nodes[t.find(&rev(2, "b")).unwrap()].info.is_none(),
+            "ancestors arrive without payload"
+        );
         assert_eq!(t.merge_path(&[rev(4, "d")], false, ()), Merged::Exists);
         for (i, n) in t.nodes.iter().enumerate() {
             assert!(n.parent.is_none_or(|p| p < i), "parents come first");
@@ -294,10 +347,24 @@ mod tests {
         let b = t.add_child(Some(a), RevId::Text("b".into()), false, ());
         let c = t.add_child(Some(b), RevId::Text("c".into()), false, ());
         let x = t.add_child(Some(a), RevId::Text("x".into()), false, ());
-        let (rb, rc, rx) = (t.nodes[b].rev.clone(), t.nodes[c].rev.clone(), t.nodes[x].rev.clone());
+        let (rb, rc, rx) = (
+            t.nodes[b].rev.clone(),
+            t.nodes[c].rev.clone(),
+            t.nodes[x].rev.clone(),
+        );
         assert_eq!(t.purge(std::slice::from_ref(&rb)), vec![], "not a leaf");
         assert_eq!(t.purge(&[rc.clone(), rc.clone()]), vec![rc]);
-        let left: Vec<&str> = t.nodes.iter().map(|n| if let RevId::Text(s) = &n.rev.id { &**s } else { "" }).collect();
+        let left: Vec<&str> = t
+            .nodes
+            .iter()
+            .map(|n| {
+                if let RevId::Text(s) = &n.rev.id {
+                    &**s
+                } else {
+                    ""
+                }
+            })
+            .collect();
         assert_eq!(left, ["a", "x"], "b went with c; a stays for x");
         assert_eq!(t.purge(&[rx]).len(), 1);
         assert!(t.nodes.is_empty(), "purging the last leaf empties the tree");

@@ -35,7 +35,15 @@ pub struct FileCheck {
 pub fn check_database(dir: &Path) -> Result<Vec<FileCheck>> {
     let mut files = files_with(dir, "settee")?;
     files.extend(view_indexes(dir)?);
-    files.into_iter().map(|path| Ok(FileCheck { scan: settee_store::scan_file(&path)?, path })).collect()
+    files
+        .into_iter()
+        .map(|path| {
+            Ok(FileCheck {
+                scan: settee_store::scan_file(&path)?,
+                path,
+            })
+        })
+        .collect()
 }
 
 /// The files of `dir` with extension `ext`, sorted.
@@ -52,7 +60,11 @@ fn files_with(dir: &Path, ext: &str) -> Result<Vec<PathBuf>> {
 /// The view index files of the database in `dir`.
 fn view_indexes(dir: &Path) -> Result<Vec<PathBuf>> {
     let views = dir.join("views");
-    if views.is_dir() { files_with(&views, "view") } else { Ok(Vec::new()) }
+    if views.is_dir() {
+        files_with(&views, "view")
+    } else {
+        Ok(Vec::new())
+    }
 }
 
 /// What salvaging one shard kept and lost.
@@ -78,12 +90,19 @@ const BATCH_BYTES: usize = 64 << 20;
 /// Rebuilds the shard file at `path` from what can still be read, replacing it (the old
 /// file is kept as `….damaged`). The shard must not be open elsewhere.
 pub fn salvage_shard(path: &Path, options: &StoreOptions) -> Result<ShardSalvage> {
-    let options = StoreOptions { trees: tree_specs(), ..options.clone() };
+    let options = StoreOptions {
+        trees: tree_specs(),
+        ..options.clone()
+    };
     let old = Store::open(path, options.clone())?;
     let snap = old.snapshot();
     let mut report = ShardSalvage::default();
     let text = |k: Option<Vec<u8>>| k.map(|k| String::from_utf8_lossy(&k).into_owned());
-    let docs = snap.readable_entries(BY_ID, &mut |lost| report.lost_ranges.push((text(lost.after), text(lost.up_to), lost.entries)))?;
+    let docs = snap.readable_entries(BY_ID, &mut |lost| {
+        report
+            .lost_ranges
+            .push((text(lost.after), text(lost.up_to), lost.entries))
+    })?;
     let mut lost_local = 0;
     let local = snap.readable_entries(LOCAL, &mut |lost| lost_local += lost.entries)?;
     report.lost_local = lost_local;
@@ -117,7 +136,11 @@ pub fn salvage_shard(path: &Path, options: &StoreOptions) -> Result<ShardSalvage
 fn damaged_name(path: &Path) -> PathBuf {
     let named = |n: usize| {
         let mut name = path.as_os_str().to_owned();
-        name.push(if n == 0 { ".damaged".to_string() } else { format!(".damaged.{n}") });
+        name.push(if n == 0 {
+            ".damaged".to_string()
+        } else {
+            format!(".damaged.{n}")
+        });
         PathBuf::from(name)
     };
     (0..).map(named).find(|p| !p.exists()).expect("a free name")
@@ -126,7 +149,11 @@ fn damaged_name(path: &Path) -> PathBuf {
 /// Copies the next documents of `docs` (a batch bounded in count and blob bytes) into `new`
 /// with the blobs of their leaf revisions, rebuilding their sequence entries; answers how
 /// many were kept and the ids of those lost to damage.
-fn copy_docs(snap: &Snapshot, new: &Store, docs: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<(u64, Vec<String>)> {
+fn copy_docs(
+    snap: &Snapshot,
+    new: &Store,
+    docs: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+) -> Result<(u64, Vec<String>)> {
     let (mut lost, mut readable, mut bytes) = (Vec::new(), Vec::new(), 0);
     for (key, value) in docs {
         let id = String::from_utf8_lossy(&key).into_owned();
@@ -162,7 +189,13 @@ fn copy_docs(snap: &Snapshot, new: &Store, docs: &mut dyn Iterator<Item = (Vec<u
         }
         by_seq.sort_by_key(|(seq, _)| *seq);
         txn.apply(BY_ID, &by_id)?;
-        txn.apply(BY_SEQ, &by_seq.into_iter().map(|(seq, v)| Action::Put(seq.to_be_bytes().to_vec(), v)).collect::<Vec<_>>())?;
+        txn.apply(
+            BY_SEQ,
+            &by_seq
+                .into_iter()
+                .map(|(seq, v)| Action::Put(seq.to_be_bytes().to_vec(), v))
+                .collect::<Vec<_>>(),
+        )?;
         Ok(())
     })?;
     Ok((kept, lost))
@@ -207,14 +240,19 @@ pub enum Salvaged {
 pub fn salvage_database(dir: &Path, options: &StoreOptions) -> Result<Vec<(PathBuf, Salvaged)>> {
     let mut done = Vec::new();
     let checked = check_database(dir)?;
-    for file in checked.iter().filter(|f| !f.scan.intact() && f.path.extension().is_some_and(|e| e == "settee")) {
+    for file in checked
+        .iter()
+        .filter(|f| !f.scan.intact() && f.path.extension().is_some_and(|e| e == "settee"))
+    {
         let report = salvage_shard(&file.path, options)?;
         done.push((file.path.clone(), Salvaged::Shard(report)));
     }
     // A rebuilt shard may hold fewer documents or older revisions than the indexes saw, and
     // no change tells them: every index is built again then, else only damaged ones.
     let rebuilt = !done.is_empty();
-    for file in checked.iter().filter(|f| f.path.extension().is_some_and(|e| e == "view") && (rebuilt || !f.scan.intact())) {
+    for file in checked.iter().filter(|f| {
+        f.path.extension().is_some_and(|e| e == "view") && (rebuilt || !f.scan.intact())
+    }) {
         std::fs::remove_file(&file.path).map_err(Error::io("drop a view index"))?;
         done.push((file.path.clone(), Salvaged::IndexDropped));
     }

@@ -39,13 +39,17 @@ impl SeqVector {
             return Ok(SeqVector::zero(q));
         }
         let (total, opaque) = s.split_once('-').ok_or(Error::BadSequence)?;
-        let raw = URL_SAFE_NO_PAD.decode(opaque).map_err(|_| Error::BadSequence)?;
+        let raw = URL_SAFE_NO_PAD
+            .decode(opaque)
+            .map_err(|_| Error::BadSequence)?;
         let mut r = Reader::new(&raw, "sequence");
         let bad = |_| Error::BadSequence;
         if r.varint().map_err(bad)? != q as u64 {
             return Err(Error::BadSequence);
         }
-        let seqs = (0..q).map(|_| r.varint().map_err(bad)).collect::<Result<Vec<u64>>>()?;
+        let seqs = (0..q)
+            .map(|_| r.varint().map_err(bad))
+            .collect::<Result<Vec<u64>>>()?;
         let v = SeqVector(seqs);
         if !r.is_empty() || total.parse::<u64>().ok() != Some(v.total()) {
             return Err(Error::BadSequence);

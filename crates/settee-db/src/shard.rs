@@ -11,7 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use settee_json::{new_rev_id, Rev, RevId};
-use settee_store::{Action, BlobCopier, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec, Txn, ValueRewriter};
+use settee_store::{
+    Action, BlobCopier, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec,
+    Txn, ValueRewriter,
+};
 
 use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
@@ -55,7 +58,14 @@ pub struct ShardMeta {
 
 impl Default for ShardMeta {
     fn default() -> ShardMeta {
-        ShardMeta { update_seq: 0, purge_seq: 0, revs_limit: 1000, security: Vec::new(), purged_infos_limit: 1000, design_changes: 0 }
+        ShardMeta {
+            update_seq: 0,
+            purge_seq: 0,
+            revs_limit: 1000,
+            security: Vec::new(),
+            purged_infos_limit: 1000,
+            design_changes: 0,
+        }
     }
 }
 
@@ -81,8 +91,18 @@ impl ShardMeta {
         if r.u8()? != META_VERSION {
             return Err(Error::Corrupted("shard metadata version"));
         }
-        let _ = (r.varint()?, r.varint()?, r.varint()?, r.bytes()?, r.varint()?);
-        if r.is_empty() { Ok(0) } else { r.varint() }
+        let _ = (
+            r.varint()?,
+            r.varint()?,
+            r.varint()?,
+            r.bytes()?,
+            r.varint()?,
+        );
+        if r.is_empty() {
+            Ok(0)
+        } else {
+            r.varint()
+        }
     }
 
     /// Reads the metadata of a commit (defaults for a new file).
@@ -94,15 +114,32 @@ impl ShardMeta {
         if r.u8()? != META_VERSION {
             return Err(Error::Corrupted("shard metadata version"));
         }
-        let (update_seq, purge_seq, revs_limit, security, purged_infos_limit) = (r.varint()?, r.varint()?, r.varint()?, r.bytes()?.to_vec(), r.varint()?);
+        let (update_seq, purge_seq, revs_limit, security, purged_infos_limit) = (
+            r.varint()?,
+            r.varint()?,
+            r.varint()?,
+            r.bytes()?.to_vec(),
+            r.varint()?,
+        );
         let design_changes = if r.is_empty() { 0 } else { r.varint()? };
-        Ok(ShardMeta { update_seq, purge_seq, revs_limit, security, purged_infos_limit, design_changes })
+        Ok(ShardMeta {
+            update_seq,
+            purge_seq,
+            revs_limit,
+            security,
+            purged_infos_limit,
+            design_changes,
+        })
     }
 }
 
 /// The store layout of a shard file.
 pub fn tree_specs() -> Vec<TreeSpec> {
-    vec![TreeSpec::logged(DocCounts), TreeSpec::logged(NoReduce), TreeSpec::default()]
+    vec![
+        TreeSpec::logged(DocCounts),
+        TreeSpec::logged(NoReduce),
+        TreeSpec::default(),
+    ]
 }
 
 /// How an edit is applied.
@@ -127,9 +164,20 @@ pub struct Shard {
 impl Shard {
     /// Opens an existing shard file, or creates it when `create` is set.
     pub fn open(path: &Path, options: StoreOptions, create: bool) -> Result<Shard> {
-        let options = StoreOptions { trees: tree_specs(), ..options };
-        let store = if create { Store::create(path, options)? } else { Store::open(path, options)? };
-        Ok(Shard { store, edits: Arc::default(), local_edits: Arc::default() })
+        let options = StoreOptions {
+            trees: tree_specs(),
+            ..options
+        };
+        let store = if create {
+            Store::create(path, options)?
+        } else {
+            Store::open(path, options)?
+        };
+        Ok(Shard {
+            store,
+            edits: Arc::default(),
+            local_edits: Arc::default(),
+        })
     }
 
     /// The newest committed state.
@@ -145,22 +193,45 @@ impl Shard {
     /// Applies document edits, together with those of other requests queued meanwhile (see
     /// [`crate::edit_queue`]); answers in the order given. `alone`: the request is one small
     /// document, which may be committed on this thread if the writer is idle.
-    pub fn update_docs(&self, docs: Vec<Arc<NewDoc>>, mode: EditMode, durability: Durability, alone: bool) -> EditsPending {
-        self.edits.push(&self.store, docs, mode, durability, apply_docs, alone)
+    pub fn update_docs(
+        &self,
+        docs: Vec<Arc<NewDoc>>,
+        mode: EditMode,
+        durability: Durability,
+        alone: bool,
+    ) -> EditsPending {
+        self.edits
+            .push(&self.store, docs, mode, durability, apply_docs, alone)
     }
 
     /// Writes local documents, gathered as [`Shard::update_docs`] gathers edits.
-    pub fn update_local(&self, docs: Vec<Arc<NewDoc>>, durability: Durability, alone: bool) -> EditsPending {
-        self.local_edits.push(&self.store, docs, EditMode::Interactive, durability, |txn, docs, _| apply_local(txn, docs), alone)
+    pub fn update_local(
+        &self,
+        docs: Vec<Arc<NewDoc>>,
+        durability: Durability,
+        alone: bool,
+    ) -> EditsPending {
+        self.local_edits.push(
+            &self.store,
+            docs,
+            EditMode::Interactive,
+            durability,
+            |txn, docs, _| apply_local(txn, docs),
+            alone,
+        )
     }
 
     /// Purges leaf revisions; answers with the revisions purged per document.
     pub fn purge(&self, docs: Vec<(String, Vec<Rev>)>) -> Pending<Vec<Vec<Rev>>, Error> {
-        self.store.submit(Durability::Durable, move |txn| apply_purge(txn, &docs))
+        self.store
+            .submit(Durability::Durable, move |txn| apply_purge(txn, &docs))
     }
 
     /// Changes the shard metadata.
-    pub fn update_meta(&self, f: impl FnOnce(&mut ShardMeta) + Send + 'static) -> Pending<(), Error> {
+    pub fn update_meta(
+        &self,
+        f: impl FnOnce(&mut ShardMeta) + Send + 'static,
+    ) -> Pending<(), Error> {
         self.store.submit(Durability::Durable, move |txn| {
             let mut meta = ShardMeta::decode(txn.meta())?;
             f(&mut meta);
@@ -204,13 +275,20 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
         let slot = match records.entry(doc.id.as_str()) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
-                let old = txn.get(BY_ID, doc.id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()?;
+                let old = txn
+                    .get(BY_ID, doc.id.as_bytes())?
+                    .map(|e| DocRecord::decode(e.value()))
+                    .transpose()?;
                 e.insert(Slot::Record(old, false))
             }
         };
         let next_seq = meta.update_seq + 1;
-        let fits = |f: &&FreshRecord| f.deleted == doc.deleted && doc.revs.is_empty() && doc.atts.is_empty();
-        if let (Slot::Record(None, _), EditMode::Interactive, Some(fresh)) = (&*slot, mode, doc.fresh.as_ref().filter(fits)) {
+        let fits = |f: &&FreshRecord| {
+            f.deleted == doc.deleted && doc.revs.is_empty() && doc.atts.is_empty()
+        };
+        if let (Slot::Record(None, _), EditMode::Interactive, Some(fresh)) =
+            (&*slot, mode, doc.fresh.as_ref().filter(fits))
+        {
             // A new id: what edit() would make was worked out while parsing.
             meta.update_seq = next_seq;
             meta.design_changes += u64::from(doc.id.starts_with(DESIGN_PREFIX));
@@ -221,7 +299,14 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
         }
         let (record, dirty) = slot.record()?;
         let old_seq = record.as_ref().map(|r| r.seq);
-        match edit(txn, record.as_ref().map(|r| &r.tree), doc, mode, next_seq, meta.revs_limit) {
+        match edit(
+            txn,
+            record.as_ref().map(|r| &r.tree),
+            doc,
+            mode,
+            next_seq,
+            meta.revs_limit,
+        ) {
             Ok(Some((tree, rev))) => {
                 meta.update_seq = next_seq;
                 if let Some(old) = old_seq {
@@ -229,7 +314,10 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
                         seq_changes.insert(old, None);
                     }
                 }
-                let new = DocRecord { tree, seq: next_seq };
+                let new = DocRecord {
+                    tree,
+                    seq: next_seq,
+                };
                 meta.design_changes += u64::from(doc.id.starts_with(DESIGN_PREFIX));
                 seq_changes.insert(next_seq, Some(SeqEntry::of(&doc.id, &new).encode()));
                 *record = Some(new);
@@ -243,7 +331,9 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
     let mut by_id: Vec<Action> = records
         .into_iter()
         .filter_map(|(id, slot)| match slot {
-            Slot::Record(Some(record), true) => Some(Action::Put(id.as_bytes().to_vec(), record.encode())),
+            Slot::Record(Some(record), true) => {
+                Some(Action::Put(id.as_bytes().to_vec(), record.encode()))
+            }
             Slot::Record(..) => None,
             Slot::Fresh(fresh, seq) => Some(Action::Put(id.as_bytes().to_vec(), fresh.record(seq))),
         })
@@ -264,7 +354,14 @@ fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec
 
 /// Applies one edit to a document's tree, writing its body and new attachment bytes.
 /// `Ok(None)` means a replicated revision that was already present (nothing to write).
-fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditMode, seq: u64, revs_limit: u64) -> Result<Option<(RevTree<RevInfo>, Rev)>> {
+fn edit(
+    txn: &mut Txn,
+    old: Option<&RevTree<RevInfo>>,
+    doc: &NewDoc,
+    mode: EditMode,
+    seq: u64,
+    revs_limit: u64,
+) -> Result<Option<(RevTree<RevInfo>, Rev)>> {
     let mut tree = old.cloned().unwrap_or_default();
     let leaf = match mode {
         EditMode::Replicated => {
@@ -272,7 +369,11 @@ fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditM
                 return Ok(None);
             }
             // Stubs refer to the newest ancestor this server holds.
-            let base = doc.revs.iter().skip(1).find_map(|r| tree.find(r).and_then(|i| tree.nodes[i].info.as_ref()));
+            let base = doc
+                .revs
+                .iter()
+                .skip(1)
+                .find_map(|r| tree.find(r).and_then(|i| tree.nodes[i].info.as_ref()));
             let pos = doc.revs.first().map_or(1, |r| r.pos);
             let info = new_info(txn, doc, base, pos, seq)?;
             match tree.merge_path(&doc.revs, doc.deleted, info) {
@@ -297,7 +398,13 @@ fn edit(txn: &mut Txn, old: Option<&RevTree<RevInfo>>, doc: &NewDoc, mode: EditM
             let info = new_info(txn, doc, base, pos, seq)?;
             let digests: Vec<_> = info.atts.iter().map(|a| a.rev_digest()).collect();
             let id: RevId = new_rev_id(doc.deleted, parent_rev.as_ref(), &doc.edit, &digests);
-            if tree.find(&Rev { pos, id: id.clone() }).is_some() {
+            if tree
+                .find(&Rev {
+                    pos,
+                    id: id.clone(),
+                })
+                .is_some()
+            {
                 return Err(Error::Conflict);
             }
             tree.add_child(parent, id, doc.deleted, info)
@@ -331,26 +438,71 @@ fn spill_superseded(txn: &mut Txn, tree: &mut RevTree<RevInfo>) -> Result<()> {
 
 /// Stores a new revision's body and attachments; stubs are taken from `base`, the revision
 /// being edited.
-fn new_info(txn: &mut Txn, doc: &NewDoc, base: Option<&RevInfo>, pos: u64, seq: u64) -> Result<RevInfo> {
-    let body = if doc.body.len() <= INLINE_MAX { Body::Inline(doc.body.clone()) } else { Body::Blob(txn.write_blob(&doc.body)?, doc.body.len() as u64) };
+fn new_info(
+    txn: &mut Txn,
+    doc: &NewDoc,
+    base: Option<&RevInfo>,
+    pos: u64,
+    seq: u64,
+) -> Result<RevInfo> {
+    let body = if doc.body.len() <= INLINE_MAX {
+        Body::Inline(doc.body.clone())
+    } else {
+        Body::Blob(txn.write_blob(&doc.body)?, doc.body.len() as u64)
+    };
     let mut atts = Vec::with_capacity(doc.atts.len());
     for att in &doc.atts {
         let (md5, length, encoding, encoded_length, chunks) = match &att.source {
             AttSource::Stub => {
                 let kept = base.and_then(|b| b.atts.iter().find(|a| a.name == att.name));
-                atts.push(kept.cloned().ok_or_else(|| Error::MissingStub(doc.id.clone(), att.name.clone()))?);
+                atts.push(
+                    kept.cloned()
+                        .ok_or_else(|| Error::MissingStub(doc.id.clone(), att.name.clone()))?,
+                );
                 continue;
             }
-            AttSource::Data { chunks, encoding, length, md5 } => {
-                let stored = chunks.iter().map(|c| txn.write_blob(c)).collect::<Result<_, _>>()?;
-                (*md5, *length, *encoding, chunks.iter().map(|c| c.len() as u64).sum(), stored)
+            AttSource::Data {
+                chunks,
+                encoding,
+                length,
+                md5,
+            } => {
+                let stored = chunks
+                    .iter()
+                    .map(|c| txn.write_blob(c))
+                    .collect::<Result<_, _>>()?;
+                (
+                    *md5,
+                    *length,
+                    *encoding,
+                    chunks.iter().map(|c| c.len() as u64).sum(),
+                    stored,
+                )
             }
-            AttSource::Loose { blobs, encoding, length, encoded_length, md5 } => {
-                let adopted = blobs.iter().map(|b| txn.adopt(b)).collect::<Result<_, _>>()?;
+            AttSource::Loose {
+                blobs,
+                encoding,
+                length,
+                encoded_length,
+                md5,
+            } => {
+                let adopted = blobs
+                    .iter()
+                    .map(|b| txn.adopt(b))
+                    .collect::<Result<_, _>>()?;
                 (*md5, *length, *encoding, *encoded_length, adopted)
             }
         };
-        let info = AttInfo { name: att.name.clone(), content_type: att.content_type.clone(), revpos: pos, md5, length, encoding, encoded_length, chunks };
+        let info = AttInfo {
+            name: att.name.clone(),
+            content_type: att.content_type.clone(),
+            revpos: pos,
+            md5,
+            length,
+            encoding,
+            encoded_length,
+            chunks,
+        };
         atts.push(info);
     }
     Ok(RevInfo { body, seq, atts })
@@ -361,7 +513,11 @@ fn apply_purge(txn: &mut Txn, docs: &[(String, Vec<Rev>)]) -> Result<Vec<Vec<Rev
     let mut meta = ShardMeta::decode(txn.meta())?;
     let mut out = Vec::with_capacity(docs.len());
     for (id, revs) in docs {
-        let Some(mut record) = txn.get(BY_ID, id.as_bytes())?.map(|e| DocRecord::decode(e.value())).transpose()? else {
+        let Some(mut record) = txn
+            .get(BY_ID, id.as_bytes())?
+            .map(|e| DocRecord::decode(e.value()))
+            .transpose()?
+        else {
             out.push(Vec::new());
             continue;
         };
@@ -378,8 +534,14 @@ fn apply_purge(txn: &mut Txn, docs: &[(String, Vec<Rev>)]) -> Result<Vec<Vec<Rev
         } else {
             meta.update_seq += 1;
             record.seq = meta.update_seq;
-            seq_actions.push(Action::Put(record.seq.to_be_bytes().to_vec(), SeqEntry::of(id, &record).encode()));
-            txn.apply(BY_ID, &[Action::Put(id.as_bytes().to_vec(), record.encode())])?;
+            seq_actions.push(Action::Put(
+                record.seq.to_be_bytes().to_vec(),
+                SeqEntry::of(id, &record).encode(),
+            ));
+            txn.apply(
+                BY_ID,
+                &[Action::Put(id.as_bytes().to_vec(), record.encode())],
+            )?;
         }
         txn.apply(BY_SEQ, &seq_actions)?;
         out.push(purged);
@@ -394,14 +556,20 @@ fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
     let mut results = Vec::with_capacity(docs.len());
     for doc in docs {
         if !current.contains_key(doc.id.as_str()) {
-            let old = txn.get(LOCAL, doc.id.as_bytes())?.map(|e| decode_local(e.value())).transpose()?;
+            let old = txn
+                .get(LOCAL, doc.id.as_bytes())?
+                .map(|e| decode_local(e.value()))
+                .transpose()?;
             current.insert(&doc.id, old);
         }
         let slot = current.get_mut(doc.id.as_str()).expect("just inserted");
         let have = slot.as_ref().map(|(n, _)| *n);
         let given = match doc.revs.first() {
             None => None,
-            Some(Rev { pos: 0, id: RevId::Text(t) }) => match t.parse::<u64>() {
+            Some(Rev {
+                pos: 0,
+                id: RevId::Text(t),
+            }) => match t.parse::<u64>() {
                 Ok(n) => Some(n),
                 Err(_) => {
                     // An answer for this document alone: the job may carry other requests.
@@ -423,11 +591,17 @@ fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
         }
         if doc.deleted {
             *slot = None;
-            results.push(Ok(Rev { pos: 0, id: RevId::Text("0".into()) }));
+            results.push(Ok(Rev {
+                pos: 0,
+                id: RevId::Text("0".into()),
+            }));
         } else {
             let n = given.unwrap_or(0) + 1;
             *slot = Some((n, doc.body.clone()));
-            results.push(Ok(Rev { pos: 0, id: RevId::Text(n.to_string().into()) }));
+            results.push(Ok(Rev {
+                pos: 0,
+                id: RevId::Text(n.to_string().into()),
+            }));
         }
     }
     let mut actions: Vec<Action> = current
@@ -461,11 +635,19 @@ pub fn decode_local(bytes: &[u8]) -> Result<(u64, Vec<u8>)> {
 pub struct DocRewriter;
 
 impl ValueRewriter for DocRewriter {
-    fn rewrite(&self, tree: usize, _key: &[u8], value: &[u8], blobs: &mut BlobCopier<'_>) -> settee_store::Result<Option<Vec<u8>>> {
+    fn rewrite(
+        &self,
+        tree: usize,
+        _key: &[u8],
+        value: &[u8],
+        blobs: &mut BlobCopier<'_>,
+    ) -> settee_store::Result<Option<Vec<u8>>> {
         if tree != BY_ID {
             return Ok(None);
         }
-        let Ok(mut record) = DocRecord::decode(value) else { return Ok(None) };
+        let Ok(mut record) = DocRecord::decode(value) else {
+            return Ok(None);
+        };
         let leaves: std::collections::HashSet<usize> = record.tree.leaves().into_iter().collect();
         for (i, node) in record.tree.nodes.iter_mut().enumerate() {
             if !leaves.contains(&i) {
@@ -492,7 +674,14 @@ mod tests {
 
     #[test]
     fn metadata_written_before_the_design_count_reads_as_none_changed() {
-        let meta = ShardMeta { update_seq: 7, purge_seq: 2, revs_limit: 50, security: b"{}".to_vec(), purged_infos_limit: 9, design_changes: 4 };
+        let meta = ShardMeta {
+            update_seq: 7,
+            purge_seq: 2,
+            revs_limit: 50,
+            security: b"{}".to_vec(),
+            purged_infos_limit: 9,
+            design_changes: 4,
+        };
         assert_eq!(ShardMeta::decode(&meta.encode()).unwrap(), meta);
         assert_eq!(ShardMeta::design_changes_in(&meta.encode()).unwrap(), 4);
         assert_eq!(ShardMeta::design_changes_in(&[]).unwrap(), 0, "a new file");
@@ -503,7 +692,13 @@ mod tests {
         }
         put_bytes(&mut older, b"{}");
         put_varint(&mut older, 9);
-        assert_eq!(ShardMeta::decode(&older).unwrap(), ShardMeta { design_changes: 0, ..meta });
+        assert_eq!(
+            ShardMeta::decode(&older).unwrap(),
+            ShardMeta {
+                design_changes: 0,
+                ..meta
+            }
+        );
         assert_eq!(ShardMeta::design_changes_in(&older).unwrap(), 0);
     }
 }

@@ -30,7 +30,10 @@ pub struct TaskInfo {
 impl TaskInfo {
     /// CouchDB's JSON for the task.
     pub fn to_json(&self, id: u64) -> Value {
-        let progress = (self.changes_done * 100).checked_div(self.total_changes).unwrap_or(0).min(100);
+        let progress = (self.changes_done * 100)
+            .checked_div(self.total_changes)
+            .unwrap_or(0)
+            .min(100);
         let mut task = json!({
             "type": self.kind,
             "database": self.database,
@@ -50,7 +53,9 @@ impl TaskInfo {
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The registry of running tasks.
@@ -67,23 +72,51 @@ impl Tasks {
     }
 
     /// Registers a task working for one design document (an index build).
-    pub fn start_for(self: &Arc<Self>, kind: &'static str, database: &str, design_document: Option<&str>) -> TaskHandle {
+    pub fn start_for(
+        self: &Arc<Self>,
+        kind: &'static str,
+        database: &str,
+        design_document: Option<&str>,
+    ) -> TaskHandle {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let t = now();
         let design_document = design_document.map(str::to_string);
-        let info = TaskInfo { kind, database: database.to_string(), design_document, changes_done: 0, total_changes: 0, started_on: t, updated_on: t };
+        let info = TaskInfo {
+            kind,
+            database: database.to_string(),
+            design_document,
+            changes_done: 0,
+            total_changes: 0,
+            started_on: t,
+            updated_on: t,
+        };
         self.running.lock().expect("tasks lock").insert(id, info);
-        TaskHandle { tasks: self.clone(), id }
+        TaskHandle {
+            tasks: self.clone(),
+            id,
+        }
     }
 
     /// The running tasks as CouchDB's JSON list.
     pub fn to_json(&self) -> Value {
-        Value::Array(self.running.lock().expect("tasks lock").iter().map(|(id, t)| t.to_json(*id)).collect())
+        Value::Array(
+            self.running
+                .lock()
+                .expect("tasks lock")
+                .iter()
+                .map(|(id, t)| t.to_json(*id))
+                .collect(),
+        )
     }
 
     /// The running tasks.
     pub fn list(&self) -> Vec<TaskInfo> {
-        self.running.lock().expect("tasks lock").values().cloned().collect()
+        self.running
+            .lock()
+            .expect("tasks lock")
+            .values()
+            .cloned()
+            .collect()
     }
 }
 
@@ -96,7 +129,13 @@ pub struct TaskHandle {
 impl TaskHandle {
     /// Records progress.
     pub fn update(&self, done: u64, total: u64) {
-        if let Some(t) = self.tasks.running.lock().expect("tasks lock").get_mut(&self.id) {
+        if let Some(t) = self
+            .tasks
+            .running
+            .lock()
+            .expect("tasks lock")
+            .get_mut(&self.id)
+        {
             t.changes_done = done;
             t.total_changes = total;
             t.updated_on = now();
@@ -106,7 +145,11 @@ impl TaskHandle {
 
 impl Drop for TaskHandle {
     fn drop(&mut self) {
-        self.tasks.running.lock().expect("tasks lock").remove(&self.id);
+        self.tasks
+            .running
+            .lock()
+            .expect("tasks lock")
+            .remove(&self.id);
     }
 }
 

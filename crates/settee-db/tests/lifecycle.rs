@@ -15,7 +15,10 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use settee_db::{AllDocsOptions, Catalog, CatalogOptions, DocLimits, DocOptions, Durability, EditMode, Error, NewDoc};
+use settee_db::{
+    AllDocsOptions, Catalog, CatalogOptions, DocLimits, DocOptions, Durability, EditMode, Error,
+    NewDoc,
+};
 
 const NAMES: [&str; 4] = ["a", "b", "c/d", "e"];
 const THREADS: usize = 8;
@@ -73,7 +76,13 @@ impl History {
 }
 
 fn new_doc(id: &str, v: u64) -> NewDoc {
-    NewDoc::from_json(json!({"_id": id, "v": v}), None, || unreachable!(), &DocLimits::default()).unwrap()
+    NewDoc::from_json(
+        json!({"_id": id, "v": v}),
+        None,
+        || unreachable!(),
+        &DocLimits::default(),
+    )
+    .unwrap()
 }
 
 /// Any error but the ones the step may meet fails the test.
@@ -99,7 +108,18 @@ fn delete(world: &World, name: &'static str) {
     let token = world.ids.fetch_add(1, Ordering::Relaxed);
     // Recorded before it runs, so that reads meanwhile allow for it.
     let start = world.now();
-    world.history.lock().unwrap().deletes.entry(name).or_default().push(Deletion { token, start, end: None });
+    world
+        .history
+        .lock()
+        .unwrap()
+        .deletes
+        .entry(name)
+        .or_default()
+        .push(Deletion {
+            token,
+            start,
+            end: None,
+        });
     let result = world.catalog.delete(name);
     let end = world.now();
     let mut h = world.history.lock().unwrap();
@@ -117,12 +137,23 @@ fn write(world: &World, rt: &tokio::runtime::Runtime, name: &'static str) {
     let n = world.ids.fetch_add(1, Ordering::Relaxed);
     let id = format!("doc{n:06}");
     let start = world.now();
-    let result = world.catalog.get(name).and_then(|db| rt.block_on(db.update(vec![new_doc(&id, n)], EditMode::Interactive, Durability::Durable)));
+    let result = world.catalog.get(name).and_then(|db| {
+        rt.block_on(db.update(
+            vec![new_doc(&id, n)],
+            EditMode::Interactive,
+            Durability::Durable,
+        ))
+    });
     let end = world.now();
     match result {
         Ok(mut answers) => {
             answers.pop().unwrap().expect("a new id cannot conflict");
-            world.history.lock().unwrap().writes.push((name, id, n, start, end));
+            world
+                .history
+                .lock()
+                .unwrap()
+                .writes
+                .push((name, id, n, start, end));
         }
         Err(e) => {
             allowed("write", &e, &[no_database]);
@@ -161,10 +192,16 @@ fn read(world: &World, rng: &mut impl Rng, name: &'static str) {
         assert_eq!(body["v"], v, "{name}/{id}");
     }
     if expect_before == Some(true) && expect_after == Some(true) {
-        assert!(found.is_some(), "{name}/{id}, acknowledged and not deleted since, could not be read");
+        assert!(
+            found.is_some(),
+            "{name}/{id}, acknowledged and not deleted since, could not be read"
+        );
     }
     if expect_before == Some(false) {
-        assert!(found.is_none(), "{name}/{id} was read after its database was deleted");
+        assert!(
+            found.is_none(),
+            "{name}/{id} was read after its database was deleted"
+        );
     }
 }
 
@@ -179,7 +216,10 @@ fn hold(world: &World, name: &'static str) {
 }
 
 fn run_steps(world: &World, seed: u64) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     for _ in 0..STEPS {
         let name = NAMES[rng.gen_range(0..NAMES.len())];
@@ -198,10 +238,19 @@ fn contents(catalog: &Catalog) -> HashMap<(String, String), Value> {
     let mut out = HashMap::new();
     for name in catalog.list().unwrap() {
         let db = catalog.get(&name).unwrap();
-        let rows = db.snapshot().all_docs(AllDocsOptions { include_docs: true, ..Default::default() }).unwrap();
+        let rows = db
+            .snapshot()
+            .all_docs(AllDocsOptions {
+                include_docs: true,
+                ..Default::default()
+            })
+            .unwrap();
         for row in rows {
             let row = row.unwrap();
-            out.insert((name.clone(), row.id), serde_json::from_slice(&row.doc.unwrap()).unwrap());
+            out.insert(
+                (name.clone(), row.id),
+                serde_json::from_slice(&row.doc.unwrap()).unwrap(),
+            );
         }
     }
     out
@@ -216,9 +265,16 @@ fn check(world: &World, catalog: &Catalog, when: &str) {
         match h.expected(name, *s, *e) {
             Some(true) => {
                 must += 1;
-                assert_eq!(here.map(|d| &d["v"]), Some(&json!(v)), "{when}: acknowledged write {name}/{id} lost");
+                assert_eq!(
+                    here.map(|d| &d["v"]),
+                    Some(&json!(v)),
+                    "{when}: acknowledged write {name}/{id} lost"
+                );
             }
-            Some(false) => assert!(here.is_none(), "{when}: {name}/{id} outlived the deletion of its database"),
+            Some(false) => assert!(
+                here.is_none(),
+                "{when}: {name}/{id} outlived the deletion of its database"
+            ),
             None => {
                 if let Some(d) = here {
                     assert_eq!(d["v"], *v);
@@ -227,9 +283,16 @@ fn check(world: &World, catalog: &Catalog, when: &str) {
         }
     }
     for (name, id) in &h.refused {
-        assert!(!found.contains_key(&(name.to_string(), id.clone())), "{when}: refused write {name}/{id} is there");
+        assert!(
+            !found.contains_key(&(name.to_string(), id.clone())),
+            "{when}: refused write {name}/{id} is there"
+        );
     }
-    let acked: std::collections::HashSet<_> = h.writes.iter().map(|w| (w.0.to_string(), w.1.clone())).collect();
+    let acked: std::collections::HashSet<_> = h
+        .writes
+        .iter()
+        .map(|w| (w.0.to_string(), w.1.clone()))
+        .collect();
     for key in found.keys() {
         assert!(acked.contains(key), "{when}: {key:?} was never written");
     }
@@ -240,7 +303,10 @@ fn check(world: &World, catalog: &Catalog, when: &str) {
 fn databases_created_deleted_written_and_closed_at_once_keep_every_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
     // Fewer open databases allowed than names, so the catalog closes and reopens them.
-    let options = CatalogOptions { max_dbs_open: 2, ..Default::default() };
+    let options = CatalogOptions {
+        max_dbs_open: 2,
+        ..Default::default()
+    };
     let world = Arc::new(World {
         catalog: Catalog::open(dir.path(), options.clone()).unwrap(),
         epoch: Instant::now(),
@@ -260,17 +326,29 @@ fn databases_created_deleted_written_and_closed_at_once_keep_every_acknowledged_
         t.join().unwrap();
     }
     // Then every name is written once more, after every deletion: these writes must last.
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     for name in NAMES {
         create(&world, name);
         write(&world, &rt, name);
     }
     check(&world, &world.catalog, "before restart");
     let world = Arc::into_inner(world).expect("every thread is done");
-    let World { catalog, epoch, history, ids } = world;
+    let World {
+        catalog,
+        epoch,
+        history,
+        ids,
+    } = world;
     drop(catalog);
     let reopened = Catalog::open(dir.path(), options).unwrap();
-    let world = World { catalog: reopened, epoch, history, ids };
+    let world = World {
+        catalog: reopened,
+        epoch,
+        history,
+        ids,
+    };
     check(&world, &world.catalog, "after restart");
 }
 
@@ -278,7 +356,16 @@ fn databases_created_deleted_written_and_closed_at_once_keep_every_acknowledged_
 fn concurrent_creations_of_one_name_make_one_database() {
     for round in 0..20 {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = Arc::new(Catalog::open(dir.path(), CatalogOptions { max_dbs_open: 1, ..Default::default() }).unwrap());
+        let catalog = Arc::new(
+            Catalog::open(
+                dir.path(),
+                CatalogOptions {
+                    max_dbs_open: 1,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
         let name = format!("new{round}");
         let threads: Vec<_> = (0..6)
             .map(|i| {
@@ -292,7 +379,9 @@ fn concurrent_creations_of_one_name_make_one_database() {
                     let deadline = Instant::now() + std::time::Duration::from_secs(5);
                     loop {
                         match catalog.get(&name) {
-                            Err(Error::NoDatabase) if Instant::now() < deadline => std::thread::yield_now(),
+                            Err(Error::NoDatabase) if Instant::now() < deadline => {
+                                std::thread::yield_now()
+                            }
                             other => return other.map(|_| false),
                         }
                     }
@@ -318,15 +407,34 @@ fn concurrent_creations_of_one_name_make_one_database() {
 fn a_handle_to_a_deleted_database_writes_and_compacts_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let old = catalog.create("x", Some(1)).unwrap();
-    rt.block_on(old.update(vec![new_doc("before", 1)], EditMode::Interactive, Durability::Durable)).unwrap();
+    rt.block_on(old.update(
+        vec![new_doc("before", 1)],
+        EditMode::Interactive,
+        Durability::Durable,
+    ))
+    .unwrap();
     catalog.delete("x").unwrap();
     let new = catalog.create("x", Some(1)).unwrap();
     assert!(old.is_deleted() && !new.is_deleted());
-    let late = rt.block_on(old.update(vec![new_doc("late", 2)], EditMode::Interactive, Durability::Durable));
+    let late = rt.block_on(old.update(
+        vec![new_doc("late", 2)],
+        EditMode::Interactive,
+        Durability::Durable,
+    ));
     assert!(matches!(late, Err(Error::NoDatabase)), "{late:?}");
-    assert!(!old.start_compaction(), "a deleted database does not compact");
-    assert!(new.snapshot().open_doc("before", None, &DocOptions::default()).is_err(), "the new database starts empty");
+    assert!(
+        !old.start_compaction(),
+        "a deleted database does not compact"
+    );
+    assert!(
+        new.snapshot()
+            .open_doc("before", None, &DocOptions::default())
+            .is_err(),
+        "the new database starts empty"
+    );
     assert!(new.start_compaction());
 }

@@ -11,7 +11,17 @@ use settee_json::{Rev, RevId};
 /// A random consistent history: node k's parent is an earlier node (or none).
 fn universe() -> impl Strategy<Value = Vec<Option<usize>>> {
     prop::collection::vec(any::<prop::sample::Index>(), 1..40).prop_map(|picks| {
-        picks.iter().enumerate().map(|(k, p)| if k == 0 || p.index(k + 1) == k { None } else { Some(p.index(k)) }).collect()
+        picks
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                if k == 0 || p.index(k + 1) == k {
+                    None
+                } else {
+                    Some(p.index(k))
+                }
+            })
+            .collect()
     })
 }
 
@@ -19,7 +29,10 @@ fn revs_of(parents: &[Option<usize>]) -> Vec<Rev> {
     let mut revs: Vec<Rev> = Vec::new();
     for (k, p) in parents.iter().enumerate() {
         let pos = p.map_or(1, |p| revs[p].pos + 1);
-        revs.push(Rev { pos, id: RevId::Text(format!("r{k}").into()) });
+        revs.push(Rev {
+            pos,
+            id: RevId::Text(format!("r{k}").into()),
+        });
     }
     revs
 }

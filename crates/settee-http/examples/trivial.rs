@@ -57,13 +57,21 @@ struct Log {
 impl Log {
     /// Creates (or empties) the file at `path` and fills it with synced zeros.
     fn create(path: &str) -> std::io::Result<Log> {
-        let file = File::options().read(true).write(true).create(true).truncate(true).open(path)?;
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
         let zeros = vec![0u8; 1 << 20];
         for at in (0..AREA).step_by(zeros.len()) {
             file.write_all_at(&zeros, at)?;
         }
         file.sync_all()?;
-        Ok(Log { file, next: AtomicU64::new(0) })
+        Ok(Log {
+            file,
+            next: AtomicU64::new(0),
+        })
     }
 
     /// Writes `body` into the next block and syncs it.
@@ -81,12 +89,18 @@ fn answer(body: &'static [u8], status: hyper::StatusCode) -> hyper::Response<Ful
     let mut resp = hyper::Response::new(Full::new(Bytes::from_static(body)));
     *resp.status_mut() = status;
     for (name, value) in HEADERS {
-        resp.headers_mut().insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+        resp.headers_mut().insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
     }
     resp
 }
 
-async fn serve(req: hyper::Request<hyper::body::Incoming>, log: Option<Arc<Log>>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+async fn serve(
+    req: hyper::Request<hyper::body::Incoming>,
+    log: Option<Arc<Log>>,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     let Some(log) = log.filter(|_| req.method() == hyper::Method::POST) else {
         return Ok(answer(DOC, hyper::StatusCode::OK));
     };
@@ -96,7 +110,10 @@ async fn serve(req: hyper::Request<hyper::body::Incoming>, log: Option<Arc<Log>>
     };
     Ok(match written {
         Ok(()) => answer(CREATED, hyper::StatusCode::CREATED),
-        Err(_) => answer(b"{\"error\":\"unknown_error\",\"reason\":\"the write failed\"}\n", hyper::StatusCode::INTERNAL_SERVER_ERROR),
+        Err(_) => answer(
+            b"{\"error\":\"unknown_error\",\"reason\":\"the write failed\"}\n",
+            hyper::StatusCode::INTERNAL_SERVER_ERROR,
+        ),
     })
 }
 
@@ -104,7 +121,11 @@ async fn serve(req: hyper::Request<hyper::body::Incoming>, log: Option<Arc<Log>>
 async fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:15990".into());
-    let log = args.next().map(|path| Log::create(&path)).transpose()?.map(Arc::new);
+    let log = args
+        .next()
+        .map(|path| Log::create(&path))
+        .transpose()?
+        .map(Arc::new);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("trivial server on http://{}", listener.local_addr()?);
     loop {
@@ -113,7 +134,9 @@ async fn main() -> std::io::Result<()> {
         let log = log.clone();
         tokio::spawn(async move {
             let service = service_fn(|req| serve(req, log.clone()));
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         });
     }
 }

@@ -19,7 +19,12 @@ pub const ADMIN_ONLY: &[u8] = br#"{"members":{"roles":["_admin"]},"admins":{"rol
 
 /// The security object for a database being created, from `[couchdb] default_security`.
 pub fn default_security(state: &State) -> Vec<u8> {
-    match state.config.read().expect("config lock").get("couchdb", "default_security") {
+    match state
+        .config
+        .read()
+        .expect("config lock")
+        .get("couchdb", "default_security")
+    {
         Some("everyone" | "admin_local") => Vec::new(),
         _ => ADMIN_ONLY.to_vec(),
     }
@@ -53,7 +58,11 @@ pub fn server_admin(req: &Req) -> HttpResult<()> {
     if req.is_admin() {
         Ok(())
     } else {
-        Err(HttpError::new(401, "unauthorized", "You are not a server admin."))
+        Err(HttpError::new(
+            401,
+            "unauthorized",
+            "You are not a server admin.",
+        ))
     }
 }
 
@@ -62,7 +71,9 @@ pub fn member(req: &Req, db: &Database) -> HttpResult<()> {
     if req.is_admin() {
         return Ok(());
     }
-    security(db)?.check_member(req.user.as_ref()).map_err(denied)
+    security(db)?
+        .check_member(req.user.as_ref())
+        .map_err(denied)
 }
 
 /// Fails unless the caller administers `db`: `You are not a db or server admin.` (401
@@ -86,7 +97,11 @@ pub fn maintenance_admin(req: &Req, db: &Database) -> HttpResult<()> {
     if is_db_admin(req.user.as_ref(), db)? {
         Ok(())
     } else {
-        Err(HttpError::new(401, "unauthorized", "You are not a server or db admin."))
+        Err(HttpError::new(
+            401,
+            "unauthorized",
+            "You are not a server or db admin.",
+        ))
     }
 }
 
@@ -114,7 +129,11 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
     // Members may not use the other listings of user or replication documents either: they
     // would bypass the per-document rules. (Asked by others, they fail as CouchDB's do, on
     // membership, above.)
-    if guarded && second.is_some_and(|s| s.starts_with('_') && s != "_design" && s != "_local" && s != "_security") {
+    if guarded
+        && second.is_some_and(|s| {
+            s.starts_with('_') && s != "_design" && s != "_local" && s != "_security"
+        })
+    {
         return server_admin(req);
     }
     Ok(())
@@ -124,7 +143,12 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
 /// `None` for those that may be saved. Design documents need a database admin and must be
 /// valid; documents of the users database follow its rules and have passwords hashed (off
 /// the event loop); every other document passes the `validate_doc_update` functions.
-pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &mut [NewDoc]) -> Vec<Option<HttpError>> {
+pub async fn check_writes(
+    state: &Arc<State>,
+    req: &Req,
+    db: &Arc<Database>,
+    docs: &mut [NewDoc],
+) -> Vec<Option<HttpError>> {
     let user = req.user.as_ref();
     let admin = match is_db_admin(user, db) {
         Ok(a) => a,
@@ -132,20 +156,34 @@ pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc
     };
     let mut out: Vec<Option<HttpError>> = vec![None; docs.len()];
     if !admin {
-        let err = security(db).and_then(|s| s.check_admin(user).map_err(denied)).err();
+        let err = security(db)
+            .and_then(|s| s.check_admin(user).map_err(denied))
+            .err();
         for (i, d) in docs.iter().enumerate() {
             if d.id.starts_with(DESIGN_PREFIX) {
-                out[i] = err.clone().or_else(|| Some(HttpError::new(403, "forbidden", "You are not a db or server admin.")));
+                out[i] = err.clone().or_else(|| {
+                    Some(HttpError::new(
+                        403,
+                        "forbidden",
+                        "You are not a db or server admin.",
+                    ))
+                });
             }
         }
     } else {
         out = crate::view::validate_design_docs(state, docs).await;
     }
     if is_users_db(state, db.name()) {
-        let iterations = state.config.read().expect("config lock").get_or("chttpd_auth", "iterations", crate::auth::DEFAULT_ITERATIONS);
+        let iterations = state.config.read().expect("config lock").get_or(
+            "chttpd_auth",
+            "iterations",
+            crate::auth::DEFAULT_ITERATIONS,
+        );
         for (doc, slot) in docs.iter_mut().zip(out.iter_mut()) {
             if slot.is_none() && !doc.id.starts_with(DESIGN_PREFIX) && !is_local(&doc.id) {
-                *slot = prepare_user_doc(db, doc, user, admin, iterations).await.err();
+                *slot = prepare_user_doc(db, doc, user, admin, iterations)
+                    .await
+                    .err();
             }
         }
     }
@@ -163,11 +201,18 @@ pub async fn check_writes(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc
 }
 
 /// The users database's rules for one document write, with its password hashed.
-async fn prepare_user_doc(db: &Arc<Database>, doc: &mut NewDoc, user: Option<&User>, admin: bool, iterations: u32) -> HttpResult<()> {
+async fn prepare_user_doc(
+    db: &Arc<Database>,
+    doc: &mut NewDoc,
+    user: Option<&User>,
+    admin: bool,
+    iterations: u32,
+) -> HttpResult<()> {
     if !users::may_write(user, &doc.id, admin) {
         return Err(HttpError::not_found("missing"));
     }
-    let body: serde_json::Map<String, Value> = settee_json::deep::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
+    let body: serde_json::Map<String, Value> = settee_json::deep::from_slice(&doc.body)
+        .map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
     let body = tokio::task::spawn_blocking(move || {
         let mut body = body;
         users::hash_password(&mut body, iterations);
@@ -175,12 +220,17 @@ async fn prepare_user_doc(db: &Arc<Database>, doc: &mut NewDoc, user: Option<&Us
     })
     .await
     .map_err(crate::db::join_error)?;
-    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| settee_json::deep::from_slice::<Value>(&b).ok());
+    let old = db
+        .snapshot()
+        .open_doc(&doc.id, None, &settee_db::DocOptions::default())
+        .ok()
+        .and_then(|b| settee_json::deep::from_slice::<Value>(&b).ok());
     let mut body = body;
     if !admin {
         users::keep_credentials(&mut body, old.as_ref());
     }
-    users::validate(&doc.id, doc.deleted, &body, old.as_ref(), user, admin).map_err(|e| HttpError::new(403, "forbidden", e.to_string()))?;
+    users::validate(&doc.id, doc.deleted, &body, old.as_ref(), user, admin)
+        .map_err(|e| HttpError::new(403, "forbidden", e.to_string()))?;
     doc.set_body(&body);
     Ok(())
 }
@@ -188,19 +238,37 @@ async fn prepare_user_doc(db: &Arc<Database>, doc: &mut NewDoc, user: Option<&Us
 /// What a caller who does not administer the users database may see of user document `id`
 /// (rendered as `doc`): their own document whole, others only through `[chttpd_auth]
 /// public_fields`, design documents not at all.
-pub fn filter_user_doc(state: &State, req: &Req, db: &Database, id: &str, doc: Vec<u8>) -> HttpResult<Vec<u8>> {
+pub fn filter_user_doc(
+    state: &State,
+    req: &Req,
+    db: &Database,
+    id: &str,
+    doc: Vec<u8>,
+) -> HttpResult<Vec<u8>> {
     if is_db_admin(req.user.as_ref(), db)? {
         return Ok(doc);
     }
     if id.starts_with(DESIGN_PREFIX) {
-        return Err(HttpError::new(403, "forbidden", "Only administrators can view design docs in the users database."));
+        return Err(HttpError::new(
+            403,
+            "forbidden",
+            "Only administrators can view design docs in the users database.",
+        ));
     }
     let public: Vec<String> = {
         let config = state.config.read().expect("config lock");
-        config.get("chttpd_auth", "public_fields").unwrap_or("").split(',').map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect()
+        config
+            .get("chttpd_auth", "public_fields")
+            .unwrap_or("")
+            .split(',')
+            .map(|f| f.trim().to_string())
+            .filter(|f| !f.is_empty())
+            .collect()
     };
-    let value: Value = settee_json::deep::from_slice(&doc).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))?;
-    let shown = users::visible(id, value, req.user.as_ref(), false, &public).ok_or_else(|| HttpError::not_found("missing"))?;
+    let value: Value = settee_json::deep::from_slice(&doc)
+        .map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))?;
+    let shown = users::visible(id, value, req.user.as_ref(), false, &public)
+        .ok_or_else(|| HttpError::not_found("missing"))?;
     Ok(serde_json::to_vec(&shown).expect("json"))
 }
 
@@ -214,7 +282,10 @@ pub fn is_users_db(state: &State, db: &str) -> bool {
 /// second setting, `/_up`.
 pub fn requires_valid_user(state: &State, first: Option<&str>, method: &Method) -> bool {
     let settings = state.settings.load();
-    let (all, except_up) = (settings.require_valid_user, settings.require_valid_user_except_for_up);
+    let (all, except_up) = (
+        settings.require_valid_user,
+        settings.require_valid_user_except_for_up,
+    );
     if !all && !except_up {
         return false;
     }
@@ -229,15 +300,23 @@ pub fn requires_valid_user(state: &State, first: Option<&str>, method: &Method) 
 /// `X-CouchDB-WWW-Authenticate`, else `[chttpd] WWW-Authenticate`, else `Basic
 /// realm="server"` when every request must authenticate; otherwise none, so browsers do not
 /// show a login prompt to applications.
-pub fn www_authenticate(state: &State, asked: Option<hyper::header::HeaderValue>) -> Option<String> {
+pub fn www_authenticate(
+    state: &State,
+    asked: Option<hyper::header::HeaderValue>,
+) -> Option<String> {
     if let Some(asked) = asked.as_ref().and_then(|v| v.to_str().ok()) {
         return Some(asked.to_string());
     }
     let config = state.config.read().expect("config lock");
-    if let Some(configured) = config.get("chttpd", "WWW-Authenticate").or_else(|| config.get("httpd", "WWW-Authenticate")) {
+    if let Some(configured) = config
+        .get("chttpd", "WWW-Authenticate")
+        .or_else(|| config.get("httpd", "WWW-Authenticate"))
+    {
         return Some(configured.to_string());
     }
-    config.get_or("chttpd", "require_valid_user", false).then(|| "Basic realm=\"server\"".to_string())
+    config
+        .get_or("chttpd", "require_valid_user", false)
+        .then(|| "Basic realm=\"server\"".to_string())
 }
 
 /// The replicator database.
@@ -249,16 +328,24 @@ const OTHER_USERS: &str = "Can't update replication documents from other users."
 /// be theirs (its `owner`), and becomes theirs when it names no owner.
 fn own_replication_doc(db: &Database, doc: &mut NewDoc, user: Option<&User>) -> HttpResult<()> {
     let name = user.map(|u| u.name.as_str());
-    let old = db.snapshot().open_doc(&doc.id, None, &settee_db::DocOptions::default()).ok().and_then(|b| settee_json::deep::from_slice::<Value>(&b).ok());
+    let old = db
+        .snapshot()
+        .open_doc(&doc.id, None, &settee_db::DocOptions::default())
+        .ok()
+        .and_then(|b| settee_json::deep::from_slice::<Value>(&b).ok());
     if let Some(old_owner) = old.as_ref().and_then(|o| o.get("owner")) {
         if old_owner.as_str() != name {
             return Err(HttpError::new(403, "forbidden", OTHER_USERS));
         }
     }
-    let mut body: serde_json::Map<String, Value> = settee_json::deep::from_slice(&doc.body).map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
+    let mut body: serde_json::Map<String, Value> = settee_json::deep::from_slice(&doc.body)
+        .map_err(|_| HttpError::bad_request("Document must be a JSON object"))?;
     match body.get("owner") {
         None | Some(Value::Null) => {
-            body.insert("owner".into(), name.map_or(Value::Null, |n| Value::String(n.to_string())));
+            body.insert(
+                "owner".into(),
+                name.map_or(Value::Null, |n| Value::String(n.to_string())),
+            );
             doc.set_body(&body);
         }
         Some(owner) if owner.as_str() == name => {}
@@ -273,8 +360,14 @@ pub fn filter_replication_doc(req: &Req, db: &Database, doc: Vec<u8>) -> HttpRes
     if is_db_admin(req.user.as_ref(), db)? {
         return Ok(doc);
     }
-    let Ok(Value::Object(mut members)) = settee_json::deep::from_slice::<Value>(&doc) else { return Ok(doc) };
-    if members.get("owner").and_then(Value::as_str).is_some_and(|o| req.user.as_ref().is_some_and(|u| u.name == o)) {
+    let Ok(Value::Object(mut members)) = settee_json::deep::from_slice::<Value>(&doc) else {
+        return Ok(doc);
+    };
+    if members
+        .get("owner")
+        .and_then(Value::as_str)
+        .is_some_and(|o| req.user.as_ref().is_some_and(|u| u.name == o))
+    {
         return Ok(doc);
     }
     for side in ["source", "target"] {
@@ -295,7 +388,9 @@ pub fn filter_replication_doc(req: &Req, db: &Database, doc: Vec<u8>) -> HttpRes
 
 /// `http://user:pass@host/db` → `http://host/db`.
 fn strip_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
     let authority_end = rest.find('/').unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
         Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
@@ -307,8 +402,14 @@ fn strip_userinfo(url: &str) -> String {
 mod tests {
     #[test]
     fn user_info_is_stripped_from_urls() {
-        assert_eq!(super::strip_userinfo("http://bob:pw@host:5984/db"), "http://host:5984/db");
-        assert_eq!(super::strip_userinfo("https://host/db@x"), "https://host/db@x");
+        assert_eq!(
+            super::strip_userinfo("http://bob:pw@host:5984/db"),
+            "http://host:5984/db"
+        );
+        assert_eq!(
+            super::strip_userinfo("https://host/db@x"),
+            "https://host/db@x"
+        );
         assert_eq!(super::strip_userinfo("db"), "db");
     }
 }

@@ -13,7 +13,9 @@ use hyper::header::{ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE
 use hyper::Method;
 use md5::{Digest, Md5};
 use serde_json::json;
-use settee_db::{AttInfo, AttSource, Database, DbSnapshot, Durability, EditMode, Encoding, NewAtt, NewDoc, CHUNK};
+use settee_db::{
+    AttInfo, AttSource, Database, DbSnapshot, Durability, EditMode, Encoding, NewAtt, NewDoc, CHUNK,
+};
 use settee_json::Rev;
 
 use crate::db::{join_error, open};
@@ -24,10 +26,18 @@ use crate::request::{url_encode, Req};
 use crate::server::State;
 
 /// Dispatches on the method.
-pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att: &str) -> HttpResult<Response> {
+pub async fn handle(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    id: &str,
+    att: &str,
+) -> HttpResult<Response> {
     // However the id arrived (`_local%2Fx` included).
     if settee_db::is_local(id) {
-        return Err(HttpError::bad_request("_local documents do not accept attachments."));
+        return Err(HttpError::bad_request(
+            "_local documents do not accept attachments.",
+        ));
     }
     match req.method {
         Method::GET | Method::HEAD => get(state, req, name, id, att),
@@ -39,7 +49,10 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att
 
 /// The revision a write names by `rev` or `If-Match`, which must agree (as CouchDB).
 fn rev_param(req: &Req) -> HttpResult<Option<Rev>> {
-    crate::doc::named_rev(req)?.as_deref().map(parse_rev).transpose()
+    crate::doc::named_rev(req)?
+        .as_deref()
+        .map(parse_rev)
+        .transpose()
 }
 
 /// CouchDB's answer for a write whose revision is not the document's latest.
@@ -58,8 +71,13 @@ fn get(state: &State, req: &Req, name: &str, id: &str, att_name: &str) -> HttpRe
     }
     // As CouchDB: ranges are checked whatever the encoding (416 when none can be served),
     // and served only from identity bytes.
-    let ranges = req.header("range").map(|r| parse_ranges(r, att.length)).transpose()?.flatten();
-    let multipart = ranges.as_ref().is_some_and(|r| r.len() > 1) && att.encoding == Encoding::Identity;
+    let ranges = req
+        .header("range")
+        .map(|r| parse_ranges(r, att.length))
+        .transpose()?
+        .flatten();
+    let multipart =
+        ranges.as_ref().is_some_and(|r| r.len() > 1) && att.encoding == Encoding::Identity;
     let resp = match (att.encoding, ranges) {
         (Encoding::Gzip, _) if takes_gzip(req.header("accept-encoding")) => {
             let resp = send_chunks(snap, id, att.clone(), None, 200);
@@ -69,14 +87,26 @@ fn get(state: &State, req: &Req, name: &str, id: &str, att_name: &str) -> HttpRe
         (Encoding::Identity, Some(ranges)) if ranges.len() == 1 => {
             let (start, end) = ranges[0];
             let resp = send_chunks(snap, id, att.clone(), Some((start, end)), 206);
-            reply::with_header(resp, CONTENT_RANGE, &format!("bytes {start}-{end}/{}", att.length))
+            reply::with_header(
+                resp,
+                CONTENT_RANGE,
+                &format!("bytes {start}-{end}/{}", att.length),
+            )
         }
         (Encoding::Identity, Some(ranges)) => send_ranges(snap, id, att.clone(), ranges),
         (Encoding::Identity, None) => send_chunks(snap, id, att.clone(), None, 200),
     };
-    let accept_ranges = if att.encoding == Encoding::Identity { "bytes" } else { "none" };
+    let accept_ranges = if att.encoding == Encoding::Identity {
+        "bytes"
+    } else {
+        "none"
+    };
     // A multipart answer's type names its boundary.
-    let resp = if multipart { resp } else { reply::with_header(resp, CONTENT_TYPE, &att.content_type) };
+    let resp = if multipart {
+        resp
+    } else {
+        reply::with_header(resp, CONTENT_TYPE, &att.content_type)
+    };
     let resp = reply::with_header(resp, ACCEPT_RANGES, accept_ranges);
     // CouchDB's default `[csp] attachments_enable`: attachments are not run as pages of the
     // server's origin.
@@ -91,7 +121,13 @@ fn takes_gzip(header: Option<&str>) -> bool {
     for part in header.unwrap_or("").split(',') {
         let mut params = part.split(';');
         let coding = params.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q = params.find_map(|p| p.trim().strip_prefix("q=").and_then(|v| v.trim().parse::<f32>().ok())).unwrap_or(1.0);
+        let q = params
+            .find_map(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|v| v.trim().parse::<f32>().ok())
+            })
+            .unwrap_or(1.0);
         match coding.as_str() {
             "gzip" | "x-gzip" => return q > 0.0,
             "*" => star = q > 0.0,
@@ -105,8 +141,16 @@ fn takes_gzip(header: Option<&str>) -> bool {
 /// `Ok(None)` to send the whole attachment (a header that does not parse, one with `0-`, ten
 /// or more ranges), 416 for a range that ends before it starts, ends clamped to the length.
 fn parse_ranges(header: &str, len: u64) -> HttpResult<Option<Vec<(u64, u64)>>> {
-    let unsatisfiable = || HttpError::new(416, "requested_range_not_satisfiable", "Requested range not satisfiable");
-    let Some(specs) = parsed_ranges(header) else { return Ok(None) };
+    let unsatisfiable = || {
+        HttpError::new(
+            416,
+            "requested_range_not_satisfiable",
+            "Requested range not satisfiable",
+        )
+    };
+    let Some(specs) = parsed_ranges(header) else {
+        return Ok(None);
+    };
     if specs.contains(&(Some(0), None)) || specs.len() >= 10 {
         return Ok(None);
     }
@@ -130,14 +174,23 @@ fn parse_ranges(header: &str, len: u64) -> HttpResult<Option<Vec<(u64, u64)>>> {
 /// A `Range` header's `bytes=` specs (`a-b`, `a-`, `-b`), or None when it does not parse.
 fn parsed_ranges(header: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
     let specs = header.trim().strip_prefix("bytes=")?;
-    specs.split(',').map(|spec| {
-        let (a, b) = spec.trim().split_once('-')?;
-        let num = |t: &str| if t.is_empty() { Ok(None) } else { t.parse().map(Some) };
-        match (num(a.trim()).ok()?, num(b.trim()).ok()?) {
-            (None, None) => None,
-            pair => Some(pair),
-        }
-    }).collect()
+    specs
+        .split(',')
+        .map(|spec| {
+            let (a, b) = spec.trim().split_once('-')?;
+            let num = |t: &str| {
+                if t.is_empty() {
+                    Ok(None)
+                } else {
+                    t.parse().map(Some)
+                }
+            };
+            match (num(a.trim()).ok()?, num(b.trim()).ok()?) {
+                (None, None) => None,
+                pair => Some(pair),
+            }
+        })
+        .collect()
 }
 
 /// Several ranges of an identity attachment as `multipart/byteranges`, as CouchDB sends
@@ -145,10 +198,18 @@ fn parsed_ranges(header: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
 fn send_ranges(snap: DbSnapshot, id: &str, att: AttInfo, ranges: Vec<(u64, u64)>) -> Response {
     let boundary = format!("{:032x}", rand::random::<u128>());
     let (resp, mut sink) = reply::channel(206, "multipart/byteranges");
-    let resp = reply::with_header(resp, CONTENT_TYPE, &format!("multipart/byteranges; boundary=\"{boundary}\""));
+    let resp = reply::with_header(
+        resp,
+        CONTENT_TYPE,
+        &format!("multipart/byteranges; boundary=\"{boundary}\""),
+    );
     let id = id.to_string();
     // A stored type cannot add lines to a part's head.
-    let content_type: String = att.content_type.chars().filter(|c| !c.is_control()).collect();
+    let content_type: String = att
+        .content_type
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
     tokio::task::spawn_blocking(move || {
         let out = || -> Result<(), reply::Gone> {
             sink.write(format!("--{boundary}").as_bytes())?;
@@ -167,7 +228,13 @@ fn send_ranges(snap: DbSnapshot, id: &str, att: AttInfo, ranges: Vec<(u64, u64)>
 }
 
 /// Streams the stored bytes of an attachment, or the identity bytes `start..=end` of them.
-fn send_chunks(snap: DbSnapshot, id: &str, att: AttInfo, range: Option<(u64, u64)>, status: u16) -> Response {
+fn send_chunks(
+    snap: DbSnapshot,
+    id: &str,
+    att: AttInfo,
+    range: Option<(u64, u64)>,
+    status: u16,
+) -> Response {
     let len = match range {
         Some((s, e)) => e - s + 1,
         None => att.encoded_length,
@@ -184,7 +251,13 @@ fn send_chunks(snap: DbSnapshot, id: &str, att: AttInfo, range: Option<(u64, u64
 
 /// Writes the stored bytes of an attachment, or the identity bytes `start..=end` of them.
 /// Stops (as if the client had gone) when a chunk cannot be read, which is logged.
-fn write_range(snap: &DbSnapshot, id: &str, att: &AttInfo, range: Option<(u64, u64)>, sink: &mut reply::Sink) -> Result<(), reply::Gone> {
+fn write_range(
+    snap: &DbSnapshot,
+    id: &str,
+    att: &AttInfo,
+    range: Option<(u64, u64)>,
+    sink: &mut reply::Sink,
+) -> Result<(), reply::Gone> {
     let mut at = 0u64;
     for chunk in &att.chunks {
         let bytes = snap.attachment_chunk(id, chunk).map_err(|e| {
@@ -205,7 +278,12 @@ fn write_range(snap: &DbSnapshot, id: &str, att: &AttInfo, range: Option<(u64, u
 
 /// An attachment's identity bytes, read a stored chunk at a time and decoded as they go.
 pub fn identity_reader(snap: DbSnapshot, id: &str, att: &AttInfo) -> Box<dyn std::io::Read + Send> {
-    let chunks = ChunkReader { snap, id: id.to_string(), chunks: att.chunks.clone().into_iter(), current: std::io::Cursor::new(Vec::new()) };
+    let chunks = ChunkReader {
+        snap,
+        id: id.to_string(),
+        chunks: att.chunks.clone().into_iter(),
+        current: std::io::Cursor::new(Vec::new()),
+    };
     match att.encoding {
         Encoding::Identity => Box::new(chunks),
         Encoding::Gzip => Box::new(flate2::read::GzDecoder::new(chunks)),
@@ -227,8 +305,13 @@ impl std::io::Read for ChunkReader {
             if n > 0 || out.is_empty() {
                 return Ok(n);
             }
-            let Some(next) = self.chunks.next() else { return Ok(0) };
-            let bytes = self.snap.attachment_chunk(&self.id, &next).map_err(std::io::Error::other)?;
+            let Some(next) = self.chunks.next() else {
+                return Ok(0);
+            };
+            let bytes = self
+                .snap
+                .attachment_chunk(&self.id, &next)
+                .map_err(std::io::Error::other)?;
             self.current = std::io::Cursor::new(bytes);
         }
     }
@@ -237,7 +320,12 @@ impl std::io::Read for ChunkReader {
 /// Streams a gzip-stored attachment decoded, for clients that do not accept gzip.
 fn send_decoded(snap: DbSnapshot, id: &str, att: AttInfo) -> Response {
     let (resp, mut sink) = reply::channel_sized(200, "application/octet-stream", Some(att.length));
-    let reader = ChunkReader { snap, id: id.to_string(), chunks: att.chunks.into_iter(), current: std::io::Cursor::new(Vec::new()) };
+    let reader = ChunkReader {
+        snap,
+        id: id.to_string(),
+        chunks: att.chunks.into_iter(),
+        current: std::io::Cursor::new(Vec::new()),
+    };
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
         let mut gz = flate2::read::GzDecoder::new(reader);
@@ -263,7 +351,12 @@ fn send_decoded(snap: DbSnapshot, id: &str, att: AttInfo) -> Response {
 
 /// The current revision's body and attachments as an edit to build on; errors as CouchDB
 /// answers a stale or missing revision.
-fn base_edit(db: &Database, id: &str, rev: Option<Rev>, keep: impl Fn(&AttInfo) -> bool) -> HttpResult<(Option<Rev>, Vec<u8>, Vec<NewAtt>)> {
+fn base_edit(
+    db: &Database,
+    id: &str,
+    rev: Option<Rev>,
+    keep: impl Fn(&AttInfo) -> bool,
+) -> HttpResult<(Option<Rev>, Vec<u8>, Vec<NewAtt>)> {
     let snap = db.snapshot();
     let record = snap.record(id)?;
     let Some(record) = record.filter(|r| !r.tree.is_deleted() || rev.is_some()) else {
@@ -281,7 +374,16 @@ fn base_edit(db: &Database, id: &str, rev: Option<Rev>, keep: impl Fn(&AttInfo) 
     }
     let info = record.tree.nodes[i].info.as_ref().ok_or_else(conflict)?;
     let body = snap.body(id, info)?.into_owned();
-    let stubs = info.atts.iter().filter(|a| keep(a)).map(|a| NewAtt { name: a.name.clone(), content_type: a.content_type.clone(), source: AttSource::Stub }).collect();
+    let stubs = info
+        .atts
+        .iter()
+        .filter(|a| keep(a))
+        .map(|a| NewAtt {
+            name: a.name.clone(),
+            content_type: a.content_type.clone(),
+            source: AttSource::Stub,
+        })
+        .collect();
     Ok((Some(rev), body, stubs))
 }
 
@@ -290,42 +392,92 @@ fn missing_rev() -> HttpError {
     HttpError::new(409, "not_found", "missing_rev")
 }
 
-async fn put(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
+async fn put(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    id: &str,
+    att_name: &str,
+) -> HttpResult<Response> {
     state.limits.check_id(id)?;
     settee_db::check_att_name(att_name)?;
     let db = open(state, name)?;
-    let content_type = req.header("content-type").unwrap_or("application/octet-stream").to_string();
+    let content_type = req
+        .header("content-type")
+        .unwrap_or("application/octet-stream")
+        .to_string();
     let rev = rev_param(req)?;
     let (parent, body, mut atts) = base_edit(&db, id, rev, |a| a.name != att_name)?;
     let source = upload(state, req, &db, id, &content_type).await?;
-    atts.push(NewAtt { name: att_name.to_string(), content_type, source });
+    atts.push(NewAtt {
+        name: att_name.to_string(),
+        content_type,
+        source,
+    });
     let mut doc = NewDoc::from_stored(id, parent, body, atts)?;
-    if let Some(Some(e)) = crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc)).await.pop() {
+    if let Some(Some(e)) =
+        crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc))
+            .await
+            .pop()
+    {
         return Err(e);
     }
-    let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
+    let rev = db
+        .update(vec![doc], EditMode::Interactive, Durability::Durable)
+        .await?
+        .pop()
+        .expect("one answer")?;
     // As CouchDB: a `Location`, and no `ETag`.
     let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
-    let path = format!("/{}/{}/{}", url_encode(name), url_encode(id), url_encode(att_name));
-    Ok(reply::with_header(resp, LOCATION, &crate::node::absolute_uri(state, req, &path)))
+    let path = format!(
+        "/{}/{}/{}",
+        url_encode(name),
+        url_encode(id),
+        url_encode(att_name)
+    );
+    Ok(reply::with_header(
+        resp,
+        LOCATION,
+        &crate::node::absolute_uri(state, req, &path),
+    ))
 }
 
 /// Streams a request body into loose blobs of the document's shard.
-async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, content_type: &str) -> HttpResult<AttSource> {
-    let Some(mut body) = req.body.take() else { return Err(HttpError::bad_request("Missing request body")) };
+async fn upload(
+    state: &State,
+    req: &mut Req,
+    db: &Arc<Database>,
+    id: &str,
+    content_type: &str,
+) -> HttpResult<AttSource> {
+    let Some(mut body) = req.body.take() else {
+        return Err(HttpError::bad_request("Missing request body"));
+    };
     let started = std::time::Instant::now();
-    let mut up = match req.header("content-encoding").map(|e| e.trim().to_ascii_lowercase()).as_deref() {
+    let mut up = match req
+        .header("content-encoding")
+        .map(|e| e.trim().to_ascii_lowercase())
+        .as_deref()
+    {
         None | Some("identity") => Uploader::new(state, db, id, content_type),
         // Kept gzip-encoded, as CouchDB keeps it; decoded only to learn its identity bytes.
         Some("gzip") => Uploader::gzip_stream(state, db, id),
-        Some(_) => return Err(HttpError::new(415, "bad_content_type", "Only gzip and identity content-encodings are supported")),
+        Some(_) => {
+            return Err(HttpError::new(
+                415,
+                "bad_content_type",
+                "Only gzip and identity content-encodings are supported",
+            ))
+        }
     };
     let mut received = 0u64;
     loop {
         let frame = match body.frame().await {
             None => break,
             Some(Ok(f)) => f,
-            Some(Err(_)) => return Err(HttpError::bad_request("the request body could not be read")),
+            Some(Err(_)) => {
+                return Err(HttpError::bad_request("the request body could not be read"))
+            }
         };
         if let Ok(data) = frame.into_data() {
             received += data.len() as u64;
@@ -336,7 +488,10 @@ async fn upload(state: &State, req: &mut Req, db: &Arc<Database>, id: &str, cont
     // Bytes that came with the body beyond its declared length (a client that counted
     // characters, not bytes): CouchDB refuses the attachment rather than store it cut short.
     if req.header(hyper::header::CONTENT_LENGTH).is_some() && body.overran(received) {
-        return Err(HttpError { close: true, ..HttpError::bad_request("attachment longer than expected") });
+        return Err(HttpError {
+            close: true,
+            ..HttpError::bad_request("attachment longer than expected")
+        });
     }
     up.finish().await
 }
@@ -364,7 +519,10 @@ enum Form {
     /// Already gzip-encoded (a multipart part whose entry says so, or an upload sent with
     /// `Content-Encoding: gzip`): stored as they come, and decoded only to learn the identity
     /// bytes' MD5 and length, which must be the tally's cap when `declared`.
-    Encoded { gz: flate2::write::GzDecoder<Tally>, declared: bool },
+    Encoded {
+        gz: flate2::write::GzDecoder<Tally>,
+        declared: bool,
+    },
 }
 
 /// MD5 and length of the identity bytes, refusing more than `cap` of them.
@@ -376,7 +534,11 @@ struct Tally {
 
 impl Tally {
     fn new(cap: u64) -> Tally {
-        Tally { md5: Md5::new(), length: 0, cap }
+        Tally {
+            md5: Md5::new(),
+            length: 0,
+            cap,
+        }
     }
 }
 
@@ -396,7 +558,9 @@ impl Write for Tally {
 }
 
 fn not_gzip() -> HttpError {
-    HttpError::bad_request("An attachment said to be gzip-encoded is not valid gzip (of its `length`, when given)")
+    HttpError::bad_request(
+        "An attachment said to be gzip-encoded is not valid gzip (of its `length`, when given)",
+    )
 }
 
 impl Uploader {
@@ -415,14 +579,20 @@ impl Uploader {
     /// to be `length` long: decoding stops past that, so a small upload cannot make the
     /// server decode far more than it claims.
     pub fn gzipped(state: &State, db: &Arc<Database>, id: &str, length: u64) -> Uploader {
-        let form = Form::Encoded { gz: flate2::write::GzDecoder::new(Tally::new(length)), declared: true };
+        let form = Form::Encoded {
+            gz: flate2::write::GzDecoder::new(Tally::new(length)),
+            declared: true,
+        };
         Uploader::with_form(state, db, id, form)
     }
 
     /// An upload of bytes that arrive gzip-encoded, kept so, of identity bytes no longer
     /// than a request may be.
     pub fn gzip_stream(state: &State, db: &Arc<Database>, id: &str) -> Uploader {
-        let form = Form::Encoded { gz: flate2::write::GzDecoder::new(Tally::new(state.max_request as u64)), declared: false };
+        let form = Form::Encoded {
+            gz: flate2::write::GzDecoder::new(Tally::new(state.max_request as u64)),
+            declared: false,
+        };
         Uploader::with_form(state, db, id, form)
     }
 
@@ -454,8 +624,16 @@ impl Uploader {
                 tally.length
             }
             Form::Encoded { gz, declared } => {
-                let too_long = |gz: &flate2::write::GzDecoder<Tally>| !*declared && gz.get_ref().length > gz.get_ref().cap;
-                gz.write_all(data).map_err(|_| if too_long(gz) { HttpError::new(413, "attachment_too_large", self.id.clone()) } else { not_gzip() })?;
+                let too_long = |gz: &flate2::write::GzDecoder<Tally>| {
+                    !*declared && gz.get_ref().length > gz.get_ref().cap
+                };
+                gz.write_all(data).map_err(|_| {
+                    if too_long(gz) {
+                        HttpError::new(413, "attachment_too_large", self.id.clone())
+                    } else {
+                        not_gzip()
+                    }
+                })?;
                 self.pending.extend_from_slice(data);
                 gz.get_ref().length
             }
@@ -477,7 +655,8 @@ impl Uploader {
         let (tally, encoding) = match self.form {
             Form::Identity(tally) => (tally, Encoding::Identity),
             Form::Compress(tally, gz) => {
-                self.pending.extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
+                self.pending
+                    .extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
                 (tally, Encoding::Gzip)
             }
             Form::Encoded { gz, declared } => {
@@ -493,17 +672,35 @@ impl Uploader {
             let last = std::mem::take(&mut self.pending);
             self.blobs.push(append(&self.db, self.shard, last).await?);
         }
-        Ok(AttSource::Loose { blobs: self.blobs, encoding, length: tally.length, encoded_length: self.encoded_length, md5: tally.md5.finalize().into() })
+        Ok(AttSource::Loose {
+            blobs: self.blobs,
+            encoding,
+            length: tally.length,
+            encoded_length: self.encoded_length,
+            md5: tally.md5.finalize().into(),
+        })
     }
 }
 
-async fn append(db: &Arc<Database>, shard: usize, chunk: Vec<u8>) -> HttpResult<settee_store::LooseBlob> {
+async fn append(
+    db: &Arc<Database>,
+    shard: usize,
+    chunk: Vec<u8>,
+) -> HttpResult<settee_store::LooseBlob> {
     let db = db.clone();
-    let blob = tokio::task::spawn_blocking(move || db.shards()[shard].store().append_blob(chunk)).await.map_err(join_error)?;
+    let blob = tokio::task::spawn_blocking(move || db.shards()[shard].store().append_blob(chunk))
+        .await
+        .map_err(join_error)?;
     blob.map_err(|e| HttpError::from(settee_db::Error::from(e)))
 }
 
-async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_name: &str) -> HttpResult<Response> {
+async fn delete(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    id: &str,
+    att_name: &str,
+) -> HttpResult<Response> {
     settee_db::check_att_name(att_name)?;
     let db = open(state, name)?;
     let snap = db.snapshot();
@@ -516,11 +713,22 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str, att_nam
     let (parent, body, atts) = base_edit(&db, id, Some(rev.clone()), |a| a.name != att_name)?;
     snap.attachment(id, Some(&rev), att_name)?;
     let mut doc = NewDoc::from_stored(id, parent, body, atts)?;
-    if let Some(Some(e)) = crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc)).await.pop() {
+    if let Some(Some(e)) =
+        crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc))
+            .await
+            .pop()
+    {
         return Err(e);
     }
-    let rev = db.update(vec![doc], EditMode::Interactive, Durability::Durable).await?.pop().expect("one answer")?;
-    Ok(reply::json(200, &json!({"ok": true, "id": id, "rev": rev.to_string()})))
+    let rev = db
+        .update(vec![doc], EditMode::Interactive, Durability::Durable)
+        .await?
+        .pop()
+        .expect("one answer")?;
+    Ok(reply::json(
+        200,
+        &json!({"ok": true, "id": id, "rev": rev.to_string()}),
+    ))
 }
 
 #[cfg(test)]
@@ -536,7 +744,16 @@ mod tests {
         assert_eq!(one("bytes=50-500"), Some(vec![(50, 99)]));
         assert_eq!(one("bytes=0-1, 5-6"), Some(vec![(0, 1), (5, 6)]));
         // Served whole: other units, headers that do not parse, `0-` first, ten ranges.
-        for whole in ["items=0-1", "bytes=x-1", "bytes=1", "bytes=0-", "bytes=0-,5-6", "bytes=5-6,0-", "bytes=-", &format!("bytes={}", ["1-2"; 10].join(","))] {
+        for whole in [
+            "items=0-1",
+            "bytes=x-1",
+            "bytes=1",
+            "bytes=0-",
+            "bytes=0-,5-6",
+            "bytes=5-6,0-",
+            "bytes=-",
+            &format!("bytes={}", ["1-2"; 10].join(",")),
+        ] {
             assert_eq!(one(whole), None, "{whole}");
         }
         for bad in ["bytes=100-", "bytes=5-2", "bytes=1-2,9-3"] {
@@ -547,8 +764,20 @@ mod tests {
 
     #[test]
     fn gzip_is_taken_as_mochiweb_reads_accept_encoding() {
-        assert!(takes_gzip(Some("gzip, deflate")) && takes_gzip(Some("deflate, *")) && takes_gzip(Some("GZIP;q=0.5")));
-        assert!(!takes_gzip(None) && !takes_gzip(Some("gzip;q=0")) && !takes_gzip(Some("*;q=0")) && !takes_gzip(Some("identity")));
-        assert!(!takes_gzip(Some("gzip;q=0, *")), "gzip refused by name is refused");
+        assert!(
+            takes_gzip(Some("gzip, deflate"))
+                && takes_gzip(Some("deflate, *"))
+                && takes_gzip(Some("GZIP;q=0.5"))
+        );
+        assert!(
+            !takes_gzip(None)
+                && !takes_gzip(Some("gzip;q=0"))
+                && !takes_gzip(Some("*;q=0"))
+                && !takes_gzip(Some("identity"))
+        );
+        assert!(
+            !takes_gzip(Some("gzip;q=0, *")),
+            "gzip refused by name is refused"
+        );
     }
 }

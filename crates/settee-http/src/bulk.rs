@@ -27,23 +27,57 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     let db = open(state, name)?;
     let bytes = req.json_bytes(state.max_request).await?;
     let st = state.clone();
-    let (parsed, new_edits, atomic) = crate::background::run(move || parse_bulk(&st, &bytes)).await.ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
+    let (parsed, new_edits, atomic) = crate::background::run(move || parse_bulk(&st, &bytes))
+        .await
+        .ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
     if atomic {
         return Ok(not_atomic(&parsed));
     }
     // Each row names its document; a replicated edit's error row also names its revision.
-    let ids: Vec<(String, Option<String>)> = parsed.iter().map(|d| (d.id.clone(), (!new_edits).then(|| d.revs.first().map(Rev::to_string)).flatten())).collect();
-    let mode = if new_edits { EditMode::Interactive } else { EditMode::Replicated };
-    let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
+    let ids: Vec<(String, Option<String>)> = parsed
+        .iter()
+        .map(|d| {
+            (
+                d.id.clone(),
+                (!new_edits)
+                    .then(|| d.revs.first().map(Rev::to_string))
+                    .flatten(),
+            )
+        })
+        .collect();
+    let mode = if new_edits {
+        EditMode::Interactive
+    } else {
+        EditMode::Replicated
+    };
+    let durability = if req.query.get("batch") == Some("ok") {
+        Durability::Batch
+    } else {
+        Durability::Durable
+    };
     let mut parsed = parsed;
     let refused = crate::access::check_writes(state, req, &db, &mut parsed).await;
-    let accepted: Vec<NewDoc> = parsed.into_iter().zip(&refused).filter(|(_, r)| r.is_none()).map(|(d, _)| d).collect();
+    let accepted: Vec<NewDoc> = parsed
+        .into_iter()
+        .zip(&refused)
+        .filter(|(_, r)| r.is_none())
+        .map(|(d, _)| d)
+        .collect();
     // Only user documents need their ids after the write (for per-user databases).
-    let edits: Vec<(String, bool)> = if crate::peruser::watches(state, &db) { accepted.iter().map(|d| (d.id.clone(), d.deleted)).collect() } else { Vec::new() };
+    let edits: Vec<(String, bool)> = if crate::peruser::watches(state, &db) {
+        accepted.iter().map(|d| (d.id.clone(), d.deleted)).collect()
+    } else {
+        Vec::new()
+    };
     let results = db.update(accepted, mode, durability).await?;
     state.views.kick(&db);
     if !edits.is_empty() {
-        let written: Vec<(String, bool)> = edits.into_iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|(e, _)| e).collect();
+        let written: Vec<(String, bool)> = edits
+            .into_iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(e, _)| e)
+            .collect();
         crate::peruser::after_writes(state, &db, &written).await?;
     }
     let mut results = results.into_iter();
@@ -74,12 +108,21 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
 /// written, a `not_implemented` row per document naming its revision (`0-` when new).
 fn not_atomic(docs: &[NewDoc]) -> Response {
     let mut out = vec![b'['];
-    let refusal = || Err(HttpError::new(417, "not_implemented", "all_or_nothing is not supported"));
+    let refusal = || {
+        Err(HttpError::new(
+            417,
+            "not_implemented",
+            "all_or_nothing is not supported",
+        ))
+    };
     for (k, doc) in docs.iter().enumerate() {
         if k > 0 {
             out.push(b',');
         }
-        let rev = doc.revs.first().map_or_else(|| "0-".to_string(), Rev::to_string);
+        let rev = doc
+            .revs
+            .first()
+            .map_or_else(|| "0-".to_string(), Rev::to_string);
         push_row(&mut out, &doc.id, Some(&rev), refusal());
     }
     out.push(b']');
@@ -88,7 +131,8 @@ fn not_atomic(docs: &[NewDoc]) -> Response {
 
 /// One `_bulk_docs` result: `{"ok":true,"id","rev"}` or `{"id"[,"rev"],"error","reason"}`.
 fn push_row(out: &mut Vec<u8>, id: &str, rev: Option<&str>, row: Result<Rev, HttpError>) {
-    let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
+    let string =
+        |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
     match row {
         Ok(rev) => {
             out.extend_from_slice(br#"{"ok":true,"id":"#);
@@ -122,22 +166,42 @@ fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool, boo
     let docs = match body.remove("docs") {
         Some(Value::Array(d)) => d,
         Some(_) => return Err(HttpError::bad_request("`docs` parameter must be an array.")),
-        None => return Err(HttpError::bad_request("POST body must include `docs` parameter.")),
+        None => {
+            return Err(HttpError::bad_request(
+                "POST body must include `docs` parameter.",
+            ))
+        }
     };
     let new_edits = match body.get("new_edits") {
         None => true,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(HttpError::bad_request("`new_edits` parameter must be a boolean.")),
+        Some(_) => {
+            return Err(HttpError::bad_request(
+                "`new_edits` parameter must be a boolean.",
+            ))
+        }
     };
-    let mut parsed = docs.into_iter().map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits)).collect::<Result<Vec<_>, _>>()?;
+    let mut parsed = docs
+        .into_iter()
+        .map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits))
+        .collect::<Result<Vec<_>, _>>()?;
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
-        return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
+        return Err(HttpError::bad_request(
+            "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
+        ));
     }
     if new_edits {
         // Here, on a parsing thread, rather than on the database's writer.
-        parsed.iter_mut().filter(|d| !settee_db::is_local(&d.id)).for_each(NewDoc::presume_rev);
+        parsed
+            .iter_mut()
+            .filter(|d| !settee_db::is_local(&d.id))
+            .for_each(NewDoc::presume_rev);
     }
-    Ok((parsed, new_edits, body.get("all_or_nothing") == Some(&Value::Bool(true))))
+    Ok((
+        parsed,
+        new_edits,
+        body.get("all_or_nothing") == Some(&Value::Bool(true)),
+    ))
 }
 
 /// `POST /{db}/_bulk_get`.
@@ -145,7 +209,9 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     post_json(req)?;
     for p in ["rev", "open_revs", "new_edits", "w", "atts_since"] {
         if req.query.get(p).is_some() {
-            return Err(HttpError::bad_request(format!("\"{p}\" query parameter is not acceptable")));
+            return Err(HttpError::bad_request(format!(
+                "\"{p}\" query parameter is not acceptable"
+            )));
         }
     }
     let db = open(state, name)?;
@@ -156,12 +222,26 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     // The document-read options, as CouchDB parses them; revisions read this way show none
     // of the winner's metadata.
     let query = crate::doc_query::DocQuery::parse(&req.query)?;
-    let opts = DocOptions { revs: query.opts.revs, attachments: query.opts.attachments, att_encoding_info: query.opts.att_encoding_info, ..Default::default() };
+    let opts = DocOptions {
+        revs: query.opts.revs,
+        attachments: query.opts.attachments,
+        att_encoding_info: query.opts.att_encoding_info,
+        ..Default::default()
+    };
     let snap = db.snapshot();
-    let resolved: Vec<Resolved> = wanted.iter().map(|w| resolve(&snap, w, &opts, query.latest, &state.limits)).collect::<HttpResult<_>>()?;
+    let resolved: Vec<Resolved> = wanted
+        .iter()
+        .map(|w| resolve(&snap, w, &opts, query.latest, &state.limits))
+        .collect::<HttpResult<_>>()?;
     // Multipart only for a client that does not take JSON, as CouchDB decides.
-    if !req.accepts("application/json") && (req.accepts("multipart/mixed") || req.accepts("multipart/related")) {
-        let outer = if req.accepts("multipart/mixed") { "multipart/mixed" } else { "multipart/related" };
+    if !req.accepts("application/json")
+        && (req.accepts("multipart/mixed") || req.accepts("multipart/related"))
+    {
+        let outer = if req.accepts("multipart/mixed") {
+            "multipart/mixed"
+        } else {
+            "multipart/related"
+        };
         return multipart_results(&snap, &resolved, outer);
     }
     let results = resolved
@@ -192,11 +272,29 @@ impl Resolved {
     }
 }
 
-fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool, limits: &settee_db::DocLimits) -> HttpResult<Resolved> {
+fn resolve(
+    snap: &DbSnapshot,
+    wanted: &Value,
+    opts: &DocOptions,
+    latest: bool,
+    limits: &settee_db::DocLimits,
+) -> HttpResult<Resolved> {
     let error = |id: &Value, rev: &Value, e: &str, r: &str| json!({"error": {"id": id, "rev": rev, "error": e, "reason": r}});
-    let failed = |id: Value, rev: &Value, e: &str, r: &str| Ok(Resolved { items: vec![Err(error(&id, rev, e, r))], id, record: None, opts: opts.clone() });
+    let failed = |id: Value, rev: &Value, e: &str, r: &str| {
+        Ok(Resolved {
+            items: vec![Err(error(&id, rev, e, r))],
+            id,
+            record: None,
+            opts: opts.clone(),
+        })
+    };
     let Some(id) = wanted.get("id").and_then(Value::as_str) else {
-        return failed(Value::Null, &Value::Null, "bad_request", "document id missed");
+        return failed(
+            Value::Null,
+            &Value::Null,
+            "bad_request",
+            "document id missed",
+        );
     };
     let idv = json!(id);
     if let Err(e) = limits.check_id(id) {
@@ -207,32 +305,69 @@ fn resolve(snap: &DbSnapshot, wanted: &Value, opts: &DocOptions, latest: bool, l
     let opts = match wanted.get("atts_since") {
         None | Some(Value::Null) => opts.clone(),
         Some(Value::Array(revs)) if revs.is_empty() => opts.clone(),
-        Some(Value::Array(revs)) => match revs.iter().map(|r| r.as_str().and_then(|s| Rev::parse(s).ok()).ok_or(r)).collect::<Result<Vec<_>, _>>() {
-            Ok(revs) => DocOptions { attachments: true, atts_since: Some(revs), ..opts.clone() },
+        Some(Value::Array(revs)) => match revs
+            .iter()
+            .map(|r| r.as_str().and_then(|s| Rev::parse(s).ok()).ok_or(r))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(revs) => DocOptions {
+                attachments: true,
+                atts_since: Some(revs),
+                ..opts.clone()
+            },
             Err(bad) => return failed(idv, bad, "bad_request", "Invalid rev format"),
         },
-        Some(other) => return failed(idv, other, "bad_request", "att_since value must be array of revs."),
+        Some(other) => {
+            return failed(
+                idv,
+                other,
+                "bad_request",
+                "att_since value must be array of revs.",
+            )
+        }
     };
     let record = snap.record(id)?;
     let items = match (wanted.get("rev"), &record) {
         (Some(rev_value), _) => match Rev::parse(rev_value.as_str().unwrap_or("")) {
-            Err(_) => vec![Err(error(&idv, rev_value, "bad_request", "Invalid rev format"))],
-            Ok(rev) => match record.as_ref().and_then(|rec| rec.tree.find(&rev).map(|i| (rec, i))) {
+            Err(_) => vec![Err(error(
+                &idv,
+                rev_value,
+                "bad_request",
+                "Invalid rev format",
+            ))],
+            Ok(rev) => match record
+                .as_ref()
+                .and_then(|rec| rec.tree.find(&rev).map(|i| (rec, i)))
+            {
                 Some((rec, i)) if latest => rec.tree.leaves_below(i).into_iter().map(Ok).collect(),
                 Some((rec, i)) if rec.tree.nodes[i].info.is_some() => vec![Ok(i)],
                 _ => vec![Err(error(&idv, rev_value, "not_found", "missing"))],
             },
         },
-        (None, None) => vec![Err(error(&idv, &json!("undefined"), "not_found", "missing"))],
+        (None, None) => vec![Err(error(
+            &idv,
+            &json!("undefined"),
+            "not_found",
+            "missing",
+        ))],
         (None, Some(rec)) => rec.tree.leaves().into_iter().map(Ok).collect(),
     };
-    Ok(Resolved { id: idv, record, opts, items })
+    Ok(Resolved {
+        id: idv,
+        record,
+        opts,
+        items,
+    })
 }
 
 /// `_bulk_get` as `multipart/mixed`: a part per revision (itself `multipart/related` when it
 /// carries attachment bytes, which it does unless `atts_since` leaves them out), errors as
 /// JSON parts flagged `error="true"`.
-fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved], outer: &str) -> HttpResult<Response> {
+fn multipart_results(
+    snap: &DbSnapshot,
+    resolved: &[Resolved],
+    outer: &str,
+) -> HttpResult<Response> {
     let boundary = crate::auth::random_hex(16);
     let mut out = Vec::new();
     for r in resolved {
@@ -241,31 +376,55 @@ fn multipart_results(snap: &DbSnapshot, resolved: &[Resolved], outer: &str) -> H
                 Ok(i) => {
                     let rec = r.record.as_ref().expect("found");
                     // As CouchDB: the bytes of every attachment not excluded by `atts_since`.
-                    let every = DocOptions { attachments: true, ..r.opts.clone() };
-                    let (content_type, body) = crate::multipart::related_doc(snap, r.id_str(), rec, *i, &every)?;
-                    crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", content_type)], &body);
+                    let every = DocOptions {
+                        attachments: true,
+                        ..r.opts.clone()
+                    };
+                    let (content_type, body) =
+                        crate::multipart::related_doc(snap, r.id_str(), rec, *i, &every)?;
+                    crate::multipart::write_part(
+                        &mut out,
+                        &boundary,
+                        &[("Content-Type", content_type)],
+                        &body,
+                    );
                 }
                 Err(e) => {
                     let body = serde_json::to_vec(&e["error"]).expect("json");
-                    crate::multipart::write_part(&mut out, &boundary, &[("Content-Type", "application/json; error=\"true\"".into())], &body);
+                    crate::multipart::write_part(
+                        &mut out,
+                        &boundary,
+                        &[("Content-Type", "application/json; error=\"true\"".into())],
+                        &body,
+                    );
                 }
             }
         }
     }
     crate::multipart::write_end(&mut out, &boundary);
-    Ok(reply::with_header(reply::bytes(200, out), hyper::header::CONTENT_TYPE, &format!("{outer}; boundary=\"{boundary}\"")))
+    Ok(reply::with_header(
+        reply::bytes(200, out),
+        hyper::header::CONTENT_TYPE,
+        &format!("{outer}; boundary=\"{boundary}\""),
+    ))
 }
 
-
 /// `POST /{db}/_revs_diff` (and the older `_missing_revs` shape).
-pub async fn revs_diff(state: &Arc<State>, req: &mut Req, name: &str, missing_revs: bool) -> HttpResult<Response> {
+pub async fn revs_diff(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    missing_revs: bool,
+) -> HttpResult<Response> {
     post_json(req)?;
     let db = open(state, name)?;
     let body = req.json_object(state.max_request).await?;
     let snap = db.snapshot();
     let mut out = Map::new();
     for (id, revs) in body {
-        let Value::Array(revs) = revs else { return Err(HttpError::bad_request("Invalid list of revisions")) };
+        let Value::Array(revs) = revs else {
+            return Err(HttpError::bad_request("Invalid list of revisions"));
+        };
         let revs = crate::doc::parse_revs(&revs)?;
         let record = snap.record(&id)?;
         let missing: Vec<&Rev> = match &record {
@@ -283,13 +442,24 @@ pub async fn revs_diff(state: &Arc<State>, req: &mut Req, name: &str, missing_re
         let mut entry = json!({"missing": names});
         if let Some(rec) = &record {
             let max_pos = missing.iter().map(|r| r.pos).max().unwrap_or(0);
-            let ancestors: Vec<String> = rec.tree.leaves().into_iter().map(|l| &rec.tree.nodes[l].rev).filter(|r| r.pos < max_pos).map(ToString::to_string).collect();
+            let ancestors: Vec<String> = rec
+                .tree
+                .leaves()
+                .into_iter()
+                .map(|l| &rec.tree.nodes[l].rev)
+                .filter(|r| r.pos < max_pos)
+                .map(ToString::to_string)
+                .collect();
             if !ancestors.is_empty() {
                 entry["possible_ancestors"] = json!(ancestors);
             }
         }
         out.insert(id, entry);
     }
-    let body = if missing_revs { json!({"missing_revs": out}) } else { Value::Object(out) };
+    let body = if missing_revs {
+        json!({"missing_revs": out})
+    } else {
+        Value::Object(out)
+    };
     Ok(reply::json(200, &body))
 }

@@ -51,7 +51,8 @@ struct SeqInterval {
 impl SeqInterval {
     /// Whether the row after `written` earlier rows of the feed carries its sequence.
     fn shows(&self, written: u64) -> bool {
-        self.every.is_none_or(|n| self.limit.wrapping_sub(written).is_multiple_of(n))
+        self.every
+            .is_none_or(|n| self.limit.wrapping_sub(written).is_multiple_of(n))
     }
 }
 
@@ -87,10 +88,15 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             return Ok(reply::with_header(reply::empty(304), ETAG, etag));
         }
     }
-    let (resp, sink) = reply::channel(200, content_type);
+    let (resp, mut sink) = reply::channel(200, content_type);
+    // Headers wait for the first batch, so that a filter failing on it fails the request.
+    let ready = sink.hold();
     tokio::spawn(async move {
         let _ = run(db, params, sink, feed).await;
     });
+    if let Ok(Err(e)) = ready.await {
+        return Err(e);
+    }
     Ok(match &etag {
         Some(etag) => reply::with_header(resp, ETAG, etag),
         None => resp,
@@ -117,17 +123,30 @@ fn etag(snap: &DbSnapshot, query: &Query, body: &[u8]) -> String {
     reply::hashed_etag(hash.finalize().into())
 }
 
-fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, body_selector: Option<Value>) -> HttpResult<Params> {
+fn params(
+    state: &State,
+    req: &Req,
+    db: &Database,
+    body_doc_ids: Option<Value>,
+    body_selector: Option<Value>,
+) -> HttpResult<Params> {
     let q = &req.query;
     let feed = match q.get("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
         "longpoll" => Feed::Longpoll,
         "continuous" | "live" => Feed::Continuous,
         "eventsource" => Feed::EventSource,
-        _ => return Err(HttpError::bad_request("Supported `feed` types: normal, continuous, live, longpoll, eventsource")),
+        _ => {
+            return Err(HttpError::bad_request(
+                "Supported `feed` types: normal, continuous, live, longpoll, eventsource",
+            ))
+        }
     };
     let descending = q.flag("descending")?;
-    let since_text = req.header("last-event-id").map(str::to_string).or_else(|| q.get("since").map(str::to_string));
+    let since_text = req
+        .header("last-event-id")
+        .map(str::to_string)
+        .or_else(|| q.get("since").map(str::to_string));
     let since = match since_text.as_deref().map(|s| s.trim_matches('"')) {
         None | Some("0") | Some("") => SeqVector::zero(db.q()),
         Some("now") => db.snapshot().seq()?,
@@ -138,7 +157,11 @@ fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, 
         Some("true") => Some(Duration::from_millis(60_000)),
         Some(v) => match v.parse::<u64>() {
             Ok(ms) if ms > 0 => Some(Duration::from_millis(ms)),
-            _ => return Err(HttpError::bad_request("The heartbeat value should be a positive integer (in milliseconds).")),
+            _ => {
+                return Err(HttpError::bad_request(
+                    "The heartbeat value should be a positive integer (in milliseconds).",
+                ))
+            }
         },
     };
     let timeout = q.u64("timeout")?.map(Duration::from_millis);
@@ -153,7 +176,12 @@ fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, 
         descending,
         limit: q.u64("limit")?,
         include_docs: q.flag("include_docs")?,
-        doc: DocOptions { conflicts: q.flag("conflicts")?, attachments: q.flag("attachments")?, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() },
+        doc: DocOptions {
+            conflicts: q.flag("conflicts")?,
+            attachments: q.flag("attachments")?,
+            att_encoding_info: q.flag("att_encoding_info")?,
+            ..Default::default()
+        },
         all_leaves: q.get("style") == Some("all_docs"),
         doc_ids: None,
         design_only: false,
@@ -163,25 +191,49 @@ fn params(state: &State, req: &Req, db: &Database, body_doc_ids: Option<Value>, 
         None => {}
         Some("_doc_ids") => {
             let ids = match body_doc_ids.or(q.json("doc_ids")?) {
-                Some(Value::Array(ids)) => ids.into_iter().filter_map(|v| v.as_str().map(str::to_string)).collect::<HashSet<_>>(),
-                _ => return Err(HttpError::bad_request("`doc_ids` filter parameter is not a list of doc ids.")),
+                Some(Value::Array(ids)) => ids
+                    .into_iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect::<HashSet<_>>(),
+                _ => {
+                    return Err(HttpError::bad_request(
+                        "`doc_ids` filter parameter is not a list of doc ids.",
+                    ))
+                }
             };
             opts.doc_ids = Some(ids);
         }
         Some("_design") => opts.design_only = true,
         Some("_selector") => {
-            let selector = body_selector.ok_or_else(|| HttpError::bad_request("Selector must be specified in POST payload"))?;
-            let selector = settee_mango::Selector::parse(&selector).map_err(|e| HttpError::bad_request(format!("Invalid selector: {e}")))?;
-            opts.doc_filter = Some(settee_db::DocFilter(Arc::new(move |doc| selector.matches(doc))));
+            let selector = body_selector.ok_or_else(|| {
+                HttpError::bad_request("Selector must be specified in POST payload")
+            })?;
+            let selector = settee_mango::Selector::parse(&selector)
+                .map_err(|e| HttpError::bad_request(format!("Invalid selector: {e}")))?;
+            opts.doc_filter = Some(settee_db::DocFilter(Arc::new(move |doc| {
+                Ok(selector.matches(doc))
+            })));
         }
         Some("_view") => {
-            let view = q.get("view").ok_or_else(|| HttpError::query_parse("`view` filter parameter is not provided."))?;
+            let view = q.get("view").ok_or_else(|| {
+                HttpError::bad_request("`view` filter parameter is not provided.")
+            })?;
             opts.doc_filter = Some(crate::view::view_filter(state, db, view)?);
         }
         Some(f) => opts.doc_filter = Some(crate::view::js_filter(state, db, f, req)?),
     }
-    let seqs = SeqInterval { every, limit: opts.limit.unwrap_or(DEFAULT_LIMIT) };
-    Ok(Params { feed, since, opts, heartbeat, timeout, seqs })
+    let seqs = SeqInterval {
+        every,
+        limit: opts.limit.unwrap_or(DEFAULT_LIMIT),
+    };
+    Ok(Params {
+        feed,
+        since,
+        opts,
+        heartbeat,
+        timeout,
+        seqs,
+    })
 }
 
 /// One change row as CouchDB writes it, built directly (this runs for every row of a feed);
@@ -222,25 +274,26 @@ struct Progress {
 
 /// Writes the changes after `at` from a fresh snapshot; returns where the feed then stands
 /// and how many rows this batch wrote.
-async fn batch(db: &Arc<Database>, mut sink: Sink, at: Progress, opts: ChangesOptions, feed: Feed, seqs: SeqInterval) -> Result<(Sink, Progress, u64), Gone> {
+async fn batch(
+    db: &Arc<Database>,
+    mut sink: Sink,
+    at: Progress,
+    opts: ChangesOptions,
+    feed: Feed,
+    seqs: SeqInterval,
+) -> Result<(Sink, Progress, u64), Gone> {
     let db = db.clone();
     tokio::task::spawn_blocking(move || {
         let snap = db.snapshot();
         let mut changes = match snap.changes(&at.position, opts) {
             Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "reading changes");
-                return Ok((sink, at, 0));
-            }
+            Err(e) => return Err(failed(&mut sink, &e)),
         };
         let mut n = 0u64;
         for row in changes.by_ref() {
             let row = match row {
                 Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, "reading changes");
-                    break;
-                }
+                Err(e) => return Err(failed(&mut sink, &e)),
             };
             let written = at.written + n;
             let seq = seqs.shows(written).then(|| row.seq.encode());
@@ -265,10 +318,27 @@ async fn batch(db: &Arc<Database>, mut sink: Sink, at: Progress, opts: ChangesOp
         }
         let position = changes.position().clone();
         sink.flush()?;
-        Ok((sink, Progress { position, written: at.written + n }, n))
+        Ok((
+            sink,
+            Progress {
+                position,
+                written: at.written + n,
+            },
+            n,
+        ))
     })
     .await
     .unwrap_or(Err(Gone))
+}
+
+/// Ends a feed that could not be read on: with an error answer while its headers are held,
+/// or cut short once they went (never with a `last_seq` past rows it did not send).
+fn failed(sink: &mut Sink, e: &settee_db::Error) -> Gone {
+    if !matches!(e, settee_db::Error::Filter(_)) {
+        tracing::error!(error = %e, "reading changes");
+    }
+    sink.fail(HttpError::from(e));
+    Gone
 }
 
 async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result<(), Gone> {
@@ -277,13 +347,23 @@ async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result
         sink.write(b"{\"results\":[\n")?;
     }
     let waits = feed != Feed::Normal && !p.opts.descending;
-    let default_timeout = if p.heartbeat.is_some() { None } else { Some(Duration::from_millis(60_000)) };
+    let default_timeout = if p.heartbeat.is_some() {
+        None
+    } else {
+        Some(Duration::from_millis(60_000))
+    };
     let deadline = p.timeout.or(default_timeout).map(|t| Instant::now() + t);
-    let mut progress = Progress { position: p.since.clone(), written: 0 };
+    let mut progress = Progress {
+        position: p.since.clone(),
+        written: 0,
+    };
     let mut remaining = p.opts.limit;
     loop {
         rx.borrow_and_update();
-        let opts = ChangesOptions { limit: remaining, ..p.opts.clone() };
+        let opts = ChangesOptions {
+            limit: remaining,
+            ..p.opts.clone()
+        };
         let (s, now, n) = batch(&db, sink, progress, opts, feed, p.seqs).await?;
         sink = s;
         progress = now;
@@ -296,14 +376,26 @@ async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result
     let pending = db.snapshot().pending(&progress.position).unwrap_or(0);
     let last = progress.position.encode();
     match feed {
-        Feed::Normal | Feed::Longpoll => sink.send(format!("\n],\n\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes()).await,
-        Feed::Continuous => sink.send(format!("{{\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes()).await,
+        Feed::Normal | Feed::Longpoll => {
+            sink.send(format!("\n],\n\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes())
+                .await
+        }
+        Feed::Continuous => {
+            sink.send(format!("{{\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes())
+                .await
+        }
         Feed::EventSource => Ok(()),
     }
 }
 
 /// Waits for a write, sending heartbeats; false once the feed's time is up.
-async fn wait(rx: &mut tokio::sync::watch::Receiver<u64>, sink: &mut Sink, heartbeat: Option<Duration>, deadline: Option<Instant>, feed: Feed) -> Result<bool, Gone> {
+async fn wait(
+    rx: &mut tokio::sync::watch::Receiver<u64>,
+    sink: &mut Sink,
+    heartbeat: Option<Duration>,
+    deadline: Option<Instant>,
+    feed: Feed,
+) -> Result<bool, Gone> {
     loop {
         let beat = heartbeat.map(|h| Instant::now() + h);
         let until = match (beat, deadline) {

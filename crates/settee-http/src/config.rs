@@ -21,7 +21,11 @@ impl Config {
     /// Reads `path`; a missing file is an empty configuration that will be created there.
     pub fn load(path: &Path) -> std::io::Result<Config> {
         let sections = read_file(path)?;
-        Ok(Config { path: path.to_path_buf(), saved: sections.clone(), sections })
+        Ok(Config {
+            path: path.to_path_buf(),
+            saved: sections.clone(),
+            sections,
+        })
     }
 
     /// Reads the file again, in place of everything in force: changes made in memory only
@@ -39,17 +43,25 @@ impl Config {
 
     /// A value.
     pub fn get(&self, section: &str, key: &str) -> Option<&str> {
-        self.section(section)?.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.section(section)?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A value parsed, or `default` when absent or unparsable.
     pub fn get_or<T: std::str::FromStr>(&self, section: &str, key: &str, default: T) -> T {
-        self.get(section, key).and_then(|v| v.parse().ok()).unwrap_or(default)
+        self.get(section, key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
     }
 
     /// The keys and values of one section.
     pub fn section(&self, name: &str) -> Option<&[(String, String)]> {
-        self.sections.iter().find(|(n, _)| n == name).map(|(_, kv)| kv.as_slice())
+        self.sections
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, kv)| kv.as_slice())
     }
 
     /// Every section.
@@ -58,7 +70,12 @@ impl Config {
     }
 
     /// Sets a value and writes the file; returns the old value.
-    pub fn set(&mut self, section: &str, key: &str, value: &str) -> std::io::Result<Option<String>> {
+    pub fn set(
+        &mut self,
+        section: &str,
+        key: &str,
+        value: &str,
+    ) -> std::io::Result<Option<String>> {
         put(&mut self.saved, section, key, value);
         let old = put(&mut self.sections, section, key, value);
         self.save()?;
@@ -162,12 +179,22 @@ mod tests {
     fn reads_writes_and_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settee.ini");
-        std::fs::write(&path, "; comment\n[chttpd]\nport = 5984\n\n[admins]\nadmin = -pbkdf2:sha256-ab,cd,10\n").unwrap();
+        std::fs::write(
+            &path,
+            "; comment\n[chttpd]\nport = 5984\n\n[admins]\nadmin = -pbkdf2:sha256-ab,cd,10\n",
+        )
+        .unwrap();
         let mut c = Config::load(&path).unwrap();
         assert_eq!(c.get("chttpd", "port"), Some("5984"));
         assert_eq!(c.get_or("chttpd", "port", 0u16), 5984);
-        assert_eq!(c.set("chttpd", "port", "6000").unwrap().as_deref(), Some("5984"));
-        assert_eq!(c.delete("admins", "admin").unwrap().as_deref(), Some("-pbkdf2:sha256-ab,cd,10"));
+        assert_eq!(
+            c.set("chttpd", "port", "6000").unwrap().as_deref(),
+            Some("5984")
+        );
+        assert_eq!(
+            c.delete("admins", "admin").unwrap().as_deref(),
+            Some("-pbkdf2:sha256-ab,cd,10")
+        );
         let again = Config::load(&path).unwrap();
         assert_eq!(again.get("chttpd", "port"), Some("6000"));
         assert_eq!(again.get("admins", "admin"), None);
@@ -179,17 +206,44 @@ mod tests {
         let path = dir.path().join("settee.ini");
         std::fs::write(&path, "[log]\nlevel = info\n[uuids]\nalgorithm = random\n").unwrap();
         let mut c = Config::load(&path).unwrap();
-        assert_eq!(c.set_unsaved("log", "level", "debug").as_deref(), Some("info"));
-        assert_eq!(c.delete_unsaved("uuids", "algorithm").as_deref(), Some("random"));
+        assert_eq!(
+            c.set_unsaved("log", "level", "debug").as_deref(),
+            Some("info")
+        );
+        assert_eq!(
+            c.delete_unsaved("uuids", "algorithm").as_deref(),
+            Some("random")
+        );
         c.set("chttpd", "port", "6000").unwrap();
-        assert_eq!((c.get("log", "level"), c.get("uuids", "algorithm")), (Some("debug"), None));
+        assert_eq!(
+            (c.get("log", "level"), c.get("uuids", "algorithm")),
+            (Some("debug"), None)
+        );
         let file = Config::load(&path).unwrap();
-        assert_eq!((file.get("log", "level"), file.get("uuids", "algorithm"), file.get("chttpd", "port")), (Some("info"), Some("random"), Some("6000")));
+        assert_eq!(
+            (
+                file.get("log", "level"),
+                file.get("uuids", "algorithm"),
+                file.get("chttpd", "port")
+            ),
+            (Some("info"), Some("random"), Some("6000"))
+        );
         // A persisted delete of a value set only in memory leaves the file as it was.
         c.set_unsaved("log", "extra", "1");
         assert_eq!(c.delete("log", "extra").unwrap().as_deref(), Some("1"));
-        std::fs::write(&path, std::fs::read_to_string(&path).unwrap() + "[couchdb]\nmax_dbs_open = 7\n").unwrap();
+        std::fs::write(
+            &path,
+            std::fs::read_to_string(&path).unwrap() + "[couchdb]\nmax_dbs_open = 7\n",
+        )
+        .unwrap();
         c.reload().unwrap();
-        assert_eq!((c.get("log", "level"), c.get("uuids", "algorithm"), c.get("couchdb", "max_dbs_open")), (Some("info"), Some("random"), Some("7")));
+        assert_eq!(
+            (
+                c.get("log", "level"),
+                c.get("uuids", "algorithm"),
+                c.get("couchdb", "max_dbs_open")
+            ),
+            (Some("info"), Some("random"), Some("7"))
+        );
     }
 }

@@ -50,7 +50,12 @@ pub struct ConnLimits {
 
 impl Default for ConnLimits {
     fn default() -> ConnLimits {
-        ConnLimits { idle: Duration::from_secs(300), header: Duration::from_secs(30), body: Duration::from_secs(300), max: 65_536 }
+        ConnLimits {
+            idle: Duration::from_secs(300),
+            header: Duration::from_secs(30),
+            body: Duration::from_secs(300),
+            max: 65_536,
+        }
     }
 }
 
@@ -59,9 +64,16 @@ impl Default for ConnLimits {
 /// reserve is what the open databases may hold (`database_files`), within a quarter and a
 /// half of the limit, and at least 128.
 pub fn socket_budget(database_files: usize) -> usize {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit only writes the struct it is given.
-    let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur as usize } else { 1024 };
+    let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur as usize
+    } else {
+        1024
+    };
     let reserve = database_files.clamp(files / 4, files / 2).max(128);
     files.saturating_sub(reserve).max(16)
 }
@@ -145,7 +157,12 @@ impl Conn {
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .map(|i| start + (i + 4 - kept) as u64)
-            .or_else(|| bytes.windows(4).position(|w| w == b"\r\n\r\n").map(|i| start + i as u64 + 4));
+            .or_else(|| {
+                bytes
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .map(|i| start + i as u64 + 4)
+            });
         match found {
             Some(end) => self.head_end.store(end, Ordering::Relaxed),
             None => {
@@ -155,7 +172,8 @@ impl Conn {
                 let mut word = [0u8; 4];
                 word[..last.len()].copy_from_slice(last);
                 word[3] = last.len() as u8;
-                self.head_tail.store(u32::from_le_bytes(word), Ordering::Relaxed);
+                self.head_tail
+                    .store(u32::from_le_bytes(word), Ordering::Relaxed);
             }
         }
     }
@@ -169,7 +187,12 @@ impl Conn {
         const SHORTEST_REQUEST: u64 = 18;
         match self.head_end.load(Ordering::Relaxed) {
             0 => false,
-            end => (1..SHORTEST_REQUEST).contains(&self.read.load(Ordering::Relaxed).saturating_sub(end + body_len)),
+            end => (1..SHORTEST_REQUEST).contains(
+                &self
+                    .read
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(end + body_len),
+            ),
         }
     }
 
@@ -192,7 +215,13 @@ impl Conn {
         }
         match self.head_since.load(Ordering::Relaxed) {
             // One whose wait was not yet noted has only just begun it.
-            0 => Some((true, match self.idle_since.load(Ordering::Relaxed) { 0 => u64::MAX, n => n })),
+            0 => Some((
+                true,
+                match self.idle_since.load(Ordering::Relaxed) {
+                    0 => u64::MAX,
+                    n => n,
+                },
+            )),
             head => Some((false, head)),
         }
     }
@@ -200,7 +229,11 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        self.registry.open.lock().expect("connections lock").remove(&self.id);
+        self.registry
+            .open
+            .lock()
+            .expect("connections lock")
+            .remove(&self.id);
         self.registry.closed.notify_waiters();
     }
 }
@@ -217,7 +250,12 @@ impl Connections {
     /// An empty registry whose connections are bounded by `budget` besides the configured
     /// maximum (see [`socket_budget`]).
     pub fn new(budget: usize) -> Arc<Connections> {
-        Arc::new(Connections { open: Mutex::default(), next_id: AtomicU64::new(0), closed: tokio::sync::Notify::new(), budget })
+        Arc::new(Connections {
+            open: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            closed: tokio::sync::Notify::new(),
+            budget,
+        })
     }
 
     /// How many connections are open.
@@ -253,11 +291,18 @@ impl Connections {
         };
         // Chosen outside the registry's lock: dropping the last handle of a connection that
         // has just closed takes that lock.
-        let mut waiting: Vec<_> = conns.iter().filter_map(|c| c.give_way_order().map(|order| (order, c))).collect();
+        let mut waiting: Vec<_> = conns
+            .iter()
+            .filter_map(|c| c.give_way_order().map(|order| (order, c)))
+            .collect();
         waiting.sort_unstable_by_key(|(order, _)| *order);
         for (_, victim) in waiting {
             // One that began a request since it was looked at is left alone.
-            if victim.state.compare_exchange(WAITING, SHED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            if victim
+                .state
+                .compare_exchange(WAITING, SHED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
                 if let Some(w) = victim.waker.lock().expect("waker lock").take() {
                     w.wake();
                 }
@@ -281,7 +326,10 @@ impl Connections {
             registry: self.clone(),
             id,
         });
-        self.open.lock().expect("connections lock").insert(id, Arc::downgrade(&conn));
+        self.open
+            .lock()
+            .expect("connections lock")
+            .insert(id, Arc::downgrade(&conn));
         conn
     }
 }
@@ -298,16 +346,28 @@ pub struct Watched<I> {
 impl<I> Watched<I> {
     /// Watches `io`, the stream of `conn`.
     pub fn new(io: I, conn: Arc<Conn>, limits: ConnLimits) -> Watched<I> {
-        Watched { io, conn, limits, timer: Box::pin(tokio::time::sleep(limits.idle)) }
+        Watched {
+            io,
+            conn,
+            limits,
+            timer: Box::pin(tokio::time::sleep(limits.idle)),
+        }
     }
 }
 
 fn timed_out(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, format!("the client took too long to send {what}"))
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the client took too long to send {what}"),
+    )
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         let got = buf.filled().len() > before;
@@ -318,7 +378,10 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             conn.note_read(&buf.filled()[before..], state != IN_REQUEST);
         }
         if state == SHED {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, "closed to make room for other clients")));
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room for other clients",
+            )));
         }
         // No clock runs while a request is answered.
         if state == IN_REQUEST {
@@ -328,7 +391,8 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             };
         }
         if got && conn.head_since.load(Ordering::Relaxed) == 0 {
-            conn.head_since.store(nanos(Instant::now()), Ordering::Relaxed);
+            conn.head_since
+                .store(nanos(Instant::now()), Ordering::Relaxed);
         }
         if polled.is_ready() {
             return polled;
@@ -340,7 +404,10 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             }
         }
         let (deadline, what) = match conn.head_since.load(Ordering::Relaxed) {
-            0 => (conn.idle_since(Instant::now()) + this.limits.idle, "a request"),
+            0 => (
+                conn.idle_since(Instant::now()) + this.limits.idle,
+                "a request",
+            ),
             head => (instant(head) + this.limits.header, "a request head"),
         };
         this.wait(cx, Some(deadline), what)
@@ -353,7 +420,12 @@ impl<I> Watched<I> {
     /// earlier: one that fires early makes the reader look again and re-arm it. So the
     /// wait for the next request is timed once an answer is sent without anyone waking the
     /// reader, and steady traffic moves no timer.
-    fn wait(&mut self, cx: &mut Context<'_>, deadline: Option<Instant>, what: &str) -> Poll<io::Result<()>> {
+    fn wait(
+        &mut self,
+        cx: &mut Context<'_>,
+        deadline: Option<Instant>,
+        what: &str,
+    ) -> Poll<io::Result<()>> {
         loop {
             // Armed in the future, no later than the deadline: nothing to read the clock for.
             if !self.timer.is_elapsed() {
@@ -369,13 +441,19 @@ impl<I> Watched<I> {
             if deadline.is_some_and(|d| now >= d) {
                 return Poll::Ready(Err(timed_out(what)));
             }
-            self.timer.as_mut().reset(deadline.unwrap_or(now + self.limits.idle));
+            self.timer
+                .as_mut()
+                .reset(deadline.unwrap_or(now + self.limits.idle));
         }
     }
 }
 
 impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -384,7 +462,11 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_shutdown(cx)
     }
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
@@ -402,7 +484,10 @@ pub struct Answer<B> {
 impl<B> Answer<B> {
     /// `inner`, answering a request of `conn`.
     pub fn new(inner: B, conn: Arc<Conn>) -> Answer<B> {
-        Answer { inner, conn: Some(conn) }
+        Answer {
+            inner,
+            conn: Some(conn),
+        }
     }
 
     fn done(&mut self) {
@@ -422,7 +507,10 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Answer<B> {
     type Data = Bytes;
     type Error = B::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None)) {
             self.done();
@@ -474,7 +562,12 @@ impl std::error::Error for BodyError {}
 impl TimedBody {
     /// `inner`, arriving on `conn`, allowed pauses of at most `pause`.
     pub fn new(inner: hyper::body::Incoming, pause: Duration, conn: Arc<Conn>) -> TimedBody {
-        TimedBody { inner, conn, pause, timer: None }
+        TimedBody {
+            inner,
+            conn,
+            pause,
+            timer: None,
+        }
     }
 
     /// Whether the client sent more bytes with this body than its `Content-Length` said
@@ -490,7 +583,10 @@ impl Body for TimedBody {
     type Data = Bytes;
     type Error = BodyError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
@@ -501,7 +597,9 @@ impl Body for TimedBody {
             }
             Poll::Pending => {
                 let pause = this.pause;
-                let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
                 match timer.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::TimedOut))),
                     Poll::Pending => Poll::Pending,

@@ -11,9 +11,16 @@ use crate::reply::{self, Response};
 
 const DEFAULT_HEADERS: &str = "accept, accept-language, authorization, content-length, content-range, content-type, destination, expires, if-match, last-modified, origin, pragma, x-couch-full-commit, x-couch-id, x-couch-persist, x-couchdb-www-authenticate, x-http-method-override, x-requested-with, x-couchdb-vhost-path";
 const DEFAULT_METHODS: &str = "CONNECT, COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT, TRACE";
-const DEFAULT_EXPOSED: &str = "accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time";
+const DEFAULT_EXPOSED: &str =
+    "accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time";
 /// Response headers browsers show pages without being told.
-const SIMPLE_HEADERS: [&str; 5] = ["cache-control", "content-language", "expires", "last-modified", "pragma"];
+const SIMPLE_HEADERS: [&str; 5] = [
+    "cache-control",
+    "content-language",
+    "expires",
+    "last-modified",
+    "pragma",
+];
 
 /// The CORS settings (`[cors]`).
 pub struct Cors {
@@ -26,7 +33,10 @@ pub struct Cors {
 }
 
 fn list(text: &str) -> Vec<String> {
-    text.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    text.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 impl Cors {
@@ -61,17 +71,32 @@ impl Cors {
             return None;
         }
         let asked = text("access-control-request-headers").unwrap_or("");
-        if !list(&asked.to_ascii_lowercase()).iter().all(|h| self.headers.contains(h)) {
+        if !list(&asked.to_ascii_lowercase())
+            .iter()
+            .all(|h| self.headers.contains(h))
+        {
             return None;
         }
         let mut resp = reply::empty(204);
         let h = resp.headers_mut();
-        h.insert("access-control-allow-origin", HeaderValue::from_str(origin).ok()?);
+        h.insert(
+            "access-control-allow-origin",
+            HeaderValue::from_str(origin).ok()?,
+        );
         h.insert("access-control-max-age", HeaderValue::from(self.max_age));
-        h.insert("access-control-allow-methods", HeaderValue::from_str(&self.methods.join(", ")).ok()?);
-        h.insert("access-control-allow-headers", HeaderValue::from_str(asked).ok()?);
+        h.insert(
+            "access-control-allow-methods",
+            HeaderValue::from_str(&self.methods.join(", ")).ok()?,
+        );
+        h.insert(
+            "access-control-allow-headers",
+            HeaderValue::from_str(asked).ok()?,
+        );
         if self.credentials {
-            h.insert("access-control-allow-credentials", HeaderValue::from_static("true"));
+            h.insert(
+                "access-control-allow-credentials",
+                HeaderValue::from_static("true"),
+            );
         }
         Some(resp)
     }
@@ -81,14 +106,24 @@ impl Cors {
         if !self.allows(origin) {
             return;
         }
-        let Ok(origin) = HeaderValue::from_str(origin) else { return };
+        let Ok(origin) = HeaderValue::from_str(origin) else {
+            return;
+        };
         let h = resp.headers_mut();
         let mut exposed = vec!["content-type".to_string()];
-        exposed.extend(SIMPLE_HEADERS.iter().filter(|s| h.contains_key(**s)).map(|s| s.to_string()));
+        exposed.extend(
+            SIMPLE_HEADERS
+                .iter()
+                .filter(|s| h.contains_key(**s))
+                .map(|s| s.to_string()),
+        );
         exposed.extend(self.exposed.iter().cloned());
         h.insert("access-control-allow-origin", origin);
         if self.credentials {
-            h.insert("access-control-allow-credentials", HeaderValue::from_static("true"));
+            h.insert(
+                "access-control-allow-credentials",
+                HeaderValue::from_static("true"),
+            );
         }
         if let Ok(v) = HeaderValue::from_str(&exposed.join(", ")) {
             h.insert("access-control-expose-headers", v);

@@ -8,10 +8,10 @@ use hyper::Method;
 use serde_json::{json, Value};
 use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
 
+use crate::access;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response, Sink};
 use crate::request::Req;
-use crate::access;
 use crate::server::State;
 
 /// `PUT/GET/HEAD/DELETE/POST /{db}`.
@@ -23,9 +23,19 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             let st = state.clone();
             let n = name.to_string();
             let security = access::default_security(state);
-            tokio::task::spawn_blocking(move || st.catalog.create_secured(&n, q, security)).await.map_err(join_error)??;
-            let location = crate::node::absolute_uri(state, req, &format!("/{}", crate::request::url_encode(name)));
-            Ok(reply::with_header(reply::json(201, &json!({"ok": true})), LOCATION, &location))
+            tokio::task::spawn_blocking(move || st.catalog.create_secured(&n, q, security))
+                .await
+                .map_err(join_error)??;
+            let location = crate::node::absolute_uri(
+                state,
+                req,
+                &format!("/{}", crate::request::url_encode(name)),
+            );
+            Ok(reply::with_header(
+                reply::json(201, &json!({"ok": true})),
+                LOCATION,
+                &location,
+            ))
         }
         Method::GET | Method::HEAD => {
             let db = open(state, name)?;
@@ -38,7 +48,9 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             }
             let st = state.clone();
             let n = name.to_string();
-            tokio::task::spawn_blocking(move || st.catalog.delete(&n)).await.map_err(join_error)??;
+            tokio::task::spawn_blocking(move || st.catalog.delete(&n))
+                .await
+                .map_err(join_error)??;
             Ok(reply::ok())
         }
         Method::POST => crate::doc::post(state, req, name).await,
@@ -53,7 +65,8 @@ pub fn open(state: &State, name: &str) -> HttpResult<Arc<Database>> {
     if let Some(db) = state.catalog.get_open(name) {
         return Ok(db);
     }
-    let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {
         Ok(tokio::task::block_in_place(|| state.catalog.get(name))?)
     } else {
@@ -70,7 +83,12 @@ pub fn join_error(_: tokio::task::JoinError) -> HttpError {
 pub fn db_info(db: &Database) -> HttpResult<Value> {
     let snap = db.snapshot();
     let counts = snap.counts()?;
-    let file: u64 = db.shards().iter().filter_map(|s| std::fs::metadata(s.store().path()).ok()).map(|m| m.len()).sum();
+    let file: u64 = db
+        .shards()
+        .iter()
+        .filter_map(|s| std::fs::metadata(s.store().path()).ok())
+        .map(|m| m.len())
+        .sum();
     let purge = snap.purge_seq()?.encode();
     // Damaged nodes may leave the live size unknown; the rest is still worth answering.
     let active = snap.active_bytes().unwrap_or(0);
@@ -90,15 +108,22 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
     // Not CouchDB's: damaged records met in the shard files (see `settee check`).
     let damage = db.damage();
     if !damage.is_empty() {
-        let list: Vec<Value> = damage.into_iter().map(|(shard, d)| json!({"shard": shard, "offset": d.offset, "reason": d.what})).collect();
+        let list: Vec<Value> = damage
+            .into_iter()
+            .map(|(shard, d)| json!({"shard": shard, "offset": d.offset, "reason": d.what}))
+            .collect();
         info["damaged"] = Value::Array(list);
     }
     Ok(info)
 }
 
-
 /// `GET/POST /{db}/_all_docs`, `_design_docs` and `_local_docs`.
-pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+pub async fn all_docs(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    which: &str,
+) -> HttpResult<Response> {
     let db = open(state, name)?;
     let mut keys: Option<Vec<Value>> = match req.query.json("keys")? {
         Some(Value::Array(k)) => Some(k),
@@ -112,7 +137,11 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
             let body = req.json_object(state.max_request).await?;
             match body.get("keys") {
                 Some(Value::Array(k)) => keys = Some(k.clone()),
-                Some(_) => return Err(HttpError::bad_request("`keys` body member must be an array.")),
+                Some(_) => {
+                    return Err(HttpError::bad_request(
+                        "`keys` body member must be an array.",
+                    ))
+                }
                 None => {}
             }
             Some(body)
@@ -121,8 +150,12 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
     };
     let q = &req.query.with_body(body.as_ref(), &["keys"]);
     let range = q.key_range()?;
-    if keys.as_ref().is_some_and(|k| !k.is_empty()) && (range.start_key.is_some() || range.end_key.is_some()) {
-        return Err(HttpError::query_parse("`keys` is incompatible with `key`, `start_key` and `end_key`"));
+    if keys.as_ref().is_some_and(|k| !k.is_empty())
+        && (range.start_key.is_some() || range.end_key.is_some())
+    {
+        return Err(HttpError::query_parse(
+            "`keys` is incompatible with `key`, `start_key` and `end_key`",
+        ));
     }
     let (start, end) = range.id_bounds();
     let mut opts = AllDocsOptions {
@@ -133,7 +166,12 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         skip: q.u64("skip")?.unwrap_or(0),
         limit: q.u64("limit")?,
         include_docs: q.flag("include_docs")?,
-        doc: DocOptions { conflicts: q.flag("conflicts")?, attachments: q.flag("attachments")?, att_encoding_info: q.flag("att_encoding_info")?, ..Default::default() },
+        doc: DocOptions {
+            conflicts: q.flag("conflicts")?,
+            attachments: q.flag("attachments")?,
+            att_encoding_info: q.flag("att_encoding_info")?,
+            ..Default::default()
+        },
         local: which == "_local_docs",
     };
     if which == "_design_docs" {
@@ -154,14 +192,33 @@ pub async fn all_docs(state: &Arc<State>, req: &mut Req, name: &str, which: &str
         (true, Some(_), None) => Some(format!("\"{}\"", snap.seq()?.encode())),
     };
     let total_text = total.map_or_else(null, |t| t.to_string());
-    if let Some(keys) = keys {
-        return Ok(keyed_rows(snap, keys, opts, Head { total: total_text, offset: null(), seq }));
+    if let Some(mut keys) = keys {
+        // As CouchDB: `_design_docs` leaves out keys that name no design document.
+        if which == "_design_docs" {
+            keys.retain(|k| !k.as_str().is_some_and(|id| !id.starts_with(DESIGN_PREFIX)));
+        }
+        return Ok(keyed_rows(
+            snap,
+            keys,
+            opts,
+            Head {
+                total: total_text,
+                offset: null(),
+                seq,
+            },
+        ));
     }
     let offset = match total {
         None => null(),
-        Some(t) => t.min(snap.offset_of(opts.start.as_deref(), opts.descending)? + opts.skip).to_string(),
+        Some(t) => t
+            .min(snap.offset_of(opts.start.as_deref(), opts.descending)? + opts.skip)
+            .to_string(),
     };
-    let head = Head { total: total_text, offset, seq };
+    let head = Head {
+        total: total_text,
+        offset,
+        seq,
+    };
     let rows = snap.all_docs(opts)?;
     Ok(reply::stream(200, move |sink| {
         sink.write(head.text().as_bytes())?;
@@ -192,14 +249,24 @@ struct Head {
 impl Head {
     /// `{"total_rows":…,"offset":…,["update_seq":…,]"rows":[`.
     fn text(&self) -> String {
-        let seq = self.seq.as_ref().map_or_else(String::new, |s| format!("\"update_seq\":{s},"));
-        format!("{{\"total_rows\":{},\"offset\":{},{seq}\"rows\":[\r\n", self.total, self.offset)
+        let seq = self
+            .seq
+            .as_ref()
+            .map_or_else(String::new, |s| format!("\"update_seq\":{s},"));
+        format!(
+            "{{\"total_rows\":{},\"offset\":{},{seq}\"rows\":[\r\n",
+            self.total, self.offset
+        )
     }
 }
 
 fn clamp_to_design(opts: &mut AllDocsOptions) {
     let (lo, hi) = (DESIGN_PREFIX.to_string(), "_design0".to_string());
-    let (start, end) = if opts.descending { (&mut opts.end, &mut opts.start) } else { (&mut opts.start, &mut opts.end) };
+    let (start, end) = if opts.descending {
+        (&mut opts.end, &mut opts.start)
+    } else {
+        (&mut opts.start, &mut opts.end)
+    };
     if start.as_ref().is_none_or(|s| *s < lo) {
         *start = Some(lo);
     }
@@ -229,12 +296,26 @@ fn write_row(sink: &mut Sink, row: &DocRow) -> Result<(), crate::reply::Gone> {
 }
 
 /// `_all_docs` with `keys`: rows in request order, deleted documents shown as CouchDB does.
-fn keyed_rows(snap: settee_db::DbSnapshot, keys: Vec<Value>, opts: AllDocsOptions, head: Head) -> Response {
+fn keyed_rows(
+    snap: settee_db::DbSnapshot,
+    keys: Vec<Value>,
+    opts: AllDocsOptions,
+    head: Head,
+) -> Response {
     reply::stream(200, move |sink| {
         sink.write(head.text().as_bytes())?;
-        let keys: Vec<&Value> = if opts.descending { keys.iter().rev().collect() } else { keys.iter().collect() };
+        let keys: Vec<&Value> = if opts.descending {
+            keys.iter().rev().collect()
+        } else {
+            keys.iter().collect()
+        };
         let limit = opts.limit.map_or(usize::MAX, |l| l as usize);
-        for (i, key) in keys.into_iter().skip(opts.skip as usize).take(limit).enumerate() {
+        for (i, key) in keys
+            .into_iter()
+            .skip(opts.skip as usize)
+            .take(limit)
+            .enumerate()
+        {
             sink.write(if i == 0 { b"" } else { b",\r\n" })?;
             let row = keyed_row(&snap, key, &opts);
             sink.write(&serde_json::to_vec(&row).expect("json"))?;
@@ -244,7 +325,9 @@ fn keyed_rows(snap: settee_db::DbSnapshot, keys: Vec<Value>, opts: AllDocsOption
 }
 
 fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -> Value {
-    let Some(id) = key.as_str() else { return json!({"key": key, "error": "not_found"}) };
+    let Some(id) = key.as_str() else {
+        return json!({"key": key, "error": "not_found"});
+    };
     if settee_db::is_local(id) {
         return local_row(snap, id, opts);
     }
@@ -253,10 +336,13 @@ fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -
         Ok(None) => return json!({"key": key, "error": "not_found"}),
         Err(e) => return json!({"key": key, "error": "unknown_error", "reason": e.to_string()}),
     };
-    let Some(w) = record.tree.winner() else { return json!({"key": key, "error": "not_found"}) };
+    let Some(w) = record.tree.winner() else {
+        return json!({"key": key, "error": "not_found"});
+    };
     let node = &record.tree.nodes[w];
     if node.deleted {
-        let mut row = json!({"id": id, "key": id, "value": {"rev": node.rev.to_string(), "deleted": true}});
+        let mut row =
+            json!({"id": id, "key": id, "value": {"rev": node.rev.to_string(), "deleted": true}});
         if opts.include_docs {
             row["doc"] = Value::Null;
         }
@@ -264,7 +350,11 @@ fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -
     }
     let mut row = json!({"id": id, "key": id, "value": {"rev": node.rev.to_string()}});
     if opts.include_docs {
-        row["doc"] = snap.render(id, &record, w, &opts.doc).ok().and_then(|b| settee_json::deep::from_slice(&b).ok()).unwrap_or(Value::Null);
+        row["doc"] = snap
+            .render(id, &record, w, &opts.doc)
+            .ok()
+            .and_then(|b| settee_json::deep::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
     }
     row
 }
@@ -279,20 +369,35 @@ fn local_row(snap: &settee_db::DbSnapshot, id: &str, opts: &AllDocsOptions) -> V
     let rev = format!("0-{n}");
     let mut row = json!({"id": id, "key": id, "value": {"rev": rev}});
     if opts.include_docs {
-        row["doc"] = settee_json::deep::from_slice(&crate::doc::local_json(id, &rev, &stored, None)).unwrap_or(Value::Null);
+        row["doc"] =
+            settee_json::deep::from_slice(&crate::doc::local_json(id, &rev, &stored, None))
+                .unwrap_or(Value::Null);
     }
     row
 }
 
 /// `_revs_limit` and `_security`.
-pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+pub async fn meta(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    which: &str,
+) -> HttpResult<Response> {
     let db = open(state, name)?;
     match (&req.method, which) {
-        (&Method::GET | &Method::HEAD, "_revs_limit") => Ok(reply::json(200, &json!(db.snapshot().meta()?.revs_limit))),
-        (&Method::GET | &Method::HEAD, "_purged_infos_limit") => Ok(reply::json(200, &json!(db.snapshot().meta()?.purged_infos_limit))),
+        (&Method::GET | &Method::HEAD, "_revs_limit") => {
+            Ok(reply::json(200, &json!(db.snapshot().meta()?.revs_limit)))
+        }
+        (&Method::GET | &Method::HEAD, "_purged_infos_limit") => Ok(reply::json(
+            200,
+            &json!(db.snapshot().meta()?.purged_infos_limit),
+        )),
         (&Method::GET | &Method::HEAD, "_security") => {
             let sec = db.snapshot().meta()?.security;
-            Ok(reply::json_bytes(200, if sec.is_empty() { b"{}".to_vec() } else { sec }))
+            Ok(reply::json_bytes(
+                200,
+                if sec.is_empty() { b"{}".to_vec() } else { sec },
+            ))
         }
         (&Method::PUT, "_revs_limit" | "_purged_infos_limit") => {
             access::db_admin(req, &db)?;
@@ -302,19 +407,32 @@ pub async fn meta(state: &Arc<State>, req: &mut Req, name: &str, which: &str) ->
             };
             // CouchDB's text for the purge limit; its revision limit has none (a 500), so the
             // same words serve.
-            let reason = if which == "_revs_limit" { "`revs_limit` must be a positive integer" } else { "`purge_infos_limit` must be positive integer" };
+            let reason = if which == "_revs_limit" {
+                "`revs_limit` must be a positive integer"
+            } else {
+                "`purge_infos_limit` must be positive integer"
+            };
             let limit = limit.ok_or_else(|| HttpError::bad_request(reason))?;
             if which == "_revs_limit" {
                 db.update_meta(move |m| m.revs_limit = limit).await?;
             } else {
-                db.update_meta(move |m| m.purged_infos_limit = limit).await?;
+                db.update_meta(move |m| m.purged_infos_limit = limit)
+                    .await?;
             }
             Ok(reply::ok())
         }
         (&Method::PUT, "_security") => {
-            let editable = state.config.read().expect("config lock").get_or("couchdb", "users_db_security_editable", false);
+            let editable = state.config.read().expect("config lock").get_or(
+                "couchdb",
+                "users_db_security_editable",
+                false,
+            );
             if access::is_users_db(state, name) && !editable {
-                return Err(HttpError::new(403, "forbidden", "You can't edit the security object of the user database."));
+                return Err(HttpError::new(
+                    403,
+                    "forbidden",
+                    "You can't edit the security object of the user database.",
+                ));
             }
             access::db_admin(req, &db)?;
             let sec = req.json(state.max_request).await?;
@@ -338,7 +456,9 @@ fn creation_options(req: &Req) -> HttpResult<Option<usize>> {
     }
     match req.query.get("partitioned") {
         None | Some("false") => Ok(q),
-        Some("true") => Err(HttpError::bad_request("Partitioned feature is not enabled.")),
+        Some("true") => Err(HttpError::bad_request(
+            "Partitioned feature is not enabled.",
+        )),
         Some(_) => Err(HttpError::bad_request("Invalid `partitioned` parameter")),
     }
 }
@@ -349,13 +469,20 @@ fn positive_int(req: &Req, name: &str) -> HttpResult<Option<u64>> {
         None => Ok(None),
         Some(v) => match v.parse::<u64>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(HttpError::bad_request(format!("The `{name}` value should be a positive integer."))),
+            _ => Err(HttpError::bad_request(format!(
+                "The `{name}` value should be a positive integer."
+            ))),
         },
     }
 }
 
 /// `_compact`, `_ensure_full_commit`, `_view_cleanup`, `_purge`.
-pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+pub async fn maintenance(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    which: &str,
+) -> HttpResult<Response> {
     if req.method != Method::POST {
         return Err(HttpError::method_not_allowed("POST"));
     }
@@ -371,13 +498,20 @@ pub async fn maintenance(state: &Arc<State>, req: &mut Req, name: &str, which: &
         "_ensure_full_commit" => {
             req.require_json()?;
             let d = db.clone();
-            tokio::task::spawn_blocking(move || d.flush()).await.map_err(join_error)??;
-            Ok(reply::json(201, &json!({"ok": true, "instance_start_time": "0"})))
+            tokio::task::spawn_blocking(move || d.flush())
+                .await
+                .map_err(join_error)??;
+            Ok(reply::json(
+                201,
+                &json!({"ok": true, "instance_start_time": "0"}),
+            ))
         }
         "_view_cleanup" => {
             req.require_json()?;
             let d = db.clone();
-            tokio::task::spawn_blocking(move || crate::view::cleanup(&d)).await.map_err(join_error)??;
+            tokio::task::spawn_blocking(move || crate::view::cleanup(&d))
+                .await
+                .map_err(join_error)??;
             Ok(reply::json(202, &json!({"ok": true})))
         }
         "_purge" => purge(state, req, &db).await,
@@ -397,21 +531,46 @@ async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpRes
     let body = req.json_object(state.max_request).await?;
     let (most_ids, most_revs) = {
         let config = state.config.read().expect("config lock");
-        (config.get_or("purge", "max_document_id_number", MAX_PURGE_IDS), config.get_or("purge", "max_revisions_number", MAX_PURGE_REVS))
+        (
+            config.get_or("purge", "max_document_id_number", MAX_PURGE_IDS),
+            config.get_or("purge", "max_revisions_number", MAX_PURGE_REVS),
+        )
     };
     if body.len() > most_ids {
-        return Err(HttpError::bad_request("Exceeded maximum number of documents."));
+        return Err(HttpError::bad_request(
+            "Exceeded maximum number of documents.",
+        ));
     }
-    if body.values().map(|revs| revs.as_array().map_or(0, Vec::len)).sum::<usize>() > most_revs {
-        return Err(HttpError::bad_request("Exceeded maximum number of revisions."));
+    if body
+        .values()
+        .map(|revs| revs.as_array().map_or(0, Vec::len))
+        .sum::<usize>()
+        > most_revs
+    {
+        return Err(HttpError::bad_request(
+            "Exceeded maximum number of revisions.",
+        ));
     }
     let mut docs = Vec::with_capacity(body.len());
     for (id, revs) in body {
-        let Value::Array(revs) = revs else { return Err(HttpError::bad_request("Invalid list of revisions")) };
+        let Value::Array(revs) = revs else {
+            return Err(HttpError::bad_request("Invalid list of revisions"));
+        };
         let revs = crate::doc::parse_revs(&revs)?;
         docs.push((id, revs));
     }
     let purged = db.purge(docs).await?;
-    let purged: serde_json::Map<String, Value> = purged.into_iter().map(|(id, revs)| (id, json!(revs.iter().map(ToString::to_string).collect::<Vec<_>>()))).collect();
-    Ok(reply::json(201, &json!({"purge_seq": Value::Null, "purged": purged})))
+    let purged: serde_json::Map<String, Value> = purged
+        .into_iter()
+        .map(|(id, revs)| {
+            (
+                id,
+                json!(revs.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            )
+        })
+        .collect();
+    Ok(reply::json(
+        201,
+        &json!({"purge_seq": Value::Null, "purged": purged}),
+    ))
 }

@@ -1,30 +1,40 @@
 //! Document endpoints: `GET/HEAD/PUT/DELETE/COPY /{db}/{docid}` (including `_design/` and
-//! `_local/` ids) and `POST /{db}`.
+//! `_local/` ids), `POST /{db}`, and form uploads (`POST /{db}/{docid}`, in `form`).
 
 use std::sync::Arc;
 
 use hyper::header::{ETAG, IF_MATCH, IF_NONE_MATCH, LOCATION};
 use hyper::Method;
 use serde_json::{json, Value};
-use settee_db::{is_local, AttSource, Database, DbSnapshot, DocOptions, DocRecord, Durability, EditMode, NewDoc};
+use settee_db::{
+    is_local, AttSource, Database, DbSnapshot, DocOptions, DocRecord, Durability, EditMode, NewDoc,
+};
 use settee_json::{body, Rev};
 
 use crate::db::open;
 use crate::doc_query::DocQuery;
 use crate::error::{HttpError, HttpResult};
-use crate::reply::{self, Response};
 use crate::multipart;
+use crate::reply::{self, Response};
 use crate::request::{url_encode, Req};
 use crate::server::State;
 
 /// Dispatches on the method.
-pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+pub async fn handle(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    id: &str,
+) -> HttpResult<Response> {
     match req.method {
         Method::GET | Method::HEAD => get(state, req, name, id),
         Method::PUT => put(state, req, name, id).await,
         Method::DELETE => delete(state, req, name, id).await,
+        Method::POST => crate::form::post(state, req, name, id).await,
         _ if req.method.as_str() == "COPY" => copy(state, req, name, id).await,
-        _ => Err(HttpError::method_not_allowed("DELETE,GET,HEAD,POST,PUT,COPY")),
+        _ => Err(HttpError::method_not_allowed(
+            "DELETE,GET,HEAD,POST,PUT,COPY",
+        )),
     }
 }
 
@@ -35,26 +45,41 @@ pub fn parse_rev(s: &str) -> HttpResult<Rev> {
 
 /// Parses a JSON list of revisions, refusing non-strings and bad revisions alike.
 pub fn parse_revs(values: &[Value]) -> HttpResult<Vec<Rev>> {
-    values.iter().map(|r| r.as_str().ok_or_else(|| HttpError::bad_request("Invalid rev format")).and_then(parse_rev)).collect()
+    values
+        .iter()
+        .map(|r| {
+            r.as_str()
+                .ok_or_else(|| HttpError::bad_request("Invalid rev format"))
+                .and_then(parse_rev)
+        })
+        .collect()
 }
 
 /// The revision named by `If-Match`, quotes stripped.
 fn if_match(req: &Req) -> Option<String> {
-    req.header(IF_MATCH).map(|v| v.trim().trim_start_matches("W/").trim_matches('"').to_string())
+    req.header(IF_MATCH).map(|v| {
+        v.trim()
+            .trim_start_matches("W/")
+            .trim_matches('"')
+            .to_string()
+    })
 }
 
 /// The revision a write names by `?rev=` or `If-Match`, which must agree, as CouchDB reads
 /// them for deletions and attachment writes.
 pub fn named_rev(req: &Req) -> HttpResult<Option<String>> {
     match (req.query.get("rev").map(str::to_string), if_match(req)) {
-        (Some(q), Some(h)) if q != h => Err(HttpError::bad_request("Document rev and etag have different values")),
+        (Some(q), Some(h)) if q != h => Err(HttpError::bad_request(
+            "Document rev and etag have different values",
+        )),
         (q, h) => Ok(q.or(h)),
     }
 }
 
 /// The content type of a `multipart/related` request, if it is one.
 fn multipart_related(req: &Req) -> Option<&str> {
-    req.header("content-type").filter(|ct| ct.starts_with("multipart/related"))
+    req.header("content-type")
+        .filter(|ct| ct.starts_with("multipart/related"))
 }
 
 /// `GET`/`HEAD` of a document. As CouchDB: the winner's metadata (`_conflicts`,
@@ -70,8 +95,16 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     // In `_users` and `_replicator` what a caller who is not a database admin sees of a
     // document is filtered; only plain reads of the winner can be.
     let users = crate::access::is_users_db(state, name);
-    let guarded = (users || name == crate::access::REPLICATOR) && !req.is_admin() && !crate::access::is_db_admin(req.user.as_ref(), &db)?;
-    let forbidden = || HttpError::new(403, "forbidden", "Only admins may read user documents with these options.");
+    let guarded = (users || name == crate::access::REPLICATOR)
+        && !req.is_admin()
+        && !crate::access::is_db_admin(req.user.as_ref(), &db)?;
+    let forbidden = || {
+        HttpError::new(
+            403,
+            "forbidden",
+            "Only admins may read user documents with these options.",
+        )
+    };
     if let Some(open_revs) = &q.open_revs {
         if guarded {
             return Err(forbidden());
@@ -81,7 +114,13 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     let rev = q.rev_to_open();
     let opts = match rev {
         None => q.opts.clone(),
-        Some(_) => DocOptions { revs_info: false, conflicts: false, deleted_conflicts: false, local_seq: false, ..q.opts.clone() },
+        Some(_) => DocOptions {
+            revs_info: false,
+            conflicts: false,
+            deleted_conflicts: false,
+            local_seq: false,
+            ..q.opts.clone()
+        },
     };
     let history = opts.revs || opts.revs_info || opts.conflicts || opts.deleted_conflicts;
     let plain = !(history || opts.local_seq || opts.attachments);
@@ -102,8 +141,18 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     // A filtered document is filtered before any 304, which would tell what it hides.
     let visible = match guarded {
         false => None,
-        true if users => Some(crate::access::filter_user_doc(state, req, &db, id, snap.render_as(id, &record, i, &opts, rev_text)?)?),
-        true => Some(crate::access::filter_replication_doc(req, &db, snap.render_as(id, &record, i, &opts, rev_text)?)?),
+        true if users => Some(crate::access::filter_user_doc(
+            state,
+            req,
+            &db,
+            id,
+            snap.render_as(id, &record, i, &opts, rev_text)?,
+        )?),
+        true => Some(crate::access::filter_replication_doc(
+            req,
+            &db,
+            snap.render_as(id, &record, i, &opts, rev_text)?,
+        )?),
     };
     let named = rev.is_some() || !shows_meta(&record, i, &opts);
     if named && if_none_match(req, &etag) {
@@ -111,20 +160,43 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     }
     let resp = match visible {
         Some(body) => reply::json_bytes(200, body),
-        None if opts.attachments && has_attachments(&record, i) && req.accepts("multipart/related") => multipart::related_reply(&snap, id, &record, i, &opts)?,
+        None if opts.attachments
+            && has_attachments(&record, i)
+            && req.accepts("multipart/related") =>
+        {
+            multipart::related_reply(&snap, id, &record, i, &opts)?
+        }
         None => reply::json_bytes(200, snap.render_as(id, &record, i, &opts, rev_text)?),
     };
-    Ok(if named { reply::with_header(resp, ETAG, &etag) } else { resp })
+    Ok(if named {
+        reply::with_header(resp, ETAG, &etag)
+    } else {
+        resp
+    })
 }
 
 /// The winning revision of `id`; a deleted one only when `deleted` asks for it. `whole`
 /// decodes the whole revision tree, which reads that show history or conflicts need.
-fn open_winner(snap: &DbSnapshot, id: &str, whole: bool, deleted: bool) -> HttpResult<(DocRecord, usize)> {
-    let found = if whole { snap.resolve(id, None) } else { snap.resolve_winner(id) };
+fn open_winner(
+    snap: &DbSnapshot,
+    id: &str,
+    whole: bool,
+    deleted: bool,
+) -> HttpResult<(DocRecord, usize)> {
+    let found = if whole {
+        snap.resolve(id, None)
+    } else {
+        snap.resolve_winner(id)
+    };
     match found {
         Err(settee_db::Error::NotFound("deleted")) if deleted => {
-            let record = snap.record(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
-            let winner = record.tree.winner().ok_or_else(|| HttpError::not_found("missing"))?;
+            let record = snap
+                .record(id)?
+                .ok_or_else(|| HttpError::not_found("missing"))?;
+            let winner = record
+                .tree
+                .winner()
+                .ok_or_else(|| HttpError::not_found("missing"))?;
             Ok((record, winner))
         }
         other => Ok(other?),
@@ -135,24 +207,41 @@ fn open_winner(snap: &DbSnapshot, id: &str, whole: bool, deleted: bool) -> HttpR
 /// the answer without an `ETag`: revision information, the local sequence, or conflicts
 /// that exist.
 fn shows_meta(record: &DocRecord, i: usize, opts: &DocOptions) -> bool {
-    let other_leaf = |deleted: bool| record.tree.leaves().into_iter().any(|l| l != i && record.tree.nodes[l].deleted == deleted);
-    opts.revs_info || opts.local_seq || (opts.conflicts && other_leaf(false)) || (opts.deleted_conflicts && other_leaf(true))
+    let other_leaf = |deleted: bool| {
+        record
+            .tree
+            .leaves()
+            .into_iter()
+            .any(|l| l != i && record.tree.nodes[l].deleted == deleted)
+    };
+    opts.revs_info
+        || opts.local_seq
+        || (opts.conflicts && other_leaf(false))
+        || (opts.deleted_conflicts && other_leaf(true))
 }
 
 /// Whether node `i` has attachments, stubs included.
 fn has_attachments(record: &DocRecord, i: usize) -> bool {
-    record.tree.nodes[i].info.as_ref().is_some_and(|info| !info.atts.is_empty())
+    record.tree.nodes[i]
+        .info
+        .as_ref()
+        .is_some_and(|info| !info.atts.is_empty())
 }
 
 /// Whether `If-None-Match` names `etag` (a quoted value, weak or not, in a list or alone).
 pub fn if_none_match(req: &Req, etag: &str) -> bool {
-    req.header(IF_NONE_MATCH).is_some_and(|v| v.split([',', ' ']).any(|t| t.trim_start_matches("W/") == etag))
+    req.header(IF_NONE_MATCH).is_some_and(|v| {
+        v.split([',', ' '])
+            .any(|t| t.trim_start_matches("W/") == etag)
+    })
 }
 
 /// A local document: `_revisions` with `revs`, a `rev` that must be its own, and an `ETag`
 /// naming its revision and body.
 fn local_get(req: &Req, snap: &DbSnapshot, id: &str, q: &DocQuery) -> HttpResult<Response> {
-    let (n, stored) = snap.local(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+    let (n, stored) = snap
+        .local(id)?
+        .ok_or_else(|| HttpError::not_found("missing"))?;
     let rev = format!("0-{n}");
     if q.rev_to_open().is_some_and(|r| r.to_string() != rev) {
         return Err(HttpError::not_found("missing"));
@@ -163,8 +252,15 @@ fn local_get(req: &Req, snap: &DbSnapshot, id: &str, q: &DocQuery) -> HttpResult
     if if_none_match(req, &etag) {
         return Ok(reply::with_header(reply::empty(304), ETAG, &etag));
     }
-    let revisions = q.opts.revs.then(|| json!({"start": 0, "ids": [n.to_string()]}));
-    Ok(reply::with_header(reply::json_bytes(200, local_json(id, &rev, &stored, revisions.as_ref())), ETAG, &etag))
+    let revisions = q
+        .opts
+        .revs
+        .then(|| json!({"start": 0, "ids": [n.to_string()]}));
+    Ok(reply::with_header(
+        reply::json_bytes(200, local_json(id, &rev, &stored, revisions.as_ref())),
+        ETAG,
+        &etag,
+    ))
 }
 
 /// A local document's JSON: its id and revision spliced before its stored members, and
@@ -173,7 +269,11 @@ pub fn local_json(id: &str, rev: &str, stored: &[u8], revisions: Option<&Value>)
     let mut out = Vec::with_capacity(stored.len() + 48);
     body::begin(&mut out, id, Some(rev), stored);
     if let Some(revisions) = revisions {
-        body::member(&mut out, "_revisions", &serde_json::to_vec(revisions).expect("json"));
+        body::member(
+            &mut out,
+            "_revisions",
+            &serde_json::to_vec(revisions).expect("json"),
+        );
     }
     body::end(&mut out);
     out
@@ -181,34 +281,68 @@ pub fn local_json(id: &str, rev: &str, stored: &[u8], revisions: Option<&Value>)
 
 /// A rendered document as a JSON value.
 pub fn parse_doc(bytes: &[u8]) -> HttpResult<Value> {
-    settee_json::deep::from_slice(bytes).map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
+    settee_json::deep::from_slice(bytes)
+        .map_err(|_| HttpError::new(500, "unknown_error", "a stored document is not valid JSON"))
 }
 
 /// A local document's ETag: a hash of its revision and body, the same for the answer to
 /// the write that made it and for later reads.
 fn local_etag(rev: &str, stored: &[u8]) -> String {
     use md5::{Digest, Md5};
-    reply::hashed_etag(Md5::new().chain_update(rev.as_bytes()).chain_update([0]).chain_update(stored).finalize().into())
+    reply::hashed_etag(
+        Md5::new()
+            .chain_update(rev.as_bytes())
+            .chain_update([0])
+            .chain_update(stored)
+            .finalize()
+            .into(),
+    )
 }
 
 /// Edit mode and durability from `new_edits` and `batch`.
 fn write_options(req: &Req) -> HttpResult<(EditMode, Durability)> {
-    let mode = if req.query.bool("new_edits")? == Some(false) { EditMode::Replicated } else { EditMode::Interactive };
-    let durability = if req.query.get("batch") == Some("ok") { Durability::Batch } else { Durability::Durable };
+    let mode = if req.query.bool("new_edits")? == Some(false) {
+        EditMode::Replicated
+    } else {
+        EditMode::Interactive
+    };
+    let durability = if req.query.get("batch") == Some("ok") {
+        Durability::Batch
+    } else {
+        Durability::Durable
+    };
     Ok((mode, durability))
 }
 
 /// Reads a document body and reconciles its `_rev` with `?rev=` and `If-Match`.
-async fn read_doc(state: &State, req: &mut Req, name: &str, id: Option<&str>) -> HttpResult<NewDoc> {
+async fn read_doc(
+    state: &State,
+    req: &mut Req,
+    name: &str,
+    id: Option<&str>,
+) -> HttpResult<NewDoc> {
     let (mut value, parts) = match multipart_related(req).map(multipart::boundary) {
         Some(boundary) => {
-            let boundary = boundary.ok_or_else(|| HttpError::bad_request("multipart/related needs a boundary"))?;
+            let boundary = boundary
+                .ok_or_else(|| HttpError::bad_request("multipart/related needs a boundary"))?;
             read_multipart(state, req, name, &boundary, id).await?
         }
         None => {
-            let limit = state.max_request.min(state.limits.max_document_size.saturating_mul(2).max(1 << 20));
+            let limit = state.max_request.min(
+                state
+                    .limits
+                    .max_document_size
+                    .saturating_mul(2)
+                    .max(1 << 20),
+            );
             match req.json(limit).await {
-                Err(e) if e.status == 413 => return Err(HttpError::new(413, "document_too_large", id.unwrap_or("").to_string())),
+                Err(e) if e.status == 413 => {
+                    return Err(HttpError::new(
+                        413,
+                        "document_too_large",
+                        id.unwrap_or("").to_string(),
+                    ))
+                }
                 other => (other?, Vec::new()),
             }
         }
@@ -218,44 +352,84 @@ async fn read_doc(state: &State, req: &mut Req, name: &str, id: Option<&str>) ->
         let query_rev = req.query.get("rev").map(str::to_string);
         if let (Some(b), Some(q)) = (&body_rev, &query_rev) {
             if b != q {
-                return Err(HttpError::bad_request("Document rev from request body and query string have different values"));
+                return Err(HttpError::bad_request(
+                    "Document rev from request body and query string have different values",
+                ));
             }
         }
         let rev = body_rev.or(query_rev);
         if let Some(etag) = if_match(req) {
             if rev.as_ref().is_some_and(|r| *r != etag) {
-                return Err(HttpError::bad_request("Document rev and etag have different values"));
+                return Err(HttpError::bad_request(
+                    "Document rev and etag have different values",
+                ));
             }
             map.insert("_rev".into(), Value::String(etag));
         } else if let Some(r) = rev {
             map.insert("_rev".into(), Value::String(r));
         }
     }
-    Ok(NewDoc::from_json_parts(value, id, || state.new_uuid(), &state.limits, parts)?)
+    Ok(NewDoc::from_json_parts(
+        value,
+        id,
+        || state.new_uuid(),
+        &state.limits,
+        parts,
+    )?)
 }
 
 /// A `multipart/related` upload, streamed: the JSON document first, then each part named by
 /// a `"follows": true` attachment entry goes straight into the document's shard.
-async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str, id: Option<&str>) -> HttpResult<(Value, Vec<AttSource>)> {
-    let body = req.body.take().ok_or_else(|| HttpError::bad_request("Missing request body"))?;
+async fn read_multipart(
+    state: &State,
+    req: &mut Req,
+    name: &str,
+    boundary: &str,
+    id: Option<&str>,
+) -> HttpResult<(Value, Vec<AttSource>)> {
+    let body = req
+        .body
+        .take()
+        .ok_or_else(|| HttpError::bad_request("Missing request body"))?;
     let started = std::time::Instant::now();
     let mut reader = multipart::Reader::new(body, boundary);
-    reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
-    let json = reader.read_part(state.limits.max_document_size.saturating_mul(2).max(1 << 20)).await?;
+    reader
+        .next_part()
+        .await?
+        .ok_or_else(|| HttpError::bad_request("Malformed multipart body"))?;
+    let json = reader
+        .read_part(
+            state
+                .limits
+                .max_document_size
+                .saturating_mul(2)
+                .max(1 << 20),
+        )
+        .await?;
     let doc: Value = crate::request::parse_json(&json)?;
     // Each part's type, and its identity length if it arrives gzip-encoded (as CouchDB's
     // replicator sends what CouchDB stores compressed).
     let follows: Vec<(String, Option<u64>)> = doc
         .get("_attachments")
         .and_then(Value::as_object)
-        .map(|atts| atts.values().filter(|a| a.get("follows") == Some(&Value::Bool(true))).map(follows_part).collect::<HttpResult<_>>())
+        .map(|atts| {
+            atts.values()
+                .filter(|a| a.get("follows") == Some(&Value::Bool(true)))
+                .map(follows_part)
+                .collect::<HttpResult<_>>()
+        })
         .transpose()?
         .unwrap_or_default();
-    let id = id.or_else(|| doc.get("_id").and_then(Value::as_str)).ok_or_else(|| HttpError::bad_request("A multipart document needs an id"))?.to_string();
+    let id = id
+        .or_else(|| doc.get("_id").and_then(Value::as_str))
+        .ok_or_else(|| HttpError::bad_request("A multipart document needs an id"))?
+        .to_string();
     let db = crate::db::open(state, name)?;
     let mut sources = Vec::with_capacity(follows.len());
     for (content_type, gzipped) in follows {
-        reader.next_part().await?.ok_or_else(|| HttpError::bad_request("Malformed multipart body: an attachment part is missing"))?;
+        reader.next_part().await?.ok_or_else(|| {
+            HttpError::bad_request("Malformed multipart body: an attachment part is missing")
+        })?;
         let mut up = match gzipped {
             Some(length) => crate::att::Uploader::gzipped(state, &db, &id, length),
             None => crate::att::Uploader::new(state, &db, &id, &content_type),
@@ -272,24 +446,34 @@ async fn read_multipart(state: &State, req: &mut Req, name: &str, boundary: &str
 /// A `"follows": true` entry's content type, and the identity length it gives if its part
 /// is gzip-encoded (which it must give).
 fn follows_part(entry: &Value) -> HttpResult<(String, Option<u64>)> {
-    let content_type = entry.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_string();
+    let content_type = entry
+        .get("content_type")
+        .and_then(Value::as_str)
+        .unwrap_or("application/octet-stream")
+        .to_string();
     match entry.get("encoding").and_then(Value::as_str) {
         None | Some("identity") => Ok((content_type, None)),
         Some("gzip") => match entry.get("length").and_then(Value::as_u64) {
             Some(length) => Ok((content_type, Some(length))),
-            None => Err(HttpError::bad_request("A gzip-encoded attachment needs its `length`")),
+            None => Err(HttpError::bad_request(
+                "A gzip-encoded attachment needs its `length`",
+            )),
         },
-        Some(other) => Err(HttpError::bad_request(format!("Unsupported attachment encoding: {other}"))),
+        Some(other) => Err(HttpError::bad_request(format!(
+            "Unsupported attachment encoding: {other}"
+        ))),
     }
 }
 
 /// Which single-document write answers: each has its own status and headers in CouchDB.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Answer {
+pub(crate) enum Answer {
     Put,
     Post,
     Delete,
     Copy,
+    /// A form upload: an `ETag` and no `Location`, as CouchDB answers it.
+    Form,
 }
 
 impl Answer {
@@ -306,10 +490,20 @@ impl Answer {
 /// Applies one edit and answers as CouchDB does for a single-document write. A `batch=ok`
 /// write is answered 202 whatever becomes of it, as CouchDB answers before trying it: a
 /// refusal or a conflict is only logged.
-async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDoc, mode: EditMode, durability: Durability, answer: Answer) -> HttpResult<Response> {
+pub(crate) async fn write_one(
+    state: &Arc<State>,
+    req: &Req,
+    db: &Arc<Database>,
+    doc: NewDoc,
+    mode: EditMode,
+    durability: Durability,
+    answer: Answer,
+) -> HttpResult<Response> {
     let id = doc.id.clone();
     if mode == EditMode::Replicated && doc.revs.is_empty() {
-        return Err(HttpError::bad_request("When `new_edits: false`, the document needs `_rev` or `_revisions` specified"));
+        return Err(HttpError::bad_request(
+            "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
+        ));
     }
     let local_body = is_local(&id).then(|| doc.body.clone());
     let saved = save_one(state, req, db, doc, mode, durability).await;
@@ -320,7 +514,10 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
         return Ok(reply::json(202, &json!({"ok": true, "id": id})));
     }
     let (rev, deleted) = saved?;
-    let mut resp = reply::json(answer.status(deleted), &json!({"ok": true, "id": id, "rev": rev.to_string()}));
+    let mut resp = reply::json(
+        answer.status(deleted),
+        &json!({"ok": true, "id": id, "rev": rev.to_string()}),
+    );
     if answer != Answer::Post {
         let etag = match &local_body {
             Some(body) => local_etag(&rev.to_string(), body),
@@ -328,24 +525,43 @@ async fn write_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, doc: NewDo
         };
         resp = reply::with_header(resp, ETAG, &etag);
     }
-    if answer != Answer::Delete {
+    if !matches!(answer, Answer::Delete | Answer::Form) {
         let path = format!("/{}/{}", url_encode(db.name()), url_encode(&id));
-        resp = reply::with_header(resp, LOCATION, &crate::node::absolute_uri(state, req, &path));
+        resp = reply::with_header(
+            resp,
+            LOCATION,
+            &crate::node::absolute_uri(state, req, &path),
+        );
     }
     Ok(resp)
 }
 
 /// Checks and saves one edit: its new revision and whether it deletes.
-async fn save_one(state: &Arc<State>, req: &Req, db: &Arc<Database>, mut doc: NewDoc, mode: EditMode, durability: Durability) -> HttpResult<(Rev, bool)> {
+async fn save_one(
+    state: &Arc<State>,
+    req: &Req,
+    db: &Arc<Database>,
+    mut doc: NewDoc,
+    mode: EditMode,
+    durability: Durability,
+) -> HttpResult<(Rev, bool)> {
     let id = doc.id.clone();
-    if let Some(Some(e)) = crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc)).await.pop() {
+    if let Some(Some(e)) =
+        crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc))
+            .await
+            .pop()
+    {
         return Err(e);
     }
     if mode == EditMode::Interactive {
         doc.presume_rev();
     }
     let deleted = doc.deleted;
-    let rev = db.update(vec![doc], mode, durability).await?.pop().expect("one answer")?;
+    let rev = db
+        .update(vec![doc], mode, durability)
+        .await?
+        .pop()
+        .expect("one answer")?;
     state.views.kick(db);
     crate::peruser::after_writes(state, db, &[(id, deleted)]).await?;
     Ok((rev, deleted))
@@ -369,7 +585,16 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let db = open(state, name)?;
     let (_, durability) = write_options(req)?;
     let doc = read_doc(state, req, name, None).await?;
-    write_one(state, req, &db, doc, EditMode::Interactive, durability, Answer::Post).await
+    write_one(
+        state,
+        req,
+        &db,
+        doc,
+        EditMode::Interactive,
+        durability,
+        Answer::Post,
+    )
+    .await
 }
 
 async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
@@ -379,7 +604,8 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     // is needed.
     let snap = db.snapshot();
     if is_local(id) {
-        snap.local(id)?.ok_or_else(|| HttpError::not_found("missing"))?;
+        snap.local(id)?
+            .ok_or_else(|| HttpError::not_found("missing"))?;
     } else {
         snap.resolve_winner(id)?;
     }
@@ -396,22 +622,43 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
     }
     let doc = NewDoc::from_json(body, Some(id), String::new, &state.limits)?;
     // `batch=ok` does not apply to deletions, as in CouchDB: the answer names the revision.
-    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, Answer::Delete).await
+    write_one(
+        state,
+        req,
+        &db,
+        doc,
+        EditMode::Interactive,
+        Durability::Durable,
+        Answer::Delete,
+    )
+    .await
 }
 
 /// `COPY /{db}/{docid}` with a `Destination: id[?rev=…]` header.
 async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let dest = req.header("destination").ok_or_else(|| HttpError::bad_request("Destination header is mandatory for COPY."))?.to_string();
+    let dest = req
+        .header("destination")
+        .ok_or_else(|| HttpError::bad_request("Destination header is mandatory for COPY."))?
+        .to_string();
     let (dest_id, dest_rev) = match dest.split_once("?rev=") {
         Some((d, r)) => (d.to_string(), Some(r.to_string())),
         None => (dest, None),
     };
-    let dest_id = percent_encoding::percent_decode_str(&dest_id).decode_utf8_lossy().into_owned();
+    let dest_id = percent_encoding::percent_decode_str(&dest_id)
+        .decode_utf8_lossy()
+        .into_owned();
     let rev = req.query.get("rev").map(parse_rev).transpose()?;
     // The copy takes the source's attachments along, bytes and all (they may belong in
     // another shard's file).
-    let source = db.snapshot().open_doc(id, rev.as_ref(), &DocOptions { attachments: true, ..DocOptions::default() })?;
+    let source = db.snapshot().open_doc(
+        id,
+        rev.as_ref(),
+        &DocOptions {
+            attachments: true,
+            ..DocOptions::default()
+        },
+    )?;
     let mut value = parse_doc(&source)?;
     if let Value::Object(map) = &mut value {
         map.remove("_id");
@@ -421,5 +668,14 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
         }
     }
     let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
-    write_one(state, req, &db, doc, EditMode::Interactive, Durability::Durable, Answer::Copy).await
+    write_one(
+        state,
+        req,
+        &db,
+        doc,
+        EditMode::Interactive,
+        Durability::Durable,
+        Answer::Copy,
+    )
+    .await
 }

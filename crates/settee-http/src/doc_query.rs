@@ -88,7 +88,14 @@ impl DocQuery {
 fn rev_list(text: &str) -> HttpResult<Vec<Rev>> {
     match serde_json::from_str::<Value>(text) {
         Err(_) => Err(HttpError::bad_request("invalid UTF-8 JSON")),
-        Ok(Value::Array(items)) => items.iter().map(|r| r.as_str().ok_or_else(|| HttpError::bad_request("Invalid rev format")).and_then(parse_rev)).collect(),
+        Ok(Value::Array(items)) => items
+            .iter()
+            .map(|r| {
+                r.as_str()
+                    .ok_or_else(|| HttpError::bad_request("Invalid rev format"))
+                    .and_then(parse_rev)
+            })
+            .collect(),
         Ok(_) => Err(HttpError::bad_request("Invalid list of revisions")),
     }
 }
@@ -103,7 +110,9 @@ mod tests {
 
     #[test]
     fn flags_are_on_only_for_true_and_any_true_wins() {
-        let q = parse("revs=true&conflicts=maybe&local_seq=1&latest=true&latest=false&deleted=true").unwrap();
+        let q =
+            parse("revs=true&conflicts=maybe&local_seq=1&latest=true&latest=false&deleted=true")
+                .unwrap();
         assert!(q.opts.revs && q.latest && q.deleted);
         assert!(!q.opts.conflicts && !q.opts.local_seq && !q.opts.attachments);
         let meta = parse("meta=true").unwrap().opts;
@@ -112,13 +121,31 @@ mod tests {
 
     #[test]
     fn revisions_are_checked_wherever_they_appear() {
-        assert_eq!(parse("rev=garbage&open_revs=all").unwrap_err().reason, "Invalid rev format");
-        assert_eq!(parse("open_revs=nope").unwrap_err().reason, "invalid UTF-8 JSON");
-        assert_eq!(parse("open_revs=%5B1%5D").unwrap_err().reason, "Invalid rev format");
-        assert_eq!(parse("open_revs=%7B%7D").unwrap_err().reason, "Invalid list of revisions");
-        assert_eq!(parse("atts_since=%22x%22").unwrap_err().reason, "Invalid list of revisions");
+        assert_eq!(
+            parse("rev=garbage&open_revs=all").unwrap_err().reason,
+            "Invalid rev format"
+        );
+        assert_eq!(
+            parse("open_revs=nope").unwrap_err().reason,
+            "invalid UTF-8 JSON"
+        );
+        assert_eq!(
+            parse("open_revs=%5B1%5D").unwrap_err().reason,
+            "Invalid rev format"
+        );
+        assert_eq!(
+            parse("open_revs=%7B%7D").unwrap_err().reason,
+            "Invalid list of revisions"
+        );
+        assert_eq!(
+            parse("atts_since=%22x%22").unwrap_err().reason,
+            "Invalid list of revisions"
+        );
         let q = parse("open_revs=%5B%221-a%22%5D&rev=2-b").unwrap();
-        assert_eq!(q.open_revs, Some(OpenRevs::List(vec![Rev::parse("1-a").unwrap()])));
+        assert_eq!(
+            q.open_revs,
+            Some(OpenRevs::List(vec![Rev::parse("1-a").unwrap()]))
+        );
         assert_eq!(q.rev, Some(Rev::parse("2-b").unwrap()));
     }
 
@@ -135,6 +162,9 @@ mod tests {
     #[test]
     fn latest_opens_the_winner_despite_rev() {
         assert_eq!(parse("rev=1-a&latest=true").unwrap().rev_to_open(), None);
-        assert_eq!(parse("rev=1-a").unwrap().rev_to_open(), Some(&Rev::parse("1-a").unwrap()));
+        assert_eq!(
+            parse("rev=1-a").unwrap().rev_to_open(),
+            Some(&Rev::parse("1-a").unwrap())
+        );
     }
 }

@@ -24,7 +24,13 @@ pub struct HttpError {
 impl HttpError {
     /// Any error.
     pub fn new(status: u16, error: &str, reason: impl Into<String>) -> HttpError {
-        HttpError { status, error: error.to_string(), reason: reason.into(), allow: None, close: false }
+        HttpError {
+            status,
+            error: error.to_string(),
+            reason: reason.into(),
+            allow: None,
+            close: false,
+        }
     }
 
     /// 400 `bad_request`.
@@ -44,17 +50,25 @@ impl HttpError {
 
     /// 405 with the allowed methods, e.g. `"GET,HEAD"`.
     pub fn method_not_allowed(allow: &'static str) -> HttpError {
-        HttpError { allow: Some(allow), ..HttpError::new(405, "method_not_allowed", format!("Only {allow} allowed")) }
+        HttpError {
+            allow: Some(allow),
+            ..HttpError::new(405, "method_not_allowed", format!("Only {allow} allowed"))
+        }
     }
 
     /// 415 for a body that is not JSON.
     pub fn bad_content_type() -> HttpError {
-        HttpError::new(415, "bad_content_type", "Content-Type must be application/json")
+        HttpError::new(
+            415,
+            "bad_content_type",
+            "Content-Type must be application/json",
+        )
     }
 
     /// The JSON body (without the trailing newline).
     pub fn body(&self) -> Vec<u8> {
-        serde_json::to_vec(&serde_json::json!({"error": self.error, "reason": self.reason})).expect("json")
+        serde_json::to_vec(&serde_json::json!({"error": self.error, "reason": self.reason}))
+            .expect("json")
     }
 }
 
@@ -80,6 +94,7 @@ impl From<&DbError> for HttpError {
             DbError::BadSequence => HttpError::bad_request(reason),
             DbError::MissingStub(..) => HttpError::new(412, "missing_stub", reason),
             DbError::NoAttachment => HttpError::not_found(reason),
+            DbError::Filter(f) => HttpError::new(500, &f.error, f.reason.clone()),
             _ if disk_full(e) => full_disk(&reason),
             DbError::Corrupted(_) | DbError::Store(_) | DbError::Io { .. } => {
                 tracing::error!(error = %reason, "storage failure");
@@ -92,7 +107,8 @@ impl From<&DbError> for HttpError {
 /// Whether a database error is the disk being full.
 fn disk_full(e: &DbError) -> bool {
     let full = |s: &std::io::Error| s.kind() == std::io::ErrorKind::StorageFull;
-    matches!(e, DbError::Store(settee_store::Error::Io { source, .. }) if full(source)) || matches!(e, DbError::Io { source, .. } if full(source))
+    matches!(e, DbError::Store(settee_store::Error::Io { source, .. }) if full(source))
+        || matches!(e, DbError::Io { source, .. } if full(source))
 }
 
 /// A write the disk had no room for: 507 with CouchDB's error name (spelt as CouchDB spells
@@ -117,19 +133,36 @@ impl From<&ViewError> for HttpError {
             ViewError::NotFound(r) => HttpError::not_found(*r),
             ViewError::QueryParse(r) => HttpError::query_parse(r.clone()),
             ViewError::InvalidDesignDoc(r) => HttpError::new(400, "invalid_design_doc", r.clone()),
-            ViewError::UnknownLanguage(l) => HttpError::new(500, "unknown_query_language", l.clone()),
+            ViewError::UnknownLanguage(l) => {
+                HttpError::new(500, "unknown_query_language", l.clone())
+            }
             ViewError::Reduce { error, reason } => HttpError::new(500, error, reason.clone()),
-            ViewError::Js(JsError::Compile(r)) => HttpError::new(400, "compilation_error", r.clone()),
-            ViewError::Js(JsError::Timeout(_)) => HttpError::new(500, "os_process_error", "OS process timed out."),
-            ViewError::Js(JsError::OutOfMemory) => HttpError::new(500, "os_process_error", "OS process ran out of memory."),
-            ViewError::Js(JsError::Raised { error, reason }) => HttpError::new(500, error, reason.clone()),
-            ViewError::Js(JsError::Engine(r)) => HttpError::new(500, "os_process_error", r.clone()),
+            ViewError::Js(e) => HttpError::from(e),
             ViewError::QueryServer(e) => HttpError::from(e),
-            ViewError::Store(settee_store::Error::Io { source, .. }) | ViewError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => full_disk(&reason),
+            ViewError::Store(settee_store::Error::Io { source, .. })
+            | ViewError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::StorageFull =>
+            {
+                full_disk(&reason)
+            }
             ViewError::Store(_) | ViewError::Corrupted(_) | ViewError::Io { .. } => {
                 tracing::error!(error = %reason, "index failure");
                 HttpError::new(500, "unknown_error", reason)
             }
+        }
+    }
+}
+
+impl From<&JsError> for HttpError {
+    fn from(e: &JsError) -> HttpError {
+        match e {
+            JsError::Compile(r) => HttpError::new(400, "compilation_error", r.clone()),
+            JsError::Timeout(_) => HttpError::new(500, "os_process_error", "OS process timed out."),
+            JsError::OutOfMemory => {
+                HttpError::new(500, "os_process_error", "OS process ran out of memory.")
+            }
+            JsError::Raised { error, reason } => HttpError::new(500, error, reason.clone()),
+            JsError::Engine(r) => HttpError::new(500, "os_process_error", r.clone()),
         }
     }
 }
@@ -178,7 +211,10 @@ mod tests {
         ];
         for (err, status, name, reason) in table {
             let h = HttpError::from(err);
-            assert_eq!((h.status, h.error.as_str(), h.reason.as_str()), (status, name, reason));
+            assert_eq!(
+                (h.status, h.error.as_str(), h.reason.as_str()),
+                (status, name, reason)
+            );
         }
     }
 }

@@ -26,7 +26,23 @@ const SCANNED_MANY: &str =
     "The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this.";
 
 /// The keys a `_find` body may have, as CouchDB lists them.
-const FIND_KEYS: &[&str] = &["selector", "use_index", "bookmark", "limit", "skip", "sort", "fields", "partition", "r", "conflicts", "stale", "update", "stable", "execution_stats", "allow_fallback"];
+const FIND_KEYS: &[&str] = &[
+    "selector",
+    "use_index",
+    "bookmark",
+    "limit",
+    "skip",
+    "sort",
+    "fields",
+    "partition",
+    "r",
+    "conflicts",
+    "stale",
+    "update",
+    "stable",
+    "execution_stats",
+    "allow_fallback",
+];
 
 /// A parsed `_find` body.
 struct FindQuery {
@@ -51,20 +67,34 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let body = req.json_object(state.max_request).await?;
     let (default_limit, scan_warning_at) = {
         let config = state.config.read().expect("config lock");
-        (config.get_or("mango", "default_limit", 25u64), config.get_or("mango", "index_scan_warning_threshold", 10u64))
+        (
+            config.get_or("mango", "default_limit", 25u64),
+            config.get_or("mango", "index_scan_warning_threshold", 10u64),
+        )
     };
     let mut q = FindQuery::parse(&body, default_limit)?;
-    let mut warnings = use_index_warning(body.get("use_index")).into_iter().collect::<Vec<_>>();
+    let mut warnings = use_index_warning(body.get("use_index"))
+        .into_iter()
+        .collect::<Vec<_>>();
     warnings.push(NO_INDEX.to_string());
-    let incoming = body.get("bookmark").and_then(Value::as_str).filter(|b| !b.is_empty()).unwrap_or("nil").to_string();
+    let incoming = body
+        .get("bookmark")
+        .and_then(Value::as_str)
+        .filter(|b| !b.is_empty())
+        .unwrap_or("nil")
+        .to_string();
     let started = Instant::now();
     let snap = db.snapshot();
     let (fields, stats) = (q.fields.take(), q.execution_stats);
-    let (docs, examined, last) = tokio::task::spawn_blocking(move || scan(&snap, &q)).await.map_err(join_error)??;
+    let (docs, examined, last) = tokio::task::spawn_blocking(move || scan(&snap, &q))
+        .await
+        .map_err(join_error)??;
     let docs = project(docs, fields.as_deref());
     let returned = docs.len() as u64;
     // As CouchDB: a page that moved nothing answers the bookmark it was given.
-    let bookmark = last.map_or(incoming, |id| URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!([id])).expect("json")));
+    let bookmark = last.map_or(incoming, |id| {
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!([id])).expect("json"))
+    });
     if scan_warning_at > 0 && examined / returned.max(1) > scan_warning_at {
         warnings.push(SCANNED_MANY.to_string());
     }
@@ -87,7 +117,10 @@ pub fn index(state: &State, req: &Req, name: &str) -> HttpResult<Response> {
         Method::GET | Method::HEAD => {
             open(state, name)?;
             let all_docs = json!({"ddoc": null, "name": "_all_docs", "type": "special", "def": {"fields": [{"_id": "asc"}]}});
-            Ok(reply::json(200, &json!({"total_rows": 1, "indexes": [all_docs]})))
+            Ok(reply::json(
+                200,
+                &json!({"total_rows": 1, "indexes": [all_docs]}),
+            ))
         }
         _ => Err(crate::node::unbuilt(req, "_index", "GET,POST")),
     }
@@ -97,31 +130,75 @@ impl FindQuery {
     /// Reads a `_find` body with CouchDB's defaults and errors.
     fn parse(body: &Map<String, Value>, default_limit: u64) -> HttpResult<FindQuery> {
         if let Some(k) = body.keys().find(|k| !FIND_KEYS.contains(&k.as_str())) {
-            return Err(HttpError::new(400, "invalid_key", format!("Invalid key {k} for this request.")));
+            return Err(HttpError::new(
+                400,
+                "invalid_key",
+                format!("Invalid key {k} for this request."),
+            ));
         }
         let flag = |key: &str| match body.get(key) {
             None => Ok(false),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(v) => Err(HttpError::new(400, "invalid_boolean", format!("Invalid boolean value: {v}"))),
+            Some(v) => Err(HttpError::new(
+                400,
+                "invalid_boolean",
+                format!("Invalid boolean value: {v}"),
+            )),
         };
         for key in ["update", "stable"] {
             flag(key)?;
         }
-        let raw = body.get("selector").ok_or_else(|| HttpError::new(400, "missing_required_key", "Missing required key: selector"))?;
+        let raw = body.get("selector").ok_or_else(|| {
+            HttpError::new(
+                400,
+                "missing_required_key",
+                "Missing required key: selector",
+            )
+        })?;
         if !raw.is_object() {
-            return Err(HttpError::new(400, "invalid_selector_json", format!("Selector must be a JSON object, not: {raw}")));
+            return Err(HttpError::new(
+                400,
+                "invalid_selector_json",
+                format!("Selector must be a JSON object, not: {raw}"),
+            ));
         }
-        let selector = Selector::parse(raw).map_err(|e| HttpError::bad_request(format!("Invalid selector: {e}")))?;
+        let selector = Selector::parse(raw)
+            .map_err(|e| HttpError::bad_request(format!("Invalid selector: {e}")))?;
         let count = |key: &str, default: u64| match body.get(key) {
             None => Ok(default),
-            Some(v) => v.as_u64().ok_or_else(|| HttpError::new(400, "invalid_non_neg_integer", format!("{v} is not an integer greater than or equal to zero"))),
+            Some(v) => v.as_u64().ok_or_else(|| {
+                HttpError::new(
+                    400,
+                    "invalid_non_neg_integer",
+                    format!("{v} is not an integer greater than or equal to zero"),
+                )
+            }),
         };
         let fields = match body.get("fields") {
             None => None,
-            Some(Value::Array(a)) => Some(a.iter().map(|f| f.as_str().map(str::to_string)).collect::<Option<Vec<_>>>().ok_or_else(|| HttpError::new(400, "invalid_field", "Fields must be strings"))?),
-            Some(_) => return Err(HttpError::new(400, "invalid_fields", "Fields must be a list of strings")),
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .map(|f| f.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
+                        HttpError::new(400, "invalid_field", "Fields must be strings")
+                    })?,
+            ),
+            Some(_) => {
+                return Err(HttpError::new(
+                    400,
+                    "invalid_fields",
+                    "Fields must be a list of strings",
+                ))
+            }
         };
-        let bad_bookmark = |b: &Value| HttpError::new(400, "invalid_bookmark", format!("Invalid bookmark value: {b}"));
+        let bad_bookmark = |b: &Value| {
+            HttpError::new(
+                400,
+                "invalid_bookmark",
+                format!("Invalid bookmark value: {b}"),
+            )
+        };
         let after = match body.get("bookmark") {
             None | Some(Value::Null) => None,
             Some(Value::String(b)) if b.is_empty() || b == "nil" => None,
@@ -143,12 +220,27 @@ impl FindQuery {
 
 /// CouchDB's warning for a `use_index` that names an index other than `_all_docs`.
 fn use_index_warning(use_index: Option<&Value>) -> Option<String> {
-    let ddoc = |d: &str| if d.starts_with(DESIGN_PREFIX) { d.to_string() } else { format!("{DESIGN_PREFIX}{d}") };
+    let ddoc = |d: &str| {
+        if d.starts_with(DESIGN_PREFIX) {
+            d.to_string()
+        } else {
+            format!("{DESIGN_PREFIX}{d}")
+        }
+    };
     match use_index? {
-        Value::String(d) if !d.is_empty() => Some(format!("{} was not used because it does not contain a valid index for this query.", ddoc(d))),
+        Value::String(d) if !d.is_empty() => Some(format!(
+            "{} was not used because it does not contain a valid index for this query.",
+            ddoc(d)
+        )),
         Value::Array(a) => match a.as_slice() {
-            [Value::String(d)] => Some(format!("{} was not used because it does not contain a valid index for this query.", ddoc(d))),
-            [Value::String(d), Value::String(v)] => Some(format!("{}, {v} was not used because it is not a valid index for this query.", ddoc(d))),
+            [Value::String(d)] => Some(format!(
+                "{} was not used because it does not contain a valid index for this query.",
+                ddoc(d)
+            )),
+            [Value::String(d), Value::String(v)] => Some(format!(
+                "{}, {v} was not used because it is not a valid index for this query.",
+                ddoc(d)
+            )),
             _ => None,
         },
         _ => None,
@@ -158,12 +250,30 @@ fn use_index_warning(use_index: Option<&Value>) -> Option<String> {
 /// The direction a `sort` asks for. Without indexes only `_id` can be sorted by, and only
 /// when the selector bounds `_id` (CouchDB's special index is usable then alone).
 fn sort_descending(sort: Option<&Value>, selector: &Value) -> HttpResult<bool> {
-    let no_index = || HttpError::new(400, "no_usable_index", "No index exists for this sort, try indexing by the sort fields.");
+    let no_index = || {
+        HttpError::new(
+            400,
+            "no_usable_index",
+            "No index exists for this sort, try indexing by the sort fields.",
+        )
+    };
     let Some(sort) = sort else { return Ok(false) };
-    let Value::Array(fields) = sort else { return Err(HttpError::new(400, "invalid_sort_json", format!("Sort must be an array of sort specs, not: {sort}"))) };
+    let Value::Array(fields) = sort else {
+        return Err(HttpError::new(
+            400,
+            "invalid_sort_json",
+            format!("Sort must be an array of sort specs, not: {sort}"),
+        ));
+    };
     let mut descending = None;
     for field in fields {
-        let bad_field = || HttpError::new(400, "invalid_sort_field", format!("Invalid sort field: {field}"));
+        let bad_field = || {
+            HttpError::new(
+                400,
+                "invalid_sort_field",
+                format!("Invalid sort field: {field}"),
+            )
+        };
         let (name, desc) = match field {
             Value::String(f) if !f.is_empty() => (f.as_str(), false),
             Value::Object(o) if o.len() == 1 => {
@@ -177,7 +287,11 @@ fn sort_descending(sort: Option<&Value>, selector: &Value) -> HttpResult<bool> {
             _ => return Err(bad_field()),
         };
         if descending.is_some_and(|d| d != desc) {
-            return Err(HttpError::new(400, "unsupported_mixed_sort", "Sorts currently only support a single direction for all fields."));
+            return Err(HttpError::new(
+                400,
+                "unsupported_mixed_sort",
+                "Sorts currently only support a single direction for all fields.",
+            ));
         }
         if name != "_id" {
             return Err(no_index());
@@ -193,13 +307,19 @@ fn sort_descending(sort: Option<&Value>, selector: &Value) -> HttpResult<bool> {
 /// Whether a selector bounds `_id` where CouchDB's special index can use it: at its top or
 /// in a top-level `$and`, by equality or a range operator.
 fn bounds_id(selector: &Value) -> bool {
-    let Some(m) = selector.as_object() else { return false };
+    let Some(m) = selector.as_object() else {
+        return false;
+    };
     m.iter().any(|(k, v)| match k.as_str() {
         "_id" => match v {
-            Value::Object(ops) => ops.keys().any(|op| matches!(op.as_str(), "$eq" | "$lt" | "$lte" | "$gt" | "$gte")),
+            Value::Object(ops) => ops
+                .keys()
+                .any(|op| matches!(op.as_str(), "$eq" | "$lt" | "$lte" | "$gt" | "$gte")),
             _ => true,
         },
-        "$and" => v.as_array().is_some_and(|parts| parts.iter().any(bounds_id)),
+        "$and" => v
+            .as_array()
+            .is_some_and(|parts| parts.iter().any(bounds_id)),
         _ => false,
     })
 }
@@ -215,12 +335,18 @@ fn decode_bookmark(b: &str) -> Option<String> {
 
 /// The documents (design documents left out) the selector matches, after `skip` of them and
 /// at most `limit`; how many documents were read, and the id of the last one returned.
-fn scan(snap: &settee_db::DbSnapshot, q: &FindQuery) -> HttpResult<(Vec<Value>, u64, Option<String>)> {
+fn scan(
+    snap: &settee_db::DbSnapshot,
+    q: &FindQuery,
+) -> HttpResult<(Vec<Value>, u64, Option<String>)> {
     let opts = AllDocsOptions {
         start: q.after.clone(),
         include_docs: true,
         descending: q.descending,
-        doc: DocOptions { conflicts: q.conflicts, ..DocOptions::default() },
+        doc: DocOptions {
+            conflicts: q.conflicts,
+            ..DocOptions::default()
+        },
         ..AllDocsOptions::default()
     };
     let (mut docs, mut examined, mut skipped, mut last) = (Vec::new(), 0u64, 0u64, None);
@@ -254,8 +380,13 @@ fn scan(snap: &settee_db::DbSnapshot, q: &FindQuery) -> HttpResult<(Vec<Value>, 
 
 /// Each document cut down to `fields` (dotted paths into nested objects), when given.
 fn project(docs: Vec<Value>, fields: Option<&[String]>) -> Vec<Value> {
-    let Some(fields) = fields.filter(|f| !f.is_empty()) else { return docs };
-    let paths: Vec<Vec<String>> = fields.iter().map(|name| settee_mango::field_path(name)).collect();
+    let Some(fields) = fields.filter(|f| !f.is_empty()) else {
+        return docs;
+    };
+    let paths: Vec<Vec<String>> = fields
+        .iter()
+        .map(|name| settee_mango::field_path(name))
+        .collect();
     docs.into_iter()
         .map(|doc| {
             let mut out = Value::Object(Map::new());
@@ -271,11 +402,15 @@ fn project(docs: Vec<Value>, fields: Option<&[String]>) -> Vec<Value> {
 
 /// Sets `value` at `path` in `out`, making the objects on the way.
 fn put_path(out: &mut Value, path: &[String], value: Value) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let mut at = out;
     for p in parents {
         let Value::Object(map) = at else { return };
-        at = map.entry(p.clone()).or_insert_with(|| Value::Object(Map::new()));
+        at = map
+            .entry(p.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
     }
     if let Value::Object(map) = at {
         map.insert(last.clone(), value);
@@ -289,9 +424,19 @@ mod tests {
     #[test]
     fn fields_are_cut_along_dotted_paths() {
         let doc = json!({"_id": "a", "name": {"first": "Ann", "last": "Lee"}, "age": 3});
-        let cut = project(vec![doc], Some(&["_id".to_string(), "name.first".to_string(), "nope.x".to_string()]));
+        let cut = project(
+            vec![doc],
+            Some(&[
+                "_id".to_string(),
+                "name.first".to_string(),
+                "nope.x".to_string(),
+            ]),
+        );
         assert_eq!(cut, vec![json!({"_id": "a", "name": {"first": "Ann"}})]);
-        let cut = project(vec![json!({"a.b": 1, "t": [5, 6]})], Some(&["a\\.b".to_string(), "t.1".to_string()]));
+        let cut = project(
+            vec![json!({"a.b": 1, "t": [5, 6]})],
+            Some(&["a\\.b".to_string(), "t.1".to_string()]),
+        );
         assert_eq!(cut, vec![json!({"a.b": 1, "t": {"1": 6}})]);
     }
 
@@ -301,23 +446,65 @@ mod tests {
         assert!(!sort_descending(None, &json!({})).unwrap());
         assert!(sort_descending(Some(&json!([{"_id": "desc"}])), &by_id).unwrap());
         assert!(!sort_descending(Some(&json!(["_id"])), &json!({"$and": [{"_id": "x"}]})).unwrap());
-        let error = |sort: Value, selector: &Value| sort_descending(Some(&sort), selector).unwrap_err().error;
-        assert_eq!(error(json!(["_id"]), &json!({"n": 1})), "no_usable_index", "the selector must bound _id");
+        let error = |sort: Value, selector: &Value| {
+            sort_descending(Some(&sort), selector).unwrap_err().error
+        };
+        assert_eq!(
+            error(json!(["_id"]), &json!({"n": 1})),
+            "no_usable_index",
+            "the selector must bound _id"
+        );
         assert_eq!(error(json!(["age"]), &by_id), "no_usable_index");
-        assert_eq!(error(json!([{"_id": "sideways"}]), &by_id), "invalid_sort_field");
-        assert_eq!(error(json!(["_id", {"_id": "desc"}]), &by_id), "unsupported_mixed_sort");
+        assert_eq!(
+            error(json!([{"_id": "sideways"}]), &by_id),
+            "invalid_sort_field"
+        );
+        assert_eq!(
+            error(json!(["_id", {"_id": "desc"}]), &by_id),
+            "unsupported_mixed_sort"
+        );
         assert_eq!(error(json!("_id"), &by_id), "invalid_sort_json");
     }
 
     #[test]
     fn bodies_are_checked_as_couchdb_checks_them() {
-        let parse = |v: Value| FindQuery::parse(v.as_object().unwrap(), 25).err().map(|e| (e.error, e.reason));
-        assert_eq!(parse(json!({"selector": {}, "limt": 1})), Some(("invalid_key".into(), "Invalid key limt for this request.".into())));
-        assert_eq!(parse(json!({"selector": []})).unwrap().0, "invalid_selector_json");
-        assert_eq!(parse(json!({"selector": {}, "limit": -1})), Some(("invalid_non_neg_integer".into(), "-1 is not an integer greater than or equal to zero".into())));
-        assert_eq!(parse(json!({"selector": {}, "conflicts": "true"})).unwrap().0, "invalid_boolean");
-        assert_eq!(parse(json!({"selector": {}, "bookmark": null, "r": 1, "use_index": "x"})), None);
-        assert_eq!(use_index_warning(Some(&json!(["d", "v"]))).unwrap(), "_design/d, v was not used because it is not a valid index for this query.");
+        let parse = |v: Value| {
+            FindQuery::parse(v.as_object().unwrap(), 25)
+                .err()
+                .map(|e| (e.error, e.reason))
+        };
+        assert_eq!(
+            parse(json!({"selector": {}, "limt": 1})),
+            Some((
+                "invalid_key".into(),
+                "Invalid key limt for this request.".into()
+            ))
+        );
+        assert_eq!(
+            parse(json!({"selector": []})).unwrap().0,
+            "invalid_selector_json"
+        );
+        assert_eq!(
+            parse(json!({"selector": {}, "limit": -1})),
+            Some((
+                "invalid_non_neg_integer".into(),
+                "-1 is not an integer greater than or equal to zero".into()
+            ))
+        );
+        assert_eq!(
+            parse(json!({"selector": {}, "conflicts": "true"}))
+                .unwrap()
+                .0,
+            "invalid_boolean"
+        );
+        assert_eq!(
+            parse(json!({"selector": {}, "bookmark": null, "r": 1, "use_index": "x"})),
+            None
+        );
+        assert_eq!(
+            use_index_warning(Some(&json!(["d", "v"]))).unwrap(),
+            "_design/d, v was not used because it is not a valid index for this query."
+        );
     }
 
     #[test]

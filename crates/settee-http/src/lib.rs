@@ -24,6 +24,7 @@ mod doc;
 mod doc_query;
 mod error;
 mod find;
+mod form;
 mod multipart;
 mod node;
 mod openrevs;

@@ -21,7 +21,10 @@ fn broken() -> HttpError {
 }
 
 fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    hay.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| p + from)
+    hay.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
 }
 
 /// Reads a multipart body part by part as it arrives, never holding more than one network
@@ -40,7 +43,13 @@ impl Reader {
     /// Starts reading `body` split on `boundary`.
     pub fn new(body: crate::connections::TimedBody, boundary: &str) -> Reader {
         // Reading starts inside an empty preamble "part" that the first delimiter ends.
-        Reader { body, buf: b"\r\n".to_vec(), delim: format!("\r\n--{boundary}").into_bytes(), part_done: false, ended: false }
+        Reader {
+            body,
+            buf: b"\r\n".to_vec(),
+            delim: format!("\r\n--{boundary}").into_bytes(),
+            part_done: false,
+            ended: false,
+        }
     }
 
     /// Reads one more frame; false at the end of the body.
@@ -49,7 +58,9 @@ impl Reader {
         loop {
             match self.body.frame().await {
                 None => return Ok(false),
-                Some(Err(_)) => return Err(HttpError::bad_request("the request body could not be read")),
+                Some(Err(_)) => {
+                    return Err(HttpError::bad_request("the request body could not be read"))
+                }
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         self.buf.extend_from_slice(&data);
@@ -91,7 +102,11 @@ impl Reader {
         let headers = head
             .split("\r\n")
             .filter(|l| !l.is_empty())
-            .map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string())).ok_or_else(broken))
+            .map(|l| {
+                l.split_once(':')
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                    .ok_or_else(broken)
+            })
             .collect::<HttpResult<Vec<_>>>()?;
         self.buf.drain(..end + 4);
         self.part_done = false;
@@ -127,7 +142,11 @@ impl Reader {
         while let Some(c) = self.chunk().await? {
             out.extend_from_slice(&c);
             if out.len() > limit {
-                return Err(HttpError::new(413, "too_large", "the request entity is too large"));
+                return Err(HttpError::new(
+                    413,
+                    "too_large",
+                    "the request entity is too large",
+                ));
             }
         }
         Ok(out)
@@ -169,17 +188,41 @@ pub struct Related {
 
 impl Related {
     /// Node `i` of `record` with the attachments `opts` sends.
-    pub fn new(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<Related> {
-        let info = record.tree.nodes[i].info.as_ref().ok_or_else(|| HttpError::not_found("missing"))?;
-        let stubs = DocOptions { attachments: false, ..opts.clone() };
+    pub fn new(
+        snap: &DbSnapshot,
+        id: &str,
+        record: &DocRecord,
+        i: usize,
+        opts: &DocOptions,
+    ) -> HttpResult<Related> {
+        let info = record.tree.nodes[i]
+            .info
+            .as_ref()
+            .ok_or_else(|| HttpError::not_found("missing"))?;
+        let stubs = DocOptions {
+            attachments: false,
+            ..opts.clone()
+        };
         let json = snap.render(id, record, i, &stubs)?;
-        let follows: Vec<AttInfo> = info.atts.iter().filter(|a| settee_db::sends_data(record, i, a, opts)).cloned().collect();
+        let follows: Vec<AttInfo> = info
+            .atts
+            .iter()
+            .filter(|a| settee_db::sends_data(record, i, a, opts))
+            .cloned()
+            .collect();
         if follows.is_empty() {
-            return Ok(Related { json, follows, boundary: String::new() });
+            return Ok(Related {
+                json,
+                follows,
+                boundary: String::new(),
+            });
         }
         let mut doc = parse_doc(&json)?;
         for att in &follows {
-            if let Some(Value::Object(entry)) = doc.get_mut("_attachments").and_then(|a| a.get_mut(&att.name)) {
+            if let Some(Value::Object(entry)) = doc
+                .get_mut("_attachments")
+                .and_then(|a| a.get_mut(&att.name))
+            {
                 for key in ["stub", "encoding", "encoded_length"] {
                     entry.remove(key);
                 }
@@ -187,7 +230,11 @@ impl Related {
             }
         }
         let json = serde_json::to_vec(&doc).expect("json");
-        Ok(Related { json, follows, boundary: crate::auth::random_hex(16) })
+        Ok(Related {
+            json,
+            follows,
+            boundary: crate::auth::random_hex(16),
+        })
     }
 
     /// Its content type.
@@ -200,16 +247,34 @@ impl Related {
 
     /// Writes the body to `out`, reading each attachment a chunk at a time; stops when `out`
     /// does, or when a chunk cannot be read (logged).
-    pub fn write(&self, snap: &DbSnapshot, id: &str, out: &mut dyn FnMut(&[u8]) -> Result<(), Gone>) -> Result<(), Gone> {
+    pub fn write(
+        &self,
+        snap: &DbSnapshot,
+        id: &str,
+        out: &mut dyn FnMut(&[u8]) -> Result<(), Gone>,
+    ) -> Result<(), Gone> {
         if self.follows.is_empty() {
             return out(&self.json);
         }
-        out(&part_head(&self.boundary, &[("Content-Type", "application/json")]))?;
+        out(&part_head(
+            &self.boundary,
+            &[("Content-Type", "application/json")],
+        ))?;
         out(&self.json)?;
         for att in &self.follows {
-            let disposition = format!("attachment; filename={}", serde_json::to_string(&att.name).expect("json"));
+            let disposition = format!(
+                "attachment; filename={}",
+                serde_json::to_string(&att.name).expect("json")
+            );
             out(b"\r\n")?;
-            out(&part_head(&self.boundary, &[("Content-Disposition", &disposition), ("Content-Type", &att.content_type), ("Content-Length", &att.length.to_string())]))?;
+            out(&part_head(
+                &self.boundary,
+                &[
+                    ("Content-Disposition", &disposition),
+                    ("Content-Type", &att.content_type),
+                    ("Content-Length", &att.length.to_string()),
+                ],
+            ))?;
             let mut reader = crate::att::identity_reader(snap.clone(), id, att);
             let mut buf = vec![0u8; 64 * 1024];
             loop {
@@ -228,7 +293,13 @@ impl Related {
 }
 
 /// [`Related`] whole in memory, with its content type (for answers that gather several).
-pub fn related_doc(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<(String, Vec<u8>)> {
+pub fn related_doc(
+    snap: &DbSnapshot,
+    id: &str,
+    record: &DocRecord,
+    i: usize,
+    opts: &DocOptions,
+) -> HttpResult<(String, Vec<u8>)> {
     let related = Related::new(snap, id, record, i, opts)?;
     let mut body = Vec::new();
     related
@@ -241,13 +312,22 @@ pub fn related_doc(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, op
 }
 
 /// A document read with its attachments, streamed as it is read.
-pub fn related_reply(snap: &DbSnapshot, id: &str, record: &DocRecord, i: usize, opts: &DocOptions) -> HttpResult<Response> {
+pub fn related_reply(
+    snap: &DbSnapshot,
+    id: &str,
+    record: &DocRecord,
+    i: usize,
+    opts: &DocOptions,
+) -> HttpResult<Response> {
     let related = Related::new(snap, id, record, i, opts)?;
     let (resp, mut sink) = reply::channel(200, "application/json");
     let resp = reply::with_header(resp, hyper::header::CONTENT_TYPE, &related.content_type());
     let (snap, id) = (snap.clone(), id.to_string());
     tokio::task::spawn_blocking(move || {
-        if related.write(&snap, &id, &mut |bytes| sink.write(bytes)).is_ok() {
+        if related
+            .write(&snap, &id, &mut |bytes| sink.write(bytes))
+            .is_ok()
+        {
             let _ = sink.flush();
         }
     });
@@ -260,11 +340,19 @@ mod tests {
 
     #[test]
     fn boundaries_are_read_from_content_types() {
-        assert_eq!(boundary("multipart/related; boundary=\"xyz\""), Some("xyz".into()));
+        assert_eq!(
+            boundary("multipart/related; boundary=\"xyz\""),
+            Some("xyz".into())
+        );
         assert_eq!(boundary("multipart/related;boundary=q"), Some("q".into()));
         assert_eq!(boundary("multipart/related"), None);
         let mut out = Vec::new();
-        write_part(&mut out, "b", &[("Content-Type", "text/plain".into())], b"hi");
+        write_part(
+            &mut out,
+            "b",
+            &[("Content-Type", "text/plain".into())],
+            b"hi",
+        );
         write_end(&mut out, "b");
         assert_eq!(out, b"--b\r\nContent-Type: text/plain\r\n\r\nhi\r\n--b--");
     }

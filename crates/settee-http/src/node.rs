@@ -34,14 +34,21 @@ pub fn welcome(state: &State, req: &Req) -> HttpResult<Response> {
 /// `GET /_up`.
 pub fn up(req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
-    Ok(reply::json_bytes(200, br#"{"status":"ok","seeds":{}}"#.to_vec()))
+    Ok(reply::json_bytes(
+        200,
+        br#"{"status":"ok","seeds":{}}"#.to_vec(),
+    ))
 }
 
 /// `GET /_uuids?count=N`, with CouchDB's texts for a bad count and its headers that keep
 /// caches from handing the same ids out twice.
 pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET")?;
-    let max = state.config.read().expect("config lock").get_or("uuids", "max_count", 1000u64);
+    let max = state
+        .config
+        .read()
+        .expect("config lock")
+        .get_or("uuids", "max_count", 1000u64);
     let too_large = || HttpError::bad_request("count parameter too large");
     let count = match req.query.get("count") {
         None => 1,
@@ -49,7 +56,9 @@ pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
             Ok(n) if n <= max => n,
             Ok(_) => return Err(too_large()),
             // Digits past what fits are a count too large, as CouchDB's bignums make them.
-            Err(_) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => return Err(too_large()),
+            Err(_) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                return Err(too_large())
+            }
             Err(_) => return Err(HttpError::bad_request("count must be a positive integer")),
         },
     };
@@ -64,7 +73,12 @@ pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
         reply::hashed_etag(h.finalize().into())
     };
     let mut resp = reply::json(200, &json!({"uuids": ids}));
-    for (name, value) in [("cache-control", "no-cache"), ("pragma", "no-cache"), ("expires", "Mon, 01 Jan 1990 00:00:00 GMT"), ("etag", etag.as_str())] {
+    for (name, value) in [
+        ("cache-control", "no-cache"),
+        ("pragma", "no-cache"),
+        ("expires", "Mon, 01 Jan 1990 00:00:00 GMT"),
+        ("etag", etag.as_str()),
+    ] {
         resp = reply::with_header(resp, hyper::header::HeaderName::from_static(name), value);
     }
     Ok(resp)
@@ -78,15 +92,25 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
             if req.user.is_none() && req.query.get("basic") == Some("true") {
                 return Err(HttpError::new(401, "unauthorized", "Please login."));
             }
-            let (name, roles) = req.user.as_ref().map_or((Value::Null, vec![]), |u| (json!(u.name), u.roles.clone()));
+            let (name, roles) = req
+                .user
+                .as_ref()
+                .map_or((Value::Null, vec![]), |u| (json!(u.name), u.roles.clone()));
             let mut info = json!({"authentication_handlers": state.settings.load().handlers});
             if let Some(how) = req.auth_handler {
                 info["authenticated"] = json!(how);
             }
-            Ok(reply::json(200, &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info})))
+            Ok(reply::json(
+                200,
+                &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info}),
+            ))
         }
         Method::POST => login(state, req).await,
-        Method::DELETE => Ok(reply::with_header(reply::ok(), SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), true, auth::now()))),
+        Method::DELETE => Ok(reply::with_header(
+            reply::ok(),
+            SET_COOKIE,
+            &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), true, auth::now()),
+        )),
         _ => Err(HttpError::method_not_allowed("GET,HEAD,POST,DELETE")),
     }
 }
@@ -94,44 +118,96 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
 async fn login(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     let (name, password) = login_form(req).await?;
     let (st, peer) = (state.clone(), req.peer);
-    let checked = tokio::task::spawn_blocking(move || st.guarded_login(peer, &name, true, |account| account.filter(|a| a.verify(&password))))
-        .await
-        .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
+    let checked = tokio::task::spawn_blocking(move || {
+        st.guarded_login(peer, &name, true, |account| {
+            account.filter(|a| a.verify(&password))
+        })
+    })
+    .await
+    .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))?;
     let account = match checked {
         Ok(account) => account,
         Err(e) if e.status == 401 => {
             let resp = reply::error(&e);
-            let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::clearing(&state.cookie_attributes(req.tls), false, auth::now()));
+            let resp = reply::with_header(
+                resp,
+                SET_COOKIE,
+                &settee_auth::cookie::clearing(
+                    &state.cookie_attributes(req.tls),
+                    false,
+                    auth::now(),
+                ),
+            );
             return redirect(state, req, resp, "fail");
         }
         Err(e) => return Err(e),
     };
     let now = auth::now();
-    let cookie = settee_auth::cookie::make(&state.secret, &account.fingerprint(), &account.user.name, now);
-    let resp = reply::json(200, &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}));
-    let resp = reply::with_header(resp, SET_COOKIE, &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls), now));
+    let cookie = settee_auth::cookie::make(
+        &state.secret,
+        &account.fingerprint(),
+        &account.user.name,
+        now,
+    );
+    let resp = reply::json(
+        200,
+        &json!({"ok": true, "name": account.user.name, "roles": account.user.roles}),
+    );
+    let resp = reply::with_header(
+        resp,
+        SET_COOKIE,
+        &settee_auth::cookie::header(&cookie, &state.cookie_attributes(req.tls), now),
+    );
     redirect(state, req, resp, "next")
 }
 
 /// The name and password a login names, as CouchDB reads them: from a form or a JSON
 /// object, the name as `name` or `username` (both, only if they agree).
 async fn login_form(req: &mut Req) -> HttpResult<(String, String)> {
-    let content_type = req.header("content-type").unwrap_or("").to_ascii_lowercase();
-    let fields: Vec<(String, Option<String>)> = if content_type.starts_with("application/x-www-form-urlencoded") {
-        let body = req.bytes(1 << 20).await?;
-        let q = crate::request::Query::parse(Some(&String::from_utf8_lossy(&body)));
-        ["name", "username", "password"].iter().map(|k| (k.to_string(), q.get(k).map(str::to_string))).collect()
-    } else if content_type.starts_with("application/json") {
-        let body = req.json_object(1 << 20).await?;
-        ["name", "username", "password"].iter().map(|k| (k.to_string(), body.get(*k).and_then(Value::as_str).map(str::to_string))).collect()
-    } else {
-        return Err(HttpError::new(415, "bad_content_type", "Content-Type must be 'application/x-www-form-urlencoded' or 'application/json'"));
-    };
-    let [(_, name), (_, username), (_, password)] = <[_; 3]>::try_from(fields).expect("three fields");
+    let content_type = req
+        .header("content-type")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let fields: Vec<(String, Option<String>)> =
+        if content_type.starts_with("application/x-www-form-urlencoded") {
+            let body = req.bytes(1 << 20).await?;
+            let q = crate::request::Query::parse(Some(&String::from_utf8_lossy(&body)));
+            ["name", "username", "password"]
+                .iter()
+                .map(|k| (k.to_string(), q.get(k).map(str::to_string)))
+                .collect()
+        } else if content_type.starts_with("application/json") {
+            let body = req.json_object(1 << 20).await?;
+            ["name", "username", "password"]
+                .iter()
+                .map(|k| {
+                    (
+                        k.to_string(),
+                        body.get(*k).and_then(Value::as_str).map(str::to_string),
+                    )
+                })
+                .collect()
+        } else {
+            return Err(HttpError::new(
+                415,
+                "bad_content_type",
+                "Content-Type must be 'application/x-www-form-urlencoded' or 'application/json'",
+            ));
+        };
+    let [(_, name), (_, username), (_, password)] =
+        <[_; 3]>::try_from(fields).expect("three fields");
     let name = match (name, username) {
-        (Some(a), Some(b)) if a != b => return Err(HttpError::bad_request("request body contains different usernames")),
+        (Some(a), Some(b)) if a != b => {
+            return Err(HttpError::bad_request(
+                "request body contains different usernames",
+            ))
+        }
         (Some(n), _) | (None, Some(n)) => n,
-        (None, None) => return Err(HttpError::bad_request("request body must contain a username")),
+        (None, None) => {
+            return Err(HttpError::bad_request(
+                "request body must contain a username",
+            ))
+        }
     };
     Ok((name, password.unwrap_or_default()))
 }
@@ -143,10 +219,20 @@ fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> HttpRe
     let Some(path) = req.query.get(param) else {
         return Ok(resp);
     };
-    let location = hyper::header::HeaderValue::from_str(&absolute_uri(state, req, path)).map_err(|_| HttpError::bad_request(format!("Invalid `{param}` location")))?;
+    let location = hyper::header::HeaderValue::from_str(&absolute_uri(state, req, path))
+        .map_err(|_| HttpError::bad_request(format!("Invalid `{param}` location")))?;
     *resp.status_mut() = hyper::StatusCode::FOUND;
     resp.headers_mut().insert(hyper::header::LOCATION, location);
     Ok(resp)
+}
+
+/// The host (and port) the client asked for: the forwarded host or the `Host` header.
+pub(crate) fn client_host(state: &State, req: &Req) -> String {
+    let settings = state.settings.load();
+    req.header(settings.forwarded.host.as_str())
+        .or_else(|| req.header(hyper::header::HOST))
+        .unwrap_or("127.0.0.1")
+        .to_string()
 }
 
 /// `path` on this server as the client reached it: the forwarded host or the `Host` header,
@@ -154,8 +240,10 @@ fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> HttpRe
 pub(crate) fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
     let settings = state.settings.load();
     let named = &settings.forwarded;
-    let host = req.header(named.host.as_str()).or_else(|| req.header(hyper::header::HOST)).unwrap_or("127.0.0.1");
-    let https = req.tls || req.header(named.ssl.as_str()) == Some("on") || req.header(named.proto.as_str()) == Some("https");
+    let host = client_host(state, req);
+    let https = req.tls
+        || req.header(named.ssl.as_str()) == Some("on")
+        || req.header(named.proto.as_str()) == Some("https");
     format!("{}://{host}{path}", if https { "https" } else { "http" })
 }
 
@@ -171,15 +259,24 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         }
         ["_membership"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
-            Ok(reply::json(200, &json!({"all_nodes": [NODE], "cluster_nodes": [NODE]})))
+            Ok(reply::json(
+                200,
+                &json!({"all_nodes": [NODE], "cluster_nodes": [NODE]}),
+            ))
         }
         ["_node", node] if is_local(node) => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
             Ok(reply::json(200, &json!({"name": NODE})))
         }
-        ["_node", node, "_config", ref rest @ ..] if is_local(node) => config(state, req, rest).await,
-        ["_node", node, ..] if !is_local(node) => Err(HttpError::not_found(format!("unknown node {node}"))),
-        ["_node", _, what @ ("_stats" | "_system" | "_prometheus" | "_versions" | "_smoosh"), ..] => Err(unbuilt(req, what, "GET")),
+        ["_node", node, "_config", ref rest @ ..] if is_local(node) => {
+            config(state, req, rest).await
+        }
+        ["_node", node, ..] if !is_local(node) => {
+            Err(HttpError::not_found(format!("no such node: {node}")))
+        }
+        ["_node", _, what @ ("_stats" | "_system" | "_prometheus" | "_versions" | "_smoosh"), ..] => {
+            Err(unbuilt(req, what, "GET"))
+        }
         ["_node", _, "_restart", ..] => Err(unbuilt(req, "_restart", "POST")),
         ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),
         [first, ..] => match NOT_BUILT.iter().find(|(name, _)| *name == first) {
@@ -195,7 +292,9 @@ fn not_a_database(req: &Req, name: &str) -> HttpResult<Response> {
     match req.segments.len() {
         // As CouchDB, which takes any other name as a database's: none exists by it, and
         // none can be made.
-        1 if req.method == Method::PUT => Err(settee_db::Error::IllegalDatabaseName(name.to_string()).into()),
+        1 if req.method == Method::PUT => {
+            Err(settee_db::Error::IllegalDatabaseName(name.to_string()).into())
+        }
         _ => Err(HttpError::not_found("Database does not exist.")),
     }
 }
@@ -228,11 +327,19 @@ fn reshard_methods(rest: &[&str]) -> &'static str {
 /// so beats answering as if the path named a document or database. Other methods are refused
 /// with 405, as CouchDB refuses them.
 pub fn unbuilt(req: &Req, endpoint: &str, allowed: &'static str) -> HttpError {
-    let method = if req.method == Method::HEAD { "GET" } else { req.method.as_str() };
+    let method = if req.method == Method::HEAD {
+        "GET"
+    } else {
+        req.method.as_str()
+    };
     if allowed != "*" && !allowed.split(',').any(|m| m.trim() == method) {
         return HttpError::method_not_allowed(allowed);
     }
-    HttpError::new(501, "not_implemented", format!("`{endpoint}` is not implemented by this server"))
+    HttpError::new(
+        501,
+        "not_implemented",
+        format!("`{endpoint}` is not implemented by this server"),
+    )
 }
 
 fn is_local(node: &str) -> bool {
@@ -251,19 +358,33 @@ fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
         names.reverse();
     }
     let within = |n: &String| {
-        let from_start = start.as_ref().is_none_or(|s| if descending { n <= s } else { n >= s });
-        let to_end = end.as_ref().is_none_or(|e| (if descending { n > e } else { n < e }) || (inclusive_end && n == e));
+        let from_start = start
+            .as_ref()
+            .is_none_or(|s| if descending { n <= s } else { n >= s });
+        let to_end = end
+            .as_ref()
+            .is_none_or(|e| (if descending { n > e } else { n < e }) || (inclusive_end && n == e));
         from_start && to_end
     };
     let skip = q.u64("skip")?.unwrap_or(0) as usize;
     let limit = q.u64("limit")?.map_or(usize::MAX, |l| l as usize);
-    let names: Vec<&String> = names.iter().filter(|n| within(n)).skip(skip).take(limit).collect();
+    let names: Vec<&String> = names
+        .iter()
+        .filter(|n| within(n))
+        .skip(skip)
+        .take(limit)
+        .collect();
     Ok(reply::json(200, &json!(names)))
 }
 
 async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
     let keys: Vec<Value> = match req.method {
-        Method::GET | Method::HEAD => state.catalog.list()?.into_iter().map(Value::String).collect(),
+        Method::GET | Method::HEAD => state
+            .catalog
+            .list()?
+            .into_iter()
+            .map(Value::String)
+            .collect(),
         Method::POST => {
             req.require_json()?;
             let body = req.json_object(state.max_request).await?;
@@ -272,7 +393,11 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
                 Some(_) => return Err(HttpError::bad_request("`keys` member must be an array.")),
                 None => return Err(HttpError::bad_request("`keys` member must exist.")),
             };
-            let most = state.config.read().expect("config lock").get_or("chttpd", "max_db_number_for_dbs_info_req", 100usize);
+            let most = state.config.read().expect("config lock").get_or(
+                "chttpd",
+                "max_db_number_for_dbs_info_req",
+                100usize,
+            );
             if keys.len() > most {
                 return Err(HttpError::bad_request("too_many_keys"));
             }
@@ -291,13 +416,21 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
 }
 
 async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Response> {
-    let io = |e: std::io::Error| HttpError::new(500, "unknown_error", format!("could not write the configuration: {e}"));
+    let io = |e: std::io::Error| {
+        HttpError::new(
+            500,
+            "unknown_error",
+            format!("could not write the configuration: {e}"),
+        )
+    };
     match (&req.method, rest) {
         // Forgets the changes made in memory only, and takes in changes made to the file.
         (&Method::POST, ["_reload"]) => {
             let plaintext = {
                 let mut config = state.config.write().expect("config lock");
-                config.reload().map_err(|e| HttpError::bad_request(format!("could not read the configuration: {e}")))?;
+                config.reload().map_err(|e| {
+                    HttpError::bad_request(format!("could not read the configuration: {e}"))
+                })?;
                 crate::server::plaintext_admins(&config)
             };
             // Admin passwords written into the file by hand are hashed there, as at start,
@@ -315,16 +448,25 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
         (_, ["_reload"]) => Err(HttpError::method_not_allowed("POST")),
         (&Method::GET | &Method::HEAD, []) => {
             let config = state.config.read().expect("config lock");
-            let all: serde_json::Map<String, Value> = config.sections().iter().map(|(s, kv)| (s.clone(), section_json(kv))).collect();
+            let all: serde_json::Map<String, Value> = config
+                .sections()
+                .iter()
+                .map(|(s, kv)| (s.clone(), section_json(kv)))
+                .collect();
             Ok(reply::json(200, &Value::Object(all)))
         }
         (&Method::GET | &Method::HEAD, [section]) => {
             let config = state.config.read().expect("config lock");
-            Ok(reply::json(200, &section_json(config.section(section).unwrap_or(&[]))))
+            Ok(reply::json(
+                200,
+                &section_json(config.section(section).unwrap_or(&[])),
+            ))
         }
         (&Method::GET | &Method::HEAD, [section, key]) => {
             let config = state.config.read().expect("config lock");
-            let v = config.get(section, key).ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
+            let v = config
+                .get(section, key)
+                .ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
             Ok(reply::json(200, &json!(v)))
         }
         (&Method::PUT, [section, key]) => {
@@ -336,10 +478,18 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
             if !line_safe(&value) {
                 return Err(HttpError::bad_request("Invalid configuration value"));
             }
-            let value = if *section == "admins" && !auth::is_hashed(&value) { auth::hash_password(&value, auth::DEFAULT_ITERATIONS) } else { value };
+            let value = if *section == "admins" && !auth::is_hashed(&value) {
+                auth::hash_password(&value, auth::DEFAULT_ITERATIONS)
+            } else {
+                value
+            };
             let old = {
                 let mut config = state.config.write().expect("config lock");
-                if persist(req) { config.set(section, key, &value).map_err(io)? } else { config.set_unsaved(section, key, &value) }
+                if persist(req) {
+                    config.set(section, key, &value).map_err(io)?
+                } else {
+                    config.set_unsaved(section, key, &value)
+                }
             };
             state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
@@ -351,7 +501,11 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
                 if config.get(section, key).is_none() {
                     return Err(HttpError::not_found("unknown_config_value"));
                 }
-                if persist(req) { config.delete(section, key).map_err(io)? } else { config.delete_unsaved(section, key) }
+                if persist(req) {
+                    config.delete(section, key).map_err(io)?
+                } else {
+                    config.delete_unsaved(section, key)
+                }
             };
             state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
@@ -371,18 +525,34 @@ fn persist(req: &Req) -> bool {
 /// would run, so changing them over HTTP would let a request run commands. They are set in
 /// the configuration file (or, for query servers, `COUCHDB_QUERY_SERVER_{LANG}`).
 const LOCKED_SECTIONS: &[&str] = &[
-    "daemons", "external", "httpd_design_handlers", "httpd_db_handlers", "httpd_global_handlers", "native_query_servers", "os_daemons", "query_servers", "feature_flags",
+    "daemons",
+    "external",
+    "httpd_design_handlers",
+    "httpd_db_handlers",
+    "httpd_global_handlers",
+    "native_query_servers",
+    "os_daemons",
+    "query_servers",
+    "feature_flags",
 ];
 
 /// Whether `section`/`key` may be changed over HTTP and can be written to the INI file as
 /// they are, with CouchDB's answers.
 fn writable(section: &str, key: &str) -> HttpResult<()> {
     if LOCKED_SECTIONS.contains(&section) {
-        return Err(HttpError::new(403, "forbidden", "Config section blacklisted for modification over HTTP API."));
+        return Err(HttpError::new(
+            403,
+            "forbidden",
+            "Config section blacklisted for modification over HTTP API.",
+        ));
     }
     // Section names are plain words: one that the file's loader would read as another (a
     // locked one behind spaces, say) cannot be written.
-    if section.is_empty() || !section.chars().all(|c| c.is_ascii_alphanumeric() || "_.-@:".contains(c)) {
+    if section.is_empty()
+        || !section
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-@:".contains(c))
+    {
         return Err(HttpError::bad_request("Invalid configuration section"));
     }
     if key.is_empty() || !line_safe(key) || key.contains(['[', ']', '=']) || key.trim() != key {

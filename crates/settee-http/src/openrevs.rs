@@ -23,24 +23,46 @@ enum Found {
 }
 
 /// Answers an `open_revs` request.
-pub fn get(req: &Req, db: &Database, id: &str, open_revs: &OpenRevs, q: &DocQuery) -> HttpResult<Response> {
+pub fn get(
+    req: &Req,
+    db: &Database,
+    id: &str,
+    open_revs: &OpenRevs,
+    q: &DocQuery,
+) -> HttpResult<Response> {
     let snap = db.snapshot();
     let record = snap.record(id)?;
     let mut found: Vec<Found> = match (open_revs, &record) {
         (OpenRevs::All, None) => return Err(HttpError::not_found("missing")),
-        (OpenRevs::All, Some(rec)) => rec.tree.leaves().into_iter().map(|l| Found::Ok(rec.tree.nodes[l].rev.clone(), l)).collect(),
-        (OpenRevs::List(revs), rec) => revs.iter().flat_map(|rev| asked(rec.as_ref(), rev, q.latest)).collect(),
+        (OpenRevs::All, Some(rec)) => rec
+            .tree
+            .leaves()
+            .into_iter()
+            .map(|l| Found::Ok(rec.tree.nodes[l].rev.clone(), l))
+            .collect(),
+        (OpenRevs::List(revs), rec) => revs
+            .iter()
+            .flat_map(|rev| asked(rec.as_ref(), rev, q.latest))
+            .collect(),
     };
     found.sort_unstable();
     found.dedup();
-    let opts = DocOptions { revs_info: false, conflicts: false, deleted_conflicts: false, local_seq: false, ..q.opts.clone() };
+    let opts = DocOptions {
+        revs_info: false,
+        conflicts: false,
+        deleted_conflicts: false,
+        local_seq: false,
+        ..q.opts.clone()
+    };
     if req.accepts("multipart/mixed") {
         return Ok(mixed(snap, id.to_string(), record, found, opts));
     }
     let list = found
         .iter()
         .map(|f| match (f, &record) {
-            (Found::Ok(_, i), Some(rec)) => Ok(json!({"ok": parse_doc(&snap.render(id, rec, *i, &opts)?)?})),
+            (Found::Ok(_, i), Some(rec)) => {
+                Ok(json!({"ok": parse_doc(&snap.render(id, rec, *i, &opts)?)?}))
+            }
             (Found::Ok(rev, _) | Found::Missing(rev), _) => Ok(json!({"missing": rev.to_string()})),
         })
         .collect::<HttpResult<Vec<Value>>>()?;
@@ -54,7 +76,12 @@ fn asked(record: Option<&DocRecord>, rev: &Rev, latest: bool) -> Vec<Found> {
         return vec![Found::Missing(rev.clone())];
     };
     if latest {
-        return rec.tree.leaves_below(i).into_iter().map(|l| Found::Ok(rec.tree.nodes[l].rev.clone(), l)).collect();
+        return rec
+            .tree
+            .leaves_below(i)
+            .into_iter()
+            .map(|l| Found::Ok(rec.tree.nodes[l].rev.clone(), l))
+            .collect();
     }
     match rec.tree.nodes[i].info {
         Some(_) => vec![Found::Ok(rev.clone(), i)],
@@ -65,11 +92,25 @@ fn asked(record: Option<&DocRecord>, rev: &Rev, latest: bool) -> Vec<Found> {
 /// `multipart/mixed`, streamed: one part per revision, `multipart/related` when it has
 /// attachment bytes to send (all of them, as CouchDB sends them here), read a chunk at a
 /// time; missing revisions as JSON parts flagged `error="true"`.
-fn mixed(snap: DbSnapshot, id: String, record: Option<DocRecord>, found: Vec<Found>, opts: DocOptions) -> Response {
+fn mixed(
+    snap: DbSnapshot,
+    id: String,
+    record: Option<DocRecord>,
+    found: Vec<Found>,
+    opts: DocOptions,
+) -> Response {
     let boundary = crate::auth::random_hex(16);
     let (resp, mut sink) = reply::channel(200, "application/json");
-    let resp = reply::with_header(resp, hyper::header::CONTENT_TYPE, &format!("multipart/mixed; boundary=\"{boundary}\""));
-    let every = DocOptions { attachments: true, atts_since: None, ..opts };
+    let resp = reply::with_header(
+        resp,
+        hyper::header::CONTENT_TYPE,
+        &format!("multipart/mixed; boundary=\"{boundary}\""),
+    );
+    let every = DocOptions {
+        attachments: true,
+        atts_since: None,
+        ..opts
+    };
     tokio::task::spawn_blocking(move || {
         for f in &found {
             if write_part(&mut sink, &snap, &id, record.as_ref(), f, &every, &boundary).is_err() {
@@ -84,18 +125,32 @@ fn mixed(snap: DbSnapshot, id: String, record: Option<DocRecord>, found: Vec<Fou
 }
 
 /// One part of [`mixed`].
-fn write_part(sink: &mut Sink, snap: &DbSnapshot, id: &str, record: Option<&DocRecord>, found: &Found, opts: &DocOptions, boundary: &str) -> Result<(), Gone> {
+fn write_part(
+    sink: &mut Sink,
+    snap: &DbSnapshot,
+    id: &str,
+    record: Option<&DocRecord>,
+    found: &Found,
+    opts: &DocOptions,
+    boundary: &str,
+) -> Result<(), Gone> {
     match (found, record) {
         (Found::Ok(_, i), Some(rec)) => {
             let related = multipart::Related::new(snap, id, rec, *i, opts).map_err(|e| {
                 tracing::error!(error = %e.reason, "reading a revision");
                 Gone
             })?;
-            sink.write(&multipart::part_head(boundary, &[("Content-Type", &related.content_type())]))?;
+            sink.write(&multipart::part_head(
+                boundary,
+                &[("Content-Type", &related.content_type())],
+            ))?;
             related.write(snap, id, &mut |bytes| sink.write(bytes))?;
         }
         (Found::Ok(rev, _) | Found::Missing(rev), _) => {
-            sink.write(&multipart::part_head(boundary, &[("Content-Type", "application/json; error=\"true\"")]))?;
+            sink.write(&multipart::part_head(
+                boundary,
+                &[("Content-Type", "application/json; error=\"true\"")],
+            ))?;
             sink.write(&serde_json::to_vec(&json!({"missing": rev.to_string()})).expect("json"))?;
         }
     }

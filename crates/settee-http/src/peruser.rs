@@ -19,11 +19,16 @@ struct Settings {
 
 fn settings(state: &State) -> Option<Settings> {
     let config = state.config.read().expect("config lock");
-    config.get_or("couch_peruser", "enable", false).then(|| Settings {
-        prefix: config.get("couch_peruser", "database_prefix").unwrap_or("userdb-").to_string(),
-        delete_dbs: config.get_or("couch_peruser", "delete_dbs", false),
-        q: config.get_or("couch_peruser", "q", 1usize).max(1),
-    })
+    config
+        .get_or("couch_peruser", "enable", false)
+        .then(|| Settings {
+            prefix: config
+                .get("couch_peruser", "database_prefix")
+                .unwrap_or("userdb-")
+                .to_string(),
+            delete_dbs: config.get_or("couch_peruser", "delete_dbs", false),
+            q: config.get_or("couch_peruser", "q", 1usize).max(1),
+        })
 }
 
 /// The private database of user `name`: the prefix, then the name's UTF-8 bytes in hex.
@@ -38,13 +43,21 @@ pub fn watches(state: &State, db: &Database) -> bool {
 }
 
 /// After user documents (`id`, deleted) were written to `db`: keeps their databases in step.
-pub async fn after_writes(state: &Arc<State>, db: &Database, written: &[(String, bool)]) -> HttpResult<()> {
+pub async fn after_writes(
+    state: &Arc<State>,
+    db: &Database,
+    written: &[(String, bool)],
+) -> HttpResult<()> {
     if !crate::access::is_users_db(state, db.name()) {
         return Ok(());
     }
-    let Some(settings) = settings(state) else { return Ok(()) };
+    let Some(settings) = settings(state) else {
+        return Ok(());
+    };
     for (id, deleted) in written {
-        let Some(name) = id.strip_prefix(crate::auth::USER_PREFIX) else { continue };
+        let Some(name) = id.strip_prefix(crate::auth::USER_PREFIX) else {
+            continue;
+        };
         let target = db_name(&settings.prefix, name);
         if *deleted && settings.delete_dbs {
             let st = state.clone();
@@ -57,7 +70,10 @@ pub async fn after_writes(state: &Arc<State>, db: &Database, written: &[(String,
             None if *deleted => continue,
             None => {
                 let (st, t, q) = (state.clone(), target.clone(), settings.q);
-                match tokio::task::spawn_blocking(move || st.catalog.create(&t, Some(q))).await.map_err(crate::db::join_error)? {
+                match tokio::task::spawn_blocking(move || st.catalog.create(&t, Some(q)))
+                    .await
+                    .map_err(crate::db::join_error)?
+                {
                     Ok(d) => d,
                     Err(settee_db::Error::DatabaseExists) => state.catalog.get(&target)?,
                     Err(e) => return Err(e.into()),
@@ -73,14 +89,25 @@ pub async fn after_writes(state: &Arc<State>, db: &Database, written: &[(String,
 /// keeping everything else in its security object.
 async fn set_member(db: &Arc<Database>, name: &str, add: bool) -> HttpResult<()> {
     let stored = db.snapshot().meta()?.security;
-    let mut sec: Value = serde_json::from_slice(&stored).ok().filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let mut sec: Value = serde_json::from_slice(&stored)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
     let mut changed = false;
     for part in ["admins", "members"] {
-        let group = sec.as_object_mut().expect("an object").entry(part).or_insert_with(|| json!({}));
+        let group = sec
+            .as_object_mut()
+            .expect("an object")
+            .entry(part)
+            .or_insert_with(|| json!({}));
         if !group.is_object() {
             *group = json!({});
         }
-        let names = group.as_object_mut().expect("an object").entry("names").or_insert_with(|| json!([]));
+        let names = group
+            .as_object_mut()
+            .expect("an object")
+            .entry("names")
+            .or_insert_with(|| json!([]));
         if !names.is_array() {
             *names = json!([]);
         }

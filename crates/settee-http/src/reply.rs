@@ -31,7 +31,10 @@ pub fn json_bytes(status: u16, mut bytes: Vec<u8>) -> Response {
 
 /// A response with a JSON value.
 pub fn json(status: u16, value: &serde_json::Value) -> Response {
-    json_bytes(status, serde_json::to_vec(value).expect("a JSON value serializes"))
+    json_bytes(
+        status,
+        serde_json::to_vec(value).expect("a JSON value serializes"),
+    )
 }
 
 /// A response with raw bytes (the caller sets the content type).
@@ -63,10 +66,12 @@ fn json_headers(resp: &mut Response) {
 pub fn error(e: &HttpError) -> Response {
     let mut resp = json_bytes(e.status, e.body());
     if let Some(allow) = e.allow {
-        resp.headers_mut().insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+        resp.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
     }
     if e.close {
-        resp.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
 }
@@ -104,12 +109,18 @@ impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.len.map_or_else(hyper::body::SizeHint::default, hyper::body::SizeHint::with_exact)
+        self.len.map_or_else(
+            hyper::body::SizeHint::default,
+            hyper::body::SizeHint::with_exact,
+        )
     }
 }
 
@@ -118,6 +129,7 @@ impl hyper::body::Body for ChannelBody {
 pub struct Sink {
     tx: mpsc::Sender<Bytes>,
     buf: Vec<u8>,
+    held: Option<tokio::sync::oneshot::Sender<Result<(), HttpError>>>,
 }
 
 const CHUNK: usize = 32 * 1024;
@@ -136,8 +148,37 @@ impl Sink {
         Ok(())
     }
 
+    /// Holds the response back until the first bytes are sent or [`Sink::release`]: the
+    /// receiver learns then that it may go out, or that the producer failed first
+    /// ([`Sink::fail`]), so the request can still answer with an error status.
+    pub fn hold(&mut self) -> tokio::sync::oneshot::Receiver<Result<(), HttpError>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.held = Some(tx);
+        rx
+    }
+
+    /// Lets a held response go out.
+    pub fn release(&mut self) {
+        if let Some(held) = self.held.take() {
+            let _ = held.send(Ok(()));
+        }
+    }
+
+    /// Answers a held response with `e` instead; false once the response has gone out (the
+    /// producer can then only stop).
+    pub fn fail(&mut self, e: HttpError) -> bool {
+        match self.held.take() {
+            Some(held) => {
+                let _ = held.send(Err(e));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Sends what has gathered now (for feeds that must not wait).
     pub fn flush(&mut self) -> Result<(), Gone> {
+        self.release();
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -147,6 +188,7 @@ impl Sink {
 
     /// Sends from async code.
     pub async fn send(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.release();
         self.buf.extend_from_slice(bytes);
         let chunk = Bytes::from(std::mem::take(&mut self.buf));
         self.tx.send(chunk).await.map_err(|_| Gone)
@@ -159,17 +201,32 @@ pub fn channel(status: u16, content_type: &'static str) -> (Response, Sink) {
 }
 
 /// A streamed response of exactly `len` bytes when given (sent with `Content-Length`).
-pub fn channel_sized(status: u16, content_type: &'static str, len: Option<u64>) -> (Response, Sink) {
+pub fn channel_sized(
+    status: u16,
+    content_type: &'static str,
+    len: Option<u64>,
+) -> (Response, Sink) {
     let (tx, rx) = mpsc::channel(4);
     let mut resp = hyper::Response::new(ChannelBody { rx, len }.boxed());
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     json_headers(&mut resp);
-    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    (resp, Sink { tx, buf: Vec::with_capacity(CHUNK) })
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    (
+        resp,
+        Sink {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+            held: None,
+        },
+    )
 }
 
 /// A JSON response produced by `f` on a blocking thread while the client receives it.
-pub fn stream(status: u16, f: impl FnOnce(&mut Sink) -> Result<(), Gone> + Send + 'static) -> Response {
+pub fn stream(
+    status: u16,
+    f: impl FnOnce(&mut Sink) -> Result<(), Gone> + Send + 'static,
+) -> Response {
     let (resp, mut sink) = channel(status, "application/json");
     tokio::task::spawn_blocking(move || {
         if f(&mut sink).is_ok() {

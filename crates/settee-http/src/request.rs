@@ -2,9 +2,9 @@
 //! CouchDB's parsing rules, headers, the body (read on demand, with a size limit) and the
 //! authenticated user.
 
+use crate::connections::TimedBody;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use crate::connections::TimedBody;
 use hyper::{HeaderMap, Method};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
@@ -17,7 +17,9 @@ use crate::error::{HttpError, HttpResult};
 pub struct Query(pub Vec<(String, String)>);
 
 fn decode(s: &str) -> String {
-    percent_decode_str(&s.replace('+', " ")).decode_utf8_lossy().into_owned()
+    percent_decode_str(&s.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 impl Query {
@@ -39,20 +41,41 @@ impl Query {
     /// string's, as CouchDB reads them: the query string wins where both give an option,
     /// and range options fold in this order. Keys stay JSON text, as in a query string;
     /// other strings (`startkey_docid`, say) are their text.
-    pub fn with_body(&self, body: Option<&serde_json::Map<String, Value>>, leave_out: &[&str]) -> Query {
-        let Some(body) = body else { return self.clone() };
+    pub fn with_body(
+        &self,
+        body: Option<&serde_json::Map<String, Value>>,
+        leave_out: &[&str],
+    ) -> Query {
+        let Some(body) = body else {
+            return self.clone();
+        };
         let text = |k: &str, v: &Value| match v {
-            Value::String(s) if !matches!(k, "key" | "keys" | "startkey" | "start_key" | "endkey" | "end_key") => s.clone(),
+            Value::String(s)
+                if !matches!(
+                    k,
+                    "key" | "keys" | "startkey" | "start_key" | "endkey" | "end_key"
+                ) =>
+            {
+                s.clone()
+            }
             _ => v.to_string(),
         };
-        let mut q: Vec<(String, String)> = body.iter().filter(|(k, _)| !leave_out.contains(&k.as_str()) && self.get(k).is_none()).map(|(k, v)| (k.clone(), text(k, v))).collect();
+        let mut q: Vec<(String, String)> = body
+            .iter()
+            .filter(|(k, _)| !leave_out.contains(&k.as_str()) && self.get(k).is_none())
+            .map(|(k, v)| (k.clone(), text(k, v)))
+            .collect();
         q.extend(self.0.iter().cloned());
         Query(q)
     }
 
     /// The last value given for `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A boolean parameter: `true` or `false` in any case, else `query_parse_error`.
@@ -61,7 +84,9 @@ impl Query {
             None => Ok(None),
             Some(v) if v.eq_ignore_ascii_case("true") => Ok(Some(true)),
             Some(v) if v.eq_ignore_ascii_case("false") => Ok(Some(false)),
-            Some(v) => Err(HttpError::query_parse(format!("Invalid boolean parameter: \"{v}\""))),
+            Some(v) => Err(HttpError::query_parse(format!(
+                "Invalid boolean parameter: \"{v}\""
+            ))),
         }
     }
 
@@ -76,8 +101,12 @@ impl Query {
             None => Ok(None),
             Some(v) => match v.parse::<i64>() {
                 Ok(n) if n >= 0 => Ok(Some(n as u64)),
-                Ok(_) => Err(HttpError::query_parse(format!("Invalid value for positive integer: \"{v}\""))),
-                Err(_) => Err(HttpError::query_parse(format!("Invalid value for integer: \"{v}\""))),
+                Ok(_) => Err(HttpError::query_parse(format!(
+                    "Invalid value for positive integer: \"{v}\""
+                ))),
+                Err(_) => Err(HttpError::query_parse(format!(
+                    "Invalid value for integer: \"{v}\""
+                ))),
             },
         }
     }
@@ -86,7 +115,9 @@ impl Query {
     pub fn json(&self, key: &str) -> HttpResult<Option<Value>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => serde_json::from_str(v).map(Some).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON")),
+            Some(v) => serde_json::from_str(v)
+                .map(Some)
+                .map_err(|_| HttpError::bad_request("invalid UTF-8 JSON")),
         }
     }
 
@@ -94,7 +125,10 @@ impl Query {
     /// options in the order given, a later one winning (`key` sets both ends).
     pub fn key_range(&self) -> HttpResult<KeyRange> {
         let mut range = KeyRange::default();
-        let json = |v: &str| serde_json::from_str::<Value>(v).map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"));
+        let json = |v: &str| {
+            serde_json::from_str::<Value>(v)
+                .map_err(|_| HttpError::bad_request("invalid UTF-8 JSON"))
+        };
         for (k, v) in &self.0 {
             match k.as_str() {
                 "key" => {
@@ -135,7 +169,10 @@ impl KeyRange {
             Some(Value::String(s)) => Some(s),
             _ => docid,
         };
-        (id(self.start_key, self.start_docid), id(self.end_key, self.end_docid))
+        (
+            id(self.start_key, self.start_docid),
+            id(self.end_key, self.end_docid),
+        )
     }
 }
 
@@ -178,7 +215,10 @@ impl Req {
     /// `Accept` header (`*/*` when there is none) names the type, its main type with `/*`,
     /// or `*/*`, with a quality above 0.
     pub fn accepts(&self, content_type: &str) -> bool {
-        accepts(self.header(hyper::header::ACCEPT).unwrap_or("*/*"), content_type)
+        accepts(
+            self.header(hyper::header::ACCEPT).unwrap_or("*/*"),
+            content_type,
+        )
     }
 
     /// Fails unless the body is declared as JSON (CouchDB's 415 for POST endpoints).
@@ -191,13 +231,19 @@ impl Req {
 
     /// Reads the whole body, refusing more than `limit` bytes with 413.
     pub async fn bytes(&mut self, limit: usize) -> HttpResult<Bytes> {
-        let Some(body) = self.body.take() else { return Ok(Bytes::new()) };
+        let Some(body) = self.body.take() else {
+            return Ok(Bytes::new());
+        };
         let started = std::time::Instant::now();
         let collected = Limited::new(body, limit).collect().await;
         self.body_time += started.elapsed();
         match collected {
             Ok(c) => Ok(c.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(HttpError::new(413, "too_large", "the request entity is too large")),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(HttpError::new(
+                413,
+                "too_large",
+                "the request entity is too large",
+            )),
             Err(_) => Err(HttpError::bad_request("the request body could not be read")),
         }
     }
@@ -210,7 +256,11 @@ impl Req {
         match self.header("content-encoding") {
             None | Some("identity") => Ok(bytes),
             Some("gzip") => gunzip(&bytes, limit),
-            Some(other) => Err(HttpError::new(415, "bad_content_type", format!("{other} is not a supported content encoding."))),
+            Some(other) => Err(HttpError::new(
+                415,
+                "bad_content_type",
+                format!("{other} is not a supported content encoding."),
+            )),
         }
     }
 
@@ -224,7 +274,10 @@ impl Req {
     }
 
     /// Reads the body as a JSON object.
-    pub async fn json_object(&mut self, limit: usize) -> HttpResult<serde_json::Map<String, Value>> {
+    pub async fn json_object(
+        &mut self,
+        limit: usize,
+    ) -> HttpResult<serde_json::Map<String, Value>> {
         match self.json(limit).await? {
             Value::Object(m) => Ok(m),
             _ => Err(HttpError::bad_request("Request body must be a JSON object")),
@@ -237,16 +290,25 @@ fn gunzip(gzipped: &[u8], limit: usize) -> HttpResult<Bytes> {
     use std::io::Read;
     let mut out = Vec::new();
     let mut decoder = flate2::read::GzDecoder::new(gzipped).take(limit as u64 + 1);
-    decoder.read_to_end(&mut out).map_err(|_| HttpError::bad_request("Request body is not properly gzipped."))?;
+    decoder
+        .read_to_end(&mut out)
+        .map_err(|_| HttpError::bad_request("Request body is not properly gzipped."))?;
     if out.len() > limit {
-        return Err(HttpError::new(413, "too_large", "the request entity is too large"));
+        return Err(HttpError::new(
+            413,
+            "too_large",
+            "the request entity is too large",
+        ));
     }
     Ok(Bytes::from(out))
 }
 
 /// Splits a raw path into decoded segments (empty segments dropped).
 pub fn segments(path: &str) -> Vec<String> {
-    path.split('/').filter(|s| !s.is_empty()).map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned()).collect()
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .collect()
 }
 
 /// A path segment encoded as CouchDB encodes the ones it puts in `Location`: letters,
@@ -255,7 +317,9 @@ pub fn url_encode(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
         match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b':' => out.push(b as char),
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b':' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
@@ -265,18 +329,26 @@ pub fn url_encode(segment: &str) -> String {
 /// [`Req::accepts`] for an `Accept` header's text: some range with a quality above 0 takes
 /// the type, and none names the type or its main type with `/*` at quality 0.
 fn accepts(accept: &str, content_type: &str) -> bool {
-    let any_subtype = content_type.split_once('/').map_or_else(String::new, |(main, _)| format!("{main}/*"));
+    let any_subtype = content_type
+        .split_once('/')
+        .map_or_else(String::new, |(main, _)| format!("{main}/*"));
     let ranges: Vec<(String, bool)> = accept
         .split(',')
         .map(|range| {
             let mut params = range.split(';');
             let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
-            let quality = params.filter_map(|p| p.trim().strip_prefix("q=")).next_back().map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
+            let quality = params
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .next_back()
+                .map_or(Some(1.0), |q| q.trim().parse::<f64>().ok());
             (media, quality.is_some_and(|q| q > 0.0))
         })
         .collect();
     let names = |media: &str| media == content_type || media == any_subtype;
-    ranges.iter().any(|(media, wanted)| *wanted && (media == "*/*" || names(media))) && !ranges.iter().any(|(media, wanted)| !wanted && names(media))
+    ranges
+        .iter()
+        .any(|(media, wanted)| *wanted && (media == "*/*" || names(media)))
+        && !ranges.iter().any(|(media, wanted)| !wanted && names(media))
 }
 
 /// Parses a request body's JSON, nested as deeply as documents may be (see
@@ -291,13 +363,27 @@ mod tests {
 
     #[test]
     fn query_values_parse_like_couchdb() {
-        let q = Query::parse(Some("limit=5&descending=true&startkey=%22a%20b%22&bad=x&neg=-1&skip=zz&k=a+b"));
+        let q = Query::parse(Some(
+            "limit=5&descending=true&startkey=%22a%20b%22&bad=x&neg=-1&skip=zz&k=a+b",
+        ));
         assert_eq!(q.u64("limit").unwrap(), Some(5));
         assert_eq!(q.bool("descending").unwrap(), Some(true));
-        assert_eq!(q.json("startkey").unwrap(), Some(Value::String("a b".into())));
-        assert_eq!(q.bool("bad").unwrap_err().reason, "Invalid boolean parameter: \"x\"");
-        assert_eq!(q.u64("neg").unwrap_err().reason, "Invalid value for positive integer: \"-1\"");
-        assert_eq!(q.u64("skip").unwrap_err().reason, "Invalid value for integer: \"zz\"");
+        assert_eq!(
+            q.json("startkey").unwrap(),
+            Some(Value::String("a b".into()))
+        );
+        assert_eq!(
+            q.bool("bad").unwrap_err().reason,
+            "Invalid boolean parameter: \"x\""
+        );
+        assert_eq!(
+            q.u64("neg").unwrap_err().reason,
+            "Invalid value for positive integer: \"-1\""
+        );
+        assert_eq!(
+            q.u64("skip").unwrap_err().reason,
+            "Invalid value for integer: \"zz\""
+        );
         assert_eq!(q.get("k"), Some("a b"));
     }
 
@@ -305,11 +391,25 @@ mod tests {
     fn key_ranges_fold_their_options_in_order() {
         let range = |q: &str| Query::parse(Some(q)).key_range().unwrap();
         let r = range("key=1&startkey_docid=x&end_key=%5B2%5D&start_key_doc_id=y");
-        assert_eq!(r, KeyRange { start_key: Some(1.into()), end_key: Some(serde_json::json!([2])), start_docid: Some("y".into()), end_docid: None });
+        assert_eq!(
+            r,
+            KeyRange {
+                start_key: Some(1.into()),
+                end_key: Some(serde_json::json!([2])),
+                start_docid: Some("y".into()),
+                end_docid: None
+            }
+        );
         assert_eq!(range("startkey=3&key=4").start_key, Some(4.into()));
         assert_eq!(range("key=4&startkey=3").start_key, Some(3.into()));
         assert_eq!(range("").start_key, None);
-        assert_eq!(Query::parse(Some("endkey={")).key_range().unwrap_err().reason, "invalid UTF-8 JSON");
+        assert_eq!(
+            Query::parse(Some("endkey={"))
+                .key_range()
+                .unwrap_err()
+                .reason,
+            "invalid UTF-8 JSON"
+        );
     }
 
     #[test]
@@ -321,7 +421,10 @@ mod tests {
     #[test]
     fn accept_headers_are_read_as_couchdb_reads_them() {
         assert!(accepts("*/*", "multipart/mixed"));
-        assert!(accepts("application/json, text/plain, */*", "multipart/mixed"));
+        assert!(accepts(
+            "application/json, text/plain, */*",
+            "multipart/mixed"
+        ));
         assert!(accepts("multipart/*;q=0.5", "multipart/related"));
         assert!(accepts("MULTIPART/MIXED", "multipart/mixed"));
         assert!(!accepts("application/json", "multipart/mixed"));

@@ -19,9 +19,9 @@ use settee_store::{NodeCache, StoreOptions};
 use settee_views::{Views, ViewsConfig};
 use tokio::net::TcpListener;
 
-use crate::connections::{Answer, Conn, Connections, TimedBody, Watched};
 use crate::auth::{self, Authenticator, User};
 use crate::config::Config;
+use crate::connections::{Answer, Conn, Connections, TimedBody, Watched};
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::{segments, Query, Req};
@@ -32,21 +32,34 @@ use crate::{access, att, bulk, changes, db, doc, node, view};
 /// JavaScript limits from `[couchdb] os_process_timeout` (ms) and `[settee] js_memory_mb`.
 fn js_limits(config: &Config) -> Limits {
     Limits {
-        timeout: std::time::Duration::from_millis(config.get_or("couchdb", "os_process_timeout", 5000u64).max(1)),
+        timeout: std::time::Duration::from_millis(
+            config
+                .get_or("couchdb", "os_process_timeout", 5000u64)
+                .max(1),
+        ),
         memory: config.get_or("settee", "js_memory_mb", 256usize).max(8) << 20,
     }
 }
 
 /// `[query_server_config] reduce_limit`: on unless `false` (or `log`, which only logs).
 fn reduce_limit(config: &Config) -> bool {
-    config.get("query_server_config", "reduce_limit").is_none_or(|v| v.trim() == "true")
+    config
+        .get("query_server_config", "reduce_limit")
+        .is_none_or(|v| v.trim() == "true")
 }
 
 /// External query servers by language: `COUCHDB_QUERY_SERVER_{LANG}` environment variables,
 /// overridden by the `[query_servers]` section. JavaScript always runs in-process.
 fn query_servers(config: &Config) -> HashMap<String, String> {
-    let mut servers: HashMap<String, String> =
-        std::env::vars().filter_map(|(k, v)| Some((k.strip_prefix("COUCHDB_QUERY_SERVER_")?.to_ascii_lowercase(), v))).collect();
+    let mut servers: HashMap<String, String> = std::env::vars()
+        .filter_map(|(k, v)| {
+            Some((
+                k.strip_prefix("COUCHDB_QUERY_SERVER_")?
+                    .to_ascii_lowercase(),
+                v,
+            ))
+        })
+        .collect();
     for (lang, command) in config.section("query_servers").unwrap_or_default() {
         servers.insert(lang.to_ascii_lowercase(), command.clone());
     }
@@ -57,8 +70,16 @@ fn query_servers(config: &Config) -> HashMap<String, String> {
 /// Applies the query-server settings of `config` to `servers`.
 fn configure_query_servers(servers: &QueryServers, config: &Config) {
     servers.set_commands(query_servers(config));
-    let timeout = std::time::Duration::from_millis(config.get_or("couchdb", "os_process_timeout", 5000u64).max(1));
-    servers.set_limits(timeout, reduce_limit(config), config.get_or("query_server_config", "os_process_soft_limit", 100usize));
+    let timeout = std::time::Duration::from_millis(
+        config
+            .get_or("couchdb", "os_process_timeout", 5000u64)
+            .max(1),
+    );
+    servers.set_limits(
+        timeout,
+        reduce_limit(config),
+        config.get_or("query_server_config", "os_process_soft_limit", 100usize),
+    );
 }
 
 /// The version this server reports, and the CouchDB version whose API it speaks.
@@ -127,7 +148,13 @@ pub struct Prepared {
 /// The `[admins]` whose passwords are in plaintext (written into the file by hand), with
 /// those passwords.
 pub(crate) fn plaintext_admins(config: &Config) -> Vec<(String, String)> {
-    config.section("admins").unwrap_or(&[]).iter().filter(|(_, v)| !auth::is_hashed(v)).cloned().collect()
+    config
+        .section("admins")
+        .unwrap_or(&[])
+        .iter()
+        .filter(|(_, v)| !auth::is_hashed(v))
+        .cloned()
+        .collect()
 }
 
 /// Replaces the plaintext passwords of `[admins]` by their hashes, in the file too, as
@@ -145,16 +172,22 @@ impl State {
     /// `SETTEE_ADMIN=user:password`, else with a random password), hashes plaintext admin
     /// passwords, and opens the data directory.
     pub fn prepare(opts: &ServerOptions, admin_env: Option<String>) -> Result<Prepared, String> {
-        let mut config = Config::load(&opts.config_path).map_err(|e| format!("reading {}: {e}", opts.config_path.display()))?;
+        let mut config = Config::load(&opts.config_path)
+            .map_err(|e| format!("reading {}: {e}", opts.config_path.display()))?;
         let iterations = config.get_or("chttpd_auth", "iterations", auth::DEFAULT_ITERATIONS);
         let save_err = |e: std::io::Error| format!("writing {}: {e}", opts.config_path.display());
         let mut generated_admin = None;
         if config.section("admins").is_none_or(<[_]>::is_empty) {
-            let (name, password, generated) = match admin_env.as_deref().and_then(|v| v.split_once(':')) {
-                Some((n, p)) if !n.is_empty() && !p.is_empty() => (n.to_string(), p.to_string(), false),
-                _ => ("admin".to_string(), auth::random_hex(12), true),
-            };
-            config.set("admins", &name, &auth::hash_password(&password, iterations)).map_err(save_err)?;
+            let (name, password, generated) =
+                match admin_env.as_deref().and_then(|v| v.split_once(':')) {
+                    Some((n, p)) if !n.is_empty() && !p.is_empty() => {
+                        (n.to_string(), p.to_string(), false)
+                    }
+                    _ => ("admin".to_string(), auth::random_hex(12), true),
+                };
+            config
+                .set("admins", &name, &auth::hash_password(&password, iterations))
+                .map_err(save_err)?;
             if generated {
                 generated_admin = Some((name, password));
             }
@@ -183,16 +216,21 @@ impl State {
             store: StoreOptions {
                 cache: NodeCache::new(cache_mb << 20),
                 on_writer_start: Some(Arc::new(crate::background::lower_priority)),
-                on_writer_quiet: opts.release_memory.map(|f| Arc::new(f) as Arc<dyn Fn() + Send + Sync>),
+                on_writer_quiet: opts
+                    .release_memory
+                    .map(|f| Arc::new(f) as Arc<dyn Fn() + Send + Sync>),
                 ..StoreOptions::default()
             },
         };
         // Each open database holds its shards' files and, say, one index file.
         let database_files = options.max_dbs_open.saturating_mul(options.q + 1);
-        let catalog = Catalog::open(&opts.data_dir, options).map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
+        let catalog = Catalog::open(&opts.data_dir, options)
+            .map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
         for system in [auth::users_db(&config), "_replicator".to_string()] {
             if catalog.get(&system).is_err() {
-                catalog.create_secured(&system, Some(1), access::ADMIN_ONLY.to_vec()).map_err(|e| format!("creating {system}: {e}"))?;
+                catalog
+                    .create_secured(&system, Some(1), access::ADMIN_ONLY.to_vec())
+                    .map_err(|e| format!("creating {system}: {e}"))?;
             }
         }
         let welcome = serde_json::json!({
@@ -207,14 +245,28 @@ impl State {
         });
         let mut atts = settee_db::AttPolicy::default();
         if let Some(types) = config.get("attachments", "compressible_types") {
-            atts.compressible_types = types.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+            atts.compressible_types = types
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect();
         }
-        atts.compression_level = config.get_or("attachments", "compression_level", atts.compression_level);
+        atts.compression_level =
+            config.get_or("attachments", "compression_level", atts.compression_level);
         // `infinity`, CouchDB's default, or anything else that is not a length: no limit.
-        let max_document_id_length = config.get("couchdb", "max_document_id_length").and_then(|v| v.trim().parse().ok());
-        let limits = DocLimits { max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize), atts, max_document_id_length };
+        let max_document_id_length = config
+            .get("couchdb", "max_document_id_length")
+            .and_then(|v| v.trim().parse().ok());
+        let limits = DocLimits {
+            max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize),
+            atts,
+            max_document_id_length,
+        };
         let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
-        let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential").to_string();
+        let algorithm = config
+            .get("uuids", "algorithm")
+            .unwrap_or("sequential")
+            .to_string();
         let servers = Arc::new(QueryServers::default());
         configure_query_servers(&servers, &config);
         let views = Views::new(ViewsConfig {
@@ -243,7 +295,10 @@ impl State {
             panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
             connections: Connections::new(crate::connections::socket_budget(database_files)),
         };
-        Ok(Prepared { state: Arc::new(state), generated_admin })
+        Ok(Prepared {
+            state: Arc::new(state),
+            generated_admin,
+        })
     }
 
     /// Applies configuration that takes effect while running (after `_config` changes).
@@ -252,8 +307,10 @@ impl State {
         self.views.pool().set_limits(js_limits(&config));
         self.views.set_reduce_limit(reduce_limit(&config));
         configure_query_servers(self.views.servers(), &config);
-        self.settings.store(Arc::new(Settings::from_config(&config)));
-        self.smoosh.store(Arc::new(crate::smoosh::Plan::from_config(&config)));
+        self.settings
+            .store(Arc::new(Settings::from_config(&config)));
+        self.smoosh
+            .store(Arc::new(crate::smoosh::Plan::from_config(&config)));
     }
 
     /// A new document id.
@@ -263,12 +320,21 @@ impl State {
 
     /// The account named `name` (a server admin, or a user of the users database).
     pub fn account(&self, name: &str) -> Option<auth::Account> {
-        auth::account(&self.config.read().expect("config lock"), &self.catalog, name)
+        auth::account(
+            &self.config.read().expect("config lock"),
+            &self.catalog,
+            name,
+        )
     }
 
     /// Who is asking, by the configured handlers in order (`[chttpd]
     /// authentication_handlers`; cookie then Basic by default, JWT and proxy when listed).
-    async fn authenticate(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr, tls: bool) -> HttpResult<Authenticated> {
+    async fn authenticate(
+        self: &Arc<Self>,
+        headers: &hyper::HeaderMap,
+        peer: std::net::IpAddr,
+        tls: bool,
+    ) -> HttpResult<Authenticated> {
         let settings = self.settings.load();
         for &handler in settings.handlers.iter() {
             let found = match handler {
@@ -279,36 +345,59 @@ impl State {
                 _ => None,
             };
             if let Some((user, refresh)) = found {
-                return Ok(Authenticated { user: Some(user), handler: Some(handler), refresh });
+                return Ok(Authenticated {
+                    user: Some(user),
+                    handler: Some(handler),
+                    refresh,
+                });
             }
         }
         Ok(Authenticated::default())
     }
 
     /// Basic credentials, verified off the event loop the first time.
-    async fn basic(self: &Arc<Self>, headers: &hyper::HeaderMap, peer: std::net::IpAddr) -> HttpResult<Option<(User, Option<String>)>> {
-        let Some(h) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).filter(|h| h.starts_with("Basic ") || h.starts_with("basic ")) else {
+    async fn basic(
+        self: &Arc<Self>,
+        headers: &hyper::HeaderMap,
+        peer: std::net::IpAddr,
+    ) -> HttpResult<Option<(User, Option<String>)>> {
+        let Some(h) = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .filter(|h| h.starts_with("Basic ") || h.starts_with("basic "))
+        else {
             return Ok(None);
         };
         // Credentials verified before are recognised by the header alone.
-        if let Some(user) = self.auth.cached(h, |n, f| auth::revalidate(&self.settings.load(), n, f, || self.account(n))) {
+        if let Some(user) = self.auth.cached(h, |n, f| {
+            auth::revalidate(&self.settings.load(), n, f, || self.account(n))
+        }) {
             // A locked account is refused however its password was checked.
             if self.lockout.any() {
-                self.check_lockout(peer, &lockout_key(&user.name, self.account(&user.name).as_ref()))?;
+                self.check_lockout(
+                    peer,
+                    &lockout_key(&user.name, self.account(&user.name).as_ref()),
+                )?;
             }
             return Ok(Some((user, None)));
         }
         let Some((name, password)) = auth::parse_basic(h) else {
-            return Err(HttpError::bad_request("Authorization header has invalid base64 value"));
+            return Err(HttpError::bad_request(
+                "Authorization header has invalid base64 value",
+            ));
         };
         if name == "_" && password == "_" {
             return Ok(None);
         }
         let (state, header) = (self.clone(), h.to_string());
         // As CouchDB's, Basic failures for a name no account has do not count.
-        let user = tokio::task::spawn_blocking(move || state.guarded_login(peer, &name, false, |account| state.auth.verify(&header, &password, account)))
-            .await
-            .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))??;
+        let user = tokio::task::spawn_blocking(move || {
+            state.guarded_login(peer, &name, false, |account| {
+                state.auth.verify(&header, &password, account)
+            })
+        })
+        .await
+        .map_err(|_| HttpError::new(500, "unknown_error", "login failed"))??;
         Ok(Some((user, None)))
     }
 
@@ -316,9 +405,16 @@ impl State {
     /// up and derives the password): `check` says who the account's password makes the
     /// caller, if anyone. A locked account is refused before any derivation; a failure is
     /// recorded against the account (and, if `counts_unknown`, against a name no account has).
-    pub fn guarded_login<T>(&self, peer: std::net::IpAddr, name: &str, counts_unknown: bool, check: impl FnOnce(Option<auth::Account>) -> Option<T>) -> HttpResult<T> {
+    pub fn guarded_login<T>(
+        &self,
+        peer: std::net::IpAddr,
+        name: &str,
+        counts_unknown: bool,
+        check: impl FnOnce(Option<auth::Account>) -> Option<T>,
+    ) -> HttpResult<T> {
         let account = self.account(name);
-        let key = (account.is_some() || counts_unknown).then(|| lockout_key(name, account.as_ref()));
+        let key =
+            (account.is_some() || counts_unknown).then(|| lockout_key(name, account.as_ref()));
         if let Some(key) = &key {
             self.check_lockout(peer, key)?;
         }
@@ -328,7 +424,11 @@ impl State {
                 if let Some(key) = &key {
                     self.login_failed(peer, key);
                 }
-                Err(HttpError::new(401, "unauthorized", "Name or password is incorrect."))
+                Err(HttpError::new(
+                    401,
+                    "unauthorized",
+                    "Name or password is incorrect.",
+                ))
             }
         }
     }
@@ -342,7 +442,13 @@ impl State {
             lifetime_ms: config.get_or("chttpd_auth_lockout", "max_lifetime", d.lifetime_ms),
             max_entries: config.get_or("chttpd_auth_lockout", "max_objects", d.max_entries),
         };
-        (config.get("chttpd_auth_lockout", "mode").unwrap_or("enforce").to_string(), policy)
+        (
+            config
+                .get("chttpd_auth_lockout", "mode")
+                .unwrap_or("enforce")
+                .to_string(),
+            policy,
+        )
     }
 
     /// Refuses a login attempt for the account `key` ([`lockout_key`]) from `peer` while that
@@ -354,7 +460,11 @@ impl State {
         let (mode, policy) = self.lockout_policy();
         if mode != "off" && self.lockout.locked(peer, key, auth::now_ms(), policy) {
             if mode == "enforce" {
-                return Err(HttpError::new(403, "forbidden", "Account is temporarily locked due to multiple authentication failures"));
+                return Err(HttpError::new(
+                    403,
+                    "forbidden",
+                    "Account is temporarily locked due to multiple authentication failures",
+                ));
             }
             let user = key.split('\n').next().unwrap_or("");
             tracing::warn!(user, %peer, "repeated authentication failures");
@@ -371,37 +481,64 @@ impl State {
     }
 
     /// An `AuthSession` cookie, with a fresh cookie to send back once the old one has aged.
-    fn cookie(&self, headers: &hyper::HeaderMap, tls: bool) -> HttpResult<Option<(User, Option<String>)>> {
+    fn cookie(
+        &self,
+        headers: &hyper::HeaderMap,
+        tls: bool,
+    ) -> HttpResult<Option<(User, Option<String>)>> {
         let cookie = headers
             .get_all(hyper::header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .find_map(|c| c.trim().strip_prefix("AuthSession=").map(str::to_string));
-        let Some(cookie) = cookie.filter(|c| !c.is_empty()) else { return Ok(None) };
+        let Some(cookie) = cookie.filter(|c| !c.is_empty()) else {
+            return Ok(None);
+        };
         if settee_auth::cookie::is_malformed(&cookie) {
-            return Err(HttpError::bad_request("Malformed AuthSession cookie. Please clear your cookies."));
+            return Err(HttpError::bad_request(
+                "Malformed AuthSession cookie. Please clear your cookies.",
+            ));
         }
-        let Some((name, _)) = settee_auth::cookie::claims(&cookie) else { return Ok(None) };
-        let Some(account) = self.account(&name) else { return Ok(None) };
+        let Some((name, _)) = settee_auth::cookie::claims(&cookie) else {
+            return Ok(None);
+        };
+        let Some(account) = self.account(&name) else {
+            return Ok(None);
+        };
         let attrs = self.cookie_attributes(tls);
         let (now, fingerprint) = (auth::now(), account.fingerprint());
-        let Some(age) = settee_auth::cookie::check(&self.secret, &fingerprint, &cookie, attrs.timeout, now) else { return Ok(None) };
-        let refresh = settee_auth::cookie::needs_refresh(age, attrs.timeout)
-            .then(|| settee_auth::cookie::header(&settee_auth::cookie::make(&self.secret, &fingerprint, &name, now), &attrs, now));
+        let Some(age) =
+            settee_auth::cookie::check(&self.secret, &fingerprint, &cookie, attrs.timeout, now)
+        else {
+            return Ok(None);
+        };
+        let refresh = settee_auth::cookie::needs_refresh(age, attrs.timeout).then(|| {
+            settee_auth::cookie::header(
+                &settee_auth::cookie::make(&self.secret, &fingerprint, &name, now),
+                &attrs,
+                now,
+            )
+        });
         Ok(Some((account.user, refresh)))
     }
 
     /// `Authorization: Bearer <JWT>`: a refused token is an error, not anonymity.
     fn jwt(&self, headers: &hyper::HeaderMap) -> HttpResult<Option<(User, Option<String>)>> {
-        let Some(token) = headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|h| h.strip_prefix("Bearer ")) else {
+        let Some(token) = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "))
+        else {
             return Ok(None);
         };
         let cfg = auth::jwt_config(&self.config.read().expect("config lock"));
         match settee_auth::jwt::verify(token.trim(), &cfg) {
             Ok(user) => Ok(Some((user, None))),
             Err(settee_auth::jwt::JwtError::BadRequest(r)) => Err(HttpError::bad_request(r)),
-            Err(settee_auth::jwt::JwtError::Unauthorized(r)) => Err(HttpError::new(401, "unauthorized", r)),
+            Err(settee_auth::jwt::JwtError::Unauthorized(r)) => {
+                Err(HttpError::new(401, "unauthorized", r))
+            }
         }
     }
 
@@ -409,7 +546,12 @@ impl State {
     /// token; a wrong token passes the request on to the next handler.
     fn proxy(&self, headers: &hyper::HeaderMap) -> Option<(User, Option<String>)> {
         let config = self.config.read().expect("config lock");
-        let header = |key: &str, default: &str| config.get("chttpd_auth", key).unwrap_or(default).to_ascii_lowercase();
+        let header = |key: &str, default: &str| {
+            config
+                .get("chttpd_auth", key)
+                .unwrap_or(default)
+                .to_ascii_lowercase()
+        };
         let text = |name: String| headers.get(name.as_str()).and_then(|v| v.to_str().ok());
         let name = text(header("x_auth_username", "X-Auth-CouchDB-UserName"))?.to_string();
         let roles = settee_auth::proxy::roles(text(header("x_auth_roles", "X-Auth-CouchDB-Roles")));
@@ -426,7 +568,13 @@ impl State {
     /// `cookie_domain`, `same_site`; `Secure` over TLS.
     pub fn cookie_attributes(&self, tls: bool) -> settee_auth::cookie::Attributes {
         let config = self.config.read().expect("config lock");
-        let text = |k: &str| config.get("chttpd_auth", k).map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+        let text = |k: &str| {
+            config
+                .get("chttpd_auth", k)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
         let same_site = text("same_site").and_then(|s| match s.to_ascii_lowercase().as_str() {
             "none" => Some("None".to_string()),
             "lax" => Some("Lax".to_string()),
@@ -458,13 +606,22 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::convert::In
     loop {
         let (stream, peer, conn) = accept_registered(&listener, &state).await;
         let stream = Watched::new(stream, conn.clone(), state.settings.load().conn);
-        tokio::spawn(serve_connection(stream, conn, state.clone(), peer.ip(), false));
+        tokio::spawn(serve_connection(
+            stream,
+            conn,
+            state.clone(),
+            peer.ip(),
+            false,
+        ));
     }
 }
 
 /// The next connection, once there is room for it (see [`Connections::room`]), registered;
 /// the caller watches its byte stream for clients that keep it waiting ([`Watched`]).
-pub(crate) async fn accept_registered(listener: &TcpListener, state: &State) -> (tokio::net::TcpStream, SocketAddr, Arc<Conn>) {
+pub(crate) async fn accept_registered(
+    listener: &TcpListener,
+    state: &State,
+) -> (tokio::net::TcpStream, SocketAddr, Arc<Conn>) {
     state.connections.room(state.settings.load().conn.max).await;
     let (stream, peer) = accept(listener).await;
     (stream, peer, state.connections.register())
@@ -484,7 +641,10 @@ pub(crate) async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, So
             Err(e) => {
                 // Logged once, then once a second while it lasts.
                 if failures.is_multiple_of(50) {
-                    tracing::warn!("accepting a connection failed ({} times in a row): {e}", failures + 1);
+                    tracing::warn!(
+                        "accepting a connection failed ({} times in a row): {e}",
+                        failures + 1
+                    );
                 }
                 failures += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -494,8 +654,13 @@ pub(crate) async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, So
 }
 
 /// Serves HTTP/1.1 requests on one connection (plain or TLS) until it closes.
-pub async fn serve_connection<I>(io: I, conn: Arc<Conn>, state: Arc<State>, peer: std::net::IpAddr, tls: bool)
-where
+pub async fn serve_connection<I>(
+    io: I,
+    conn: Arc<Conn>,
+    state: Arc<State>,
+    peer: std::net::IpAddr,
+    tls: bool,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
@@ -506,14 +671,20 @@ where
             Ok::<_, std::convert::Infallible>(resp.map(|body| Answer::new(body, conn)))
         }
     });
-    let _ = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service).await;
+    let _ = http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
 }
 
 /// What the lockout counts failures against: the name and the account's current credentials
 /// (as CouchDB keys it by name and salt), so that failures recorded against a name do not
 /// lock out an account made, or a password set, later.
 fn lockout_key(name: &str, account: Option<&auth::Account>) -> String {
-    format!("{name}\n{}", account.map(auth::Account::fingerprint).unwrap_or_default())
+    format!(
+        "{name}\n{}",
+        account.map(auth::Account::fingerprint).unwrap_or_default()
+    )
 }
 
 /// `X-Couch-Request-ID`, on every answer.
@@ -524,26 +695,54 @@ const BODY_TIME: HeaderName = HeaderName::from_static("x-couchdb-body-time");
 const ASKED_WWW_AUTHENTICATE: HeaderName = HeaderName::from_static("x-couchdb-www-authenticate");
 
 /// Answers one request. A handler that panics is answered with a logged 500.
-async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool, conn: Arc<Conn>) -> Response {
+async fn handle(
+    state: Arc<State>,
+    req: hyper::Request<Incoming>,
+    peer: std::net::IpAddr,
+    tls: bool,
+    conn: Arc<Conn>,
+) -> Response {
     let server_header = state.server_header.clone();
-    let origin = req.headers().get(hyper::header::ORIGIN).and_then(|o| o.to_str().ok()).map(str::to_string);
+    let origin = req
+        .headers()
+        .get(hyper::header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_string);
     let asked_www = req.headers().get(&ASKED_WWW_AUTHENTICATE).cloned();
     let state_after = state.clone();
-    let cors = origin.as_ref().and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
-    if let Some(preflight) = cors.as_ref().filter(|_| req.method() == Method::OPTIONS).and_then(|c| c.preflight(req.headers())) {
+    let cors = origin
+        .as_ref()
+        .and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
+    if let Some(preflight) = cors
+        .as_ref()
+        .filter(|_| req.method() == Method::OPTIONS)
+        .and_then(|c| c.preflight(req.headers()))
+    {
         let mut resp = preflight;
         resp.headers_mut().insert(SERVER, server_header);
         return resp;
     }
     let head_request = req.method() == Method::HEAD;
     // The request line is kept for the logs only when request logging is on.
-    let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) { (req.method().clone(), req.uri().clone()) } else { Default::default() };
-    let mut resp = match (CatchPanic { inner: Box::pin(dispatch(state, req, peer, tls, conn)) }).await {
+    let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) {
+        (req.method().clone(), req.uri().clone())
+    } else {
+        Default::default()
+    };
+    let mut resp = match (CatchPanic {
+        inner: Box::pin(dispatch(state, req, peer, tls, conn)),
+    })
+    .await
+    {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => reply::error(&e),
         Err(message) => {
             tracing::error!(%method, %uri, panic = %message, "request handler panicked");
-            reply::error(&HttpError::new(500, "unknown_error", "the request handler failed"))
+            reply::error(&HttpError::new(
+                500,
+                "unknown_error",
+                "the request handler failed",
+            ))
         }
     };
     if head_request {
@@ -552,7 +751,9 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net
         let len = resp.body().size_hint().exact();
         let (mut parts, _) = resp.into_parts();
         if let Some(len) = len {
-            parts.headers.insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(len));
+            parts
+                .headers
+                .insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(len));
         }
         resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
     }
@@ -562,8 +763,11 @@ async fn handle(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net
         cors.decorate(origin, &mut resp);
     }
     if resp.status() == hyper::StatusCode::UNAUTHORIZED {
-        if let Some(v) = access::www_authenticate(&state_after, asked_www).and_then(|v| HeaderValue::from_str(&v).ok()) {
-            resp.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
+        if let Some(v) = access::www_authenticate(&state_after, asked_www)
+            .and_then(|v| HeaderValue::from_str(&v).ok())
+        {
+            resp.headers_mut()
+                .insert(hyper::header::WWW_AUTHENTICATE, v);
         }
     }
     tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
@@ -602,22 +806,39 @@ struct CatchPanic<F> {
 impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
     type Output = Result<F::Output, String>;
 
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
         let inner = self.inner.as_mut();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
             Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
             Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
             Err(panic) => {
-                let message = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
                 std::task::Poll::Ready(Err(message))
             }
         }
     }
 }
 
-async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::net::IpAddr, tls: bool, conn: Arc<Conn>) -> HttpResult<Response> {
+async fn dispatch(
+    state: Arc<State>,
+    req: hyper::Request<Incoming>,
+    peer: std::net::IpAddr,
+    tls: bool,
+    conn: Arc<Conn>,
+) -> HttpResult<Response> {
     let (parts, body) = req.into_parts();
-    let Authenticated { user, handler, refresh } = state.authenticate(&parts.headers, peer, tls).await?;
+    let Authenticated {
+        user,
+        handler,
+        refresh,
+    } = state.authenticate(&parts.headers, peer, tls).await?;
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
@@ -630,11 +851,19 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
         tls,
         body_time: std::time::Duration::ZERO,
     };
-    let mut resp = route(&state, &mut req).await.unwrap_or_else(|e| reply::error(&e));
+    let mut resp = route(&state, &mut req)
+        .await
+        .unwrap_or_else(|e| reply::error(&e));
     let body_ms = req.body_time.as_millis() as u64;
-    let body_time = if body_ms == 0 { HeaderValue::from_static("0") } else { HeaderValue::from(body_ms) };
+    let body_time = if body_ms == 0 {
+        HeaderValue::from_static("0")
+    } else {
+        HeaderValue::from(body_ms)
+    };
     resp.headers_mut().insert(BODY_TIME, body_time);
-    if let Some(cookie) = refresh.filter(|_| !resp.headers().contains_key(hyper::header::SET_COOKIE)) {
+    if let Some(cookie) =
+        refresh.filter(|_| !resp.headers().contains_key(hyper::header::SET_COOKIE))
+    {
         resp = reply::with_header(resp, hyper::header::SET_COOKIE, &cookie);
     }
     Ok(resp)
@@ -643,7 +872,11 @@ async fn dispatch(state: Arc<State>, req: hyper::Request<Incoming>, peer: std::n
 async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     let first = req.segments.first().cloned();
     if req.user.is_none() && access::requires_valid_user(state, first.as_deref(), &req.method) {
-        return Err(HttpError::new(401, "unauthorized", "Authentication required."));
+        return Err(HttpError::new(
+            401,
+            "unauthorized",
+            "Authentication required.",
+        ));
     }
     match first.as_deref() {
         None => node::welcome(state, req),
@@ -651,7 +884,13 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         Some("_settee_test_panic") if state.panic_route => panic!("test panic requested"),
         Some("_uuids") => node::uuids(state, req),
         Some("_session") => Box::pin(node::session(state, req)).await,
-        Some("_all_dbs" | "_dbs_info") if !state.config.read().expect("config lock").get_or("chttpd", "admin_only_all_dbs", true) => {
+        Some("_all_dbs" | "_dbs_info")
+            if !state.config.read().expect("config lock").get_or(
+                "chttpd",
+                "admin_only_all_dbs",
+                true,
+            ) =>
+        {
             Box::pin(node::route(state, req)).await
         }
         Some(name) if name.starts_with('_') && !settee_db::SYSTEM_DATABASES.contains(&name) => {
@@ -668,17 +907,25 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
 
 async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     let second = req.segments.get(1).cloned();
-    let Some(second) = second else { return Box::pin(db::handle(state, req, name)).await };
+    let Some(second) = second else {
+        return Box::pin(db::handle(state, req, name)).await;
+    };
     let rest = req.segments.len();
     match second.as_str() {
-        "_all_docs" | "_design_docs" | "_local_docs" if rest == 2 => Box::pin(db::all_docs(state, req, name, &second)).await,
+        "_all_docs" | "_design_docs" | "_local_docs" if rest == 2 => {
+            Box::pin(db::all_docs(state, req, name, &second)).await
+        }
         "_bulk_docs" if rest == 2 => Box::pin(bulk::bulk_docs(state, req, name)).await,
         "_bulk_get" if rest == 2 => Box::pin(bulk::bulk_get(state, req, name)).await,
         "_revs_diff" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, false)).await,
         "_missing_revs" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, true)).await,
         "_changes" if rest == 2 => Box::pin(changes::handle(state, req, name)).await,
-        "_revs_limit" | "_security" | "_purged_infos_limit" if rest == 2 => Box::pin(db::meta(state, req, name, &second)).await,
-        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest == 2 => Box::pin(db::maintenance(state, req, name, &second)).await,
+        "_revs_limit" | "_security" | "_purged_infos_limit" if rest == 2 => {
+            Box::pin(db::meta(state, req, name, &second)).await
+        }
+        "_compact" | "_ensure_full_commit" | "_view_cleanup" | "_purge" if rest == 2 => {
+            Box::pin(db::maintenance(state, req, name, &second)).await
+        }
         "_compact" if rest == 3 => {
             let ddoc = req.segments[2].clone();
             view::compact(state, req, name, &ddoc)
@@ -701,18 +948,40 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         }
         // Design-document functions CouchDB 3 deprecated and Settee does not run (an
         // attachment's name cannot start with `_`).
-        "_design" if rest >= 4 && matches!(req.segments[3].as_str(), "_show" | "_list" | "_update" | "_rewrite" | "_search" | "_search_info" | "_search_disk_size" | "_nouveau" | "_nouveau_info") => {
+        "_design"
+            if rest >= 4
+                && matches!(
+                    req.segments[3].as_str(),
+                    "_show"
+                        | "_list"
+                        | "_update"
+                        | "_rewrite"
+                        | "_search"
+                        | "_search_info"
+                        | "_search_disk_size"
+                        | "_nouveau"
+                        | "_nouveau_info"
+                ) =>
+        {
             Err(unbuilt_design_function(req, &req.segments[3]))
         }
         "_design" if rest >= 4 => {
-            let (id, att) = (format!("_design/{}", req.segments[2]), req.segments[3..].join("/"));
+            let (id, att) = (
+                format!("_design/{}", req.segments[2]),
+                req.segments[3..].join("/"),
+            );
             Box::pin(att::handle(state, req, name, &id, &att)).await
         }
-        "_local" | "_local/" if rest == 2 => Err(HttpError::bad_request("Invalid _local document id.")),
-        "_local" if rest >= 4 => Err(HttpError::bad_request("_local documents do not accept attachments.")),
+        "_local" | "_local/" if rest == 2 => {
+            Err(HttpError::bad_request("Invalid _local document id."))
+        }
+        "_local" if rest >= 4 => Err(HttpError::bad_request(
+            "_local documents do not accept attachments.",
+        )),
         "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name)).await,
         "_index" if rest == 2 => crate::find::index(state, req, name),
-        "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs" | "_design_docs" | "_local_docs" | "_search_cleanup" | "_nouveau_cleanup" => {
+        "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition"
+        | "_all_docs" | "_design_docs" | "_local_docs" | "_search_cleanup" | "_nouveau_cleanup" => {
             Err(unbuilt_db_endpoint(req, &second, &req.segments[2..]))
         }
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
@@ -726,7 +995,12 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
 }
 
 /// Documents: reads are answered without another future (the hottest path).
-async fn doc_route(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpResult<Response> {
+async fn doc_route(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    id: &str,
+) -> HttpResult<Response> {
     if req.method == Method::GET || req.method == Method::HEAD {
         return doc::get(state, req, name, id);
     }
@@ -754,7 +1028,14 @@ fn unbuilt_design_function(req: &Req, function: &str) -> HttpError {
         "_search" => "GET,POST",
         "_nouveau" => "GET, POST",
         "_update" if matches!(req.method, Method::GET | Method::HEAD) => {
-            return HttpError { allow: None, ..HttpError::new(405, "method_not_allowed", "Update functions do not allow GET") };
+            return HttpError {
+                allow: None,
+                ..HttpError::new(
+                    405,
+                    "method_not_allowed",
+                    "Update functions do not allow GET",
+                )
+            };
         }
         "_update" => "*",
         _ => "GET",

@@ -52,14 +52,27 @@ impl Settings {
         Settings {
             handlers: auth::handlers(config),
             require_valid_user: config.get_or("chttpd", "require_valid_user", false),
-            require_valid_user_except_for_up: config.get_or("chttpd", "require_valid_user_except_for_up", false),
+            require_valid_user_except_for_up: config.get_or(
+                "chttpd",
+                "require_valid_user_except_for_up",
+                false,
+            ),
             users_db: auth::users_db(config),
             admins,
             conn: conn_limits(config),
             forwarded: Forwarded {
-                host: config.get("chttpd", "x_forwarded_host").unwrap_or("X-Forwarded-Host").to_string(),
-                ssl: config.get("chttpd", "x_forwarded_ssl").unwrap_or("X-Forwarded-Ssl").to_string(),
-                proto: config.get("chttpd", "x_forwarded_proto").unwrap_or("X-Forwarded-Proto").to_string(),
+                host: config
+                    .get("chttpd", "x_forwarded_host")
+                    .unwrap_or("X-Forwarded-Host")
+                    .to_string(),
+                ssl: config
+                    .get("chttpd", "x_forwarded_ssl")
+                    .unwrap_or("X-Forwarded-Ssl")
+                    .to_string(),
+                proto: config
+                    .get("chttpd", "x_forwarded_proto")
+                    .unwrap_or("X-Forwarded-Proto")
+                    .to_string(),
             },
         }
     }
@@ -68,7 +81,13 @@ impl Settings {
 /// The connection limits the configuration sets, CouchDB's where it sets none.
 fn conn_limits(config: &Config) -> ConnLimits {
     let d = ConnLimits::default();
-    let ms = |key: &str, default: Duration| Duration::from_millis(config.get_or("chttpd", key, default.as_millis() as u64).max(1));
+    let ms = |key: &str, default: Duration| {
+        Duration::from_millis(
+            config
+                .get_or("chttpd", key, default.as_millis() as u64)
+                .max(1),
+        )
+    };
     ConnLimits {
         idle: ms("idle_timeout", d.idle),
         header: ms("header_timeout", d.header),
@@ -94,14 +113,28 @@ mod tests {
         config.set("chttpd", "require_valid_user", "true").unwrap();
         config.set("chttpd", "header_timeout", "1500").unwrap();
         config.set("chttpd", "max_connections", "10").unwrap();
-        config.set("chttpd_auth", "authentication_db", "accounts").unwrap();
+        config
+            .set("chttpd_auth", "authentication_db", "accounts")
+            .unwrap();
         config.set("admins", "root", "-pbkdf2-abc,def,10").unwrap();
-        config.set("chttpd", "authentication_handlers", "{chttpd_auth, default_authentication_handler}").unwrap();
+        config
+            .set(
+                "chttpd",
+                "authentication_handlers",
+                "{chttpd_auth, default_authentication_handler}",
+            )
+            .unwrap();
         let changed = Settings::from_config(&config);
         assert!(changed.require_valid_user);
         assert_eq!(changed.users_db, "accounts");
-        assert_eq!(changed.admins.get("root").map(String::as_str), Some("-pbkdf2-abc,def,10"));
+        assert_eq!(
+            changed.admins.get("root").map(String::as_str),
+            Some("-pbkdf2-abc,def,10")
+        );
         assert_eq!(changed.handlers, vec!["default"]);
-        assert_eq!((changed.conn.header, changed.conn.max, changed.conn.idle), (Duration::from_millis(1500), 10, ConnLimits::default().idle));
+        assert_eq!(
+            (changed.conn.header, changed.conn.max, changed.conn.idle),
+            (Duration::from_millis(1500), 10, ConnLimits::default().idle)
+        );
     }
 }

@@ -26,18 +26,22 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// Starts the daemon on a thread of its own (weighing a file reads its inner nodes).
 pub fn start(state: Arc<State>) {
-    let spawned = std::thread::Builder::new().name("settee-smoosh".into()).spawn(move || {
-        let mut daemon = Daemon::new();
-        loop {
-            std::thread::sleep(TICK);
-            // A failure while looking is logged and forgotten; the next tick starts afresh.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| daemon.tick(&state))).is_err() {
-                tracing::error!("automatic compaction failed while looking at the open files");
-                daemon.lanes.clear();
-                daemon.weighed.clear();
+    let spawned = std::thread::Builder::new()
+        .name("settee-smoosh".into())
+        .spawn(move || {
+            let mut daemon = Daemon::new();
+            loop {
+                std::thread::sleep(TICK);
+                // A failure while looking is logged and forgotten; the next tick starts afresh.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| daemon.tick(&state)))
+                    .is_err()
+                {
+                    tracing::error!("automatic compaction failed while looking at the open files");
+                    daemon.lanes.clear();
+                    daemon.weighed.clear();
+                }
             }
-        }
-    });
+        });
     if let Err(e) = spawned {
         tracing::error!("automatic compaction could not start: {e}");
     }
@@ -91,7 +95,9 @@ impl Channel {
         let side = |key: &str, default: u32| match config.get(&section, key) {
             None => Some(default),
             Some(text) => minute_of_day(text).or_else(|| {
-                tracing::warn!("[{section}] {key} = {text:?} is not HH:MM; the channel keeps no window");
+                tracing::warn!(
+                    "[{section}] {key} = {text:?} is not HH:MM; the channel keeps no window"
+                );
                 None
             }),
         };
@@ -118,7 +124,9 @@ impl Channel {
             Weigh::Ratio => file as f64 / active.max(1) as f64,
             Weigh::Slack => file.saturating_sub(active) as f64,
         };
-        let fits = (self.min_size..=self.max_size).contains(&file) && priority >= self.min_priority && priority < self.max_priority;
+        let fits = (self.min_size..=self.max_size).contains(&file)
+            && priority >= self.min_priority
+            && priority < self.max_priority;
         fits.then_some(priority)
     }
 
@@ -150,7 +158,12 @@ fn seconds(value: f64) -> Duration {
 /// nothing to do here (one file format; `_view_cleanup` removes unused index files).
 fn channels(config: &Config, key: &str, default: &str) -> Vec<Channel> {
     let names = config.get("smoosh", key).unwrap_or(default);
-    names.split(',').map(str::trim).filter(|n| !n.is_empty() && !n.starts_with("upgrade_") && *n != "index_cleanup").map(|n| Channel::from_config(config, n)).collect()
+    names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && !n.starts_with("upgrade_") && *n != "index_cleanup")
+        .map(|n| Channel::from_config(config, n))
+        .collect()
 }
 
 /// A file the daemon may compact, open.
@@ -182,7 +195,9 @@ impl Queued {
         match &self.signature {
             None => Some(Target::Db(db)),
             Some(sig) => {
-                let index = settee_views::Views::open_indexes(&db).into_iter().find(|i| i.signature() == sig)?;
+                let index = settee_views::Views::open_indexes(&db)
+                    .into_iter()
+                    .find(|i| i.signature() == sig)?;
                 Some(Target::View(db, index))
             }
         }
@@ -192,8 +207,14 @@ impl Queued {
 impl Target {
     fn queued(&self) -> Queued {
         match self {
-            Target::Db(db) => Queued { db: db.name().to_string(), signature: None },
-            Target::View(db, index) => Queued { db: db.name().to_string(), signature: Some(index.signature().to_string()) },
+            Target::Db(db) => Queued {
+                db: db.name().to_string(),
+                signature: None,
+            },
+            Target::View(db, index) => Queued {
+                db: db.name().to_string(),
+                signature: Some(index.signature().to_string()),
+            },
         }
     }
 
@@ -205,7 +226,14 @@ impl Target {
     fn weigh(&self) -> settee_db::Result<(u64, u64)> {
         match self {
             Target::Db(db) => Ok((self.committed(), db.snapshot().active_bytes()?)),
-            Target::View(_, index) => Ok((self.committed(), index.store().snapshot().nodes_bytes().map_err(settee_db::Error::Store)?)),
+            Target::View(_, index) => Ok((
+                self.committed(),
+                index
+                    .store()
+                    .snapshot()
+                    .nodes_bytes()
+                    .map_err(settee_db::Error::Store)?,
+            )),
         }
     }
 
@@ -248,7 +276,11 @@ impl Plan {
     pub(crate) fn from_config(config: &Config) -> Plan {
         Plan {
             db_channels: channels(config, "db_channels", "upgrade_dbs,ratio_dbs,slack_dbs"),
-            view_channels: channels(config, "view_channels", "upgrade_views,ratio_views,slack_views"),
+            view_channels: channels(
+                config,
+                "view_channels",
+                "upgrade_views,ratio_views,slack_views",
+            ),
             staleness: seconds(config.get_or("smoosh", "staleness", 5.0f64) * 60.0),
             wait: seconds(config.get_or("smoosh", "wait_secs", 30.0f64)),
         }
@@ -271,12 +303,17 @@ struct Daemon {
 
 impl Daemon {
     fn new() -> Daemon {
-        Daemon { started: Instant::now(), weighed: HashMap::new(), lanes: HashMap::new() }
+        Daemon {
+            started: Instant::now(),
+            weighed: HashMap::new(),
+            lanes: HashMap::new(),
+        }
     }
 
     fn tick(&mut self, state: &State) {
         let plan = state.smoosh.load_full();
-        let (db_channels, view_channels, staleness) = (&plan.db_channels, &plan.view_channels, plan.staleness);
+        let (db_channels, view_channels, staleness) =
+            (&plan.db_channels, &plan.view_channels, plan.staleness);
         let mut seen = std::collections::HashSet::new();
         for db in state.catalog.open_databases() {
             let views = settee_views::Views::open_indexes(&db);
@@ -292,7 +329,11 @@ impl Daemon {
         // A file that was closed is weighed again when it is open again.
         self.weighed.retain(|key, _| seen.contains(key));
         if self.started.elapsed() >= plan.wait {
-            let minute = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) / 60 % 1440) as u32;
+            let minute = (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+                / 60
+                % 1440) as u32;
             for channel in db_channels.iter().chain(view_channels) {
                 self.run(state, channel, minute);
             }
@@ -304,17 +345,29 @@ impl Daemon {
     fn offer(&mut self, target: Target, channels: &[Channel], staleness: Duration) {
         let key = target.key();
         let committed = target.committed();
-        if self.weighed.get(&key).is_some_and(|&(len, at)| len == committed || at.elapsed() < staleness) {
+        if self
+            .weighed
+            .get(&key)
+            .is_some_and(|&(len, at)| len == committed || at.elapsed() < staleness)
+        {
             return;
         }
-        self.weighed.insert(key.clone(), (committed, Instant::now()));
+        self.weighed
+            .insert(key.clone(), (committed, Instant::now()));
         let (file, active) = match target.weigh() {
             Ok(sizes) => sizes,
             Err(e) => return tracing::warn!("automatic compaction could not weigh {key}: {e}"),
         };
-        let Some((channel, priority)) = channels.iter().find_map(|c| c.accepts(file, active).map(|p| (c, p))) else { return };
+        let Some((channel, priority)) = channels
+            .iter()
+            .find_map(|c| c.accepts(file, active).map(|p| (c, p)))
+        else {
+            return;
+        };
         let lane = self.lanes.entry(channel.name.clone()).or_default();
-        if lane.queued.iter().any(|(_, q)| q.key() == key) || lane.running.iter().any(|t| t.key() == key) {
+        if lane.queued.iter().any(|(_, q)| q.key() == key)
+            || lane.running.iter().any(|t| t.key() == key)
+        {
             return;
         }
         lane.queued.push((priority, target.queued()));
@@ -324,7 +377,9 @@ impl Daemon {
 
     /// Retires finished compactions of `channel` and starts queued ones while it has room.
     fn run(&mut self, state: &State, channel: &Channel, minute: u32) {
-        let Some(lane) = self.lanes.get_mut(&channel.name) else { return };
+        let Some(lane) = self.lanes.get_mut(&channel.name) else {
+            return;
+        };
         let weighed = &mut self.weighed;
         lane.running.retain(|target| {
             // A compaction just finished: its new length is weighed already, so that the
@@ -335,11 +390,18 @@ impl Daemon {
             weighed.insert(target.key(), (target.committed(), Instant::now()));
             false
         });
-        while lane.running.len() < channel.concurrency && channel.open_at(minute) && !lane.queued.is_empty() {
+        while lane.running.len() < channel.concurrency
+            && channel.open_at(minute)
+            && !lane.queued.is_empty()
+        {
             let (_, queued) = lane.queued.remove(0);
-            let Some(target) = queued.open(state) else { continue };
+            let Some(target) = queued.open(state) else {
+                continue;
+            };
             // Weighed again: a compaction asked for meanwhile may have done the work.
-            let still = target.weigh().is_ok_and(|(file, active)| channel.accepts(file, active).is_some());
+            let still = target
+                .weigh()
+                .is_ok_and(|(file, active)| channel.accepts(file, active).is_some());
             if still && target.start(state) {
                 tracing::info!(channel = %channel.name, file = %target.key(), "automatic compaction started");
                 lane.running.push(target);
@@ -365,10 +427,24 @@ mod tests {
     fn shipped_channels_and_their_thresholds() {
         let c = config(&[]);
         let dbs = channels(&c, "db_channels", "upgrade_dbs,ratio_dbs,slack_dbs");
-        assert_eq!(dbs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["ratio_dbs", "slack_dbs"]);
+        assert_eq!(
+            dbs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["ratio_dbs", "slack_dbs"]
+        );
         let (ratio, slack) = (&dbs[0], &dbs[1]);
-        assert_eq!((ratio.weigh, ratio.min_priority, ratio.min_size, ratio.concurrency), (Weigh::Ratio, 2.0, 1 << 20, 1));
-        assert_eq!((slack.weigh, slack.min_priority), (Weigh::Slack, 536_870_912.0));
+        assert_eq!(
+            (
+                ratio.weigh,
+                ratio.min_priority,
+                ratio.min_size,
+                ratio.concurrency
+            ),
+            (Weigh::Ratio, 2.0, 1 << 20, 1)
+        );
+        assert_eq!(
+            (slack.weigh, slack.min_priority),
+            (Weigh::Slack, 536_870_912.0)
+        );
         // Twice its live data and at least 1 MiB: queued, by its ratio.
         assert_eq!(ratio.accepts(4 << 20, 1 << 20), Some(4.0));
         assert_eq!(ratio.accepts(3 << 20, 2 << 20), None, "below the ratio");
@@ -390,32 +466,69 @@ mod tests {
         ]);
         let dbs = channels(&c, "db_channels", "unused");
         let (big, ratio) = (&dbs[0], &dbs[1]);
-        assert_eq!((big.weigh, big.min_priority, big.concurrency), (Weigh::Slack, 16.0 * 1024.0 * 1024.0, 3), "generic slack default");
+        assert_eq!(
+            (big.weigh, big.min_priority, big.concurrency),
+            (Weigh::Slack, 16.0 * 1024.0 * 1024.0, 3),
+            "generic slack default"
+        );
         assert_eq!(big.accepts(2_000_000, 0), None, "above max_size");
         assert_eq!(ratio.accepts(300, 200), Some(1.5));
         assert_eq!(ratio.accepts(3000, 200), None, "at or above max_priority");
         let none = config(&[("smoosh", "db_channels", "")]);
-        assert!(channels(&none, "db_channels", "ratio_dbs").is_empty(), "an empty list turns automatic compaction off");
+        assert!(
+            channels(&none, "db_channels", "ratio_dbs").is_empty(),
+            "an empty list turns automatic compaction off"
+        );
     }
 
     #[test]
     fn windows_may_wrap_midnight() {
-        let night = Channel::from_config(&config(&[("smoosh.n", "from", "20:00"), ("smoosh.n", "to", "06:30")]), "n");
+        let night = Channel::from_config(
+            &config(&[("smoosh.n", "from", "20:00"), ("smoosh.n", "to", "06:30")]),
+            "n",
+        );
         assert_eq!(night.window, Some((1200, 390)));
         assert!(night.open_at(23 * 60) && night.open_at(0) && night.open_at(390 - 1));
         assert!(!night.open_at(390) && !night.open_at(12 * 60));
-        let day = Channel::from_config(&config(&[("smoosh.d", "from", "09:00"), ("smoosh.d", "to", "17:00")]), "d");
+        let day = Channel::from_config(
+            &config(&[("smoosh.d", "from", "09:00"), ("smoosh.d", "to", "17:00")]),
+            "d",
+        );
         assert!(day.open_at(9 * 60) && !day.open_at(17 * 60) && !day.open_at(3 * 60));
-        let bad = Channel::from_config(&config(&[("smoosh.b", "from", "25:00"), ("smoosh.b", "to", "06:00")]), "b");
-        assert!(bad.window.is_none() && bad.open_at(0), "an unreadable window is no window");
+        let bad = Channel::from_config(
+            &config(&[("smoosh.b", "from", "25:00"), ("smoosh.b", "to", "06:00")]),
+            "b",
+        );
+        assert!(
+            bad.window.is_none() && bad.open_at(0),
+            "an unreadable window is no window"
+        );
         let evening = Channel::from_config(&config(&[("smoosh.e", "from", "18:00")]), "e");
-        assert!(evening.open_at(23 * 60 + 59) && !evening.open_at(17 * 60), "until midnight when only `from` is set");
+        assert!(
+            evening.open_at(23 * 60 + 59) && !evening.open_at(17 * 60),
+            "until midnight when only `from` is set"
+        );
         let morning = Channel::from_config(&config(&[("smoosh.m", "to", "06:00")]), "m");
-        assert!(morning.open_at(0) && !morning.open_at(6 * 60), "from midnight when only `to` is set");
-        let late = Channel::from_config(&config(&[("smoosh.l", "from", "22:00"), ("smoosh.l", "to", "24:00")]), "l");
-        assert!(late.open_at(23 * 60) && !late.open_at(21 * 60), "24:00 ends the day");
-        let same = Channel::from_config(&config(&[("smoosh.s", "from", "05:00"), ("smoosh.s", "to", "05:00")]), "s");
-        assert!(same.open_at(0) && same.open_at(5 * 60) && same.open_at(12 * 60), "the same time twice is the whole day");
+        assert!(
+            morning.open_at(0) && !morning.open_at(6 * 60),
+            "from midnight when only `to` is set"
+        );
+        let late = Channel::from_config(
+            &config(&[("smoosh.l", "from", "22:00"), ("smoosh.l", "to", "24:00")]),
+            "l",
+        );
+        assert!(
+            late.open_at(23 * 60) && !late.open_at(21 * 60),
+            "24:00 ends the day"
+        );
+        let same = Channel::from_config(
+            &config(&[("smoosh.s", "from", "05:00"), ("smoosh.s", "to", "05:00")]),
+            "s",
+        );
+        assert!(
+            same.open_at(0) && same.open_at(5 * 60) && same.open_at(12 * 60),
+            "the same time twice is the whole day"
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
     if certs.is_empty() {
         return Err(format!("{cert_file} holds no certificate"));
     }
-    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| format!("reading {key_file}: {e}"))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key_file).map_err(|e| format!("reading {key_file}: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -32,15 +33,22 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> Result<TlsAcceptor, String> 
 
 /// Accepts TLS connections for as long as the server runs; a failed handshake drops only that
 /// connection.
-pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<State>) -> std::convert::Infallible {
+pub async fn serve_tls(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    state: Arc<State>,
+) -> std::convert::Infallible {
     loop {
         let (stream, peer, conn) = crate::server::accept_registered(&listener, &state).await;
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
-            let handshake = tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream)).await;
+            let handshake =
+                tokio::time::timeout(std::time::Duration::from_secs(30), acceptor.accept(stream))
+                    .await;
             // Watched above TLS, so that the handshake's bytes do not count as a request's.
             if let Ok(Ok(tls)) = handshake {
-                let tls = crate::connections::Watched::new(tls, conn.clone(), state.settings.load().conn);
+                let tls =
+                    crate::connections::Watched::new(tls, conn.clone(), state.settings.load().conn);
                 serve_connection(tls, conn, state, peer.ip(), true).await;
             }
         });

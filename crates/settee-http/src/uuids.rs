@@ -20,7 +20,9 @@ enum Algorithm {
 
 fn random_hex(n: usize) -> String {
     let mut rng = rand::thread_rng();
-    (0..n).map(|_| char::from_digit(rng.gen_range(0..16), 16).expect("hex digit")).collect()
+    (0..n)
+        .map(|_| char::from_digit(rng.gen_range(0..16), 16).expect("hex digit"))
+        .collect()
 }
 
 impl Uuids {
@@ -31,7 +33,11 @@ impl Uuids {
             "utc_random" => Algorithm::UtcRandom,
             _ => Algorithm::Sequential,
         };
-        Uuids { algorithm, prefix: random_hex(26), counter: rand::thread_rng().gen_range(0..0xfff) }
+        Uuids {
+            algorithm,
+            prefix: random_hex(26),
+            counter: rand::thread_rng().gen_range(0..0xfff),
+        }
     }
 
     /// The algorithm's name.
@@ -49,7 +55,9 @@ impl Uuids {
         match self.algorithm {
             Algorithm::Random => random_hex(32),
             Algorithm::UtcRandom => {
-                let micros = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros());
+                let micros = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros());
                 format!("{:014x}{}", micros & 0xff_ffff_ffff_ffff, random_hex(18))
             }
             Algorithm::Sequential => {

@@ -5,7 +5,9 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
-use settee_db::{is_local, AllDocsOptions, Database, DbSnapshot, DocOptions, NewDoc, DESIGN_PREFIX};
+use settee_db::{
+    is_local, AllDocsOptions, Database, DbSnapshot, DocOptions, NewDoc, DESIGN_PREFIX,
+};
 
 use crate::error::{HttpError, HttpResult};
 use crate::request::Req;
@@ -55,15 +57,35 @@ fn read_validators(snap: &DbSnapshot) -> HttpResult<Vec<Validator>> {
     if snap.live_between(DESIGN_PREFIX, "_design0")? == 0 {
         return Ok(Vec::new());
     }
-    let opts = AllDocsOptions { start: Some(DESIGN_PREFIX.into()), end: Some("_design0".into()), inclusive_end: false, ..Default::default() };
+    let opts = AllDocsOptions {
+        start: Some(DESIGN_PREFIX.into()),
+        end: Some("_design0".into()),
+        inclusive_end: false,
+        ..Default::default()
+    };
     let mut found = Vec::new();
     for row in snap.all_docs(opts)? {
         let row = row?;
-        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else { continue };
-        let Ok(ddoc) = settee_json::deep::from_slice::<Value>(&body) else { continue };
-        let Some(source) = ddoc.get("validate_doc_update").and_then(Value::as_str) else { continue };
-        let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript").to_string();
-        found.push(Validator { key: format!("vdu:{}:{}", row.id, row.rev), language, source: source.to_string(), ddoc });
+        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else {
+            continue;
+        };
+        let Ok(ddoc) = settee_json::deep::from_slice::<Value>(&body) else {
+            continue;
+        };
+        let Some(source) = ddoc.get("validate_doc_update").and_then(Value::as_str) else {
+            continue;
+        };
+        let language = ddoc
+            .get("language")
+            .and_then(Value::as_str)
+            .unwrap_or("javascript")
+            .to_string();
+        found.push(Validator {
+            key: format!("vdu:{}:{}", row.id, row.rev),
+            language,
+            source: source.to_string(),
+            ddoc,
+        });
     }
     Ok(found)
 }
@@ -86,7 +108,13 @@ fn new_doc_json(doc: &NewDoc) -> Value {
 
 /// Runs the database's validation functions over `docs` (design and local documents are not
 /// validated), recording a refusal in `out` for each document refused.
-pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewDoc], out: &mut [Option<HttpError>]) -> HttpResult<()> {
+pub async fn run(
+    state: &Arc<State>,
+    req: &Req,
+    db: &Arc<Database>,
+    docs: &[NewDoc],
+    out: &mut [Option<HttpError>],
+) -> HttpResult<()> {
     let snap = db.snapshot();
     let validators = validators(db, &snap)?;
     if validators.is_empty() {
@@ -97,14 +125,30 @@ pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewD
         if out[i].is_some() || doc.id.starts_with(DESIGN_PREFIX) || is_local(&doc.id) {
             continue;
         }
-        let old = snap.open_doc(&doc.id, None, &DocOptions::default()).ok().map_or_else(|| "null".to_string(), |b| String::from_utf8_lossy(&b).into_owned());
+        let old = snap
+            .open_doc(&doc.id, None, &DocOptions::default())
+            .ok()
+            .map_or_else(
+                || "null".to_string(),
+                |b| String::from_utf8_lossy(&b).into_owned(),
+            );
         jobs.push((i, new_doc_json(doc).to_string(), old));
     }
     let ctx = settee_auth::user_ctx(req.user.as_ref(), Some(db.name())).to_string();
-    let sec = String::from_utf8(snap.meta()?.security).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "{}".into());
+    let sec = String::from_utf8(snap.meta()?.security)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "{}".into());
     let (limits, servers) = (state.views.pool().limits(), state.views.servers().clone());
     let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Result<Refusal, String>)> {
-        jobs.into_iter().map(|(i, new, old)| (i, first_refusal(&validators, &servers, limits, &new, &old, &ctx, &sec))).collect()
+        jobs.into_iter()
+            .map(|(i, new, old)| {
+                (
+                    i,
+                    first_refusal(&validators, &servers, limits, &new, &old, &ctx, &sec),
+                )
+            })
+            .collect()
     })
     .await
     .map_err(crate::db::join_error)?;
@@ -126,12 +170,26 @@ pub async fn run(state: &Arc<State>, req: &Req, db: &Arc<Database>, docs: &[NewD
 }
 
 /// The first refusal of any validator for one write.
-fn first_refusal(validators: &[Validator], servers: &settee_queryserver::QueryServers, limits: settee_js::Limits, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Refusal, String> {
+fn first_refusal(
+    validators: &[Validator],
+    servers: &settee_queryserver::QueryServers,
+    limits: settee_js::Limits,
+    new: &str,
+    old: &str,
+    ctx: &str,
+    sec: &str,
+) -> Result<Refusal, String> {
     for v in validators {
         let verdict = if v.language == "javascript" {
             settee_js::with_local_engine(limits, |e| {
                 e.load_validator(&v.key, &v.source, &v.ddoc.to_string())?;
-                e.validate(&v.key, new.to_string(), old.to_string(), ctx.to_string(), sec.to_string())
+                e.validate(
+                    &v.key,
+                    new.to_string(),
+                    old.to_string(),
+                    ctx.to_string(),
+                    sec.to_string(),
+                )
             })
             .map_err(|e| e.to_string())?
         } else {
@@ -145,12 +203,21 @@ fn first_refusal(validators: &[Validator], servers: &settee_queryserver::QuerySe
 }
 
 /// A validation function in another language, through its query server's `ddoc` command.
-fn external(servers: &settee_queryserver::QueryServers, v: &Validator, new: &str, old: &str, ctx: &str, sec: &str) -> Result<Refusal, String> {
+fn external(
+    servers: &settee_queryserver::QueryServers,
+    v: &Validator,
+    new: &str,
+    old: &str,
+    ctx: &str,
+    sec: &str,
+) -> Result<Refusal, String> {
     let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
     let args = json!([parse(new), parse(old), parse(ctx), parse(sec)]);
     let mut process = servers.checkout(&v.language).map_err(|e| e.to_string())?;
     let timeout = process.timeout();
-    let answer = process.ddoc(&v.ddoc, &["validate_doc_update"], &args, timeout).map_err(|e| e.to_string())?;
+    let answer = process
+        .ddoc(&v.ddoc, &["validate_doc_update"], &args, timeout)
+        .map_err(|e| e.to_string())?;
     if answer == json!(1) || answer == json!(true) {
         return Ok(None);
     }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hyper::Method;
 use serde_json::{json, Value};
 use settee_db::{Database, DbSnapshot, DocOptions};
-use settee_json::Rev;
 use settee_json::viewkey;
+use settee_json::Rev;
 use settee_store::Snapshot;
 use settee_views::{query, DesignDoc, Grouping, Index, MapRow, ViewQuery, Views};
 
@@ -48,7 +48,9 @@ fn qpe(reason: &str) -> HttpError {
 
 /// Reads and checks a query's parameters against the view, in CouchDB's order of checks.
 fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> HttpResult<Plan> {
-    let (index, def) = ddoc.view(view).ok_or_else(|| HttpError::not_found("missing_named_view"))?;
+    let (index, def) = ddoc
+        .view(view)
+        .ok_or_else(|| HttpError::not_found("missing_named_view"))?;
     let has_reduce = def.reduce.is_some();
     let reduce_param = q.bool("reduce")?;
     if reduce_param == Some(true) && !has_reduce {
@@ -58,7 +60,11 @@ fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> Ht
     let group = q.bool("group")?;
     let group_level = q.u64("group_level")?;
     let grouping = match (group, group_level) {
-        (Some(false), Some(n)) if n > 0 => return Err(qpe("Can't specify group=false and group_level>0 at the same time")),
+        (Some(false), Some(n)) if n > 0 => {
+            return Err(qpe(
+                "Can't specify group=false and group_level>0 at the same time",
+            ))
+        }
         (_, Some(0)) => Grouping::All,
         (_, Some(n)) => Grouping::Level(n as usize),
         (Some(true), None) => Grouping::Exact,
@@ -81,11 +87,17 @@ fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> Ht
         Some(_) => return Err(qpe("`keys` must be an array of strings.")),
     };
     let range = q.key_range()?;
-    if keys.as_ref().is_some_and(|k| !k.is_empty()) && (range.start_key.is_some() || range.end_key.is_some()) {
-        return Err(qpe("`keys` is incompatible with `key`, `start_key` and `end_key`"));
+    if keys.as_ref().is_some_and(|k| !k.is_empty())
+        && (range.start_key.is_some() || range.end_key.is_some())
+    {
+        return Err(qpe(
+            "`keys` is incompatible with `key`, `start_key` and `end_key`",
+        ));
     }
     if reduce && keys.is_some() && grouping != Grouping::Exact {
-        return Err(qpe("Multi-key fetches for reduce views must use `group=true`"));
+        return Err(qpe(
+            "Multi-key fetches for reduce views must use `group=true`",
+        ));
     }
     let query = ViewQuery {
         start_key: range.start_key,
@@ -99,16 +111,25 @@ fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> Ht
         keys,
         grouping,
     };
-    check_range(&query, ddoc)?;
+    check_range(&query, def.collation)?;
     let update = update_mode(q)?;
-    q.bool("sorted").map_err(|_| qpe("Invalid value for `sorted`."))?;
+    q.bool("sorted")
+        .map_err(|_| qpe("Invalid value for `sorted`."))?;
     let doc = DocOptions {
         conflicts: conflicts.unwrap_or(false),
         attachments: q.flag("attachments")?,
         att_encoding_info: q.flag("att_encoding_info")?,
         ..DocOptions::default()
     };
-    Ok(Plan { view: index, query, reduce, include_docs: include_docs.unwrap_or(false), doc, update_seq: q.flag("update_seq")?, update })
+    Ok(Plan {
+        view: index,
+        query,
+        reduce,
+        include_docs: include_docs.unwrap_or(false),
+        doc,
+        update_seq: q.flag("update_seq")?,
+        update,
+    })
 }
 
 fn update_mode(q: &Query) -> HttpResult<Update> {
@@ -132,9 +153,10 @@ fn update_mode(q: &Query) -> HttpResult<Update> {
 }
 
 /// CouchDB refuses a range that cannot hold rows in the walk direction.
-fn check_range(q: &ViewQuery, ddoc: &DesignDoc) -> HttpResult<()> {
-    let (Some(s), Some(e)) = (&q.start_key, &q.end_key) else { return Ok(()) };
-    let c = ddoc.options.collation;
+fn check_range(q: &ViewQuery, c: viewkey::Collation) -> HttpResult<()> {
+    let (Some(s), Some(e)) = (&q.start_key, &q.end_key) else {
+        return Ok(());
+    };
     // Different keys decide the order by themselves (encodings are prefix-free); equal keys
     // never make an empty range here.
     let (start_key, end_key) = (viewkey::encoded(s, c), viewkey::encoded(e, c));
@@ -160,7 +182,12 @@ fn design(state: &State, db: &Arc<Database>, ddoc: &str) -> HttpResult<(DesignDo
 }
 
 /// Brings the index up to date as the query asked; the snapshot to answer from.
-async fn ready(state: &Arc<State>, db: &Arc<Database>, index: &Arc<Index>, update: Update) -> HttpResult<Snapshot> {
+async fn ready(
+    state: &Arc<State>,
+    db: &Arc<Database>,
+    index: &Arc<Index>,
+    update: Update,
+) -> HttpResult<Snapshot> {
     if update == Update::Now {
         state.views.refresh(db, index).await?;
     }
@@ -172,7 +199,13 @@ async fn ready(state: &Arc<State>, db: &Arc<Database>, index: &Arc<Index>, updat
 }
 
 /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`.
-pub async fn view(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, view: &str) -> HttpResult<Response> {
+pub async fn view(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    ddoc: &str,
+    view: &str,
+) -> HttpResult<Response> {
     let db = open(state, name)?;
     let body = match req.method {
         Method::GET | Method::HEAD => None,
@@ -180,7 +213,9 @@ pub async fn view(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, vie
             req.require_json()?;
             let body = req.json_object(state.max_request).await?;
             if body.contains_key("queries") {
-                return Err(HttpError::bad_request("The `queries` parameter is no longer supported at this endpoint"));
+                return Err(HttpError::bad_request(
+                    "The `queries` parameter is no longer supported at this endpoint",
+                ));
             }
             if body.get("keys").is_some_and(|k| !k.is_array()) {
                 return Err(HttpError::bad_request("`keys` member must be an array."));
@@ -216,16 +251,26 @@ fn single_keys_as_key(query: Query) -> Query {
         query
             .0
             .into_iter()
-            .map(|(k, v)| match (k == "keys").then(|| serde_json::from_str::<Value>(&v)) {
-                Some(Ok(Value::Array(mut one))) if one.len() == 1 => ("key".to_string(), one.pop().expect("one key").to_string()),
-                _ => (k, v),
-            })
+            .map(
+                |(k, v)| match (k == "keys").then(|| serde_json::from_str::<Value>(&v)) {
+                    Some(Ok(Value::Array(mut one))) if one.len() == 1 => {
+                        ("key".to_string(), one.pop().expect("one key").to_string())
+                    }
+                    _ => (k, v),
+                },
+            )
             .collect(),
     )
 }
 
 /// `POST /{db}/_design/{ddoc}/_view/{view}/queries`.
-pub async fn queries(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, view: &str) -> HttpResult<Response> {
+pub async fn queries(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    ddoc: &str,
+    view: &str,
+) -> HttpResult<Response> {
     if req.method != Method::POST {
         return Err(HttpError::method_not_allowed("POST"));
     }
@@ -233,23 +278,40 @@ pub async fn queries(state: &Arc<State>, req: &mut Req, name: &str, ddoc: &str, 
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
     let Some(queries) = body.get("queries").cloned() else {
-        return Err(HttpError::bad_request("POST body must include `queries` parameter."));
+        return Err(HttpError::bad_request(
+            "POST body must include `queries` parameter.",
+        ));
     };
     Box::pin(many(state, &db, req, ddoc, view, queries)).await
 }
 
 /// Several queries of one view, each validated before any is answered.
-async fn many(state: &Arc<State>, db: &Arc<Database>, req: &Req, ddoc: &str, view: &str, queries: Value) -> HttpResult<Response> {
-    let Value::Array(queries) = queries else { return Err(HttpError::bad_request("`queries` member must be an array.")) };
+async fn many(
+    state: &Arc<State>,
+    db: &Arc<Database>,
+    req: &Req,
+    ddoc: &str,
+    view: &str,
+    queries: Value,
+) -> HttpResult<Response> {
+    let Value::Array(queries) = queries else {
+        return Err(HttpError::bad_request("`queries` member must be an array."));
+    };
     let (ddoc, index) = design(state, db, ddoc)?;
     let mut plans = Vec::with_capacity(queries.len());
     for q in &queries {
-        let Value::Object(members) = q else { return Err(HttpError::bad_request("Each query must be an object.")) };
+        let Value::Object(members) = q else {
+            return Err(HttpError::bad_request("Each query must be an object."));
+        };
         let params = query_params(&req.query, members);
         let keys = members.get("keys").cloned();
         plans.push(plan(&ddoc, view, &params, keys)?);
     }
-    let update = if plans.iter().any(|p| p.update == Update::Now) { Update::Now } else { plans.first().map_or(Update::Now, |p| p.update) };
+    let update = if plans.iter().any(|p| p.update == Update::Now) {
+        Update::Now
+    } else {
+        plans.first().map_or(Update::Now, |p| p.update)
+    };
     let snap = ready(state, db, &index, update).await?;
     let dbsnap = db.snapshot();
     let mut out = b"{\"results\":[\r\n".to_vec();
@@ -273,14 +335,25 @@ async fn many(state: &Arc<State>, db: &Arc<Database>, req: &Req, ddoc: &str, vie
 /// A query object's members as query-string parameters (URL parameters are defaults, but
 /// grouping and keys start afresh for each query).
 fn query_params(url: &Query, members: &serde_json::Map<String, Value>) -> Query {
-    let mut pairs: Vec<(String, String)> =
-        url.0.iter().filter(|(k, _)| !matches!(k.as_str(), "group" | "group_level" | "keys")).cloned().collect();
+    let mut pairs: Vec<(String, String)> = url
+        .0
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "group" | "group_level" | "keys"))
+        .cloned()
+        .collect();
     for (k, v) in members {
         if k == "keys" {
             continue;
         }
         let text = match v {
-            Value::String(s) if !matches!(k.as_str(), "key" | "startkey" | "start_key" | "endkey" | "end_key") => s.clone(),
+            Value::String(s)
+                if !matches!(
+                    k.as_str(),
+                    "key" | "startkey" | "start_key" | "endkey" | "end_key"
+                ) =>
+            {
+                s.clone()
+            }
             other => other.to_string(),
         };
         pairs.push((k.clone(), text));
@@ -311,13 +384,21 @@ fn map_head(index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<String> {
     let offset = query::offset(index, snap, plan.view, &plan.query)?.min(total);
     let mut head = format!("{{\"total_rows\":{total},\"offset\":{offset},");
     if plan.update_seq {
-        head.push_str(&format!("\"update_seq\":\"{}\",", index.meta_of(snap)?.seq.encode()));
+        head.push_str(&format!(
+            "\"update_seq\":\"{}\",",
+            index.meta_of(snap)?.seq.encode()
+        ));
     }
     head.push_str("\"rows\":[\r\n");
     Ok(head)
 }
 
-fn write_map_rows(out: &mut impl Out, rows: impl Iterator<Item = settee_views::Result<MapRow>>, db: &DbSnapshot, plan: &Plan) -> Result<(), Gone> {
+fn write_map_rows(
+    out: &mut impl Out,
+    rows: impl Iterator<Item = settee_views::Result<MapRow>>,
+    db: &DbSnapshot,
+    plan: &Plan,
+) -> Result<(), Gone> {
     let mut first = true;
     for row in rows {
         let row = match row {
@@ -351,12 +432,23 @@ fn write_map_rows(out: &mut impl Out, rows: impl Iterator<Item = settee_views::R
 /// The document a row includes: the one a `{"_id": …}` value links to (at `_rev` if given),
 /// else the emitting one; `null` when it is missing or deleted.
 fn row_doc(db: &DbSnapshot, row: &MapRow, opts: &DocOptions) -> Vec<u8> {
-    let linked = if row.value.starts_with('{') { serde_json::from_str::<Value>(&row.value).ok() } else { None };
+    let linked = if row.value.starts_with('{') {
+        serde_json::from_str::<Value>(&row.value).ok()
+    } else {
+        None
+    };
     let found = match linked.as_ref().and_then(|v| v.get("_id")) {
         Some(Value::String(id)) => {
-            let rev = linked.as_ref().and_then(|v| v.get("_rev")).and_then(Value::as_str).map(Rev::parse);
+            let rev = linked
+                .as_ref()
+                .and_then(|v| v.get("_rev"))
+                .and_then(Value::as_str)
+                .map(Rev::parse);
             match rev {
-                Some(Ok(rev)) => db.open_doc(id, Some(&rev), opts).ok().filter(|d| !is_deleted(d)),
+                Some(Ok(rev)) => db
+                    .open_doc(id, Some(&rev), opts)
+                    .ok()
+                    .filter(|d| !is_deleted(d)),
                 Some(Err(_)) => None,
                 None => db.open_doc(id, None, opts).ok(),
             }
@@ -368,14 +460,19 @@ fn row_doc(db: &DbSnapshot, row: &MapRow, opts: &DocOptions) -> Vec<u8> {
 }
 
 fn is_deleted(doc: &[u8]) -> bool {
-    settee_json::deep::from_slice::<Value>(doc).ok().and_then(|d| d.get("_deleted").and_then(Value::as_bool)).unwrap_or(false)
+    settee_json::deep::from_slice::<Value>(doc)
+        .ok()
+        .and_then(|d| d.get("_deleted").and_then(Value::as_bool))
+        .unwrap_or(false)
 }
 
 fn write_reduce(out: &mut Vec<u8>, index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<()> {
     let rows = query::reduce_rows(index, snap, plan.view, &plan.query)?;
     out.push(b'{');
     if plan.update_seq {
-        out.extend_from_slice(format!("\"update_seq\":\"{}\",", index.meta_of(snap)?.seq.encode()).as_bytes());
+        out.extend_from_slice(
+            format!("\"update_seq\":\"{}\",", index.meta_of(snap)?.seq.encode()).as_bytes(),
+        );
     }
     out.extend_from_slice(b"\"rows\":[\r\n");
     for (i, row) in rows.iter().enumerate() {
@@ -390,7 +487,9 @@ fn write_reduce(out: &mut Vec<u8>, index: &Index, snap: &Snapshot, plan: &Plan) 
                 out.extend_from_slice(v.as_bytes());
             }
             Err((error, reason)) => {
-                out.extend_from_slice(format!(",\"error\":{},\"reason\":{}", json!(error), json!(reason)).as_bytes());
+                out.extend_from_slice(
+                    format!(",\"error\":{},\"reason\":{}", json!(error), json!(reason)).as_bytes(),
+                );
             }
         }
         out.push(b'}');
@@ -461,8 +560,12 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
     let mut keep = HashSet::new();
     for row in snap.all_docs(opts)? {
         let row = row?;
-        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else { continue };
-        let Ok(doc) = settee_json::deep::from_slice::<Value>(&body) else { continue };
+        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else {
+            continue;
+        };
+        let Ok(doc) = settee_json::deep::from_slice::<Value>(&body) else {
+            continue;
+        };
         if let Ok(d) = DesignDoc::parse(&row.id, &doc) {
             keep.insert(d.signature());
         }
@@ -474,17 +577,26 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
 /// Checks design documents before they are saved, as CouchDB does: malformed views are
 /// `invalid_design_doc`, JavaScript that does not compile is `compilation_error`. One answer
 /// per document, `None` for documents that may be saved.
-pub async fn validate_design_docs(state: &Arc<State>, docs: &[settee_db::NewDoc]) -> Vec<Option<HttpError>> {
+pub async fn validate_design_docs(
+    state: &Arc<State>,
+    docs: &[settee_db::NewDoc],
+) -> Vec<Option<HttpError>> {
     let mut out = vec![None; docs.len()];
     for (i, doc) in docs.iter().enumerate() {
         if doc.deleted || !doc.id.starts_with(settee_db::DESIGN_PREFIX) {
             continue;
         }
-        let Ok(body) = settee_json::deep::from_slice::<Value>(&doc.body) else { continue };
+        let Ok(body) = settee_json::deep::from_slice::<Value>(&doc.body) else {
+            continue;
+        };
         out[i] = match DesignDoc::parse(&doc.id, &body) {
             Err(e) => Some(HttpError::from(e)),
-            Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => compile_check(state, ddoc).await.err(),
-            Ok(ddoc) if !ddoc.views.is_empty() && state.views.servers().has(&ddoc.language) => external_compile_check(state, ddoc).await.err(),
+            Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => {
+                compile_check(state, ddoc).await.err()
+            }
+            Ok(ddoc) if !ddoc.views.is_empty() && state.views.servers().has(&ddoc.language) => {
+                external_compile_check(state, ddoc).await.err()
+            }
             Ok(_) => None,
         };
     }
@@ -507,7 +619,9 @@ async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
         }
         Ok(Ok(()))
     });
-    let result = tokio::task::spawn_blocking(move || settee_js::wait(pending)).await.map_err(crate::db::join_error)?;
+    let result = tokio::task::spawn_blocking(move || settee_js::wait(pending))
+        .await
+        .map_err(crate::db::join_error)?;
     match result {
         Ok(Ok(())) => Ok(()),
         Ok(Err((kind, view, e))) => {
@@ -515,7 +629,11 @@ async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
                 settee_js::Error::Compile(m) => m,
                 other => other.to_string(),
             };
-            Err(HttpError::new(400, "compilation_error", format!("Compilation of the {kind} function in the '{view}' view failed: {msg}")))
+            Err(HttpError::new(
+                400,
+                "compilation_error",
+                format!("Compilation of the {kind} function in the '{view}' view failed: {msg}"),
+            ))
         }
         Err(e) => Err(HttpError::from(settee_views::Error::from(e))),
     }
@@ -526,18 +644,41 @@ async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
 async fn external_compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
     let servers = state.views.servers().clone();
     let checked = tokio::task::spawn_blocking(move || {
-        let mut process = servers.checkout(&ddoc.language).map_err(|e| HttpError::from(&e))?;
+        let mut process = servers
+            .checkout(&ddoc.language)
+            .map_err(|e| HttpError::from(&e))?;
         let (timeout, config) = (process.timeout(), process.reset_config());
         for v in &ddoc.views {
             let reduce = match &v.reduce {
                 Some(settee_views::Reduce::Function(src)) => Some(&**src),
                 _ => None,
             };
-            for (kind, src) in std::iter::once(("map", v.map.as_str())).chain(reduce.map(|r| ("reduce", r))) {
-                let failed = |reason: String| HttpError::new(400, "compilation_error", format!("Compilation of the {kind} function in the '{}' view failed: {reason}", v.name));
-                match process.load(&format!("validate:{src}"), &[src], &Value::Null, &config, timeout) {
+            for (kind, src) in
+                std::iter::once(("map", v.map.as_str())).chain(reduce.map(|r| ("reduce", r)))
+            {
+                let failed = |reason: String| {
+                    HttpError::new(
+                        400,
+                        "compilation_error",
+                        format!(
+                            "Compilation of the {kind} function in the '{}' view failed: {reason}",
+                            v.name
+                        ),
+                    )
+                };
+                match process.load(
+                    &format!("validate:{src}"),
+                    &[src],
+                    &Value::Null,
+                    &config,
+                    timeout,
+                ) {
                     Ok(()) => {}
-                    Err(settee_queryserver::Error::Raised { error, reason }) if error == "compilation_error" => return Err(failed(reason)),
+                    Err(settee_queryserver::Error::Raised { error, reason })
+                        if error == "compilation_error" =>
+                    {
+                        return Err(failed(reason))
+                    }
                     Err(settee_queryserver::Error::Process(reason)) => return Err(failed(reason)),
                     Err(e) => return Err(HttpError::from(&e)),
                 }
@@ -550,36 +691,55 @@ async fn external_compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResu
 
 /// Reads `_design/{name}` as JSON, with CouchDB's `not_found` errors.
 fn design_json(db: &Database, name: &str) -> HttpResult<Value> {
-    let body = db.snapshot().open_doc(&format!("_design/{name}"), None, &DocOptions::default())?;
-    settee_json::deep::from_slice(&body).map_err(|_| HttpError::new(500, "unknown_error", "stored design document is not JSON"))
+    let body = db
+        .snapshot()
+        .open_doc(&format!("_design/{name}"), None, &DocOptions::default())?;
+    settee_json::deep::from_slice(&body)
+        .map_err(|_| HttpError::new(500, "unknown_error", "stored design document is not JSON"))
 }
 
 /// `_changes?filter=_view&view=ddoc/view`: documents for which the view's map function
 /// emits at least one row.
 pub fn view_filter(state: &State, db: &Database, view: &str) -> HttpResult<settee_db::DocFilter> {
-    let (ddoc_name, view_name) = view.split_once('/').ok_or_else(|| HttpError::bad_request("`view` must be of the form `designname/viewname`"))?;
-    let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &design_json(db, ddoc_name)?)?;
-    let (_, def) = ddoc.view(view_name).ok_or_else(|| HttpError::not_found("missing_named_view"))?;
+    let (ddoc_name, view_name) = view.split_once('/').ok_or_else(|| {
+        HttpError::bad_request("`view` must be of the form `designname/viewname`")
+    })?;
+    let body = design_json(db, ddoc_name)?;
+    json_key(&body, &["views", view_name])?;
+    let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &body)?;
+    let (_, def) = ddoc
+        .view(view_name)
+        .ok_or_else(|| HttpError::not_found("missing_named_view"))?;
     let key = format!("viewfilter:{}:{}", ddoc.signature(), def.name);
     if ddoc.language != "javascript" {
         return external_view_filter(state, &ddoc, def.map.clone(), key);
     }
-    let (map, lib, limits) = (def.map.clone(), ddoc.lib.to_string(), state.views.pool().limits());
+    let (map, ddoc_text, limits) = (
+        def.map.clone(),
+        body.to_string(),
+        state.views.pool().limits(),
+    );
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
         let out = settee_js::with_local_engine(limits, |e| {
-            e.load_map(&key, &[map.as_str()], &lib)?;
-            e.map_docs(&key, format!("[{doc}]"))
+            e.load_view_filter(&key, &map, &ddoc_text)?;
+            e.filter_docs(&key, format!("[{doc}]"), "{}".to_string())
         });
-        // One document, one function: `[[[...rows...]]]`; any row means it passes.
-        out.is_ok_and(|text| !text.starts_with("[[[]"))
+        Ok(out.map_err(|e| filter_error(&e))?.first() == Some(&true))
     })))
 }
 
 /// `_changes?filter=_view` for a view in another language: `map_doc` on its query server.
-fn external_view_filter(state: &State, ddoc: &DesignDoc, map: String, key: String) -> HttpResult<settee_db::DocFilter> {
+fn external_view_filter(
+    state: &State,
+    ddoc: &DesignDoc,
+    map: String,
+    key: String,
+) -> HttpResult<settee_db::DocFilter> {
     let servers = state.views.servers().clone();
     if !servers.has(&ddoc.language) {
-        return Err(HttpError::from(&settee_queryserver::Error::UnknownLanguage(ddoc.language.clone())));
+        return Err(HttpError::from(
+            &settee_queryserver::Error::UnknownLanguage(ddoc.language.clone()),
+        ));
     }
     let (language, lib) = (ddoc.language.clone(), ddoc.lib.clone());
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
@@ -589,56 +749,99 @@ fn external_view_filter(state: &State, ddoc: &DesignDoc, map: String, key: Strin
             p.map_doc(doc.to_string().as_bytes(), timeout)
         });
         // One function: `[[...rows...]]`; any row means it passes.
-        emitted.ok().and_then(|text| serde_json::from_str::<Value>(&text).ok()).is_some_and(|rows| rows[0].as_array().is_some_and(|r| !r.is_empty()))
+        let text = emitted.map_err(|e| filter_error(&e))?;
+        Ok(serde_json::from_str::<Value>(&text)
+            .ok()
+            .is_some_and(|rows| rows[0].as_array().is_some_and(|r| !r.is_empty())))
     })))
 }
 
 /// `_changes?filter=ddoc/name` for a design document in another language: the `ddoc`
 /// command of its query server, with each document and the request.
-fn external_filter(state: &State, ddoc: Value, language: &str, name: &str, request: Value) -> HttpResult<settee_db::DocFilter> {
+fn external_filter(
+    state: &State,
+    ddoc: Value,
+    language: &str,
+    name: &str,
+    request: Value,
+) -> HttpResult<settee_db::DocFilter> {
     let servers = state.views.servers().clone();
     if !servers.has(language) {
-        return Err(HttpError::from(&settee_queryserver::Error::UnknownLanguage(language.to_string())));
+        return Err(HttpError::from(
+            &settee_queryserver::Error::UnknownLanguage(language.to_string()),
+        ));
     }
     let (language, name) = (language.to_string(), name.to_string());
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
         let answer = servers.checkout(&language).and_then(|mut p| {
             let timeout = p.timeout();
-            p.ddoc(&ddoc, &["filters", &name], &json!([[doc], request]), timeout)
+            p.ddoc(
+                &ddoc,
+                &["filters", &name],
+                &json!([[doc], request]),
+                timeout,
+            )
         });
-        answer.is_ok_and(|a| a == json!([true, [true]]))
+        Ok(answer.map_err(|e| filter_error(&e))? == json!([true, [true]]))
     })))
 }
 
 /// `_changes?filter=ddoc/name`: the design document's `filters.name` function, called with
 /// each document and the request.
-pub fn js_filter(state: &State, db: &Database, filter: &str, req: &Req) -> HttpResult<settee_db::DocFilter> {
-    let (ddoc_name, name) = filter.split_once('/').ok_or_else(|| HttpError::bad_request("`filter` parameter is not a valid design document filter"))?;
+pub fn js_filter(
+    state: &State,
+    db: &Database,
+    filter: &str,
+    req: &Req,
+) -> HttpResult<settee_db::DocFilter> {
+    let (ddoc_name, name) = filter.split_once('/').ok_or_else(|| {
+        HttpError::bad_request("`filter` must be of the form `designname/filtername`")
+    })?;
     let ddoc = design_json(db, ddoc_name)?;
-    let source = ddoc.get("filters").and_then(|f| f.get(name)).and_then(Value::as_str).ok_or_else(|| HttpError::not_found(format!("missing json key: {name}")))?;
-    let language = ddoc.get("language").and_then(Value::as_str).unwrap_or("javascript");
+    let source = json_key(&ddoc, &["filters", name])?
+        .as_str()
+        .ok_or_else(|| HttpError::bad_request(format!("filter {name} is not a function")))?;
+    let language = ddoc
+        .get("language")
+        .and_then(Value::as_str)
+        .unwrap_or("javascript");
     if language != "javascript" {
         return external_filter(state, ddoc.clone(), language, name, filter_request(db, req));
     }
     let key = format!("filter:{ddoc_name}:{name}:{:x}", md5_of(source));
-    let (source, ddoc_text, limits) = (source.to_string(), ddoc.to_string(), state.views.pool().limits());
+    let (source, ddoc_text, limits) = (
+        source.to_string(),
+        ddoc.to_string(),
+        state.views.pool().limits(),
+    );
     let request = filter_request(db, req).to_string();
-    // A filter that ran out of time once is not called again for this feed: each further
-    // document would cost another `os_process_timeout`.
-    let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
-        if timed_out.load(std::sync::atomic::Ordering::Relaxed) {
-            return false;
-        }
         let out = settee_js::with_local_engine(limits, |e| {
             e.load_filter(&key, &source, &ddoc_text)?;
             e.filter_docs(&key, format!("[{doc}]"), request.clone())
         });
-        if matches!(out, Err(settee_js::Error::Timeout(_))) {
-            timed_out.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        out.is_ok_and(|answers| answers.first() == Some(&true))
+        Ok(out.map_err(|e| filter_error(&e))?.first() == Some(&true))
     })))
+}
+
+/// The member at `path` in a design document, or CouchDB's 404 naming the first key missing.
+fn json_key<'a>(ddoc: &'a Value, path: &[&str]) -> HttpResult<&'a Value> {
+    path.iter().try_fold(ddoc, |v, key| {
+        v.get(key)
+            .ok_or_else(|| HttpError::not_found(format!("missing json key: {key}")))
+    })
+}
+
+/// What a failed filter ends its feed with: CouchDB's error for the failure.
+fn filter_error<E>(e: &E) -> settee_db::FilterError
+where
+    for<'a> HttpError: From<&'a E>,
+{
+    let e = HttpError::from(e);
+    settee_db::FilterError {
+        error: e.error,
+        reason: e.reason,
+    }
 }
 
 fn md5_of(text: &str) -> u128 {
@@ -648,9 +851,22 @@ fn md5_of(text: &str) -> u128 {
 
 /// The request object filter functions receive, as CouchDB builds it.
 fn filter_request(db: &Database, req: &Req) -> Value {
-    let query: serde_json::Map<String, Value> = req.query.0.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-    let headers: serde_json::Map<String, Value> =
-        req.headers.iter().filter_map(|(k, v)| Some((k.as_str().to_string(), Value::String(v.to_str().ok()?.to_string())))).collect();
+    let query: serde_json::Map<String, Value> = req
+        .query
+        .0
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let headers: serde_json::Map<String, Value> = req
+        .headers
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.as_str().to_string(),
+                Value::String(v.to_str().ok()?.to_string()),
+            ))
+        })
+        .collect();
     let name = req.user.as_ref().map(|u| u.name.clone());
     let roles = req.user.as_ref().map_or_else(Vec::new, |u| u.roles.clone());
     json!({

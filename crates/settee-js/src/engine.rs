@@ -27,7 +27,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { timeout: Duration::from_millis(5000), memory: 256 << 20 }
+        Limits {
+            timeout: Duration::from_millis(5000),
+            memory: 256 << 20,
+        }
     }
 }
 
@@ -57,16 +60,29 @@ impl Engine {
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let exhausted = Rc::new(Cell::new(false));
         let watch = deadline.clone();
-        runtime.set_interrupt_handler(Some(Box::new(move || watch.get().is_some_and(|d| Instant::now() >= d))));
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            watch.get().is_some_and(|d| Instant::now() >= d)
+        })));
         let context = Context::full(&runtime).map_err(engine_error)?;
         context.with(|ctx| -> Result<()> {
-            let log = Func::from(|message: String| tracing::info!(target: "settee_js", "{message}"));
+            let log =
+                Func::from(|message: String| tracing::info!(target: "settee_js", "{message}"));
             ctx.globals().set("__log", log).map_err(engine_error)?;
             let flag = exhausted.clone();
-            ctx.globals().set("__exhausted", Func::from(move || flag.set(true))).map_err(engine_error)?;
+            ctx.globals()
+                .set("__exhausted", Func::from(move || flag.set(true)))
+                .map_err(engine_error)?;
             ctx.eval::<(), _>(PRELUDE).map_err(|e| caught(&ctx, e))
         })?;
-        let mut engine = Engine { runtime, context, deadline, limits, programs: HashMap::new(), spent: false, exhausted };
+        let mut engine = Engine {
+            runtime,
+            context,
+            deadline,
+            limits,
+            programs: HashMap::new(),
+            spent: false,
+            exhausted,
+        };
         engine.set_limits(limits);
         Ok(engine)
     }
@@ -104,9 +120,22 @@ impl Engine {
         self.load_ddoc_function(key, "__filter", source, ddoc_json)
     }
 
+    /// Compiles the map function `source` of design document `ddoc_json` as a filter under
+    /// `key` (`_changes?filter=_view`): run with [`Engine::filter_docs`], it passes the
+    /// documents the function emits a row for, and fails when the function throws.
+    pub fn load_view_filter(&mut self, key: &str, source: &str, ddoc_json: &str) -> Result<()> {
+        self.load_ddoc_function(key, "__viewFilter", source, ddoc_json)
+    }
+
     /// Compiles `source` under `key` with the prelude's `maker` (which takes the source and
     /// the design document), unless a program with that key exists.
-    fn load_ddoc_function(&mut self, key: &str, maker: &'static str, source: &str, ddoc_json: &str) -> Result<()> {
+    fn load_ddoc_function(
+        &mut self,
+        key: &str,
+        maker: &'static str,
+        source: &str,
+        ddoc_json: &str,
+    ) -> Result<()> {
         if self.programs.contains_key(key) {
             return Ok(());
         }
@@ -120,9 +149,22 @@ impl Engine {
 
     /// Runs a loaded filter over a JSON array of documents with the request object
     /// `req_json`; one answer per document.
-    pub fn filter_docs(&mut self, key: &str, docs_json: String, req_json: String) -> Result<Vec<bool>> {
-        let out = self.call(key, move |ctx, f| f.call::<_, String>((docs_json, req_json)).map_err(|e| caught(ctx, e)))?;
-        let bools: Vec<bool> = out.trim_matches(|c| c == '[' || c == ']').split(',').filter(|s| !s.is_empty()).map(|s| s == "true").collect();
+    pub fn filter_docs(
+        &mut self,
+        key: &str,
+        docs_json: String,
+        req_json: String,
+    ) -> Result<Vec<bool>> {
+        let out = self.call(key, move |ctx, f| {
+            f.call::<_, String>((docs_json, req_json))
+                .map_err(|e| caught(ctx, e))
+        })?;
+        let bools: Vec<bool> = out
+            .trim_matches(|c| c == '[' || c == ']')
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s == "true")
+            .collect();
         Ok(bools)
     }
 
@@ -135,12 +177,24 @@ impl Engine {
     /// Runs a loaded validation function: `Ok(None)` when it accepts the write, else the
     /// `(error, reason)` it threw (`forbidden`, `unauthorized`, or `unknown_error` for other
     /// thrown values). Arguments are JSON texts.
-    pub fn validate(&mut self, key: &str, new_doc: String, old_doc: String, user_ctx: String, sec_obj: String) -> Result<Option<(String, String)>> {
-        let out = self.call(key, move |ctx, f| f.call::<_, String>((new_doc, old_doc, user_ctx, sec_obj)).map_err(|e| caught(ctx, e)))?;
+    pub fn validate(
+        &mut self,
+        key: &str,
+        new_doc: String,
+        old_doc: String,
+        user_ctx: String,
+        sec_obj: String,
+    ) -> Result<Option<(String, String)>> {
+        let out = self.call(key, move |ctx, f| {
+            f.call::<_, String>((new_doc, old_doc, user_ctx, sec_obj))
+                .map_err(|e| caught(ctx, e))
+        })?;
         if out == "ok" {
             return Ok(None);
         }
-        let (error, reason) = out.split_once('\n').ok_or_else(|| Error::Engine(format!("unexpected validation answer: {out}")))?;
+        let (error, reason) = out
+            .split_once('\n')
+            .ok_or_else(|| Error::Engine(format!("unexpected validation answer: {out}")))?;
         Ok(Some((error.to_string(), reason.to_string())))
     }
 
@@ -163,8 +217,13 @@ impl Engine {
         if self.programs.len() >= MAX_PROGRAMS {
             self.programs.clear();
         }
-        self.deadline.set(Some(Instant::now() + self.limits.timeout));
-        let saved = self.context.with(|ctx| make(&ctx).map(|f| Persistent::save(&ctx, f)).map_err(|e| caught(&ctx, e)));
+        self.deadline
+            .set(Some(Instant::now() + self.limits.timeout));
+        let saved = self.context.with(|ctx| {
+            make(&ctx)
+                .map(|f| Persistent::save(&ctx, f))
+                .map_err(|e| caught(&ctx, e))
+        });
         let program = self.finish_call(saved)?;
         self.programs.insert(key.to_string(), program);
         Ok(())
@@ -173,19 +232,40 @@ impl Engine {
     /// Runs a loaded map program over a JSON array of documents; returns, per document, per
     /// map function, the emitted `[key, value]` pairs, as JSON text.
     pub fn map_docs(&mut self, key: &str, docs_json: String) -> Result<String> {
-        self.call(key, move |ctx, f| f.call::<_, String>((docs_json,)).map_err(|e| caught(ctx, e)))
+        self.call(key, move |ctx, f| {
+            f.call::<_, String>((docs_json,))
+                .map_err(|e| caught(ctx, e))
+        })
     }
 
     /// Runs a loaded reduce function: `keys_json` is the JSON array of `[key, id]` pairs, or
     /// `None` (the function gets null) when rereducing or when it never reads its keys.
     /// Returns the result as JSON text.
-    pub fn reduce(&mut self, source: &str, keys_json: Option<String>, values_json: String, rereduce: bool) -> Result<String> {
-        self.call(source, move |ctx, f| f.call::<_, String>((keys_json, values_json, rereduce)).map_err(|e| caught(ctx, e)))
+    pub fn reduce(
+        &mut self,
+        source: &str,
+        keys_json: Option<String>,
+        values_json: String,
+        rereduce: bool,
+    ) -> Result<String> {
+        self.call(source, move |ctx, f| {
+            f.call::<_, String>((keys_json, values_json, rereduce))
+                .map_err(|e| caught(ctx, e))
+        })
     }
 
-    fn call<R>(&mut self, key: &str, run: impl for<'js> FnOnce(&Ctx<'js>, Function<'js>) -> Result<R>) -> Result<R> {
-        let program = self.programs.get(key).cloned().ok_or_else(|| Error::Engine(format!("no program {key:?} loaded")))?;
-        self.deadline.set(Some(Instant::now() + self.limits.timeout));
+    fn call<R>(
+        &mut self,
+        key: &str,
+        run: impl for<'js> FnOnce(&Ctx<'js>, Function<'js>) -> Result<R>,
+    ) -> Result<R> {
+        let program = self
+            .programs
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::Engine(format!("no program {key:?} loaded")))?;
+        self.deadline
+            .set(Some(Instant::now() + self.limits.timeout));
         let out = self.context.with(|ctx| {
             let f = program.restore(&ctx).map_err(engine_error)?;
             run(&ctx, f)
@@ -228,15 +308,32 @@ fn caught(ctx: &Ctx<'_>, e: rquickjs::Error) -> Error {
         return Error::OutOfMemory;
     }
     let text = |name: &str| -> Option<String> {
-        exception.as_object()?.get::<_, Option<String>>(name).ok().flatten()
+        exception
+            .as_object()?
+            .get::<_, Option<String>>(name)
+            .ok()
+            .flatten()
     };
-    let message = text("message").or_else(|| ctx.json_stringify(exception.clone()).ok().flatten().and_then(|s| s.to_string().ok()));
+    let message = text("message").or_else(|| {
+        ctx.json_stringify(exception.clone())
+            .ok()
+            .flatten()
+            .and_then(|s| s.to_string().ok())
+    });
     let message = message.unwrap_or_else(|| "an exception".to_string());
     match text("couchError").as_deref() {
         Some("compilation_error") => Error::Compile(message),
-        Some(other) => Error::Raised { error: other.to_string(), reason: message },
+        Some(other) => Error::Raised {
+            error: other.to_string(),
+            reason: message,
+        },
         None if message.contains("out of memory") => Error::OutOfMemory,
-        None => Error::Raised { error: "js_error".to_string(), reason: message },
+        // CouchDB's query server names an exception by its `name` (`Error`, `TypeError`,
+        // ...), and anything else thrown `unnamed_error`.
+        None => Error::Raised {
+            error: text("name").unwrap_or_else(|| "unnamed_error".to_string()),
+            reason: message,
+        },
     }
 }
 
@@ -259,17 +356,31 @@ mod tests {
         let mut e = engine();
         let out = rows(
             &mut e,
-            &["function(doc) { emit(doc._id, doc.n); }", "function (doc) { if (doc.n > 1) { emit([doc.n, 'x'], null); emit(doc.n); } };"],
+            &[
+                "function(doc) { emit(doc._id, doc.n); }",
+                "function (doc) { if (doc.n > 1) { emit([doc.n, 'x'], null); emit(doc.n); } };",
+            ],
             "null",
             r#"[{"_id":"a","n":1},{"_id":"b","n":2}]"#,
         );
-        assert_eq!(out, serde_json::json!([[[["a", 1]], []], [[["b", 2]], [[[2, "x"], null], [2, null]]]]));
+        assert_eq!(
+            out,
+            serde_json::json!([
+                [[["a", 1]], []],
+                [[["b", 2]], [[[2, "x"], null], [2, null]]]
+            ])
+        );
     }
 
     #[test]
     fn a_throwing_function_skips_only_that_document() {
         let mut e = engine();
-        let out = rows(&mut e, &["function(doc) { emit(doc.a.b, 1); }"], "null", r#"[{"a":{"b":"x"}},{},{"a":{"b":"y"}}]"#);
+        let out = rows(
+            &mut e,
+            &["function(doc) { emit(doc.a.b, 1); }"],
+            "null",
+            r#"[{"a":{"b":"x"}},{},{"a":{"b":"y"}}]"#,
+        );
         assert_eq!(out, serde_json::json!([[[["x", 1]]], [[]], [[["y", 1]]]]));
     }
 
@@ -295,7 +406,10 @@ mod tests {
         let mut e = engine();
         let lib = r#"{"state": "exports.seen = {n: 0};"}"#;
         let out = rows(&mut e, &["function(doc) { var s = require('views/lib/state').seen; s.n += 1; emit(doc._id, s); }"], lib, r#"[{"_id":"a"},{"_id":"b"}]"#);
-        assert_eq!(out, serde_json::json!([[[["a", {"n": 1}]]], [[["b", {"n": 2}]]]]));
+        assert_eq!(
+            out,
+            serde_json::json!([[[["a", {"n": 1}]]], [[["b", {"n": 2}]]]])
+        );
     }
 
     #[test]
@@ -307,17 +421,34 @@ mod tests {
             "null",
             r#"[{"_id":"x"}]"#,
         );
-        assert_eq!(out, serde_json::json!([[[[6.5, ["{\"a\":1}", true, false]]]]]));
+        assert_eq!(
+            out,
+            serde_json::json!([[[[6.5, ["{\"a\":1}", true, false]]]]])
+        );
     }
 
     #[test]
     fn require_loads_commonjs_modules_from_views_lib() {
         let mut e = engine();
         let lib = r#"{"math": "exports.twice = function (x) { return 2 * require('./const').k * x; };", "const": "module.exports = {k: 1};"}"#;
-        let out = rows(&mut e, &["function(doc) { emit(require('views/lib/math').twice(doc.n), null); }"], lib, r#"[{"n":4}]"#);
+        let out = rows(
+            &mut e,
+            &["function(doc) { emit(require('views/lib/math').twice(doc.n), null); }"],
+            lib,
+            r#"[{"n":4}]"#,
+        );
         assert_eq!(out, serde_json::json!([[[[8, null]]]]));
-        let out = rows(&mut e, &["function(doc) { require('views/lib/nothing'); emit(1, 1); }"], lib, r#"[{"n":4}]"#);
-        assert_eq!(out, serde_json::json!([[[]]]), "a missing module fails that document only");
+        let out = rows(
+            &mut e,
+            &["function(doc) { require('views/lib/nothing'); emit(1, 1); }"],
+            lib,
+            r#"[{"n":4}]"#,
+        );
+        assert_eq!(
+            out,
+            serde_json::json!([[[]]]),
+            "a missing module fails that document only"
+        );
     }
 
     #[test]
@@ -330,14 +461,47 @@ mod tests {
             if (newDoc.boom) throw new Error('boom');
             if (secObj.admins && newDoc.who !== this._id) throw({forbidden: 'this is the ddoc'});
         }";
-        e.load_validator("v", src, r#"{"_id":"_design/v"}"#).unwrap();
-        let run = |e: &mut Engine, new: &str, old: &str, ctx: &str| e.validate("v", new.into(), old.into(), ctx.into(), r#"{"admins":{}}"#.into());
-        assert_eq!(run(&mut e, r#"{"who":"_design/v"}"#, "null", r#"{"name":"ann"}"#).unwrap(), None);
-        assert_eq!(run(&mut e, r#"{"bad":1}"#, "null", r#"{"name":"ann"}"#).unwrap(), Some(("forbidden".into(), "no bad docs for ann".into())));
-        assert_eq!(run(&mut e, "{}", "null", r#"{"name":null}"#).unwrap(), Some(("unauthorized".into(), "log in".into())));
-        assert_eq!(run(&mut e, "{}", r#"{"locked":true}"#, r#"{"name":"a"}"#).unwrap(), Some(("unknown_error".into(), "locked\nreally".into())));
-        assert!(run(&mut e, r#"{"boom":1}"#, "null", r#"{"name":"a"}"#).is_err(), "a thrown Error fails the call");
-        assert_eq!(run(&mut e, r#"{"who":"x"}"#, "null", r#"{"name":"a"}"#).unwrap(), Some(("forbidden".into(), "this is the ddoc".into())));
+        e.load_validator("v", src, r#"{"_id":"_design/v"}"#)
+            .unwrap();
+        let run = |e: &mut Engine, new: &str, old: &str, ctx: &str| {
+            e.validate(
+                "v",
+                new.into(),
+                old.into(),
+                ctx.into(),
+                r#"{"admins":{}}"#.into(),
+            )
+        };
+        assert_eq!(
+            run(
+                &mut e,
+                r#"{"who":"_design/v"}"#,
+                "null",
+                r#"{"name":"ann"}"#
+            )
+            .unwrap(),
+            None
+        );
+        assert_eq!(
+            run(&mut e, r#"{"bad":1}"#, "null", r#"{"name":"ann"}"#).unwrap(),
+            Some(("forbidden".into(), "no bad docs for ann".into()))
+        );
+        assert_eq!(
+            run(&mut e, "{}", "null", r#"{"name":null}"#).unwrap(),
+            Some(("unauthorized".into(), "log in".into()))
+        );
+        assert_eq!(
+            run(&mut e, "{}", r#"{"locked":true}"#, r#"{"name":"a"}"#).unwrap(),
+            Some(("unknown_error".into(), "locked\nreally".into()))
+        );
+        assert!(
+            run(&mut e, r#"{"boom":1}"#, "null", r#"{"name":"a"}"#).is_err(),
+            "a thrown Error fails the call"
+        );
+        assert_eq!(
+            run(&mut e, r#"{"who":"x"}"#, "null", r#"{"name":"a"}"#).unwrap(),
+            Some(("forbidden".into(), "this is the ddoc".into()))
+        );
     }
 
     #[test]
@@ -345,16 +509,28 @@ mod tests {
         let mut e = engine();
         let ddoc = r#"{"lib": {"odd": "exports.odd = function (n) { return n % 2 == 1; };"}}"#;
         e.load_filter("f", "function(doc, req) { return require('lib/odd').odd(doc.n) && doc.kind == req.query.kind; }", ddoc).unwrap();
-        let out = e.filter_docs("f", r#"[{"n":1,"kind":"a"},{"n":2,"kind":"a"},{"n":3,"kind":"b"},{}]"#.into(), r#"{"query":{"kind":"a"}}"#.into());
+        let out = e.filter_docs(
+            "f",
+            r#"[{"n":1,"kind":"a"},{"n":2,"kind":"a"},{"n":3,"kind":"b"},{}]"#.into(),
+            r#"{"query":{"kind":"a"}}"#.into(),
+        );
         assert_eq!(out.unwrap(), [true, false, false, false]);
     }
 
     #[test]
     fn compilation_errors_are_reported() {
         let mut e = engine();
-        assert!(matches!(e.load_map("bad", &["function(doc) { emit("], "null"), Err(Error::Compile(_))));
-        assert!(matches!(e.load_map("num", &["42"], "null"), Err(Error::Compile(m)) if m.contains("does not eval to a function")));
-        assert!(matches!(e.load_reduce("function(k, v) {"), Err(Error::Compile(_))));
+        assert!(matches!(
+            e.load_map("bad", &["function(doc) { emit("], "null"),
+            Err(Error::Compile(_))
+        ));
+        assert!(
+            matches!(e.load_map("num", &["42"], "null"), Err(Error::Compile(m)) if m.contains("does not eval to a function"))
+        );
+        assert!(matches!(
+            e.load_reduce("function(k, v) {"),
+            Err(Error::Compile(_))
+        ));
     }
 
     #[test]
@@ -362,19 +538,49 @@ mod tests {
         let mut e = engine();
         let src = "function(keys, values, rereduce) { return rereduce ? sum(values) * 10 : keys.length + sum(values); }";
         e.load_reduce(src).unwrap();
-        assert_eq!(e.reduce(src, Some(r#"[[1,"a"],[2,"b"]]"#.into()), "[5,6]".into(), false).unwrap(), "13");
+        assert_eq!(
+            e.reduce(
+                src,
+                Some(r#"[[1,"a"],[2,"b"]]"#.into()),
+                "[5,6]".into(),
+                false
+            )
+            .unwrap(),
+            "13"
+        );
         assert_eq!(e.reduce(src, None, "[1,2]".into(), true).unwrap(), "30");
+        // A reduce that throws reduces to null, as in CouchDB, unless it throws fatally.
         let throws = "function() { throw {error: 'bad', reason: 'no'}; }";
         e.load_reduce(throws).unwrap();
-        assert!(matches!(e.reduce(throws, None, "[]".into(), true), Err(Error::Raised { .. })));
+        assert_eq!(e.reduce(throws, None, "[]".into(), true).unwrap(), "null");
+        let fatal = "function() { throw 'fatal_error'; }";
+        e.load_reduce(fatal).unwrap();
+        assert!(matches!(
+            e.reduce(fatal, None, "[]".into(), true),
+            Err(Error::Raised { error, .. }) if error == "map_runtime_error"
+        ));
+        let fatal = "function() { throw ['fatal', 'mine', 'why']; }";
+        e.load_reduce(fatal).unwrap();
+        assert!(matches!(
+            e.reduce(fatal, None, "[]".into(), true),
+            Err(Error::Raised { error, reason }) if error == "mine" && reason == "why"
+        ));
     }
 
     #[test]
     fn a_runaway_function_is_stopped_and_the_engine_stays_usable() {
-        let mut e = Engine::new(Limits { timeout: Duration::from_millis(200), ..Limits::default() }).unwrap();
-        e.load_map("loop", &["function(doc) { while (true) {} }"], "null").unwrap();
+        let mut e = Engine::new(Limits {
+            timeout: Duration::from_millis(200),
+            ..Limits::default()
+        })
+        .unwrap();
+        e.load_map("loop", &["function(doc) { while (true) {} }"], "null")
+            .unwrap();
         let started = Instant::now();
-        assert!(matches!(e.map_docs("loop", "[{}]".into()), Err(Error::Timeout(_))));
+        assert!(matches!(
+            e.map_docs("loop", "[{}]".into()),
+            Err(Error::Timeout(_))
+        ));
         assert!(started.elapsed() < Duration::from_secs(5));
         let out = rows(&mut e, &["function(doc) { emit(1, 2); }"], "null", "[{}]");
         assert_eq!(out, serde_json::json!([[[[1, 2]]]]));
@@ -382,10 +588,24 @@ mod tests {
 
     #[test]
     fn memory_is_bounded() {
-        let mut e = Engine::new(Limits { memory: 32 << 20, ..Limits::default() }).unwrap();
-        let out = rows(&mut e, &["function(doc) { var a = []; while (true) { a.push(new Array(100000).fill(1)); } }"], "null", "[{}]");
+        let mut e = Engine::new(Limits {
+            memory: 32 << 20,
+            ..Limits::default()
+        })
+        .unwrap();
+        let out = rows(
+            &mut e,
+            &["function(doc) { var a = []; while (true) { a.push(new Array(100000).fill(1)); } }"],
+            "null",
+            "[{}]",
+        );
         assert_eq!(out, serde_json::json!([[[]]]), "the document is skipped");
-        let out = rows(&mut e, &["function(doc) { emit('ok', null); }"], "null", "[{}]");
+        let out = rows(
+            &mut e,
+            &["function(doc) { emit('ok', null); }"],
+            "null",
+            "[{}]",
+        );
         assert_eq!(out, serde_json::json!([[[["ok", null]]]]));
     }
 
@@ -398,6 +618,12 @@ mod tests {
             "null",
             "[{}]",
         );
-        assert_eq!(out, serde_json::json!([[[], [[["undefined", "undefined", "undefined", "undefined"], null]]]]));
+        assert_eq!(
+            out,
+            serde_json::json!([[
+                [],
+                [[["undefined", "undefined", "undefined", "undefined"], null]]
+            ]])
+        );
     }
 }

@@ -17,7 +17,8 @@ pub enum Error {
     /// The function threw; `error` is the CouchDB error name it carried, if any.
     #[error("{error}: {reason}")]
     Raised {
-        /// CouchDB error name (`js_error` when the function threw a plain exception).
+        /// CouchDB error name (an exception's `name`, such as `TypeError`, or
+        /// `unnamed_error` for another thrown value).
         error: String,
         /// The exception's message.
         reason: String,

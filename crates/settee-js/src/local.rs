@@ -40,7 +40,9 @@ mod tests {
             e.reduce(src, None, "[1,2]".into(), true)
         });
         assert_eq!(out.unwrap(), "3");
-        let again = with_local_engine(Limits::default(), |e| e.reduce(src, None, "[4]".into(), true));
+        let again = with_local_engine(Limits::default(), |e| {
+            e.reduce(src, None, "[4]".into(), true)
+        });
         assert_eq!(again.unwrap(), "4", "the compiled function is still loaded");
     }
 }

@@ -21,7 +21,10 @@ struct SharedLimits {
 
 impl SharedLimits {
     fn get(&self) -> Limits {
-        Limits { timeout: Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed)), memory: self.memory.load(Ordering::Relaxed) }
+        Limits {
+            timeout: Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed)),
+            memory: self.memory.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -37,8 +40,15 @@ impl Pool {
     pub fn new(workers: usize, limits: Limits) -> Pool {
         let (tx, rx) = channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
-        let shared = Arc::new(SharedLimits { timeout_ms: AtomicU64::new(0), memory: AtomicUsize::new(0) });
-        let pool = Pool { jobs: Mutex::new(tx), limits: shared, workers: workers.max(1) };
+        let shared = Arc::new(SharedLimits {
+            timeout_ms: AtomicU64::new(0),
+            memory: AtomicUsize::new(0),
+        });
+        let pool = Pool {
+            jobs: Mutex::new(tx),
+            limits: shared,
+            workers: workers.max(1),
+        };
         pool.set_limits(limits);
         for n in 0..pool.workers {
             let (rx, limits) = (rx.clone(), pool.limits.clone());
@@ -58,7 +68,10 @@ impl Pool {
 
     /// Changes the limits (CouchDB's `os_process_timeout` and the heap limit).
     pub fn set_limits(&self, limits: Limits) {
-        self.limits.timeout_ms.store(limits.timeout.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+        self.limits.timeout_ms.store(
+            limits.timeout.as_millis().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
         self.limits.memory.store(limits.memory, Ordering::Relaxed);
     }
 
@@ -77,7 +90,11 @@ impl Pool {
         let job: Job = Box::new(move |engine| {
             let _ = tx.send(engine.and_then(f));
         });
-        let sent = self.jobs.lock().map(|jobs| jobs.send(job).is_ok()).unwrap_or(false);
+        let sent = self
+            .jobs
+            .lock()
+            .map(|jobs| jobs.send(job).is_ok())
+            .unwrap_or(false);
         if !sent {
             let (tx, rx) = sync_channel(1);
             let _ = tx.send(Err(Error::Engine("the JavaScript pool has stopped".into())));
@@ -98,7 +115,8 @@ impl Pool {
 
 /// Waits for a submitted job's result.
 pub fn wait<R>(rx: Receiver<Result<R>>) -> Result<R> {
-    rx.recv().unwrap_or_else(|_| Err(Error::Engine("a JavaScript worker stopped".into())))
+    rx.recv()
+        .unwrap_or_else(|_| Err(Error::Engine("a JavaScript worker stopped".into())))
 }
 
 fn work(rx: &Mutex<Receiver<Job>>, limits: &SharedLimits) {
@@ -113,14 +131,18 @@ fn work(rx: &Mutex<Receiver<Job>>, limits: &SharedLimits) {
         };
         let wanted = limits.get();
         if engine.is_none() {
-            engine = Engine::new(wanted).map_err(|e| tracing::error!("cannot start a JavaScript engine: {e}")).ok();
+            engine = Engine::new(wanted)
+                .map_err(|e| tracing::error!("cannot start a JavaScript engine: {e}"))
+                .ok();
         }
         match engine.as_mut() {
             Some(e) => {
                 e.set_limits(wanted);
                 job(Ok(e));
             }
-            None => job(Err(Error::Engine("no JavaScript engine could be started".into()))),
+            None => job(Err(Error::Engine(
+                "no JavaScript engine could be started".into(),
+            ))),
         }
         // An engine a call failed on is replaced before the next job.
         if engine.as_ref().is_some_and(Engine::is_spent) {
@@ -154,7 +176,10 @@ mod tests {
     #[test]
     fn limits_apply_to_later_jobs() {
         let pool = Pool::new(1, Limits::default());
-        pool.set_limits(Limits { timeout: Duration::from_millis(100), ..Limits::default() });
+        pool.set_limits(Limits {
+            timeout: Duration::from_millis(100),
+            ..Limits::default()
+        });
         let out = pool.run(|e| {
             e.load_map("spin", &["function(doc) { for (;;) {} }"], "null")?;
             e.map_docs("spin", "[{}]".into())
@@ -164,7 +189,13 @@ mod tests {
 
     #[test]
     fn an_engine_a_function_filled_is_replaced_before_the_next_job() {
-        let pool = Pool::new(1, Limits { memory: 16 << 20, ..Limits::default() });
+        let pool = Pool::new(
+            1,
+            Limits {
+                memory: 16 << 20,
+                ..Limits::default()
+            },
+        );
         // Each document's exception is caught by the environment, so the call succeeds,
         // leaving the heap full of what the global holds.
         let hoard = "function(doc) { globalThis.h = globalThis.h || []; while (true) { globalThis.h.push(new Array(1000).fill(1)); } }";
@@ -174,15 +205,29 @@ mod tests {
         });
         assert_eq!(out.unwrap(), "[[[]],[[]]]");
         let out = pool.run(|e| {
-            e.load_map("after", &["function(doc) { emit(typeof globalThis.h, new Array(1000).fill(2).length); }"], "null")?;
+            e.load_map(
+                "after",
+                &["function(doc) { emit(typeof globalThis.h, new Array(1000).fill(2).length); }"],
+                "null",
+            )?;
             e.map_docs("after", "[{}]".into())
         });
-        assert_eq!(out.unwrap(), r#"[[[["undefined",1000]]]]"#, "a fresh engine");
+        assert_eq!(
+            out.unwrap(),
+            r#"[[[["undefined",1000]]]]"#,
+            "a fresh engine"
+        );
     }
 
     #[test]
     fn functions_cannot_hide_that_the_heap_ran_out() {
-        let pool = Pool::new(1, Limits { memory: 16 << 20, ..Limits::default() });
+        let pool = Pool::new(
+            1,
+            Limits {
+                memory: 16 << 20,
+                ..Limits::default()
+            },
+        );
         let hoard = "function(doc) { try { __note = function () {}; __exhausted = function () {}; } catch (e) {} globalThis.h = globalThis.h || []; while (true) { globalThis.h.push(new Array(1000).fill(1)); } }";
         pool.run(move |e| {
             e.load_map("hoard", &[hoard], "null")?;
@@ -190,9 +235,17 @@ mod tests {
         })
         .unwrap();
         let out = pool.run(|e| {
-            e.load_map("after", &["function(doc) { emit(typeof globalThis.h, null); }"], "null")?;
+            e.load_map(
+                "after",
+                &["function(doc) { emit(typeof globalThis.h, null); }"],
+                "null",
+            )?;
             e.map_docs("after", "[{}]".into())
         });
-        assert_eq!(out.unwrap(), r#"[[[["undefined",null]]]]"#, "a fresh engine");
+        assert_eq!(
+            out.unwrap(),
+            r#"[[[["undefined",null]]]]"#,
+            "a fresh engine"
+        );
     }
 }

@@ -90,10 +90,18 @@ function __makeRequire(root) {
       throw __fail("invalid_require_path", "Object has no property \"" + id + "\"");
     }
     var module = { id: id, exports: {} };
-    cache[id] = module;
+    // As in CouchDB, a module required again while it loads (a circular require) gets an
+    // empty object of its own, not its exports so far.
+    cache[id] = { exports: {} };
     var dir = path.slice(0, -1);
-    var body = new Function("module", "exports", "require", source + "\n");
-    body(module, module.exports, function (name) { return load(resolve(dir, name)); });
+    try {
+      var body = new Function("module", "exports", "require", source + "\n");
+      body(module, module.exports, function (name) { return load(resolve(dir, name)); });
+    } catch (e) {
+      delete cache[id];
+      throw e;
+    }
+    cache[id] = module;
     return module.exports;
   }
   return function (name) { return load(resolve([], name)); };
@@ -151,13 +159,31 @@ function __program(sources, lib) {
 }
 
 // A reducer: given JSON keys (or null when rereducing) and values, returns the JSON result.
+// As in CouchDB, a function that throws is logged and reduces to null, unless it threw
+// "fatal_error" or ["fatal", error, reason]; a heap that ran out stays an error.
 function __reducer(source) {
   var fn = __compile(source, function () {
     throw __fail("invalid_require_path", "require() is not available in reduce functions");
   });
   return function (keysText, valuesText, rereduce) {
     var keys = keysText == null ? null : JSON.parse(keysText);
-    var result = fn(keys, JSON.parse(valuesText), rereduce);
+    var result;
+    try {
+      result = fn(keys, JSON.parse(valuesText), rereduce);
+    } catch (e) {
+      __note(e);
+      if (e === null || (e instanceof InternalError && /out of memory/.test(e.message))) {
+        throw e;
+      }
+      if (e === "fatal_error") {
+        throw __fail("map_runtime_error", "function raised 'fatal_error'");
+      }
+      if (Array.isArray(e) && e[0] === "fatal") {
+        throw __fail(String(e[1]), String(e[2]));
+      }
+      __log("function raised exception " + __describe(e));
+      result = null;
+    }
     var text = JSON.stringify(result === undefined ? null : result);
     return text === undefined ? "null" : text;
   };
@@ -165,7 +191,8 @@ function __reducer(source) {
 
 // A batch filter for a `filters` function (`require` over the whole design document):
 // given a JSON array of documents and the request object, returns a JSON array of booleans.
-// A filter that throws for a document lets it through as false, and is logged.
+// A filter that throws fails the call, as CouchDB fails the feed: with the `error` and
+// `reason` it threw, an Error's name and message, or CouchDB's `unknown_error`.
 function __filter(source, ddoc) {
   var fn = __compile(source, __makeRequire(ddoc));
   return function (docsText, reqText) {
@@ -177,11 +204,51 @@ function __filter(source, ddoc) {
         out[i] = !!fn(docs[i], req);
       } catch (e) {
         __log("filter raised exception " + __describe(e) + " with doc._id " + (docs[i] && docs[i]._id));
-        out[i] = false;
+        throw __filterFailure(e);
       }
     }
     return JSON.stringify(out);
   };
+}
+
+// `_changes?filter=_view`: a view's map function as a batch filter, passing the documents
+// it emits a row for. Unlike in a view, an exception fails the call (and the feed), as
+// CouchDB's does.
+function __viewFilter(source, ddoc) {
+  var fn = __compile(source, __makeRequire({ views: { lib: (ddoc.views || {}).lib } }));
+  return function (docsText) {
+    var docs = JSON.parse(docsText);
+    var out = new Array(docs.length);
+    try {
+      for (var i = 0; i < docs.length; i++) {
+        __rows = [];
+        try {
+          fn(docs[i]);
+        } catch (e) {
+          __log("function raised exception " + __describe(e) + " with doc._id " + (docs[i] && docs[i]._id));
+          throw __filterFailure(e);
+        }
+        out[i] = __rows.length > 0;
+      }
+    } finally {
+      __rows = null;
+    }
+    return JSON.stringify(out);
+  };
+}
+
+// What a filter's exception fails its feed with (the heap running out stays itself).
+function __filterFailure(e) {
+  if (e === null || (e instanceof InternalError && /out of memory/.test(e.message))) {
+    return e;
+  }
+  if (e && typeof e.error === "string" && e.reason !== undefined) {
+    return __fail(e.error, typeof e.reason === "string" ? e.reason : JSON.stringify(e.reason));
+  }
+  if (e instanceof Error) {
+    return __fail(e.name, e.message);
+  }
+  return __fail("unknown_error", "unnamed_error");
 }
 
 // A `validate_doc_update` function (`require` over the whole design document), called with

@@ -86,7 +86,12 @@ fn trim(mut s: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
 
-    fn reply(id: &str, rev: Option<&str>, body: &[u8], extra: &[(&str, &str)]) -> serde_json::Value {
+    fn reply(
+        id: &str,
+        rev: Option<&str>,
+        body: &[u8],
+        extra: &[(&str, &str)],
+    ) -> serde_json::Value {
         let mut out = Vec::new();
         begin(&mut out, id, rev, body);
         for (k, v) in extra {
@@ -98,17 +103,29 @@ mod tests {
 
     #[test]
     fn splices_id_and_rev_in_front_of_stored_members() {
-        let v = reply("a\"b", Some("1-x"), br#"{"n":1,"s":"t"}"#, &[("_deleted", "true")]);
+        let v = reply(
+            "a\"b",
+            Some("1-x"),
+            br#"{"n":1,"s":"t"}"#,
+            &[("_deleted", "true")],
+        );
         let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
         assert_eq!(keys, ["_id", "_rev", "n", "s", "_deleted"]);
         assert_eq!(v["_id"], "a\"b");
-        assert_eq!(reply("x", None, b"{}", &[]), serde_json::json!({"_id": "x"}));
-        assert_eq!(reply("x", None, b"{ }", &[]), serde_json::json!({"_id": "x"}));
+        assert_eq!(
+            reply("x", None, b"{}", &[]),
+            serde_json::json!({"_id": "x"})
+        );
+        assert_eq!(
+            reply("x", None, b"{ }", &[]),
+            serde_json::json!({"_id": "x"})
+        );
     }
 
     #[test]
     fn encoding_keeps_member_order_and_numbers_as_written() {
-        let map: Map<String, Value> = serde_json::from_str(r#"{"z": 1.50, "a": 12345678901234567890123}"#).unwrap();
+        let map: Map<String, Value> =
+            serde_json::from_str(r#"{"z": 1.50, "a": 12345678901234567890123}"#).unwrap();
         assert_eq!(encode(&map), br#"{"z":1.50,"a":12345678901234567890123}"#);
     }
 }

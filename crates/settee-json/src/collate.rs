@@ -13,8 +13,10 @@ use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 use serde_json::{Number, Value};
 
-static ROOT: LazyLock<CollatorBorrowed<'static>> =
-    LazyLock::new(|| Collator::try_new(Default::default(), CollatorOptions::default()).expect("the root collation is compiled in"));
+static ROOT: LazyLock<CollatorBorrowed<'static>> = LazyLock::new(|| {
+    Collator::try_new(Default::default(), CollatorOptions::default())
+        .expect("the root collation is compiled in")
+});
 
 /// Compares two strings as CouchDB's default collation does.
 pub fn strings(a: &str, b: &str) -> Ordering {
@@ -38,7 +40,8 @@ fn rank(v: &Value) -> u8 {
 
 /// A number's value for ordering (numbers beyond f64 keep their sign and magnitude order).
 fn number(n: &Number) -> f64 {
-    n.as_f64().unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0))
+    n.as_f64()
+        .unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0))
 }
 
 /// Compares two JSON values with CouchDB's default collation.
@@ -121,12 +124,34 @@ mod tests {
     fn numbers_compare_by_value_and_strings_by_uca() {
         assert_eq!(compare(&json!(1), &json!(1.0)), Ordering::Equal);
         assert_eq!(compare(&json!(-5), &json!(2.5)), Ordering::Less);
-        assert_eq!(compare(&json!(123456789012345678901234567890u128 as f64), &json!(1e30)), Ordering::Less);
-        assert_eq!(strings("résumé", "resume"), Ordering::Greater, "accents after base letters");
+        assert_eq!(
+            compare(
+                &json!(123456789012345678901234567890u128 as f64),
+                &json!(1e30)
+            ),
+            Ordering::Less
+        );
+        assert_eq!(
+            strings("résumé", "resume"),
+            Ordering::Greater,
+            "accents after base letters"
+        );
         assert_eq!(strings("resume", "résumé"), Ordering::Less);
         assert_eq!(strings("a", "B"), Ordering::Less, "case is a later level");
-        assert_eq!(raw(&json!("a"), &json!("B")), Ordering::Greater, "raw collation is by code point");
-        assert_eq!(raw(&json!(null), &json!(1)), Ordering::Greater, "raw collation puts numbers first");
-        assert_eq!(raw(&json!("a"), &json!(["a"])), Ordering::Greater, "and strings last");
+        assert_eq!(
+            raw(&json!("a"), &json!("B")),
+            Ordering::Greater,
+            "raw collation is by code point"
+        );
+        assert_eq!(
+            raw(&json!(null), &json!(1)),
+            Ordering::Greater,
+            "raw collation puts numbers first"
+        );
+        assert_eq!(
+            raw(&json!("a"), &json!(["a"])),
+            Ordering::Greater,
+            "and strings last"
+        );
     }
 }

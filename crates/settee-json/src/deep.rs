@@ -35,7 +35,9 @@ impl DeepError {
     pub fn reason(&self) -> String {
         match self {
             DeepError::Invalid => "invalid UTF-8 JSON".to_string(),
-            DeepError::TooDeep => format!("JSON nested more than {MAX_DEPTH} levels deep is not accepted"),
+            DeepError::TooDeep => {
+                format!("JSON nested more than {MAX_DEPTH} levels deep is not accepted")
+            }
         }
     }
 }
@@ -74,7 +76,8 @@ pub fn from_slice<T: DeserializeOwned>(text: &[u8]) -> Result<T, DeepError> {
     }
     let mut de = serde_json::Deserializer::from_slice(text);
     de.disable_recursion_limit();
-    let value = T::deserialize(serde_stacker::Deserializer::new(&mut de)).map_err(|_| DeepError::Invalid)?;
+    let value = T::deserialize(serde_stacker::Deserializer::new(&mut de))
+        .map_err(|_| DeepError::Invalid)?;
     de.end().map_err(|_| DeepError::Invalid)?;
     Ok(value)
 }
@@ -170,7 +173,10 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(parsed, Ok(true));
-        assert_eq!(from_slice::<Value>(nested(MAX_DEPTH + 1).as_bytes()), Err(DeepError::TooDeep));
+        assert_eq!(
+            from_slice::<Value>(nested(MAX_DEPTH + 1).as_bytes()),
+            Err(DeepError::TooDeep)
+        );
         assert_eq!(from_slice::<Value>(b"{\"a\":"), Err(DeepError::Invalid));
         assert_eq!(from_slice::<Value>(b"{} x"), Err(DeepError::Invalid));
     }

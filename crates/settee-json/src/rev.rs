@@ -61,7 +61,9 @@ impl PartialOrd for RevId {
 impl fmt::Display for RevId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RevId::Hash(h) => f.write_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII")),
+            RevId::Hash(h) => {
+                f.write_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII"))
+            }
             RevId::Text(t) => f.write_str(t),
         }
     }
@@ -95,7 +97,10 @@ impl Rev {
             return Err(Error::BadRev);
         }
         let pos = pos.parse().map_err(|_| Error::BadRev)?;
-        Ok(Rev { pos, id: RevId::parse(id)? })
+        Ok(Rev {
+            pos,
+            id: RevId::parse(id)?,
+        })
     }
 
     /// Appends the revision's text, as `Display` writes it, without the formatting
@@ -114,7 +119,9 @@ impl Rev {
         out.push_str(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
         out.push('-');
         match &self.id {
-            RevId::Hash(h) => out.push_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII")),
+            RevId::Hash(h) => {
+                out.push_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII"))
+            }
             RevId::Text(t) => out.push_str(t),
         }
     }
@@ -132,7 +139,13 @@ mod tests {
 
     #[test]
     fn push_to_writes_what_display_writes() {
-        for text in ["1-967a00dff5e02add41819138abb3284d", "0-0", "10-abc", "18446744073709551615-00ff00ff00ff00ff00ff00ff00ff00ff", "7-not-hex"] {
+        for text in [
+            "1-967a00dff5e02add41819138abb3284d",
+            "0-0",
+            "10-abc",
+            "18446744073709551615-00ff00ff00ff00ff00ff00ff00ff00ff",
+            "7-not-hex",
+        ] {
             let rev = Rev::parse(text).unwrap();
             let mut out = String::from("\"");
             rev.push_to(&mut out);
@@ -148,7 +161,11 @@ mod tests {
         assert_eq!(rev.pos, 3);
         assert!(matches!(rev.id, RevId::Hash(_)));
         assert_eq!(rev.to_string(), s);
-        assert_eq!(Rev::parse("3-967A00DFF5E02ADD41819138ABB3284D").unwrap(), rev, "hex is case-insensitive");
+        assert_eq!(
+            Rev::parse("3-967A00DFF5E02ADD41819138ABB3284D").unwrap(),
+            rev,
+            "hex is case-insensitive"
+        );
     }
 
     #[test]
@@ -159,7 +176,16 @@ mod tests {
 
     #[test]
     fn refuses_bad_formats() {
-        for bad in ["", "abc", "-1", "x-abc", "1", " 1-a", "1a-b", "3-zz7a00dff5e02add41819138abb3284d"] {
+        for bad in [
+            "",
+            "abc",
+            "-1",
+            "x-abc",
+            "1",
+            " 1-a",
+            "1a-b",
+            "3-zz7a00dff5e02add41819138abb3284d",
+        ] {
             assert_eq!(Rev::parse(bad), Err(Error::BadRev), "{bad:?}");
         }
     }

@@ -50,7 +50,10 @@ impl EditTerm {
     pub fn new(body: &Map<String, Value>) -> EditTerm {
         let mut out = Vec::with_capacity(64);
         object(&mut out, body);
-        EditTerm { body: out, presumed: None }
+        EditTerm {
+            body: out,
+            presumed: None,
+        }
     }
 
     /// Works out the revision id of this edit on top of `parent`, without attachments, now
@@ -60,7 +63,11 @@ impl EditTerm {
     pub fn presume(&mut self, deleted: bool, parent: Option<&Rev>) -> RevId {
         self.presumed = None;
         let id = new_rev_id(deleted, parent, self, &[]);
-        self.presumed = Some(Presumed { deleted, parent: parent.cloned(), id: id.clone() });
+        self.presumed = Some(Presumed {
+            deleted,
+            parent: parent.cloned(),
+            id: id.clone(),
+        });
         id
     }
 
@@ -73,7 +80,12 @@ impl EditTerm {
 
 /// The revision id of an edit on top of `parent` (none for a document's first revision),
 /// with the document's attachments in their document order.
-pub fn new_rev_id(deleted: bool, parent: Option<&Rev>, edit: &EditTerm, atts: &[AttDigest]) -> RevId {
+pub fn new_rev_id(
+    deleted: bool,
+    parent: Option<&Rev>,
+    edit: &EditTerm,
+    atts: &[AttDigest],
+) -> RevId {
     if let Some(id) = edit.presumed(deleted, parent, atts) {
         return id.clone();
     }
@@ -245,20 +257,47 @@ mod tests {
         let plain = EditTerm::new(&body(r#"{"a":1,"b":"two"}"#));
         let parent = Rev::parse("3-967a00dff5e02add41819138abb3284d").unwrap();
         let other = Rev::parse("3-0000000000000000000000000000000a").unwrap();
-        let att = AttDigest { name: "a.txt".into(), content_type: "text/plain".into(), md5: [1; 16] };
+        let att = AttDigest {
+            name: "a.txt".into(),
+            content_type: "text/plain".into(),
+            md5: [1; 16],
+        };
         for (deleted, parent) in [(false, None), (false, Some(&parent)), (true, Some(&parent))] {
             let mut ahead = plain.clone();
             ahead.presume(deleted, parent);
-            assert_eq!(new_rev_id(deleted, parent, &ahead, &[]), new_rev_id(deleted, parent, &plain, &[]));
-            for (d, p, atts) in [(!deleted, parent, &[][..]), (deleted, Some(&other), &[]), (deleted, None, &[]), (deleted, parent, std::slice::from_ref(&att))] {
-                assert_eq!(new_rev_id(d, p, &ahead, atts), new_rev_id(d, p, &plain, atts), "{d} {p:?} {}", atts.len());
+            assert_eq!(
+                new_rev_id(deleted, parent, &ahead, &[]),
+                new_rev_id(deleted, parent, &plain, &[])
+            );
+            for (d, p, atts) in [
+                (!deleted, parent, &[][..]),
+                (deleted, Some(&other), &[]),
+                (deleted, None, &[]),
+                (deleted, parent, std::slice::from_ref(&att)),
+            ] {
+                assert_eq!(
+                    new_rev_id(d, p, &ahead, atts),
+                    new_rev_id(d, p, &plain, atts),
+                    "{d} {p:?} {}",
+                    atts.len()
+                );
             }
         }
         // The presumed id is what is answered: one planted by hand shows it is used.
         let mut planted = plain.clone();
-        planted.presumed = Some(Presumed { deleted: false, parent: None, id: RevId::parse("0000000000000000000000000000000b").unwrap() });
-        assert_eq!(new_rev_id(false, None, &planted, &[]).to_string(), "0000000000000000000000000000000b");
-        assert_ne!(new_rev_id(false, Some(&parent), &planted, &[]).to_string(), "0000000000000000000000000000000b");
+        planted.presumed = Some(Presumed {
+            deleted: false,
+            parent: None,
+            id: RevId::parse("0000000000000000000000000000000b").unwrap(),
+        });
+        assert_eq!(
+            new_rev_id(false, None, &planted, &[]).to_string(),
+            "0000000000000000000000000000000b"
+        );
+        assert_ne!(
+            new_rev_id(false, Some(&parent), &planted, &[]).to_string(),
+            "0000000000000000000000000000000b"
+        );
     }
 
     #[test]
@@ -266,15 +305,42 @@ mod tests {
         let a = EditTerm::new(&body(r#"{"a":1,"b":[true,null,"x",{}]}"#));
         let b = EditTerm::new(&body(r#"{"b":[true,null,"x",{}],"a":1}"#));
         let parent = Rev::parse("1-967a00dff5e02add41819138abb3284d").unwrap();
-        let id = |deleted, parent: Option<&Rev>, edit: &EditTerm, atts: &[AttDigest]| new_rev_id(deleted, parent, edit, atts);
-        assert_eq!(id(false, Some(&parent), &a, &[]), id(false, Some(&parent), &a, &[]));
-        assert_ne!(id(false, Some(&parent), &a, &[]), id(false, Some(&parent), &b, &[]), "key order counts");
-        assert_ne!(id(false, Some(&parent), &a, &[]), id(true, Some(&parent), &a, &[]));
+        let id = |deleted, parent: Option<&Rev>, edit: &EditTerm, atts: &[AttDigest]| {
+            new_rev_id(deleted, parent, edit, atts)
+        };
+        assert_eq!(
+            id(false, Some(&parent), &a, &[]),
+            id(false, Some(&parent), &a, &[])
+        );
+        assert_ne!(
+            id(false, Some(&parent), &a, &[]),
+            id(false, Some(&parent), &b, &[]),
+            "key order counts"
+        );
+        assert_ne!(
+            id(false, Some(&parent), &a, &[]),
+            id(true, Some(&parent), &a, &[])
+        );
         assert_ne!(id(false, Some(&parent), &a, &[]), id(false, None, &a, &[]));
-        let att = AttDigest { name: "a.txt".into(), content_type: "text/plain".into(), md5: [1; 16] };
-        assert_ne!(id(false, None, &a, &[]), id(false, None, &a, std::slice::from_ref(&att)), "attachments count");
-        let other = AttDigest { md5: [2; 16], ..att.clone() };
-        assert_ne!(id(false, None, &a, std::slice::from_ref(&att)), id(false, None, &a, &[other]), "attachment content counts");
+        let att = AttDigest {
+            name: "a.txt".into(),
+            content_type: "text/plain".into(),
+            md5: [1; 16],
+        };
+        assert_ne!(
+            id(false, None, &a, &[]),
+            id(false, None, &a, std::slice::from_ref(&att)),
+            "attachments count"
+        );
+        let other = AttDigest {
+            md5: [2; 16],
+            ..att.clone()
+        };
+        assert_ne!(
+            id(false, None, &a, std::slice::from_ref(&att)),
+            id(false, None, &a, &[other]),
+            "attachment content counts"
+        );
     }
 
     fn encoded(json: &str) -> Vec<u8> {
@@ -300,6 +366,9 @@ mod tests {
     fn containers_encode_as_ejson() {
         assert_eq!(encoded("[]"), [106]);
         assert_eq!(encoded("{}"), [104, 1, 106]);
-        assert_eq!(encoded(r#"{"a":"b"}"#), [104, 1, 108, 0, 0, 0, 1, 104, 2, 109, 0, 0, 0, 1, b'a', 109, 0, 0, 0, 1, b'b', 106]);
+        assert_eq!(
+            encoded(r#"{"a":"b"}"#),
+            [104, 1, 108, 0, 0, 0, 1, 104, 2, 109, 0, 0, 0, 1, b'a', 109, 0, 0, 0, 1, b'b', 106]
+        );
     }
 }

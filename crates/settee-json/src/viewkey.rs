@@ -20,10 +20,12 @@ use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 use serde_json::{Number, Value};
 
-static ROOT: LazyLock<CollatorBorrowed<'static>> =
-    LazyLock::new(|| Collator::try_new(Default::default(), CollatorOptions::default()).expect("the root collation is compiled in"));
+static ROOT: LazyLock<CollatorBorrowed<'static>> = LazyLock::new(|| {
+    Collator::try_new(Default::default(), CollatorOptions::default())
+        .expect("the root collation is compiled in")
+});
 
-/// How strings (and, for `Raw`, types) order: a design document's `options.collation`.
+/// How strings (and, for `Raw`, types) order: a view's `options.collation`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Collation {
     /// CouchDB's default: `null < false < true < numbers < strings < arrays < objects`,
@@ -46,8 +48,24 @@ struct Tags {
     object: u8,
 }
 
-const UNICODE: Tags = Tags { null: 0x10, fals: 0x20, tru: 0x21, number: 0x30, string: 0x40, array: 0x50, object: 0x60 };
-const RAW: Tags = Tags { number: 0x10, fals: 0x20, null: 0x21, tru: 0x22, object: 0x30, array: 0x40, string: 0x50 };
+const UNICODE: Tags = Tags {
+    null: 0x10,
+    fals: 0x20,
+    tru: 0x21,
+    number: 0x30,
+    string: 0x40,
+    array: 0x50,
+    object: 0x60,
+};
+const RAW: Tags = Tags {
+    number: 0x10,
+    fals: 0x20,
+    null: 0x21,
+    tru: 0x22,
+    object: 0x30,
+    array: 0x40,
+    string: 0x50,
+};
 
 /// Ends an array or object; below every tag.
 const END: u8 = 0x00;
@@ -115,7 +133,11 @@ pub fn encoded_json(json: &str, c: Collation) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(16);
     let mut de = serde_json::Deserializer::from_str(json);
     de.disable_recursion_limit();
-    serde::de::DeserializeSeed::deserialize(Encoder { c, out: &mut out }, serde_stacker::Deserializer::new(&mut de)).ok()?;
+    serde::de::DeserializeSeed::deserialize(
+        Encoder { c, out: &mut out },
+        serde_stacker::Deserializer::new(&mut de),
+    )
+    .ok()?;
     de.end().ok()?;
     Some(out)
 }
@@ -183,7 +205,10 @@ impl<'de> serde::de::Visitor<'de> for Encoder<'_> {
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let (c, out) = (self.c, self.out);
         out.push(tags(c).array);
-        while seq.next_element_seed(Encoder { c, out: &mut *out })?.is_some() {}
+        while seq
+            .next_element_seed(Encoder { c, out: &mut *out })?
+            .is_some()
+        {}
         out.push(END);
         Ok(())
     }
@@ -191,7 +216,8 @@ impl<'de> serde::de::Visitor<'de> for Encoder<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
         // Objects are parsed as values, so that a repeated member name keeps one value as
         // parsing does; numbers kept exactly also arrive here, as maps with one private member.
-        let value: Value = serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        let value: Value =
+            serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
         encode(&value, self.c, self.out);
         Ok(())
     }
@@ -199,10 +225,16 @@ impl<'de> serde::de::Visitor<'de> for Encoder<'_> {
 
 /// A number as eight bytes whose unsigned order is numeric order.
 fn number_bytes(n: &Number) -> [u8; 8] {
-    let f = n.as_f64().unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0));
+    let f = n
+        .as_f64()
+        .unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0));
     let f = if f == 0.0 { 0.0 } else { f };
     let bits = f.to_bits();
-    let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
     ordered.to_be_bytes()
 }
 
@@ -362,9 +394,23 @@ mod tests {
 
     #[test]
     fn json_text_is_encoded_like_its_value() {
-        for text in ["1.0", "-0.0", "0", "1e2", "100", "-7", "18446744073709551615", "123456789012345678901234567890", r#" [ 1, "a\u0000b", {"k": 1, "k": 2}, null, true ] "#] {
+        for text in [
+            "1.0",
+            "-0.0",
+            "0",
+            "1e2",
+            "100",
+            "-7",
+            "18446744073709551615",
+            "123456789012345678901234567890",
+            r#" [ 1, "a\u0000b", {"k": 1, "k": 2}, null, true ] "#,
+        ] {
             let v: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(encoded_json(text, Collation::Unicode), Some(encoded(&v, Collation::Unicode)), "{text}");
+            assert_eq!(
+                encoded_json(text, Collation::Unicode),
+                Some(encoded(&v, Collation::Unicode)),
+                "{text}"
+            );
         }
         for bad in ["", "[1,", "1 2", "{\"a\"}", "nul"] {
             assert_eq!(encoded_json(bad, Collation::Unicode), None, "{bad}");
@@ -374,7 +420,10 @@ mod tests {
     #[test]
     fn remembered_sort_keys_equal_computed_ones_and_stay_bounded() {
         let long = "x".repeat(REMEMBERED_LEN + 1);
-        let strings: Vec<String> = (0..REMEMBERED_KEYS + 10).map(|i| format!("k{i}é")).chain([long, String::new(), "a\u{0}b".into()]).collect();
+        let strings: Vec<String> = (0..REMEMBERED_KEYS + 10)
+            .map(|i| format!("k{i}é"))
+            .chain([long, String::new(), "a\u{0}b".into()])
+            .collect();
         for pass in 0..2 {
             for s in &strings {
                 let mut fresh = Vec::new();
@@ -447,7 +496,10 @@ mod tests {
         };
         assert!(row(json!("a"), "z") < row(json!("b"), "a"));
         assert!(row(json!("a"), "a") < row(json!("a"), "ab"));
-        assert!(row(json!(["a"]), "zzz") < row(json!(["a", 1]), "a"), "a shorter array first, whatever the id");
+        assert!(
+            row(json!(["a"]), "zzz") < row(json!(["a", 1]), "a"),
+            "a shorter array first, whatever the id"
+        );
         assert!(after_key(&encoded(&json!("a"), Collation::Unicode)) < row(json!("aa"), "a"));
     }
 
@@ -455,18 +507,41 @@ mod tests {
     fn group_prefixes_cut_arrays_only() {
         let c = Collation::Unicode;
         let k = encoded(&json!(["2024", "01", 5]), c);
-        assert_eq!(group_prefix(&k, 2, c), group_prefix(&encoded(&json!(["2024", "01", 9]), c), 2, c));
-        assert_ne!(group_prefix(&k, 2, c), group_prefix(&encoded(&json!(["2024", "02"]), c), 2, c));
-        assert_eq!(group_prefix(&k, 9, c).map(|p| p.len()), Some(k.len() - 1), "a level past the end takes every element");
+        assert_eq!(
+            group_prefix(&k, 2, c),
+            group_prefix(&encoded(&json!(["2024", "01", 9]), c), 2, c)
+        );
+        assert_ne!(
+            group_prefix(&k, 2, c),
+            group_prefix(&encoded(&json!(["2024", "02"]), c), 2, c)
+        );
+        assert_eq!(
+            group_prefix(&k, 9, c).map(|p| p.len()),
+            Some(k.len() - 1),
+            "a level past the end takes every element"
+        );
         let s = encoded(&json!("x"), c);
         assert_eq!(group_prefix(&s, 1, c), Some(&s[..]));
     }
 
     #[test]
     fn raw_collation_follows_erlang_term_order() {
-        let ordered = [json!(1), json!(false), json!(null), json!(true), json!({"a": "a"}), json!(["a"]), json!("a")];
+        let ordered = [
+            json!(1),
+            json!(false),
+            json!(null),
+            json!(true),
+            json!({"a": "a"}),
+            json!(["a"]),
+            json!("a"),
+        ];
         for pair in ordered.windows(2) {
-            assert!(encoded(&pair[0], Collation::Raw) < encoded(&pair[1], Collation::Raw), "{} < {}", pair[0], pair[1]);
+            assert!(
+                encoded(&pair[0], Collation::Raw) < encoded(&pair[1], Collation::Raw),
+                "{} < {}",
+                pair[0],
+                pair[1]
+            );
         }
     }
 }

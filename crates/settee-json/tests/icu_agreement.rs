@@ -12,14 +12,22 @@ use proptest::test_runner::{Config, TestRunner};
 
 /// Characters from several scripts, with case, accents, digits, spaces and punctuation.
 const ALPHABET: &[char] = &[
-    'a', 'A', 'b', 'B', 'z', 'Z', 'é', 'É', 'è', 'ê', 'ë', 'e', 'E', 'ß', 'ø', 'å', 'æ', 'ñ', 'ç', 'ü', 'ö', 'α', 'Α', 'β', 'ω', 'Ω', 'д', 'Д', 'ж', 'я', 'ا', 'ب', 'ع',
-    'ש', 'א', '中', '文', '日', '本', 'あ', 'ア', 'か', '한', '글', '0', '1', '9', '٣', ' ', '-', '_', '.', ',', '!', '\'', '@', '~',
+    'a', 'A', 'b', 'B', 'z', 'Z', 'é', 'É', 'è', 'ê', 'ë', 'e', 'E', 'ß', 'ø', 'å', 'æ', 'ñ', 'ç',
+    'ü', 'ö', 'α', 'Α', 'β', 'ω', 'Ω', 'д', 'Д', 'ж', 'я', 'ا', 'ب', 'ع', 'ש', 'א', '中', '文',
+    '日', '本', 'あ', 'ア', 'か', '한', '글', '0', '1', '9', '٣', ' ', '-', '_', '.', ',', '!',
+    '\'', '@', '~',
 ];
 
 fn sample() -> Vec<String> {
-    let mut runner = TestRunner::new(Config { rng_seed: proptest::test_runner::RngSeed::Fixed(7), ..Config::default() });
-    let word = prop::collection::vec(prop::sample::select(ALPHABET), 0..8).prop_map(|cs| cs.into_iter().collect::<String>());
-    (0..400).map(|_| word.new_tree(&mut runner).expect("a value").current()).collect()
+    let mut runner = TestRunner::new(Config {
+        rng_seed: proptest::test_runner::RngSeed::Fixed(7),
+        ..Config::default()
+    });
+    let word = prop::collection::vec(prop::sample::select(ALPHABET), 0..8)
+        .prop_map(|cs| cs.into_iter().collect::<String>());
+    (0..400)
+        .map(|_| word.new_tree(&mut runner).expect("a value").current())
+        .collect()
 }
 
 #[test]
@@ -33,7 +41,12 @@ fn string_order_matches_node_intl_collator() {
         .spawn()
         .expect("node is needed for this test (./scripts/test checks for it)");
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(serde_json::to_string(&words).unwrap().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&words).unwrap().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let sorted: Vec<(String, i32)> = serde_json::from_slice(&out.stdout).unwrap();
@@ -47,8 +60,17 @@ fn string_order_matches_node_intl_collator() {
             disagreements.push(format!("{a:?} {b:?}: node {node:?}, ours {ours:?}"));
         }
         assert_ne!(ours, Ordering::Greater, "{a:?} must not sort after {b:?}");
-        let key = |s: &String| viewkey::encoded(&serde_json::Value::String(s.clone()), viewkey::Collation::Unicode);
-        assert_eq!(key(a).cmp(&key(b)), node, "view key bytes of {a:?} and {b:?} order as ICU does");
+        let key = |s: &String| {
+            viewkey::encoded(
+                &serde_json::Value::String(s.clone()),
+                viewkey::Collation::Unicode,
+            )
+        };
+        assert_eq!(
+            key(a).cmp(&key(b)),
+            node,
+            "view key bytes of {a:?} and {b:?} order as ICU does"
+        );
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");
 }

@@ -89,15 +89,24 @@ fn object(m: &Map<String, Value>, prefix: &[String], elem: bool) -> Result<Node,
     for (k, v) in m {
         parts.push(member(k, v, prefix, elem)?);
     }
-    Ok(if parts.len() == 1 { parts.pop().expect("one") } else { Node::All(parts) })
+    Ok(if parts.len() == 1 {
+        parts.pop().expect("one")
+    } else {
+        Node::All(parts)
+    })
 }
 
 fn list(v: &Value, op: &str, prefix: &[String], elem: bool) -> Result<Vec<Node>, Error> {
-    let Value::Array(items) = v else { return bad(format!("{op} requires an array of selectors")) };
-    items.iter().map(|i| match i {
-        Value::Object(m) => object(m, prefix, elem),
-        _ => bad(format!("{op} requires an array of selectors")),
-    }).collect()
+    let Value::Array(items) = v else {
+        return bad(format!("{op} requires an array of selectors"));
+    };
+    items
+        .iter()
+        .map(|i| match i {
+            Value::Object(m) => object(m, prefix, elem),
+            _ => bad(format!("{op} requires an array of selectors")),
+        })
+        .collect()
 }
 
 fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Error> {
@@ -109,19 +118,31 @@ fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Err
             Value::Object(m) => Ok(Node::Not(Box::new(object(m, prefix, elem)?))),
             _ => bad("$not requires a selector"),
         },
-        op if op.starts_with('$') && prefix.is_empty() && !elem => bad(format!("Invalid operator: {op}")),
+        op if op.starts_with('$') && prefix.is_empty() && !elem => {
+            bad(format!("Invalid operator: {op}"))
+        }
         op if op.starts_with('$') => Ok(Node::Field(prefix.to_vec(), cond(op, v)?)),
         name => {
             let mut path = prefix.to_vec();
             path.extend(field_path(name));
             match v {
                 Value::Object(m) if m.keys().any(|k| k.starts_with('$')) => {
-                    let conds = m.iter().map(|(op, arg)| cond(op, arg)).collect::<Result<Vec<_>, _>>()?;
-                    let c = if conds.len() == 1 { conds.into_iter().next().expect("one") } else { Cond::Both(conds) };
+                    let conds = m
+                        .iter()
+                        .map(|(op, arg)| cond(op, arg))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let c = if conds.len() == 1 {
+                        conds.into_iter().next().expect("one")
+                    } else {
+                        Cond::Both(conds)
+                    };
                     Ok(Node::Field(path, c))
                 }
                 Value::Object(m) if !m.is_empty() => object(m, &path, false),
-                other => Ok(Node::Field(path, Cond::Cmp(Ordering::Equal, true, other.clone()))),
+                other => Ok(Node::Field(
+                    path,
+                    Cond::Cmp(Ordering::Equal, true, other.clone()),
+                )),
             }
         }
     }
@@ -137,13 +158,16 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         _ => bad(format!("{what} requires a selector")),
     };
     let conds = |what: &str| match arg {
-        Value::Array(a) => a.iter().map(|c| match c {
-            Value::Object(m) if m.len() == 1 => {
-                let (op, v) = m.iter().next().expect("one");
-                cond(op, v)
-            }
-            _ => bad(format!("{what} requires operator objects")),
-        }).collect::<Result<Vec<_>, _>>(),
+        Value::Array(a) => a
+            .iter()
+            .map(|c| match c {
+                Value::Object(m) if m.len() == 1 => {
+                    let (op, v) = m.iter().next().expect("one");
+                    cond(op, v)
+                }
+                _ => bad(format!("{what} requires operator objects")),
+            })
+            .collect::<Result<Vec<_>, _>>(),
         _ => bad(format!("{what} requires an array")),
     };
     Ok(match op {
@@ -153,7 +177,10 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         "$lte" => Cond::Cmp(Ordering::Less, true, arg.clone()),
         "$gt" => Cond::Cmp(Ordering::Greater, false, arg.clone()),
         "$gte" => Cond::Cmp(Ordering::Greater, true, arg.clone()),
-        "$exists" => Cond::Exists(arg.as_bool().ok_or_else(|| Error("$exists requires a boolean".into()))?),
+        "$exists" => Cond::Exists(
+            arg.as_bool()
+                .ok_or_else(|| Error("$exists requires a boolean".into()))?,
+        ),
         "$type" => Cond::Type(match arg.as_str() {
             Some("null") => "null",
             Some("boolean") => "boolean",
@@ -166,7 +193,10 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         "$in" => Cond::In(values("$in")?),
         "$nin" => Cond::Nin(values("$nin")?),
         "$all" => Cond::AllOf(values("$all")?),
-        "$size" => Cond::Size(arg.as_u64().ok_or_else(|| Error("$size requires a non-negative integer".into()))?),
+        "$size" => Cond::Size(
+            arg.as_u64()
+                .ok_or_else(|| Error("$size requires a non-negative integer".into()))?,
+        ),
         "$mod" => match arg.as_array().map(Vec::as_slice) {
             Some([d, r]) => match (d.as_i64(), r.as_i64()) {
                 (Some(d), Some(r)) if d != 0 => Cond::Mod(d, r),
@@ -178,7 +208,11 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
             Some(Ok(re)) => Cond::Regex(re),
             _ => return bad("$regex requires a valid regular expression"),
         },
-        "$beginsWith" => Cond::BeginsWith(arg.as_str().ok_or_else(|| Error("$beginsWith requires a string".into()))?.to_string()),
+        "$beginsWith" => Cond::BeginsWith(
+            arg.as_str()
+                .ok_or_else(|| Error("$beginsWith requires a string".into()))?
+                .to_string(),
+        ),
         "$elemMatch" => Cond::ElemMatch(sub("$elemMatch")?),
         "$allMatch" => Cond::AllMatch(sub("$allMatch")?),
         "$keyMapMatch" => Cond::KeyMapMatch(sub("$keyMapMatch")?),
@@ -220,7 +254,11 @@ pub fn field<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
 }
 
 fn cmp(a: &Value, b: &Value, raw: bool) -> Ordering {
-    if raw { collate::raw(a, b) } else { collate::compare(a, b) }
+    if raw {
+        collate::raw(a, b)
+    } else {
+        collate::compare(a, b)
+    }
 }
 
 fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
@@ -233,18 +271,37 @@ fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
         Cond::Exists(want) => *want,
         Cond::Type(t) => *t == type_name(v),
         Cond::In(args) => match v {
-            Value::Array(items) => items.iter().any(|i| args.iter().any(|a| cmp(i, a, raw) == Ordering::Equal)),
+            Value::Array(items) => items
+                .iter()
+                .any(|i| args.iter().any(|a| cmp(i, a, raw) == Ordering::Equal)),
             _ => args.iter().any(|a| cmp(v, a, raw) == Ordering::Equal),
         },
         Cond::Nin(args) => !cond_matches(&Cond::In(args.clone()), v, raw),
         Cond::Size(n) => v.as_array().is_some_and(|a| a.len() as u64 == *n),
-        Cond::Mod(d, r) => v.as_i64().and_then(|x| x.checked_rem(*d)).is_some_and(|m| m == *r),
+        Cond::Mod(d, r) => v
+            .as_i64()
+            .and_then(|x| x.checked_rem(*d))
+            .is_some_and(|m| m == *r),
         Cond::Regex(re) => v.as_str().is_some_and(|s| re.is_match(s)),
         Cond::BeginsWith(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
-        Cond::AllOf(args) => v.as_array().is_some_and(|items| args.iter().all(|a| items.iter().any(|i| cmp(i, a, raw) == Ordering::Equal))),
-        Cond::ElemMatch(sel) => v.as_array().is_some_and(|items| items.iter().any(|i| node_matches(sel, i) || elem_cond(sel, i))),
-        Cond::AllMatch(sel) => v.as_array().is_some_and(|items| !items.is_empty() && items.iter().all(|i| node_matches(sel, i) || elem_cond(sel, i))),
-        Cond::KeyMapMatch(sel) => v.as_object().is_some_and(|m| m.keys().any(|k| elem_cond(sel, &Value::String(k.clone())))),
+        Cond::AllOf(args) => v.as_array().is_some_and(|items| {
+            args.iter()
+                .all(|a| items.iter().any(|i| cmp(i, a, raw) == Ordering::Equal))
+        }),
+        Cond::ElemMatch(sel) => v.as_array().is_some_and(|items| {
+            items
+                .iter()
+                .any(|i| node_matches(sel, i) || elem_cond(sel, i))
+        }),
+        Cond::AllMatch(sel) => v.as_array().is_some_and(|items| {
+            !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| node_matches(sel, i) || elem_cond(sel, i))
+        }),
+        Cond::KeyMapMatch(sel) => v
+            .as_object()
+            .is_some_and(|m| m.keys().any(|k| elem_cond(sel, &Value::String(k.clone())))),
         Cond::Not(inner) => !cond_matches(inner, v, raw),
         Cond::Both(cs) => cs.iter().all(|c| cond_matches(c, v, raw)),
         Cond::Either(cs) => cs.iter().any(|c| cond_matches(c, v, raw)),
@@ -287,42 +344,84 @@ mod tests {
     fn equality_ranges_and_missing_fields() {
         let doc = json!({"_id": "x", "n": 5, "s": "abc", "o": {"p": [1, 2, 3]}, "z": null});
         assert!(m(json!({"n": 5}), doc.clone()));
-        assert!(m(json!({"n": 5.0}), doc.clone()), "numbers compare by value");
+        assert!(
+            m(json!({"n": 5.0}), doc.clone()),
+            "numbers compare by value"
+        );
         assert!(m(json!({"n": {"$gt": 4, "$lte": 5}}), doc.clone()));
         assert!(!m(json!({"n": {"$lt": 5}}), doc.clone()));
-        assert!(m(json!({"n": {"$lt": "a"}}), doc.clone()), "numbers sort before strings");
+        assert!(
+            m(json!({"n": {"$lt": "a"}}), doc.clone()),
+            "numbers sort before strings"
+        );
         assert!(m(json!({"o.p": {"$size": 3}}), doc.clone()));
         assert!(m(json!({"o": {"p": {"$all": [3, 1]}}}), doc.clone()));
         assert!(m(json!({"missing": {"$exists": false}}), doc.clone()));
-        assert!(!m(json!({"missing": {"$ne": 1}}), doc.clone()), "a missing field matches nothing else");
+        assert!(
+            !m(json!({"missing": {"$ne": 1}}), doc.clone()),
+            "a missing field matches nothing else"
+        );
         assert!(m(json!({"z": null}), doc.clone()));
         assert!(m(json!({"z": {"$type": "null"}}), doc.clone()));
     }
 
     #[test]
     fn combinators_and_array_operators() {
-        let doc = json!({"tags": ["a", "b"], "scores": [3, 8], "map": {"k1": 1}, "name": "Ann", "n": 7});
-        assert!(m(json!({"$or": [{"name": "Bob"}, {"name": "Ann"}]}), doc.clone()));
+        let doc =
+            json!({"tags": ["a", "b"], "scores": [3, 8], "map": {"k1": 1}, "name": "Ann", "n": 7});
+        assert!(m(
+            json!({"$or": [{"name": "Bob"}, {"name": "Ann"}]}),
+            doc.clone()
+        ));
         assert!(!m(json!({"$nor": [{"name": "Ann"}]}), doc.clone()));
         assert!(m(json!({"$not": {"name": "Bob"}}), doc.clone()));
         assert!(m(json!({"tags": {"$in": ["b", "c"]}}), doc.clone()));
         assert!(m(json!({"name": {"$nin": ["Bob"]}}), doc.clone()));
-        assert!(m(json!({"scores": {"$elemMatch": {"$gt": 7}}}), doc.clone()));
-        assert!(!m(json!({"scores": {"$allMatch": {"$gt": 4}}}), doc.clone()));
-        assert!(m(json!({"map": {"$keyMapMatch": {"$eq": "k1"}}}), doc.clone()));
+        assert!(m(
+            json!({"scores": {"$elemMatch": {"$gt": 7}}}),
+            doc.clone()
+        ));
+        assert!(!m(
+            json!({"scores": {"$allMatch": {"$gt": 4}}}),
+            doc.clone()
+        ));
+        assert!(m(
+            json!({"map": {"$keyMapMatch": {"$eq": "k1"}}}),
+            doc.clone()
+        ));
         assert!(m(json!({"name": {"$regex": "^A"}}), doc.clone()));
         assert!(m(json!({"name": {"$beginsWith": "An"}}), doc.clone()));
         assert!(m(json!({"n": {"$mod": [4, 3]}}), doc.clone()));
-        assert!(!m(json!({"n": {"$mod": [-1, 0]}}), json!({"n": i64::MIN})), "no overflow");
-        assert!(m(json!({"tags.1": "b"}), json!({"tags": ["a", "b"]})), "array elements by index");
+        assert!(
+            !m(json!({"n": {"$mod": [-1, 0]}}), json!({"n": i64::MIN})),
+            "no overflow"
+        );
+        assert!(
+            m(json!({"tags.1": "b"}), json!({"tags": ["a", "b"]})),
+            "array elements by index"
+        );
         assert!(m(json!({"n": {"$not": {"$lt": 5}}}), doc.clone()));
-        assert!(m(json!({"n": {"$or": [{"$lt": 0}, {"$gt": 6}]}}), doc.clone()));
-        assert!(m(json!({"a\\.b": 1}), json!({"a.b": 1})), "escaped dots name one field");
+        assert!(m(
+            json!({"n": {"$or": [{"$lt": 0}, {"$gt": 6}]}}),
+            doc.clone()
+        ));
+        assert!(
+            m(json!({"a\\.b": 1}), json!({"a.b": 1})),
+            "escaped dots name one field"
+        );
     }
 
     #[test]
     fn bad_selectors_are_refused() {
-        for bad in [json!([1]), json!({"$foo": 1}), json!({"a": {"$foo": 1}}), json!({"a": {"$in": 5}}), json!({"a": {"$regex": "("}}), json!({"a": {"$mod": [0, 1]}}), json!({"$and": 3})] {
+        for bad in [
+            json!([1]),
+            json!({"$foo": 1}),
+            json!({"a": {"$foo": 1}}),
+            json!({"a": {"$in": 5}}),
+            json!({"a": {"$regex": "("}}),
+            json!({"a": {"$mod": [0, 1]}}),
+            json!({"$and": 3}),
+        ] {
             assert!(Selector::parse(&bad).is_err(), "{bad}");
         }
     }

@@ -35,11 +35,21 @@ impl Process {
     /// Starts `command` (a program and its arguments, separated by spaces).
     pub fn spawn(command: &str) -> Result<Process> {
         let mut words = command.split_whitespace();
-        let program = words.next().ok_or_else(|| Error::Spawn { command: command.into(), source: std::io::ErrorKind::NotFound.into() })?;
+        let program = words.next().ok_or_else(|| Error::Spawn {
+            command: command.into(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
         let mut cmd = Command::new(program);
-        cmd.args(words).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = spawn_tied(cmd).map_err(|source| Error::Spawn { command: command.into(), source })?;
-        let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        cmd.args(words)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = spawn_tied(cmd).map_err(|source| Error::Spawn {
+            command: command.into(),
+            source,
+        })?;
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (to_child, lines_out) = channel::<Vec<u8>>();
         let (lines_in, from_child) = channel();
         let name = format!("settee-qs-{}", child.id());
@@ -54,7 +64,10 @@ impl Process {
         } else {
             Err(std::io::ErrorKind::BrokenPipe.into())
         }
-        .map_err(|source| Error::Spawn { command: command.into(), source })?;
+        .map_err(|source| Error::Spawn {
+            command: command.into(),
+            source,
+        })?;
         if let Some(stdout) = stdout {
             thread::Builder::new()
                 .name(name.clone())
@@ -65,20 +78,37 @@ impl Process {
                         }
                     }
                 })
-                .map_err(|source| Error::Spawn { command: command.into(), source })?;
+                .map_err(|source| Error::Spawn {
+                    command: command.into(),
+                    source,
+                })?;
         }
         if let Some(stderr) = stderr {
             let program = program.to_string();
             thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    for line in BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
+                    for line in BufReader::new(stderr)
+                        .lines()
+                        .map_while(std::result::Result::ok)
+                    {
                         tracing::info!(query_server = program, "{line}");
                     }
                 })
-                .map_err(|source| Error::Spawn { command: command.into(), source })?;
+                .map_err(|source| Error::Spawn {
+                    command: command.into(),
+                    source,
+                })?;
         }
-        Ok(Process { child, command: command.into(), to_child, from_child, loaded: None, ddocs: HashMap::new(), broken: false })
+        Ok(Process {
+            child,
+            command: command.into(),
+            to_child,
+            from_child,
+            loaded: None,
+            ddocs: HashMap::new(),
+            broken: false,
+        })
     }
 
     /// The command line this process was started with.
@@ -122,7 +152,9 @@ impl Process {
         loop {
             let answer = match self.from_child.recv_timeout(timeout) {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => return Err(self.fail(Error::Process(format!("reading its output: {e}")))),
+                Ok(Err(e)) => {
+                    return Err(self.fail(Error::Process(format!("reading its output: {e}"))))
+                }
                 Err(RecvTimeoutError::Timeout) => return Err(self.fail(Error::Timeout(timeout))),
                 Err(RecvTimeoutError::Disconnected) => {
                     let status = self.exit_status();
@@ -148,12 +180,20 @@ impl Process {
     /// Sends one command and parses the answer.
     pub fn prompt(&mut self, command: &Value, timeout: Duration) -> Result<Value> {
         let answer = self.prompt_raw(command.to_string().into_bytes(), timeout)?;
-        serde_json::from_str(&answer).map_err(|_| self.fail(Error::Process(format!("not JSON: {answer}"))))
+        serde_json::from_str(&answer)
+            .map_err(|_| self.fail(Error::Process(format!("not JSON: {answer}"))))
     }
 
     /// Makes `functions` the loaded ones (`reset`, `add_lib` when `lib` has modules, one
     /// `add_fun` each), unless the functions tagged `tag` are loaded already.
-    pub fn load(&mut self, tag: &str, functions: &[&str], lib: &Value, config: &Value, timeout: Duration) -> Result<()> {
+    pub fn load(
+        &mut self,
+        tag: &str,
+        functions: &[&str],
+        lib: &Value,
+        config: &Value,
+        timeout: Duration,
+    ) -> Result<()> {
         if self.loaded.as_deref() == Some(tag) {
             return Ok(());
         }
@@ -178,7 +218,11 @@ impl Process {
     /// Maps many documents, sending each `map_doc` without waiting for the previous answer
     /// so the process never idles on a round trip. The outer error is a process failure;
     /// an inner one is the process refusing one document.
-    pub fn map_docs<'d>(&mut self, docs: impl Iterator<Item = &'d [u8]>, timeout: Duration) -> Result<Vec<Result<String>>> {
+    pub fn map_docs<'d>(
+        &mut self,
+        docs: impl Iterator<Item = &'d [u8]>,
+        timeout: Duration,
+    ) -> Result<Vec<Result<String>>> {
         let mut sent = 0;
         for doc in docs {
             self.send(map_doc_command(doc))?;
@@ -197,7 +241,13 @@ impl Process {
 
     /// `reduce` over `rows_json`, a JSON array of `[[key, id], value]` pairs, or with
     /// `rereduce`, over a JSON array of earlier results; the one function's result.
-    pub fn reduce(&mut self, source: &str, rows_json: &str, rereduce: bool, timeout: Duration) -> Result<Value> {
+    pub fn reduce(
+        &mut self,
+        source: &str,
+        rows_json: &str,
+        rereduce: bool,
+        timeout: Duration,
+    ) -> Result<Value> {
         let name = if rereduce { "rereduce" } else { "reduce" };
         let mut command = json!([name, [source]]).to_string().into_bytes();
         command.pop();
@@ -206,18 +256,32 @@ impl Process {
         command.push(b']');
         let answer = self.prompt_raw(command, timeout)?;
         match serde_json::from_str::<Value>(&answer) {
-            Ok(Value::Array(mut parts)) if parts.len() == 2 && parts[0] == Value::Bool(true) => match parts.pop() {
-                Some(Value::Array(mut results)) if results.len() == 1 => Ok(results.pop().unwrap_or(Value::Null)),
-                _ => Err(self.fail(Error::Process(format!("unexpected reduce answer: {answer}")))),
-            },
-            _ => Err(self.fail(Error::Process(format!("unexpected reduce answer: {answer}")))),
+            Ok(Value::Array(mut parts)) if parts.len() == 2 && parts[0] == Value::Bool(true) => {
+                match parts.pop() {
+                    Some(Value::Array(mut results)) if results.len() == 1 => {
+                        Ok(results.pop().unwrap_or(Value::Null))
+                    }
+                    _ => Err(self.fail(Error::Process(format!(
+                        "unexpected reduce answer: {answer}"
+                    )))),
+                }
+            }
+            _ => Err(self.fail(Error::Process(format!(
+                "unexpected reduce answer: {answer}"
+            )))),
         }
     }
 
     /// Calls a design document function (`["ddoc", id, path, args]`), first teaching the
     /// process the design document (`["ddoc", "new", id, ddoc]`) if it does not know this
     /// revision of it.
-    pub fn ddoc(&mut self, ddoc: &Value, path: &[&str], args: &Value, timeout: Duration) -> Result<Value> {
+    pub fn ddoc(
+        &mut self,
+        ddoc: &Value,
+        path: &[&str],
+        args: &Value,
+        timeout: Duration,
+    ) -> Result<Value> {
         let id = ddoc.get("_id").and_then(Value::as_str).unwrap_or_default();
         let rev = ddoc.get("_rev").and_then(Value::as_str).unwrap_or_default();
         if self.ddocs.get(id).map(String::as_str) != Some(rev) {
@@ -276,25 +340,35 @@ type SpawnRequest = (Command, Sender<std::io::Result<Child>>);
 /// not reading its input. Linux ties the child to the thread that started it, so every
 /// child is started by one thread that lives as long as the server.
 fn spawn_tied(cmd: Command) -> std::io::Result<Child> {
-    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<Sender<SpawnRequest>>> = std::sync::OnceLock::new();
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<Sender<SpawnRequest>>> =
+        std::sync::OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = channel::<SpawnRequest>();
-        let started = thread::Builder::new().name("settee-qs-spawner".into()).spawn(move || {
-            for (mut cmd, reply) in rx {
-                let _ = reply.send(spawn_with_death_signal(&mut cmd));
-            }
-        });
+        let started = thread::Builder::new()
+            .name("settee-qs-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(spawn_with_death_signal(&mut cmd));
+                }
+            });
         if let Err(e) = started {
             tracing::error!("cannot start the query server spawner: {e}");
         }
         std::sync::Mutex::new(tx)
     });
     let (reply, answer) = channel();
-    let sent = spawner.lock().map(|tx| tx.send((cmd, reply)).is_ok()).unwrap_or(false);
+    let sent = spawner
+        .lock()
+        .map(|tx| tx.send((cmd, reply)).is_ok())
+        .unwrap_or(false);
     if !sent {
-        return Err(std::io::Error::other("the query server spawner is not running"));
+        return Err(std::io::Error::other(
+            "the query server spawner is not running",
+        ));
     }
-    answer.recv().map_err(|_| std::io::Error::other("the query server spawner stopped"))?
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("the query server spawner stopped"))?
 }
 
 #[cfg(target_os = "linux")]
@@ -319,7 +393,10 @@ fn spawn_with_death_signal(cmd: &mut Command) -> std::io::Result<Child> {
 }
 
 fn log_line(line: &str) {
-    let message = serde_json::from_str::<Value>(line).ok().and_then(|v| v.get(1).cloned()).unwrap_or(Value::Null);
+    let message = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|v| v.get(1).cloned())
+        .unwrap_or(Value::Null);
     match message {
         Value::String(s) => tracing::info!(target: "settee::query_server", "{s}"),
         other => tracing::info!(target: "settee::query_server", "{other}"),
@@ -334,8 +411,17 @@ fn raised(answer: &str) -> Error {
         None => "unknown_error".to_string(),
     };
     match serde_json::from_str::<Value>(answer) {
-        Ok(Value::Array(parts)) => Error::Raised { error: text(parts.get(1)), reason: text(parts.get(2)) },
-        Ok(obj @ Value::Object(_)) => Error::Raised { error: text(obj.get("error")), reason: text(obj.get("reason")) },
-        _ => Error::Raised { error: "unknown_error".into(), reason: answer.to_string() },
+        Ok(Value::Array(parts)) => Error::Raised {
+            error: text(parts.get(1)),
+            reason: text(parts.get(2)),
+        },
+        Ok(obj @ Value::Object(_)) => Error::Raised {
+            error: text(obj.get("error")),
+            reason: text(obj.get("reason")),
+        },
+        _ => Error::Raised {
+            error: "unknown_error".into(),
+            reason: answer.to_string(),
+        },
     }
 }

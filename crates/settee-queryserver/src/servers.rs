@@ -38,22 +38,34 @@ impl QueryServers {
     /// Sets the command line of every language; processes of a language whose command
     /// changed are stopped as they come back.
     pub fn set_commands(&self, commands: HashMap<String, String>) {
-        *self.commands.write().expect("commands lock") = commands.into_iter().map(|(lang, command)| (lang.to_ascii_lowercase(), command)).collect();
+        *self.commands.write().expect("commands lock") = commands
+            .into_iter()
+            .map(|(lang, command)| (lang.to_ascii_lowercase(), command))
+            .collect();
         let commands = self.commands.read().expect("commands lock");
-        self.idle.lock().expect("idle lock").retain(|lang, _| commands.contains_key(lang));
+        self.idle
+            .lock()
+            .expect("idle lock")
+            .retain(|lang, _| commands.contains_key(lang));
     }
 
     /// Sets CouchDB's `os_process_timeout` (every command's time limit), `reduce_limit` (told
     /// to processes on `reset`) and `os_process_soft_limit` (idle processes kept).
     pub fn set_limits(&self, timeout: Duration, reduce_limit: bool, keep_idle: usize) {
-        self.timeout_ms.store(timeout.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+        self.timeout_ms.store(
+            timeout.as_millis().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
         self.reduce_limit.store(reduce_limit, Ordering::Relaxed);
         self.keep_idle.store(keep_idle, Ordering::Relaxed);
     }
 
     /// Whether `language` has a query server (languages are case-insensitive).
     pub fn has(&self, language: &str) -> bool {
-        self.commands.read().expect("commands lock").contains_key(&language.to_ascii_lowercase())
+        self.commands
+            .read()
+            .expect("commands lock")
+            .contains_key(&language.to_ascii_lowercase())
     }
 
     /// The time limit of one command.
@@ -69,7 +81,13 @@ impl QueryServers {
     /// A process for `language`: an idle one, or a new one.
     pub fn checkout(&self, language: &str) -> Result<Lease<'_>> {
         let language = &language.to_ascii_lowercase();
-        let command = self.commands.read().expect("commands lock").get(language).cloned().ok_or_else(|| Error::UnknownLanguage(language.into()))?;
+        let command = self
+            .commands
+            .read()
+            .expect("commands lock")
+            .get(language)
+            .cloned()
+            .ok_or_else(|| Error::UnknownLanguage(language.into()))?;
         let reused = {
             let mut idle = self.idle.lock().expect("idle lock");
             let list = idle.entry(language.to_string()).or_default();
@@ -80,7 +98,11 @@ impl QueryServers {
             Some(p) => p,
             None => Process::spawn(&command)?,
         };
-        Ok(Lease { servers: self, language: language.to_string(), process: Some(process) })
+        Ok(Lease {
+            servers: self,
+            language: language.to_string(),
+            process: Some(process),
+        })
     }
 
     fn give_back(&self, language: String, process: Process) {
@@ -96,7 +118,11 @@ impl QueryServers {
 
     /// Idle processes kept for `language` (for tests and `_active_tasks`-like reports).
     pub fn idle(&self, language: &str) -> usize {
-        self.idle.lock().expect("idle lock").get(&language.to_ascii_lowercase()).map_or(0, Vec::len)
+        self.idle
+            .lock()
+            .expect("idle lock")
+            .get(&language.to_ascii_lowercase())
+            .map_or(0, Vec::len)
     }
 }
 
@@ -135,7 +161,8 @@ impl DerefMut for Lease<'_> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         if let Some(p) = self.process.take() {
-            self.servers.give_back(std::mem::take(&mut self.language), p);
+            self.servers
+                .give_back(std::mem::take(&mut self.language), p);
         }
     }
 }

@@ -47,12 +47,18 @@ impl FileBackend {
     /// Opens an existing file only to read it, without the writer lock (for checking a file
     /// a server may have open).
     pub fn open_unlocked(path: &Path) -> io::Result<FileBackend> {
-        Ok(FileBackend { file: OpenOptions::new().read(true).open(path)? })
+        Ok(FileBackend {
+            file: OpenOptions::new().read(true).open(path)?,
+        })
     }
 
     /// Creates a new file, failing if one exists, locked against other writers.
     pub fn create(path: &Path) -> io::Result<FileBackend> {
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
         FileBackend::locked(file)
     }
 
@@ -63,12 +69,17 @@ impl FileBackend {
         for attempt in 0..100 {
             match file.try_lock() {
                 Ok(()) => return Ok(FileBackend { file }),
-                Err(std::fs::TryLockError::WouldBlock) if attempt < 99 => std::thread::sleep(std::time::Duration::from_millis(10)),
+                Err(std::fs::TryLockError::WouldBlock) if attempt < 99 => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
                 Err(std::fs::TryLockError::WouldBlock) => break,
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
         }
-        Err(io::Error::new(io::ErrorKind::ResourceBusy, "the store file is open in another writer"))
+        Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            "the store file is open in another writer",
+        ))
     }
 }
 
@@ -151,19 +162,32 @@ impl MemBackend {
     /// A file whose live and durable contents are `bytes`.
     pub fn from_bytes(bytes: Vec<u8>) -> MemBackend {
         let m = MemBackend::new();
-        *m.inner.bytes.lock().expect("mem backend lock") =
-            MemBytes { live: bytes.clone(), durable: bytes, dirty: Vec::new() };
+        *m.inner.bytes.lock().expect("mem backend lock") = MemBytes {
+            live: bytes.clone(),
+            durable: bytes,
+            dirty: Vec::new(),
+        };
         m
     }
 
     /// The bytes readers currently see.
     pub fn live_bytes(&self) -> Vec<u8> {
-        self.inner.bytes.lock().expect("mem backend lock").live.clone()
+        self.inner
+            .bytes
+            .lock()
+            .expect("mem backend lock")
+            .live
+            .clone()
     }
 
     /// The bytes that survive a crash right now.
     pub fn durable_bytes(&self) -> Vec<u8> {
-        self.inner.bytes.lock().expect("mem backend lock").durable.clone()
+        self.inner
+            .bytes
+            .lock()
+            .expect("mem backend lock")
+            .durable
+            .clone()
     }
 
     /// Limits the file size: writes past it fail like a full disk.
@@ -191,7 +215,10 @@ impl Backend for MemBackend {
         let mut b = self.inner.bytes.lock().expect("mem backend lock");
         let end = offset + data.len() as u64;
         if end > self.inner.capacity.load(Ordering::SeqCst) {
-            return Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk full"));
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated disk full",
+            ));
         }
         let (start, end) = (offset as usize, end as usize);
         if b.live.len() < end {
@@ -221,11 +248,22 @@ impl Backend for MemBackend {
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.inner.bytes.lock().expect("mem backend lock").live.len() as u64)
+        Ok(self
+            .inner
+            .bytes
+            .lock()
+            .expect("mem backend lock")
+            .live
+            .len() as u64)
     }
 
     fn truncate(&self, len: u64) -> io::Result<()> {
-        self.inner.bytes.lock().expect("mem backend lock").live.resize(len as usize, 0);
+        self.inner
+            .bytes
+            .lock()
+            .expect("mem backend lock")
+            .live
+            .resize(len as usize, 0);
         Ok(())
     }
 }

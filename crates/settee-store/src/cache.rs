@@ -35,7 +35,9 @@ impl NodeCache {
     /// A cache holding at most about `bytes` bytes of nodes.
     pub fn new(bytes: u64) -> NodeCache {
         let estimated_items = (bytes / 4096).clamp(16, 1 << 22) as usize;
-        NodeCache { inner: Arc::new(Cache::with_weighter(estimated_items, bytes, NodeWeight)) }
+        NodeCache {
+            inner: Arc::new(Cache::with_weighter(estimated_items, bytes, NodeWeight)),
+        }
     }
 
     pub(crate) fn get(&self, file: u64, offset: u64) -> Option<Arc<Node>> {

@@ -21,12 +21,12 @@ use std::sync::Arc;
 
 use crate::backend::FileBackend;
 use crate::error::{Error, Result};
+use crate::file::NodeSource;
 use crate::file::{BlobRef, StoreFile};
 use crate::format::{Header, FLAG_COMPACTING};
+use crate::overlay::Overlay;
 use crate::snapshot::Snapshot;
 use crate::store::{init_file, Shared, Store};
-use crate::file::NodeSource;
-use crate::overlay::Overlay;
 use crate::tree::cursor::lookup;
 use crate::tree::diff::diff;
 use crate::tree::{Action, RangeOptions, TreeSpec};
@@ -48,20 +48,36 @@ const SMALL_DELTA: usize = 1000;
 pub(crate) fn compact_path(path: &Path) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut name = OsString::from(path.as_os_str());
-    name.push(format!(".compact.{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    name.push(format!(
+        ".compact.{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     PathBuf::from(name)
 }
 
 /// Removes copies that compactions of `path` left behind (a dead process's, or one that gave
 /// up); called by the store that holds the file's lock, so none of them is being built.
 pub(crate) fn remove_leftover_copies(path: &Path) {
-    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else { return };
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else {
+        return;
+    };
     let mut prefix = file.to_os_string();
     prefix.push(".compact");
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
-        if entry.file_name().as_encoded_bytes().starts_with(prefix.as_encoded_bytes()) {
+        if entry
+            .file_name()
+            .as_encoded_bytes()
+            .starts_with(prefix.as_encoded_bytes())
+        {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -70,7 +86,13 @@ pub(crate) fn remove_leftover_copies(path: &Path) {
 /// Rewrites values while they are copied, so that blob references point into the new file.
 pub trait ValueRewriter: Send + Sync {
     /// The value to store for `key` of `tree` in the new file, or `None` to keep `value`.
-    fn rewrite(&self, tree: usize, key: &[u8], value: &[u8], blobs: &mut BlobCopier<'_>) -> Result<Option<Vec<u8>>>;
+    fn rewrite(
+        &self,
+        tree: usize,
+        key: &[u8],
+        value: &[u8],
+        blobs: &mut BlobCopier<'_>,
+    ) -> Result<Option<Vec<u8>>>;
 }
 
 /// For stores whose values refer to no blobs.
@@ -78,7 +100,13 @@ pub trait ValueRewriter: Send + Sync {
 pub struct NoBlobs;
 
 impl ValueRewriter for NoBlobs {
-    fn rewrite(&self, _: usize, _: &[u8], _: &[u8], _: &mut BlobCopier<'_>) -> Result<Option<Vec<u8>>> {
+    fn rewrite(
+        &self,
+        _: usize,
+        _: &[u8],
+        _: &[u8],
+        _: &mut BlobCopier<'_>,
+    ) -> Result<Option<Vec<u8>>> {
         Ok(None)
     }
 }
@@ -121,7 +149,10 @@ impl Copy {
     fn apply(&mut self, from: &StoreFile, tree: usize, mut actions: Vec<Action>) -> Result<()> {
         for action in &mut actions {
             if let Action::Put(k, v) = action {
-                let mut blobs = BlobCopier { from, to: &mut self.new };
+                let mut blobs = BlobCopier {
+                    from,
+                    to: &mut self.new,
+                };
                 if let Some(nv) = self.rewriter.rewrite(tree, k, v, &mut blobs)? {
                     *v = nv;
                 }
@@ -136,7 +167,14 @@ impl Copy {
 
     /// Copies every entry of `snap`.
     fn copy_all(&mut self, snap: &Snapshot, progress: &dyn Fn(u64, u64)) -> Result<()> {
-        let total: u64 = snap.state.header.roots.iter().flatten().map(|r| r.count).sum();
+        let total: u64 = snap
+            .state
+            .header
+            .roots
+            .iter()
+            .flatten()
+            .map(|r| r.count)
+            .sum();
         for tree in 0..snap.state.schema.len() {
             let mut batch = Vec::with_capacity(COPY_BATCH);
             for entry in snap.range(tree, RangeOptions::default())? {
@@ -181,12 +219,21 @@ type Committed<'a> = (&'a Header, &'a [Overlay]);
 /// included: the nodes' differences, with every key either commit holds a change of
 /// settled by comparing what the two show (an unchanged key must not be copied again: its
 /// value may name a blob).
-fn tree_changes(from: &StoreFile, spec: &TreeSpec, tree: usize, old: Committed, new: Committed) -> Result<Vec<Action>> {
+fn tree_changes(
+    from: &StoreFile,
+    spec: &TreeSpec,
+    tree: usize,
+    old: Committed,
+    new: Committed,
+) -> Result<Vec<Action>> {
     let root = |h: &Header| h.roots.get(tree).cloned().flatten();
     let (old_root, new_root) = (root(old.0), root(new.0));
     let mut actions = diff(from, spec, old_root.as_ref(), new_root.as_ref())?;
     let empty = Overlay::default();
-    let (old_changes, new_changes) = (old.1.get(tree).unwrap_or(&empty), new.1.get(tree).unwrap_or(&empty));
+    let (old_changes, new_changes) = (
+        old.1.get(tree).unwrap_or(&empty),
+        new.1.get(tree).unwrap_or(&empty),
+    );
     if old_changes.is_empty() && new_changes.is_empty() {
         return Ok(actions);
     }
@@ -194,7 +241,10 @@ fn tree_changes(from: &StoreFile, spec: &TreeSpec, tree: usize, old: Committed, 
     actions.retain(|a| !settle.contains(a.key()));
     let node = |r: &Option<crate::format::Root>| r.as_ref().map(|r| from.node(r.ptr)).transpose();
     let (old_node, new_node) = (node(&old_root)?, node(&new_root)?);
-    let shown = |changes: &Overlay, node: &Option<Arc<crate::node::Node>>, key: &[u8]| -> Result<Option<Vec<u8>>> {
+    let shown = |changes: &Overlay,
+                 node: &Option<Arc<crate::node::Node>>,
+                 key: &[u8]|
+     -> Result<Option<Vec<u8>>> {
         let entry = match (changes.entry(key), node) {
             (Some(entry), _) => entry,
             (None, Some(node)) => lookup(from, spec, node, key)?,
@@ -219,7 +269,11 @@ fn tree_changes(from: &StoreFile, spec: &TreeSpec, tree: usize, old: Committed, 
 impl Store {
     /// Compacts the store while it stays readable and writable. `progress` is told entries
     /// copied so far and the total to copy.
-    pub fn compact(&self, rewriter: Arc<dyn ValueRewriter>, progress: &dyn Fn(u64, u64)) -> Result<CompactStats> {
+    pub fn compact(
+        &self,
+        rewriter: Arc<dyn ValueRewriter>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<CompactStats> {
         let shared = self.shared().clone();
         if shared.compacting.swap(true, Ordering::SeqCst) {
             return Err(Error::CompactionRunning);
@@ -241,15 +295,32 @@ impl Store {
         result
     }
 
-    fn compact_inner(&self, shared: &Arc<Shared>, target: &Path, rewriter: Arc<dyn ValueRewriter>, progress: &dyn Fn(u64, u64)) -> Result<CompactStats> {
+    fn compact_inner(
+        &self,
+        shared: &Arc<Shared>,
+        target: &Path,
+        rewriter: Arc<dyn ValueRewriter>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<CompactStats> {
         let target = target.to_path_buf();
-        let backend = Arc::new(FileBackend::create(&target).map_err(Error::io("create compaction file"))?);
+        let backend =
+            Arc::new(FileBackend::create(&target).map_err(Error::io("create compaction file"))?);
         let (header, end) = init_file(backend.as_ref(), shared.schema.len())?;
         let file = Arc::new(StoreFile::new(backend, shared.options.cache.clone(), end));
         let opts = &shared.options;
-        let mut new = WriterState::new(Appender::new(file, end, end), shared.schema.clone(), header, opts.node_size, opts.compress_blobs);
+        let mut new = WriterState::new(
+            Appender::new(file, end, end),
+            shared.schema.clone(),
+            header,
+            opts.node_size,
+            opts.compress_blobs,
+        );
         new.direct = true;
-        let mut copy = Copy { new, rewriter, stats: CompactStats::default() };
+        let mut copy = Copy {
+            new,
+            rewriter,
+            stats: CompactStats::default(),
+        };
 
         let mut last = self.snapshot();
         copy.copy_all(&last, progress)?;
@@ -258,7 +329,11 @@ impl Store {
             if now.generation() == last.generation() {
                 break;
             }
-            let changes = copy.catch_up(&now.state.file, (&last.state.header, &last.state.overlays), (&now.state.header, &now.state.overlays))?;
+            let changes = copy.catch_up(
+                &now.state.file,
+                (&last.state.header, &last.state.overlays),
+                (&now.state.header, &now.state.overlays),
+            )?;
             copy.new.commit(FLAG_COMPACTING)?;
             last = now;
             if changes < SMALL_DELTA {
@@ -276,20 +351,43 @@ impl Store {
 
 /// The last step, on the writer thread with nothing uncommitted: final catch-up, commit,
 /// rename, and switch the writer and new snapshots to the new file.
-fn finish(state: &mut WriterState, shared: &Shared, mut copy: Copy, last: &Snapshot, target: &Path) -> Result<CompactStats> {
+fn finish(
+    state: &mut WriterState,
+    shared: &Shared,
+    mut copy: Copy,
+    last: &Snapshot,
+    target: &Path,
+) -> Result<CompactStats> {
     let old_file = state.app.file.clone();
-    copy.catch_up(&old_file, (&last.state.header, &last.state.overlays), (&state.header, &state.committed_overlays))?;
+    copy.catch_up(
+        &old_file,
+        (&last.state.header, &last.state.overlays),
+        (&state.header, &state.committed_overlays),
+    )?;
     // Commit numbers go on from the old file's, so they never repeat.
     copy.new.header.generation = state.header.generation;
     copy.new.commit(0)?;
     copy.new.app.release_reserve();
     copy.stats.old_size = old_file.backend.len().map_err(Error::io("file length"))?;
-    copy.stats.new_size = copy.new.app.file.backend.len().map_err(Error::io("file length"))?;
+    copy.stats.new_size = copy
+        .new
+        .app
+        .file
+        .backend
+        .len()
+        .map_err(Error::io("file length"))?;
     // A file moved away meanwhile (its database deleted, and perhaps another made under the
     // same name) must not be replaced by this copy of it.
-    if !old_file.backend.is_at(&shared.path).map_err(Error::io("check the file before renaming"))? {
+    if !old_file
+        .backend
+        .is_at(&shared.path)
+        .map_err(Error::io("check the file before renaming"))?
+    {
         let _ = std::fs::remove_file(target);
-        return Err(Error::io("rename compacted file")(std::io::Error::new(std::io::ErrorKind::NotFound, "the file was moved or replaced during compaction")));
+        return Err(Error::io("rename compacted file")(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the file was moved or replaced during compaction",
+        )));
     }
     std::fs::rename(target, &shared.path).map_err(Error::io("rename compacted file"))?;
     // From here on the path names the new file: the writer must follow it whatever happens.

@@ -72,7 +72,10 @@ impl Error {
     }
 
     pub(crate) fn corrupted(offset: u64, what: impl Into<String>) -> Error {
-        Error::Corrupted { offset, what: what.into() }
+        Error::Corrupted {
+            offset,
+            what: what.into(),
+        }
     }
 }
 

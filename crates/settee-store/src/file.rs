@@ -61,7 +61,14 @@ pub struct Damaged {
 
 impl StoreFile {
     pub fn new(backend: Arc<dyn Backend>, cache: NodeCache, committed: u64) -> StoreFile {
-        StoreFile { backend, cache, cache_id: NodeCache::new_file_id(), committed: AtomicU64::new(committed), retired: AtomicU64::new(0), damage: Mutex::default() }
+        StoreFile {
+            backend,
+            cache,
+            cache_id: NodeCache::new_file_id(),
+            committed: AtomicU64::new(committed),
+            retired: AtomicU64::new(0),
+            damage: Mutex::default(),
+        }
     }
 
     /// Records that the file's commits now end at `end`.
@@ -89,13 +96,25 @@ impl StoreFile {
     /// Remembers damage that `error` reports, if it does.
     pub fn note_damage(&self, error: &Error) {
         if let Error::Corrupted { offset, what } = error {
-            self.damage.lock().expect("damage lock").entry(*offset).or_insert_with(|| what.clone());
+            self.damage
+                .lock()
+                .expect("damage lock")
+                .entry(*offset)
+                .or_insert_with(|| what.clone());
         }
     }
 
     /// The damaged records met so far, in file order.
     pub fn damage(&self) -> Vec<Damaged> {
-        self.damage.lock().expect("damage lock").iter().map(|(&offset, what)| Damaged { offset, what: what.clone() }).collect()
+        self.damage
+            .lock()
+            .expect("damage lock")
+            .iter()
+            .map(|(&offset, what)| Damaged {
+                offset,
+                what: what.clone(),
+            })
+            .collect()
     }
 
     /// Reads and checks the whole committed record at `ptr`.
@@ -106,14 +125,21 @@ impl StoreFile {
     /// Reads and checks the whole record at `ptr`, which must end by `limit` (a damaged
     /// pointer must not make us allocate gigabytes).
     pub fn read_record_below(&self, ptr: Ptr, limit: u64) -> Result<(RecordKind, Vec<u8>)> {
-        if ptr.offset.checked_add(u64::from(ptr.len)).is_none_or(|end| end > limit) {
+        if ptr
+            .offset
+            .checked_add(u64::from(ptr.len))
+            .is_none_or(|end| end > limit)
+        {
             let e = Error::corrupted(ptr.offset, "pointer past the end of the committed file");
             self.note_damage(&e);
             return Err(e);
         }
         let mut buf = vec![0u8; ptr.len as usize];
-        self.backend.read_exact_at(&mut buf, ptr.offset).map_err(Error::io("read record"))?;
-        let (kind, payload) = decode_record(&buf, ptr.offset).inspect_err(|e| self.note_damage(e))?;
+        self.backend
+            .read_exact_at(&mut buf, ptr.offset)
+            .map_err(Error::io("read record"))?;
+        let (kind, payload) =
+            decode_record(&buf, ptr.offset).inspect_err(|e| self.note_damage(e))?;
         let payload_start = buf.len() - payload.len();
         buf.drain(..payload_start);
         Ok((kind, buf))
@@ -122,7 +148,9 @@ impl StoreFile {
     /// Decodes the node at `ptr` from disk and caches it.
     pub fn load_node(&self, ptr: Ptr) -> Result<Arc<Node>> {
         let (kind, payload) = self.read_record(ptr)?;
-        let node = Arc::new(Node::decode(kind, &payload, ptr.offset).inspect_err(|e| self.note_damage(e))?);
+        let node = Arc::new(
+            Node::decode(kind, &payload, ptr.offset).inspect_err(|e| self.note_damage(e))?,
+        );
         self.cache.insert(self.cache_id, ptr.offset, node.clone());
         Ok(node)
     }
@@ -175,7 +203,10 @@ impl BlobRef {
     }
 
     pub(crate) fn ptr(&self) -> Ptr {
-        Ptr { offset: self.offset, len: self.stored_len }
+        Ptr {
+            offset: self.offset,
+            len: self.stored_len,
+        }
     }
 }
 
@@ -191,10 +222,18 @@ pub(crate) fn blob_bytes(kind: RecordKind, payload: Vec<u8>, blob: &BlobRef) -> 
             lz4_flex::block::decompress(&payload, blob.len as usize)
                 .map_err(|e| Error::corrupted(blob.offset, format!("blob decompression: {e}")))?
         }
-        _ => return Err(Error::corrupted(blob.offset, "record is a node, not a blob")),
+        _ => {
+            return Err(Error::corrupted(
+                blob.offset,
+                "record is a node, not a blob",
+            ))
+        }
     };
     if bytes.len() as u64 != blob.len {
-        return Err(Error::corrupted(blob.offset, "blob length does not match its reference"));
+        return Err(Error::corrupted(
+            blob.offset,
+            "blob length does not match its reference",
+        ));
     }
     Ok(bytes)
 }
@@ -212,7 +251,11 @@ pub(crate) fn recover(backend: &dyn Backend, path: &Path) -> Result<Recovered> {
     let len = backend.len().map_err(Error::io("file length"))?;
     let first = match read_header_at(backend, 0, len, path)? {
         Some(h) => h,
-        None => return Err(Error::NotAStore { path: path.to_path_buf() }),
+        None => {
+            return Err(Error::NotAStore {
+                path: path.to_path_buf(),
+            })
+        }
     };
     let salt = first.header.salt;
     let mut block = (len.saturating_sub(HEADER_HEAD as u64) / BLOCK) * BLOCK;
@@ -235,19 +278,32 @@ pub(crate) fn recover(backend: &dyn Backend, path: &Path) -> Result<Recovered> {
 /// one that wrote it pointed there). `None` when no earlier header names one. A damaged
 /// header passed over on the way is reported to `damaged` (the records only it named are
 /// lost with it).
-pub(crate) fn log_before(backend: &dyn Backend, offset: u64, salt: [u8; 16], path: &Path, damaged: &dyn Fn(Error)) -> Result<Option<Ptr>> {
+pub(crate) fn log_before(
+    backend: &dyn Backend,
+    offset: u64,
+    salt: [u8; 16],
+    path: &Path,
+    damaged: &dyn Fn(Error),
+) -> Result<Option<Ptr>> {
     let len = backend.len().map_err(Error::io("file length"))?;
     let mut block = (offset / BLOCK) * BLOCK;
     while block > 0 {
         match read_header_at(backend, block, len, path)? {
-            Some(found) if found.header.salt == salt && found.header.flags & FLAG_COMPACTING == 0 => {
+            Some(found)
+                if found.header.salt == salt && found.header.flags & FLAG_COMPACTING == 0 =>
+            {
                 return Ok(found.header.log.filter(|p| p.offset < offset));
             }
             Some(_) => {}
             None => {
                 let mut magic = [0u8; 8];
-                if backend.read_exact_at(&mut magic, block).is_ok() && magic == crate::format::HEADER_MAGIC {
-                    damaged(Error::corrupted(block, "a header before a damaged log record is damaged too"));
+                if backend.read_exact_at(&mut magic, block).is_ok()
+                    && magic == crate::format::HEADER_MAGIC
+                {
+                    damaged(Error::corrupted(
+                        block,
+                        "a header before a damaged log record is damaged too",
+                    ));
                 }
             }
         }
@@ -258,19 +314,30 @@ pub(crate) fn log_before(backend: &dyn Backend, offset: u64, salt: [u8; 16], pat
 
 /// Reads the header at `offset` if there is a well-formed one. `Ok(None)` means "no header
 /// here"; only the header at offset 0 turns damage into an error.
-pub(crate) fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path: &Path) -> Result<Option<Recovered>> {
+pub(crate) fn read_header_at(
+    backend: &dyn Backend,
+    offset: u64,
+    len: u64,
+    path: &Path,
+) -> Result<Option<Recovered>> {
     let mut head = [0u8; HEADER_HEAD];
     if offset + HEADER_HEAD as u64 > len {
         return Ok(None);
     }
-    backend.read_exact_at(&mut head, offset).map_err(Error::io("read header"))?;
-    let Some((body_len, crc)) = parse_header_head(&head) else { return Ok(None) };
+    backend
+        .read_exact_at(&mut head, offset)
+        .map_err(Error::io("read header"))?;
+    let Some((body_len, crc)) = parse_header_head(&head) else {
+        return Ok(None);
+    };
     let end = offset + (HEADER_HEAD + body_len) as u64;
     if end > len {
         return damaged(offset, "header runs past the end of the file");
     }
     let mut body = vec![0u8; body_len];
-    backend.read_exact_at(&mut body, offset + HEADER_HEAD as u64).map_err(Error::io("read header"))?;
+    backend
+        .read_exact_at(&mut body, offset + HEADER_HEAD as u64)
+        .map_err(Error::io("read header"))?;
     if !crate::format::checksum_ok(crc32fast::hash(&body), crc) {
         return damaged(offset, "header checksum mismatch");
     }
@@ -284,10 +351,18 @@ pub(crate) fn read_header_at(backend: &dyn Backend, offset: u64, len: u64, path:
             // Stored bytes may look like a header of another version; only the first counts.
             return Ok(None);
         }
-        return Err(Error::UnsupportedVersion { path: path.to_path_buf(), version });
+        return Err(Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            version,
+        });
     }
-    let before = |p: &crate::format::Ptr| p.offset.checked_add(u64::from(p.len)).is_some_and(|e| e <= offset);
-    let roots_point_back = header.roots.iter().flatten().all(|r| before(&r.ptr)) && header.log.iter().all(before);
+    let before = |p: &crate::format::Ptr| {
+        p.offset
+            .checked_add(u64::from(p.len))
+            .is_some_and(|e| e <= offset)
+    };
+    let roots_point_back =
+        header.roots.iter().flatten().all(|r| before(&r.ptr)) && header.log.iter().all(before);
     if header.data_start > offset || !roots_point_back {
         return damaged(offset, "header points past itself");
     }
@@ -303,8 +378,15 @@ fn damaged<T>(offset: u64, what: &str) -> Result<Option<T>> {
 }
 
 /// Whether the bytes a header commits still have the checksum it recorded.
-pub(crate) fn region_intact(backend: &dyn Backend, header: &Header, header_offset: u64) -> Result<bool> {
-    Ok(crate::format::checksum_ok(crc_of(backend, header.data_start, header_offset)?, header.region_crc))
+pub(crate) fn region_intact(
+    backend: &dyn Backend,
+    header: &Header,
+    header_offset: u64,
+) -> Result<bool> {
+    Ok(crate::format::checksum_ok(
+        crc_of(backend, header.data_start, header_offset)?,
+        header.region_crc,
+    ))
 }
 
 /// CRC-32 of the bytes from `start` to `end`, read a piece at a time.
@@ -315,7 +397,9 @@ pub(crate) fn crc_of(backend: &dyn Backend, start: u64, end: u64) -> Result<u32>
     let mut pos = start;
     while pos < end {
         let n = STEP.min(end - pos) as usize;
-        backend.read_exact_at(&mut buf[..n], pos).map_err(Error::io("verify commit"))?;
+        backend
+            .read_exact_at(&mut buf[..n], pos)
+            .map_err(Error::io("verify commit"))?;
         crc.update(&buf[..n]);
         pos += n as u64;
     }

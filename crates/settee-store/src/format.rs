@@ -122,7 +122,10 @@ pub fn decode_record(bytes: &[u8], offset: u64) -> Result<(RecordKind, &[u8])> {
     let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
     if len != bytes.len() - RECORD_HEAD {
-        return Err(Error::corrupted(offset, "record length does not match its pointer"));
+        return Err(Error::corrupted(
+            offset,
+            "record length does not match its pointer",
+        ));
     }
     if !checksum_ok(crc32fast::hash(&bytes[8..]), crc) {
         return Err(Error::corrupted(offset, "record checksum mismatch"));
@@ -227,7 +230,11 @@ impl Header {
                     let len = u32::try_from(r.varint()?).map_err(|_| bad("node length"))?;
                     let count = r.varint()?;
                     let reduction = r.bytes()?.to_vec();
-                    Some(Root { ptr: Ptr { offset, len }, count, reduction })
+                    Some(Root {
+                        ptr: Ptr { offset, len },
+                        count,
+                        reduction,
+                    })
                 }
                 _ => return Err(bad("bad tree slot tag")),
             });
@@ -245,7 +252,16 @@ impl Header {
         if !r.is_empty() {
             return Err(bad("trailing bytes"));
         }
-        let header = Header { salt, flags, generation, data_start, region_crc, roots, meta, log };
+        let header = Header {
+            salt,
+            flags,
+            generation,
+            data_start,
+            region_crc,
+            roots,
+            meta,
+            log,
+        };
         Ok((header, version))
     }
 }
@@ -290,7 +306,11 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Reads `buf`, reporting errors at file offset `offset`.
     pub fn new(buf: &'a [u8], offset: u64) -> Reader<'a> {
-        Reader { buf, pos: 0, offset }
+        Reader {
+            buf,
+            pos: 0,
+            offset,
+        }
     }
 
     /// Position within the buffer.
@@ -304,7 +324,10 @@ impl<'a> Reader<'a> {
     }
 
     fn truncated(&self) -> Error {
-        Error::corrupted(self.offset, format!("truncated at byte {} of {}", self.pos, self.buf.len()))
+        Error::corrupted(
+            self.offset,
+            format!("truncated at byte {} of {}", self.pos, self.buf.len()),
+        )
     }
 
     /// The next `n` bytes.
@@ -323,12 +346,16 @@ impl<'a> Reader<'a> {
 
     /// A little-endian u32.
     pub fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     /// A little-endian u64.
     pub fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     /// An LEB128 varint of at most 10 bytes.
@@ -378,7 +405,10 @@ mod tests {
         let (k, p) = decode_record(&b, 0).unwrap();
         assert_eq!((k, p), (RecordKind::Blob, &b"hello"[..]));
         b[10] ^= 1;
-        assert!(matches!(decode_record(&b, 7), Err(Error::Corrupted { offset: 7, .. })));
+        assert!(matches!(
+            decode_record(&b, 7),
+            Err(Error::Corrupted { offset: 7, .. })
+        ));
     }
 
     #[test]
@@ -391,10 +421,20 @@ mod tests {
             region_crc: 99,
             roots: vec![
                 None,
-                Some(Root { ptr: Ptr { offset: 4096, len: 77 }, count: 3, reduction: vec![1, 2] }),
+                Some(Root {
+                    ptr: Ptr {
+                        offset: 4096,
+                        len: 77,
+                    },
+                    count: 3,
+                    reduction: vec![1, 2],
+                }),
             ],
             meta: b"meta".to_vec(),
-            log: Some(Ptr { offset: 5000, len: 40 }),
+            log: Some(Ptr {
+                offset: 5000,
+                len: 40,
+            }),
         };
         let bytes = h.encode();
         let (len, crc) = parse_header_head(&bytes).unwrap();

@@ -70,7 +70,11 @@ impl Held {
     /// Takes `tree`'s held actions to apply them; give them to
     /// [`Held::applied_during_update`] afterwards.
     pub fn take(&mut self, tree: usize) -> Vec<Action> {
-        let taken = self.per_tree.get_mut(tree).map(std::mem::take).unwrap_or_default();
+        let taken = self
+            .per_tree
+            .get_mut(tree)
+            .map(std::mem::take)
+            .unwrap_or_default();
         self.bytes -= taken.iter().map(action_bytes).sum::<u64>();
         taken
     }
@@ -83,7 +87,10 @@ impl Held {
     /// Where an update (or a part of one) starts from: how many actions each tree holds,
     /// and how many applications of held actions the running update has made so far.
     pub fn mark(&self) -> HeldMark {
-        HeldMark { held: self.per_tree.iter().map(Vec::len).collect(), applied: self.applied_in_update.len() }
+        HeldMark {
+            held: self.per_tree.iter().map(Vec::len).collect(),
+            applied: self.applied_in_update.len(),
+        }
     }
 
     /// The running update succeeded (or there was none): what it applied stays applied.
@@ -94,7 +101,9 @@ impl Held {
     /// The running update, or the part of it since `mark`, failed: hold again exactly
     /// what was held at `mark`, the tree being restored to what it was then.
     pub fn undo_to(&mut self, mark: &HeldMark) {
-        let applied = self.applied_in_update.split_off(mark.applied.min(self.applied_in_update.len()));
+        let applied = self
+            .applied_in_update
+            .split_off(mark.applied.min(self.applied_in_update.len()));
         for (tree, held) in self.per_tree.iter_mut().enumerate() {
             let before = mark.held.get(tree).copied().unwrap_or(0);
             // The first application of a tree since the mark took everything held then:
@@ -116,8 +125,15 @@ impl Held {
 }
 
 /// The last of `actions` for a key equal to `key` in `spec`'s order, if any.
-pub(crate) fn latest_in<'a>(actions: &'a [Action], spec: &TreeSpec, key: &[u8]) -> Option<&'a Action> {
-    actions.iter().rev().find(|a| spec.cmp(a.key(), key) == Ordering::Equal)
+pub(crate) fn latest_in<'a>(
+    actions: &'a [Action],
+    spec: &TreeSpec,
+    key: &[u8],
+) -> Option<&'a Action> {
+    actions
+        .iter()
+        .rev()
+        .find(|a| spec.cmp(a.key(), key) == Ordering::Equal)
 }
 
 fn action_bytes(a: &Action) -> u64 {

@@ -58,8 +58,8 @@ mod cache;
 mod compact;
 mod error;
 mod file;
-mod held;
 pub mod format;
+mod held;
 mod node;
 mod overlay;
 mod scan;
@@ -79,15 +79,24 @@ pub use snapshot::{Lost, Snapshot};
 pub use store::{CallerTurn, Durability, Pending, Store, StoreOptions, DEFAULT_NODE_SIZE};
 pub use tree::cursor::{Entry, Range};
 pub use tree::reduce::{Group, GroupBy};
-pub use tree::{Action, Bound, Bytewise, Comparator, Direction, NoReduce, RangeOptions, Reducer, Reduction, SizeReduce, TreeSpec};
+pub use tree::{
+    Action, Bound, Bytewise, Comparator, Direction, NoReduce, RangeOptions, Reducer, Reduction,
+    SizeReduce, TreeSpec,
+};
 pub use txn::{LooseBlob, Txn};
 
 /// Decodes arbitrary bytes as a record, a node and a header, as the engine would; returns
 /// whether any decoded. For the fuzz targets: it must never panic, whatever the bytes.
 #[doc(hidden)]
 pub fn fuzz_decode(bytes: &[u8]) -> bool {
-    let Some((&kind, payload)) = bytes.split_first() else { return false };
-    let kind = if kind & 1 == 0 { format::RecordKind::Leaf } else { format::RecordKind::Inner };
+    let Some((&kind, payload)) = bytes.split_first() else {
+        return false;
+    };
+    let kind = if kind & 1 == 0 {
+        format::RecordKind::Leaf
+    } else {
+        format::RecordKind::Inner
+    };
     let ok_record = format::decode_record(bytes, 0).is_ok();
     let ok_node = node::Node::decode(kind, payload, u64::MAX)
         .map(|n| {
@@ -101,7 +110,8 @@ pub fn fuzz_decode(bytes: &[u8]) -> bool {
             }
         })
         .is_ok();
-    let ok_header = format::parse_header_head(bytes).is_some() | format::Header::decode_body(bytes, 0).is_ok();
+    let ok_header =
+        format::parse_header_head(bytes).is_some() | format::Header::decode_body(bytes, 0).is_ok();
     ok_record | ok_node | ok_header
 }
 
@@ -111,23 +121,45 @@ pub fn fuzz_decode(bytes: &[u8]) -> bool {
 pub fn fuzz_open(bytes: &[u8]) {
     let backend = std::sync::Arc::new(MemBackend::from_bytes(bytes.to_vec()));
     let trees = vec![TreeSpec::bytewise(SizeReduce), TreeSpec::default()];
-    let opts = StoreOptions { trees, cache: NodeCache::new(1 << 20), ..StoreOptions::default() };
-    let Ok(store) = Store::open_backend(backend, std::path::Path::new("fuzz"), opts) else { return };
+    let opts = StoreOptions {
+        trees,
+        cache: NodeCache::new(1 << 20),
+        ..StoreOptions::default()
+    };
+    let Ok(store) = Store::open_backend(backend, std::path::Path::new("fuzz"), opts) else {
+        return;
+    };
     let snap = store.snapshot();
     for tree in 0..2 {
         for direction in [Direction::Forward, Direction::Backward] {
-            let opts = RangeOptions { direction, ..RangeOptions::default() };
+            let opts = RangeOptions {
+                direction,
+                ..RangeOptions::default()
+            };
             for entry in snap.range(tree, opts.clone()).into_iter().flatten() {
                 let Ok(entry) = entry else { break };
                 if let Some(blob) = BlobRef::decode(entry.value()) {
                     let _ = snap.read_blob(&blob);
                 }
             }
-            let _ = snap.fold_groups(tree, &opts, &|a: &[u8], b: &[u8]| a.first() == b.first(), &mut |_| Ok(true));
-            let skipped = RangeOptions { skip: 3, limit: Some(2), ..opts };
+            let _ = snap.fold_groups(
+                tree,
+                &opts,
+                &|a: &[u8], b: &[u8]| a.first() == b.first(),
+                &mut |_| Ok(true),
+            );
+            let skipped = RangeOptions {
+                skip: 3,
+                limit: Some(2),
+                ..opts
+            };
             let _ = snap.range(tree, skipped).map(|r| r.count());
         }
-        let _ = snap.reduce(tree, &Bound::Included(b"a".to_vec()), &Bound::Excluded(b"m".to_vec()));
+        let _ = snap.reduce(
+            tree,
+            &Bound::Included(b"a".to_vec()),
+            &Bound::Excluded(b"m".to_vec()),
+        );
         let _ = snap.get(tree, b"k");
         let _ = snap.get_many(tree, &[&b"a"[..], b"k", b"zz", b""]);
         let _ = snap.tree_bytes(tree);

@@ -61,21 +61,34 @@ impl LeafTables {
             Body::Leaf(slots) => slots.as_ptr() as usize,
             Body::Inner(_) => 0,
         };
-        LeafTables { prefixes: leaf.prefixes.as_ptr() as usize, slots, len: leaf.prefixes.len() }
+        LeafTables {
+            prefixes: leaf.prefixes.as_ptr() as usize,
+            slots,
+            len: leaf.prefixes.len(),
+        }
     }
 
     /// Hints the CPU to load the leaf at `leaf` and its tables.
     fn prefetch(&self, leaf: *const Node) {
         self.prefetch_for_search(leaf);
-        prefetch(self.slots as *const u8, self.len * std::mem::size_of::<Slot>());
+        prefetch(
+            self.slots as *const u8,
+            self.len * std::mem::size_of::<Slot>(),
+        );
     }
 
     /// Hints the CPU to load the leaf at `leaf` and its key prefixes: what a search reads
     /// before it knows which entry it wants.
     fn prefetch_for_search(&self, leaf: *const Node) {
         // From the reference counts just before the node, which taking hold of it reads.
-        prefetch(leaf.cast::<u8>().wrapping_sub(16), std::mem::size_of::<Node>() + 16);
-        prefetch(self.prefixes as *const u8, self.len * std::mem::size_of::<u64>());
+        prefetch(
+            leaf.cast::<u8>().wrapping_sub(16),
+            std::mem::size_of::<Node>() + 16,
+        );
+        prefetch(
+            self.prefixes as *const u8,
+            self.len * std::mem::size_of::<u64>(),
+        );
     }
 }
 
@@ -129,7 +142,11 @@ fn prefetch(start: *const u8, len: usize) {
         for line in 0..lines {
             // SAFETY: a prefetch never faults, whatever the address, and changes nothing
             // observable; `wrapping_add` makes no claim that the address is in bounds.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(first.wrapping_add(line * 64).cast()) };
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    first.wrapping_add(line * 64).cast(),
+                )
+            };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -278,14 +295,23 @@ impl Node {
         let size: usize = entries.iter().map(|(k, v)| leaf_entry_len(k, v)).sum();
         let mut out = Vec::with_capacity(varint_len(entries.len() as u64) + size);
         put_varint(&mut out, entries.len() as u64);
-        let slots = entries.iter()
+        let slots = entries
+            .iter()
             .map(|(k, v)| {
                 let key = put_span(&mut out, k);
-                Slot { key, value: put_span(&mut out, v) }
+                Slot {
+                    key,
+                    value: put_span(&mut out, v),
+                }
             })
             .collect();
         let prefixes = entries.iter().map(|(k, _)| key_prefix(k)).collect();
-        Node { buf: out.into_boxed_slice(), prefixes, body: Body::Leaf(slots), pinned: Box::default() }
+        Node {
+            buf: out.into_boxed_slice(),
+            prefixes,
+            body: Body::Leaf(slots),
+            pinned: Box::default(),
+        }
     }
 
     /// An inner node over `children` (non-empty, in order). Kept children's encodings are
@@ -304,8 +330,18 @@ impl Node {
                     let c = *n.stored_child(*i);
                     out.extend_from_slice(n.span(c.enc));
                     let moved = |s: Span| (s.0 - c.enc.0 + start, s.1);
-                    stored.push(Child { enc: (start, c.enc.1), key: moved(c.key), red: moved(c.red), ..c });
-                    pinned.push(n.pinned[*i].get().cloned().map_or_else(OnceLock::new, OnceLock::from));
+                    stored.push(Child {
+                        enc: (start, c.enc.1),
+                        key: moved(c.key),
+                        red: moved(c.red),
+                        ..c
+                    });
+                    pinned.push(
+                        n.pinned[*i]
+                            .get()
+                            .cloned()
+                            .map_or_else(OnceLock::new, OnceLock::from),
+                    );
                     prefixes.push(n.prefixes[*i]);
                 }
                 ChildPiece::New(c) => {
@@ -315,13 +351,24 @@ impl Node {
                     put_varint(&mut out, c.count);
                     let red = put_span(&mut out, &c.red);
                     let enc = (start, out.len() as u32 - start);
-                    stored.push(Child { enc, key, ptr: c.ptr, count: c.count, red });
+                    stored.push(Child {
+                        enc,
+                        key,
+                        ptr: c.ptr,
+                        count: c.count,
+                        red,
+                    });
                     pinned.push(OnceLock::new());
                     prefixes.push(key_prefix(&c.key));
                 }
             }
         }
-        Node { buf: out.into_boxed_slice(), prefixes: prefixes.into_boxed_slice(), body: Body::Inner(stored), pinned: pinned.into_boxed_slice() }
+        Node {
+            buf: out.into_boxed_slice(),
+            prefixes: prefixes.into_boxed_slice(),
+            body: Body::Inner(stored),
+            pinned: pinned.into_boxed_slice(),
+        }
     }
 
     /// Decodes a node payload read from the record at `offset`. Never panics on any input.
@@ -352,27 +399,50 @@ impl Node {
                     let child_offset = r.varint()?;
                     let len = u32::try_from(r.varint()?)
                         .map_err(|_| Error::corrupted(offset, "child length too large"))?;
-                    if child_offset.checked_add(u64::from(len)).is_none_or(|end| end > offset) {
-                        return Err(Error::corrupted(offset, "child pointer does not point back"));
+                    if child_offset
+                        .checked_add(u64::from(len))
+                        .is_none_or(|end| end > offset)
+                    {
+                        return Err(Error::corrupted(
+                            offset,
+                            "child pointer does not point back",
+                        ));
                     }
                     let count = r.varint()?;
                     let red = r.span()?;
                     prefixes.push(key_prefix(&buf[key.0 as usize..(key.0 + key.1) as usize]));
                     let enc = (start as u32, (r.pos() - start) as u32);
-                    children.push(Child { enc, key, ptr: Ptr { offset: child_offset, len }, count, red });
+                    children.push(Child {
+                        enc,
+                        key,
+                        ptr: Ptr {
+                            offset: child_offset,
+                            len,
+                        },
+                        count,
+                        red,
+                    });
                 }
                 Body::Inner(children)
             }
             _ => return Err(Error::corrupted(offset, "record is a blob, not a node")),
         };
         if !r.is_empty() {
-            return Err(Error::corrupted(offset, "trailing bytes after node entries"));
+            return Err(Error::corrupted(
+                offset,
+                "trailing bytes after node entries",
+            ));
         }
         let pinned = match &body {
             Body::Inner(c) => (0..c.len()).map(|_| OnceLock::new()).collect(),
             Body::Leaf(_) => Box::default(),
         };
-        Ok(Node { buf, prefixes: prefixes.into_boxed_slice(), body, pinned })
+        Ok(Node {
+            buf,
+            prefixes: prefixes.into_boxed_slice(),
+            body,
+            pinned,
+        })
     }
 
     fn span(&self, s: Span) -> &[u8] {
@@ -418,7 +488,10 @@ impl Node {
     /// misses of the search and of the entry it finds overlap instead of following one
     /// another. (A leaf reached through its parent's pin is already on its way.)
     pub fn prefetch_tables(&self) {
-        prefetch(self.prefixes.as_ptr().cast(), std::mem::size_of_val(&self.prefixes[..]));
+        prefetch(
+            self.prefixes.as_ptr().cast(),
+            std::mem::size_of_val(&self.prefixes[..]),
+        );
         if let Body::Leaf(slots) = &self.body {
             prefetch(slots.as_ptr().cast(), std::mem::size_of_val(&slots[..]));
         }
@@ -427,7 +500,10 @@ impl Node {
     /// Starts loading what [`Node::child_ref`] reads first of child `i`: the parent's pin.
     pub fn prefetch_pin(&self, i: usize) {
         if let Some(p) = self.pinned.get(i) {
-            prefetch((p as *const OnceLock<Pin>).cast(), std::mem::size_of::<OnceLock<Pin>>());
+            prefetch(
+                (p as *const OnceLock<Pin>).cast(),
+                std::mem::size_of::<OnceLock<Pin>>(),
+            );
         }
     }
 
@@ -464,7 +540,10 @@ impl Node {
         if let Body::Leaf(slots) = &self.body {
             if let Some(s) = slots.get(i) {
                 let (start, end) = (s.key.0 as usize, (s.value.0 + s.value.1) as usize);
-                prefetch(self.buf.as_ptr().wrapping_add(start), end.saturating_sub(start));
+                prefetch(
+                    self.buf.as_ptr().wrapping_add(start),
+                    end.saturating_sub(start),
+                );
             }
         }
     }
@@ -489,8 +568,14 @@ impl Node {
     /// ([`Node::landing`]): only keys whose prefix equals the wanted one are read in full.
     pub fn lower_bound_from_landing(&self, below: usize, key: &[u8]) -> usize {
         let want = key_prefix(key);
-        let equal = self.prefixes[below..].iter().take_while(|&&p| p == want).count();
-        below + crate::tree::partition(equal, |j| crate::tree::bytewise(self.key(below + j), key).is_lt())
+        let equal = self.prefixes[below..]
+            .iter()
+            .take_while(|&&p| p == want)
+            .count();
+        below
+            + crate::tree::partition(equal, |j| {
+                crate::tree::bytewise(self.key(below + j), key).is_lt()
+            })
     }
 
     /// Pointer to inner child `i`.
@@ -527,7 +612,11 @@ impl Node {
             None => {}
         }
         let n = src.node(self.child_ptr(i))?;
-        let _ = self.pinned[i].set(if n.is_leaf() { Pin::Leaf(Arc::downgrade(&n), LeafTables::of(&n)) } else { Pin::Inner(n.clone()) });
+        let _ = self.pinned[i].set(if n.is_leaf() {
+            Pin::Leaf(Arc::downgrade(&n), LeafTables::of(&n))
+        } else {
+            Pin::Inner(n.clone())
+        });
         Ok(n)
     }
 
@@ -563,7 +652,8 @@ impl Node {
             Body::Leaf(e) => e.len() * std::mem::size_of::<Slot>(),
             Body::Inner(c) => c.len() * std::mem::size_of::<Child>(),
         };
-        let pins = self.pinned.len() * (std::mem::size_of::<OnceLock<Pin>>() + std::mem::size_of::<Node>() + 16);
+        let pins = self.pinned.len()
+            * (std::mem::size_of::<OnceLock<Pin>>() + std::mem::size_of::<Node>() + 16);
         (self.buf.len() + spans + self.prefixes.len() * 8 + pins + 64) as u64
     }
 }
@@ -579,7 +669,12 @@ mod tests {
         assert!(n.is_leaf());
         assert_eq!((n.len(), n.key(1), n.value(0)), (2, &b"bb"[..], &b"1"[..]));
 
-        let child = ChildEntry { key: b"k".to_vec(), ptr: Ptr { offset: 5, len: 20 }, count: 9, red: vec![3] };
+        let child = ChildEntry {
+            key: b"k".to_vec(),
+            ptr: Ptr { offset: 5, len: 20 },
+            count: 9,
+            red: vec![3],
+        };
         let inner = encode_inner(std::slice::from_ref(&child));
         assert_eq!(inner.len(), 1 + child.encoded_len());
         let n = Node::decode(RecordKind::Inner, &inner, 100).unwrap();
@@ -588,18 +683,34 @@ mod tests {
 
     #[test]
     fn built_nodes_match_their_decoded_payloads() {
-        let entries: Vec<(&[u8], &[u8])> = vec![(b"", b"x"), (b"abcdefghij", b""), (b"b", &[7; 300])];
+        let entries: Vec<(&[u8], &[u8])> =
+            vec![(b"", b"x"), (b"abcdefghij", b""), (b"b", &[7; 300])];
         let built = Node::build_leaf(&entries);
         let decoded = Node::decode(RecordKind::Leaf, built.payload(), 0).unwrap();
         for (i, (k, v)) in entries.iter().enumerate() {
             assert_eq!((built.key(i), built.value(i)), (*k, *v));
             assert_eq!((decoded.key(i), decoded.value(i)), (*k, *v));
         }
-        let child = |k: &[u8], n: u64| ChildEntry { key: k.to_vec(), ptr: Ptr { offset: n * 1000, len: 300 }, count: n, red: vec![n as u8; n as usize] };
-        let first: Vec<ChildEntry> = (1..5).map(|n| child(format!("key{n}").as_bytes(), n)).collect();
+        let child = |k: &[u8], n: u64| ChildEntry {
+            key: k.to_vec(),
+            ptr: Ptr {
+                offset: n * 1000,
+                len: 300,
+            },
+            count: n,
+            red: vec![n as u8; n as usize],
+        };
+        let first: Vec<ChildEntry> = (1..5)
+            .map(|n| child(format!("key{n}").as_bytes(), n))
+            .collect();
         let old = Node::decode(RecordKind::Inner, &encode_inner(&first), u64::MAX).unwrap();
         let fresh = child(b"key2a", 200);
-        let pieces = [ChildPiece::Kept(&old, 0), ChildPiece::Kept(&old, 1), ChildPiece::New(&fresh), ChildPiece::Kept(&old, 3)];
+        let pieces = [
+            ChildPiece::Kept(&old, 0),
+            ChildPiece::Kept(&old, 1),
+            ChildPiece::New(&fresh),
+            ChildPiece::Kept(&old, 3),
+        ];
         let built = Node::build_inner(&pieces);
         let decoded = Node::decode(RecordKind::Inner, built.payload(), u64::MAX).unwrap();
         let want = [&first[0], &first[1], &fresh, &first[3]];
@@ -618,40 +729,87 @@ mod tests {
             let mut g = self.0.lock().unwrap();
             g.1 += 1;
             let leaf = Node::build_leaf(&[(&ptr.offset.to_be_bytes()[..], b"v")]);
-            Ok(g.0.entry(ptr.offset).or_insert_with(|| Arc::new(leaf)).clone())
+            Ok(g.0
+                .entry(ptr.offset)
+                .or_insert_with(|| Arc::new(leaf))
+                .clone())
         }
     }
 
     #[test]
     fn leaves_are_pinned_only_while_held_elsewhere() {
-        let child = |offset: u64| ChildEntry { key: offset.to_be_bytes().to_vec(), ptr: Ptr { offset, len: 9 }, count: 1, red: vec![] };
-        let inner = Node::decode(RecordKind::Inner, &encode_inner(&[child(10), child(20)]), u64::MAX).unwrap();
+        let child = |offset: u64| ChildEntry {
+            key: offset.to_be_bytes().to_vec(),
+            ptr: Ptr { offset, len: 9 },
+            count: 1,
+            red: vec![],
+        };
+        let inner = Node::decode(
+            RecordKind::Inner,
+            &encode_inner(&[child(10), child(20)]),
+            u64::MAX,
+        )
+        .unwrap();
         let src = Leaves(std::sync::Mutex::new((Default::default(), 0)));
         let loads = || src.0.lock().unwrap().1;
         let first = inner.child(0, &src).unwrap();
-        assert_eq!((inner.child(0, &src).unwrap().key(0), loads()), (&10u64.to_be_bytes()[..], 1), "second descent uses the pin");
-        assert!(matches!(inner.child_ref(1, &src).unwrap(), ChildNode::Leaf(_)));
+        assert_eq!(
+            (inner.child(0, &src).unwrap().key(0), loads()),
+            (&10u64.to_be_bytes()[..], 1),
+            "second descent uses the pin"
+        );
+        assert!(matches!(
+            inner.child_ref(1, &src).unwrap(),
+            ChildNode::Leaf(_)
+        ));
         assert_eq!(loads(), 2);
         // The source lets leaf 10 go and no one else holds it: the pin is dead and the
         // leaf is loaded again.
         src.0.lock().unwrap().0.remove(&10);
         drop(first);
-        assert_eq!(inner.child(0, &src).unwrap().key(0), &10u64.to_be_bytes()[..]);
+        assert_eq!(
+            inner.child(0, &src).unwrap().key(0),
+            &10u64.to_be_bytes()[..]
+        );
         assert_eq!(loads(), 3);
     }
 
     #[test]
     fn bytewise_lower_bound_agrees_with_plain_search() {
-        let keys: Vec<Vec<u8>> = vec![b"".to_vec(), b"a".to_vec(), b"ab".to_vec(), b"ab\0".to_vec(), b"abcdefgh".to_vec(),
-            b"abcdefgh\0".to_vec(), b"abcdefghi".to_vec(), b"abcdefgi".to_vec(), b"b".to_vec(), vec![0xff; 12]];
+        let keys: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"a".to_vec(),
+            b"ab".to_vec(),
+            b"ab\0".to_vec(),
+            b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(),
+            b"abcdefghi".to_vec(),
+            b"abcdefgi".to_vec(),
+            b"b".to_vec(),
+            vec![0xff; 12],
+        ];
         let mut probes = keys.clone();
-        probes.extend([b"aa".to_vec(), b"abcdefgh\x01".to_vec(), b"c".to_vec(), vec![0xff; 13], vec![0]]);
+        probes.extend([
+            b"aa".to_vec(),
+            b"abcdefgh\x01".to_vec(),
+            b"c".to_vec(),
+            vec![0xff; 13],
+            vec![0],
+        ]);
         check_lower_bound(&keys, &probes);
         // Past SCAN_ENTRIES the node is bisected: many keys, long runs sharing a prefix.
-        let mut many: Vec<Vec<u8>> = (0..300u32).map(|i| format!("doc-{:03}{}", i / 40, "x".repeat(i as usize % 40)).into_bytes()).collect();
+        let mut many: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("doc-{:03}{}", i / 40, "x".repeat(i as usize % 40)).into_bytes())
+            .collect();
         many.sort();
         let mut probes = many.clone();
-        probes.extend([b"doc-".to_vec(), b"doc-003".to_vec(), b"doc-003xy".to_vec(), b"doc-9".to_vec(), b"".to_vec()]);
+        probes.extend([
+            b"doc-".to_vec(),
+            b"doc-003".to_vec(),
+            b"doc-003xy".to_vec(),
+            b"doc-9".to_vec(),
+            b"".to_vec(),
+        ]);
         check_lower_bound(&many, &probes);
     }
 
@@ -659,21 +817,38 @@ mod tests {
     fn prefix_counts_are_unsigned_at_every_length() {
         // Wide compares are signed where the CPU has them; prefixes with the top bit set
         // must still count as large, whatever the length left over for the scalar tail.
-        let values = [0, 1, 0x7fff_ffff_ffff_ffff, 0x8000_0000_0000_0000, 0xff00_0000_0000_0000, u64::MAX];
+        let values = [
+            0,
+            1,
+            0x7fff_ffff_ffff_ffff,
+            0x8000_0000_0000_0000,
+            0xff00_0000_0000_0000,
+            u64::MAX,
+        ];
         for len in 0..=70 {
             let prefixes: Vec<u64> = (0..len).map(|i| values[i % values.len()]).collect();
             for want in values {
-                assert_eq!(count_below(&prefixes, want), prefixes.iter().filter(|&&p| p < want).count(), "{prefixes:x?} {want:x}");
+                assert_eq!(
+                    count_below(&prefixes, want),
+                    prefixes.iter().filter(|&&p| p < want).count(),
+                    "{prefixes:x?} {want:x}"
+                );
             }
         }
     }
 
     fn check_lower_bound(keys: &[Vec<u8>], probes: &[Vec<u8>]) {
-        assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys are sorted and distinct");
+        assert!(
+            keys.windows(2).all(|w| w[0] < w[1]),
+            "keys are sorted and distinct"
+        );
         let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &b"v"[..])).collect();
         let n = Node::decode(RecordKind::Leaf, Node::build_leaf(&entries).payload(), 0).unwrap();
         for p in probes {
-            let want = keys.iter().position(|k| k.as_slice() >= p.as_slice()).unwrap_or(keys.len());
+            let want = keys
+                .iter()
+                .position(|k| k.as_slice() >= p.as_slice())
+                .unwrap_or(keys.len());
             assert_eq!(n.lower_bound_bytewise(p), want, "{p:?}");
         }
     }
@@ -684,7 +859,15 @@ mod tests {
             assert!(Node::decode(RecordKind::Leaf, bytes, 0).is_err());
             assert!(Node::decode(RecordKind::Inner, bytes, 0).is_err());
         }
-        let forward = encode_inner(&[ChildEntry { key: vec![1], ptr: Ptr { offset: 50, len: 9 }, count: 1, red: vec![] }]);
-        assert!(Node::decode(RecordKind::Inner, &forward, 10).is_err(), "pointer must point backwards");
+        let forward = encode_inner(&[ChildEntry {
+            key: vec![1],
+            ptr: Ptr { offset: 50, len: 9 },
+            count: 1,
+            red: vec![],
+        }]);
+        assert!(
+            Node::decode(RecordKind::Inner, &forward, 10).is_err(),
+            "pointer must point backwards"
+        );
     }
 }

@@ -40,7 +40,11 @@ pub struct FoldLimits {
 
 impl Default for FoldLimits {
     fn default() -> FoldLimits {
-        FoldLimits { changes: 8192, bytes: 8 << 20, records: 1024 }
+        FoldLimits {
+            changes: 8192,
+            bytes: 8 << 20,
+            records: 1024,
+        }
     }
 }
 
@@ -59,7 +63,10 @@ struct BudgetState {
 impl OverlayBudget {
     /// A budget of `limit` bytes for the stores opened with clones of it.
     pub fn new(limit: u64) -> OverlayBudget {
-        OverlayBudget(Arc::new(BudgetState { limit, used: AtomicU64::new(0) }))
+        OverlayBudget(Arc::new(BudgetState {
+            limit,
+            used: AtomicU64::new(0),
+        }))
     }
 
     /// The memory the stores' unfolded changes take now, by the estimate.
@@ -80,7 +87,12 @@ impl Default for OverlayBudget {
 
 impl std::fmt::Debug for OverlayBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OverlayBudget {{ limit: {}, used: {} }}", self.0.limit, self.used())
+        write!(
+            f,
+            "OverlayBudget {{ limit: {}, used: {} }}",
+            self.0.limit,
+            self.used()
+        )
     }
 }
 
@@ -139,7 +151,9 @@ impl Change {
     /// The memory the change of `key` takes, estimated: the key is held by the map and by
     /// the leaf.
     fn memory(&self, key: &[u8]) -> u64 {
-        Change::bytes(key, self.now.as_ref()) + (key.len() + self.was.as_ref().map_or(0, |w| w.len())) as u64 + CHANGE_COST
+        Change::bytes(key, self.now.as_ref())
+            + (key.len() + self.was.as_ref().map_or(0, |w| w.len())) as u64
+            + CHANGE_COST
     }
 }
 
@@ -194,12 +208,17 @@ impl Overlay {
 
     /// The entry of `key`, if it has a change: `Some(None)` if the change removed it.
     pub fn entry(&self, key: &[u8]) -> Option<Option<Entry>> {
-        self.get(key).map(|c| c.now.clone().map(|leaf| Entry::new(leaf, 0)))
+        self.get(key)
+            .map(|c| c.now.clone().map(|leaf| Entry::new(leaf, 0)))
     }
 
     /// Records `action`. `in_nodes` finds a key's value in the tree's nodes; it is asked
     /// only about a key without a change yet. Returns the key's value just before.
-    pub fn record(&mut self, action: &Action, in_nodes: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+    pub fn record(
+        &mut self,
+        action: &Action,
+        in_nodes: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>,
+    ) -> Result<Option<Vec<u8>>> {
         let key = action.key();
         let (was, before) = match self.changes.get(key) {
             Some(c) => (c.was.clone(), c.now.as_ref().map(|n| n.value(0).to_vec())),
@@ -231,7 +250,10 @@ impl Overlay {
     fn widen_netted(&mut self, key: &[u8]) {
         self.netted = Some(match self.netted.take() {
             None => (Arc::from(key), Arc::from(key)),
-            Some((lo, hi)) => (if key < &lo[..] { Arc::from(key) } else { lo }, if key > &hi[..] { Arc::from(key) } else { hi }),
+            Some((lo, hi)) => (
+                if key < &lo[..] { Arc::from(key) } else { lo },
+                if key > &hi[..] { Arc::from(key) } else { hi },
+            ),
         });
     }
 
@@ -240,7 +262,11 @@ impl Overlay {
     /// changes netted to nothing. The nodes must not change under such a key before the
     /// next fold, since opening replays the log over them.
     pub fn shadows(&self, (min, max): (&[u8], &[u8]), actions: &[Action]) -> bool {
-        if self.netted.as_ref().is_some_and(|(lo, hi)| min <= &hi[..] && max >= &lo[..]) {
+        if self
+            .netted
+            .as_ref()
+            .is_some_and(|(lo, hi)| min <= &hi[..] && max >= &lo[..])
+        {
             return true;
         }
         !self.changes.is_empty() && actions.iter().any(|a| self.changes.contains_key(a.key()))
@@ -259,12 +285,21 @@ impl Overlay {
 
     /// `nodes`, the count and reduction of the tree's nodes between `lo` and `hi`, with
     /// the changes in that range taken into account.
-    pub fn adjust(&self, spec: &TreeSpec, nodes: Reduction, lo: &Bound, hi: &Bound) -> Result<Reduction> {
+    pub fn adjust(
+        &self,
+        spec: &TreeSpec,
+        nodes: Reduction,
+        lo: &Bound,
+        hi: &Bound,
+    ) -> Result<Reduction> {
         if self.is_empty() {
             return Ok(nodes);
         }
         let (mut now, mut was) = (Vec::new(), Vec::new());
-        for (k, c) in self.changes.range::<_, [u8]>((std_bound(lo), std_bound(hi))) {
+        for (k, c) in self
+            .changes
+            .range::<_, [u8]>((std_bound(lo), std_bound(hi)))
+        {
             if let Some(leaf) = &c.now {
                 now.push((&k[..], leaf.value(0)));
             }
@@ -280,8 +315,9 @@ impl Overlay {
         }
         if !was.is_empty() {
             let replaced = reducer.reduce(&was).map_err(Error::Reduce)?;
-            value = reducer.subtract(&value, &replaced)
-                .ok_or_else(|| Error::Reduce("a logged tree's reducer cannot take reductions apart".into()))?;
+            value = reducer.subtract(&value, &replaced).ok_or_else(|| {
+                Error::Reduce("a logged tree's reducer cannot take reductions apart".into())
+            })?;
         }
         let count = (nodes.count + now.len() as u64).saturating_sub(was.len() as u64);
         Ok(Reduction { count, value })
@@ -293,7 +329,12 @@ impl Overlay {
             Direction::Forward => (start.clone(), end.clone()),
             Direction::Backward => (end.clone(), start.clone()),
         };
-        OverlayWalk { changes: self.changes.clone(), lo, hi, dir }
+        OverlayWalk {
+            changes: self.changes.clone(),
+            lo,
+            hi,
+            dir,
+        }
     }
 }
 
@@ -317,7 +358,9 @@ impl Iterator for OverlayWalk {
     type Item = (Arc<[u8]>, Change);
 
     fn next(&mut self) -> Option<(Arc<[u8]>, Change)> {
-        let mut range = self.changes.range::<_, [u8]>((std_bound(&self.lo), std_bound(&self.hi)));
+        let mut range = self
+            .changes
+            .range::<_, [u8]>((std_bound(&self.lo), std_bound(&self.hi)));
         let (k, c) = match self.dir {
             Direction::Forward => range.next(),
             Direction::Backward => range.next_back(),
@@ -409,8 +452,12 @@ impl LogRecord {
         let prev = match r.varint()? {
             0 => None,
             at => {
-                let len = u32::try_from(r.varint()?).map_err(|_| Error::corrupted(offset, "log record: length"))?;
-                Some(Ptr { offset: at - 1, len })
+                let len = u32::try_from(r.varint()?)
+                    .map_err(|_| Error::corrupted(offset, "log record: length"))?;
+                Some(Ptr {
+                    offset: at - 1,
+                    len,
+                })
             }
         };
         if prev.is_some_and(|p| p.offset >= offset) {
@@ -419,7 +466,8 @@ impl LogRecord {
         let records = r.varint()?;
         let mut changes = Vec::new();
         while !r.is_empty() {
-            let tree = usize::try_from(r.varint()?).map_err(|_| Error::corrupted(offset, "log record: tree"))?;
+            let tree = usize::try_from(r.varint()?)
+                .map_err(|_| Error::corrupted(offset, "log record: tree"))?;
             let action = match r.u8()? {
                 0 => Action::Delete(r.bytes()?.to_vec()),
                 1 => Action::Put(r.bytes()?.to_vec(), r.bytes()?.to_vec()),
@@ -427,7 +475,11 @@ impl LogRecord {
             };
             changes.push((tree, action));
         }
-        Ok(LogRecord { prev, records, changes })
+        Ok(LogRecord {
+            prev,
+            records,
+            changes,
+        })
     }
 }
 
@@ -446,8 +498,15 @@ mod tests {
         let mut o = Overlay::default();
         let nodes = |k: &[u8]| Ok((k == b"b").then(|| b"old".to_vec()));
         assert_eq!(o.record(&put("a", "1"), nodes).unwrap(), None);
-        assert_eq!(o.record(&put("b", "22"), nodes).unwrap(), Some(b"old".to_vec()));
-        assert_eq!(o.record(&put("b", "333"), |_| panic!("asked again")).unwrap(), Some(b"22".to_vec()));
+        assert_eq!(
+            o.record(&put("b", "22"), nodes).unwrap(),
+            Some(b"old".to_vec())
+        );
+        assert_eq!(
+            o.record(&put("b", "333"), |_| panic!("asked again"))
+                .unwrap(),
+            Some(b"22".to_vec())
+        );
         // Put then removed, never in the nodes: no change at all, but the log names "c",
         // so the nodes must not change under it before the next fold.
         o.record(&put("c", "x"), nodes).unwrap();
@@ -457,17 +516,41 @@ mod tests {
         assert_eq!(o.bytes(), 2 + 4);
         let shadows = |o: &Overlay, keys: &[&str]| {
             let actions: Vec<Action> = keys.iter().map(|k| put(k, "y")).collect();
-            o.shadows((keys[0].as_bytes(), keys[keys.len() - 1].as_bytes()), &actions)
+            o.shadows(
+                (keys[0].as_bytes(), keys[keys.len() - 1].as_bytes()),
+                &actions,
+            )
         };
         assert!(shadows(&o, &["c"]) && shadows(&o, &["a"]) && shadows(&o, &["bb", "d"]));
         assert!(!shadows(&o, &["ca", "d"]));
         o.record(&Action::Delete(b"e".to_vec()), nodes).unwrap();
-        assert!(shadows(&o, &["d"]), "the span grows to take in every netted key");
+        assert!(
+            shadows(&o, &["d"]),
+            "the span grows to take in every netted key"
+        );
         // The nodes hold "b"=old and "z"=9 (sizes 4 and 2).
-        let base = Reduction { count: 2, value: 6u64.to_le_bytes().to_vec() };
-        let all = o.adjust(&spec, base.clone(), &Bound::Unbounded, &Bound::Unbounded).unwrap();
-        assert_eq!((all.count, SizeReduce::decode(&all.value)), (3, 6 - 4 + 2 + 4));
-        let only_a = o.adjust(&spec, Reduction { count: 0, value: 0u64.to_le_bytes().to_vec() }, &Bound::Unbounded, &Bound::Excluded(b"b".to_vec())).unwrap();
+        let base = Reduction {
+            count: 2,
+            value: 6u64.to_le_bytes().to_vec(),
+        };
+        let all = o
+            .adjust(&spec, base.clone(), &Bound::Unbounded, &Bound::Unbounded)
+            .unwrap();
+        assert_eq!(
+            (all.count, SizeReduce::decode(&all.value)),
+            (3, 6 - 4 + 2 + 4)
+        );
+        let only_a = o
+            .adjust(
+                &spec,
+                Reduction {
+                    count: 0,
+                    value: 0u64.to_le_bytes().to_vec(),
+                },
+                &Bound::Unbounded,
+                &Bound::Excluded(b"b".to_vec()),
+            )
+            .unwrap();
         assert_eq!((only_a.count, SizeReduce::decode(&only_a.value)), (1, 2));
     }
 
@@ -477,9 +560,26 @@ mod tests {
         for k in ["a", "b", "c", "d"] {
             o.record(&put(k, k), |_| Ok(None)).unwrap();
         }
-        let keys = |w: OverlayWalk| w.map(|(k, _)| String::from_utf8(k.to_vec()).unwrap()).collect::<Vec<_>>();
-        assert_eq!(keys(o.walk(&Bound::Included(b"b".to_vec()), &Bound::Unbounded, Direction::Forward)), ["b", "c", "d"]);
-        assert_eq!(keys(o.walk(&Bound::Excluded(b"d".to_vec()), &Bound::Included(b"b".to_vec()), Direction::Backward)), ["c", "b"]);
+        let keys = |w: OverlayWalk| {
+            w.map(|(k, _)| String::from_utf8(k.to_vec()).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(o.walk(
+                &Bound::Included(b"b".to_vec()),
+                &Bound::Unbounded,
+                Direction::Forward
+            )),
+            ["b", "c", "d"]
+        );
+        assert_eq!(
+            keys(o.walk(
+                &Bound::Excluded(b"d".to_vec()),
+                &Bound::Included(b"b".to_vec()),
+                Direction::Backward
+            )),
+            ["c", "b"]
+        );
     }
 
     #[test]
@@ -487,13 +587,22 @@ mod tests {
         let mut buf = LogBuf::default();
         buf.push(0, &put("k", "v"));
         buf.push(3, &Action::Delete(b"gone".to_vec()));
-        let prev = Ptr { offset: 4096, len: 30 };
+        let prev = Ptr {
+            offset: 4096,
+            len: 30,
+        };
         let payload = buf.take_record(Some(prev), 7);
         assert!(buf.is_empty());
         let rec = LogRecord::decode(&payload, 9000).unwrap();
         assert_eq!((rec.prev, rec.records), (Some(prev), 7));
-        assert_eq!(rec.changes, vec![(0, put("k", "v")), (3, Action::Delete(b"gone".to_vec()))]);
-        assert!(LogRecord::decode(&payload, 100).is_err(), "a chain must point back");
+        assert_eq!(
+            rec.changes,
+            vec![(0, put("k", "v")), (3, Action::Delete(b"gone".to_vec()))]
+        );
+        assert!(
+            LogRecord::decode(&payload, 100).is_err(),
+            "a chain must point back"
+        );
         assert!(LogRecord::decode(&payload[..payload.len() - 1], 9000).is_err());
     }
 }

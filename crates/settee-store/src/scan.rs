@@ -68,7 +68,10 @@ pub struct FileScan {
 impl FileScan {
     /// Whether every record and every commit region checks out, the last commit's included.
     pub fn intact(&self) -> bool {
-        self.unreadable.is_empty() && self.records.iter().all(|r| r.intact) && self.headers.iter().all(|h| h.region_intact) && self.dropped_commit.is_none()
+        self.unreadable.is_empty()
+            && self.records.iter().all(|r| r.intact)
+            && self.headers.iter().all(|h| h.region_intact)
+            && self.dropped_commit.is_none()
     }
 }
 
@@ -81,16 +84,27 @@ pub fn scan_file(path: &Path) -> Result<FileScan> {
 /// Scans a store held by any backend.
 pub fn scan(backend: &dyn Backend) -> Result<FileScan> {
     let len = backend.len().map_err(Error::io("file length"))?;
-    let first = read_header(backend, 0, len)?.ok_or_else(|| Error::corrupted(0, "no store header at the start"))?;
+    let first = read_header(backend, 0, len)?
+        .ok_or_else(|| Error::corrupted(0, "no store header at the start"))?;
     let salt = first.0.salt;
     let end = crate::file::recover(backend, Path::new("the file being checked"))?.end;
-    let mut out = FileScan { len, end, ..FileScan::default() };
+    let mut out = FileScan {
+        len,
+        end,
+        ..FileScan::default()
+    };
     let mut pos = first.1;
     while pos < end {
         if pos % BLOCK == 0 {
-            if let Some((header, end)) = read_header(backend, pos, end)?.filter(|(h, _)| h.salt == salt) {
+            if let Some((header, end)) =
+                read_header(backend, pos, end)?.filter(|(h, _)| h.salt == salt)
+            {
                 let region_intact = crate::file::region_intact(backend, &header, pos)?;
-                out.headers.push(ScannedHeader { offset: pos, generation: header.generation, region_intact });
+                out.headers.push(ScannedHeader {
+                    offset: pos,
+                    generation: header.generation,
+                    region_intact,
+                });
                 pos = end;
                 continue;
             }
@@ -99,7 +113,9 @@ pub fn scan(backend: &dyn Backend) -> Result<FileScan> {
     }
     let mut block = end.div_ceil(BLOCK) * BLOCK;
     while block < len && out.dropped_commit.is_none() {
-        out.dropped_commit = read_header(backend, block, len)?.filter(|(h, _)| h.salt == salt).map(|_| block);
+        out.dropped_commit = read_header(backend, block, len)?
+            .filter(|(h, _)| h.salt == salt)
+            .map(|_| block);
         block += BLOCK;
     }
     Ok(out)
@@ -117,7 +133,9 @@ fn step(backend: &dyn Backend, pos: u64, len: u64, out: &mut FileScan) -> Result
         return skip(backend, pos, len, out);
     }
     let mut head = [0u8; RECORD_HEAD];
-    backend.read_exact_at(&mut head, pos).map_err(Error::io("read record"))?;
+    backend
+        .read_exact_at(&mut head, pos)
+        .map_err(Error::io("read record"))?;
     if head.iter().all(|&b| b == 0) {
         return skip(backend, pos, next_block, out);
     }
@@ -125,8 +143,18 @@ fn step(backend: &dyn Backend, pos: u64, len: u64, out: &mut FileScan) -> Result
         out.unreadable.push((pos, next_block));
         return Ok(next_block);
     };
-    let entries = if intact { entries_of(backend, kind, pos, end)? } else { None };
-    out.records.push(ScannedRecord { offset: pos, len: end - pos, kind: Some(kind), intact: entries.is_some(), entries: entries.unwrap_or(0) });
+    let entries = if intact {
+        entries_of(backend, kind, pos, end)?
+    } else {
+        None
+    };
+    out.records.push(ScannedRecord {
+        offset: pos,
+        len: end - pos,
+        kind: Some(kind),
+        intact: entries.is_some(),
+        entries: entries.unwrap_or(0),
+    });
     // A damaged record's length is believed only if something whole follows it.
     if entries.is_some() || end == len || sound_at(backend, end, len)? {
         Ok(end)
@@ -137,15 +165,26 @@ fn step(backend: &dyn Backend, pos: u64, len: u64, out: &mut FileScan) -> Result
 
 /// The kind, end and whether the checksum holds of the record whose head `head` was read at
 /// `pos`; `None` when the head cannot be a record's (unknown kind, runs past `len`).
-fn check_record(backend: &dyn Backend, pos: u64, head: &[u8; RECORD_HEAD], len: u64) -> Result<Option<(RecordKind, u64, bool)>> {
+fn check_record(
+    backend: &dyn Backend,
+    pos: u64,
+    head: &[u8; RECORD_HEAD],
+    len: u64,
+) -> Result<Option<(RecordKind, u64, bool)>> {
     let payload_len = u64::from(u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")));
     let end = pos + RECORD_HEAD as u64 + payload_len;
-    let Some(kind) = record_kind(head[8]) else { return Ok(None) };
+    let Some(kind) = record_kind(head[8]) else {
+        return Ok(None);
+    };
     if end > len {
         return Ok(None);
     }
     let stored = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
-    Ok(Some((kind, end, crate::format::checksum_ok(crate::file::crc_of(backend, pos + 8, end)?, stored))))
+    Ok(Some((
+        kind,
+        end,
+        crate::format::checksum_ok(crate::file::crc_of(backend, pos + 8, end)?, stored),
+    )))
 }
 
 /// Whether a whole record, padding or a header starts at `pos`.
@@ -157,7 +196,9 @@ fn sound_at(backend: &dyn Backend, pos: u64, len: u64) -> Result<bool> {
         return Ok(false);
     }
     let mut head = [0u8; RECORD_HEAD];
-    backend.read_exact_at(&mut head, pos).map_err(Error::io("read record"))?;
+    backend
+        .read_exact_at(&mut head, pos)
+        .map_err(Error::io("read record"))?;
     if head.iter().all(|&b| b == 0) {
         return Ok(true);
     }
@@ -170,14 +211,20 @@ fn entries_of(backend: &dyn Backend, kind: RecordKind, pos: u64, end: u64) -> Re
         return Ok(Some(1));
     }
     let mut bytes = vec![0u8; (end - pos) as usize];
-    backend.read_exact_at(&mut bytes, pos).map_err(Error::io("read record"))?;
-    Ok(decode_record(&bytes, pos).ok().and_then(|(kind, payload)| entries(kind, payload, pos)))
+    backend
+        .read_exact_at(&mut bytes, pos)
+        .map_err(Error::io("read record"))?;
+    Ok(decode_record(&bytes, pos)
+        .ok()
+        .and_then(|(kind, payload)| entries(kind, payload, pos)))
 }
 
 /// Steps over zeros from `pos` to `to`; bytes that are not zero there are damage.
 fn skip(backend: &dyn Backend, pos: u64, to: u64, out: &mut FileScan) -> Result<u64> {
     let mut buf = vec![0u8; (to - pos) as usize];
-    backend.read_exact_at(&mut buf, pos).map_err(Error::io("read padding"))?;
+    backend
+        .read_exact_at(&mut buf, pos)
+        .map_err(Error::io("read padding"))?;
     if let Some(i) = buf.iter().position(|&b| b != 0) {
         out.unreadable.push((pos + i as u64, to));
     }
@@ -185,7 +232,15 @@ fn skip(backend: &dyn Backend, pos: u64, to: u64, out: &mut FileScan) -> Result<
 }
 
 fn record_kind(byte: u8) -> Option<RecordKind> {
-    [RecordKind::Leaf, RecordKind::Inner, RecordKind::Blob, RecordKind::BlobLz4, RecordKind::Log].into_iter().find(|k| *k as u8 == byte)
+    [
+        RecordKind::Leaf,
+        RecordKind::Inner,
+        RecordKind::Blob,
+        RecordKind::BlobLz4,
+        RecordKind::Log,
+    ]
+    .into_iter()
+    .find(|k| *k as u8 == byte)
 }
 
 /// The entries a checked record reaches, or `None` if it does not decode.
@@ -193,9 +248,15 @@ fn entries(kind: RecordKind, payload: &[u8], offset: u64) -> Option<u64> {
     match kind {
         RecordKind::Leaf | RecordKind::Inner => {
             let node = Node::decode(kind, payload, offset).ok()?;
-            Some(if node.is_leaf() { node.len() as u64 } else { (0..node.len()).map(|i| node.child_count(i)).sum() })
+            Some(if node.is_leaf() {
+                node.len() as u64
+            } else {
+                (0..node.len()).map(|i| node.child_count(i)).sum()
+            })
         }
-        RecordKind::Log => LogRecord::decode(payload, offset).ok().map(|r| r.changes.len() as u64),
+        RecordKind::Log => LogRecord::decode(payload, offset)
+            .ok()
+            .map(|r| r.changes.len() as u64),
         RecordKind::Blob | RecordKind::BlobLz4 => Some(1),
     }
 }
@@ -203,5 +264,8 @@ fn entries(kind: RecordKind, payload: &[u8], offset: u64) -> Option<u64> {
 /// The header at `offset`, and where it ends, if a well-formed one stands there (damaged
 /// ones are none, except at the start of the file, which is an error).
 fn read_header(backend: &dyn Backend, offset: u64, len: u64) -> Result<Option<(Header, u64)>> {
-    Ok(crate::file::read_header_at(backend, offset, len, Path::new("the file being checked"))?.map(|r| (r.header, r.end)))
+    Ok(
+        crate::file::read_header_at(backend, offset, len, Path::new("the file being checked"))?
+            .map(|r| (r.header, r.end)),
+    )
 }

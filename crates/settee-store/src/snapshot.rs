@@ -28,10 +28,22 @@ pub(crate) struct SnapState {
 }
 
 impl SnapState {
-    pub fn new(file: Arc<StoreFile>, header: Header, schema: Arc<[TreeSpec]>, overlays: Vec<Overlay>) -> SnapState {
+    pub fn new(
+        file: Arc<StoreFile>,
+        header: Header,
+        schema: Arc<[TreeSpec]>,
+        overlays: Vec<Overlay>,
+    ) -> SnapState {
         let roots = (0..header.roots.len()).map(|_| OnceLock::new()).collect();
         let totals = (0..overlays.len()).map(|_| OnceLock::new()).collect();
-        SnapState { file, header, schema, roots, overlays, totals }
+        SnapState {
+            file,
+            header,
+            schema,
+            roots,
+            overlays,
+            totals,
+        }
     }
 }
 
@@ -66,7 +78,10 @@ impl NodeSource for Snapshot {
 impl Snapshot {
     fn tree(&self, tree: usize) -> Result<(&TreeSpec, Option<&Root>)> {
         let spec = self.state.schema.get(tree).ok_or(Error::NoSuchTree(tree))?;
-        Ok((spec, self.state.header.roots.get(tree).and_then(Option::as_ref)))
+        Ok((
+            spec,
+            self.state.header.roots.get(tree).and_then(Option::as_ref),
+        ))
     }
 
     /// `tree`'s logged changes (none for a tree that is not logged).
@@ -103,10 +118,18 @@ impl Snapshot {
     pub fn total(&self, tree: usize) -> Result<Reduction> {
         let (spec, root) = self.tree(tree)?;
         let nodes = match root {
-            Some(r) => Reduction { count: r.count, value: r.reduction.clone() },
-            None => Reduction { count: 0, value: spec.reducer.reduce(&[]).map_err(Error::Reduce)? },
+            Some(r) => Reduction {
+                count: r.count,
+                value: r.reduction.clone(),
+            },
+            None => Reduction {
+                count: 0,
+                value: spec.reducer.reduce(&[]).map_err(Error::Reduce)?,
+            },
         };
-        let Some(overlay) = self.overlay(tree) else { return Ok(nodes) };
+        let Some(overlay) = self.overlay(tree) else {
+            return Ok(nodes);
+        };
         if let Some(total) = self.state.totals[tree].get() {
             return Ok(total.clone());
         }
@@ -132,13 +155,19 @@ impl Snapshot {
 
     /// Bytes every tree's nodes take in the file ([`Snapshot::tree_bytes`] summed).
     pub fn nodes_bytes(&self) -> Result<u64> {
-        (0..self.tree_count()).try_fold(0u64, |total, tree| Ok(total.saturating_add(self.tree_bytes(tree)?)))
+        (0..self.tree_count()).try_fold(0u64, |total, tree| {
+            Ok(total.saturating_add(self.tree_bytes(tree)?))
+        })
     }
 
     /// Every entry of `tree` that can still be read, in key order, with its logged changes;
     /// what cannot be read (a damaged node's subtree, named by the key range its parent
     /// gives it) is reported to `lost` and passed over. For salvaging a damaged file.
-    pub fn readable_entries(&self, tree: usize, lost: &mut dyn FnMut(Lost)) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn readable_entries(
+        &self,
+        tree: usize,
+        lost: &mut dyn FnMut(Lost),
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut entries = std::collections::BTreeMap::new();
         if let Some(root) = self.tree(tree)?.1 {
             self.walk_readable(root.ptr, (None, None), root.count, &mut entries, lost);
@@ -154,27 +183,52 @@ impl Snapshot {
         Ok(entries.into_iter().collect())
     }
 
-    fn walk_readable(&self, ptr: Ptr, range: (Option<&[u8]>, Option<&[u8]>), count: u64, out: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>, lost: &mut dyn FnMut(Lost)) {
+    fn walk_readable(
+        &self,
+        ptr: Ptr,
+        range: (Option<&[u8]>, Option<&[u8]>),
+        count: u64,
+        out: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+        lost: &mut dyn FnMut(Lost),
+    ) {
         let node = match self.state.file.node(ptr) {
             Ok(node) => node,
             Err(e) => {
                 let (after, up_to) = (range.0.map(<[u8]>::to_vec), range.1.map(<[u8]>::to_vec));
-                return lost(Lost { offset: ptr.offset, after, up_to, entries: count, what: e.to_string() });
+                return lost(Lost {
+                    offset: ptr.offset,
+                    after,
+                    up_to,
+                    entries: count,
+                    what: e.to_string(),
+                });
             }
         };
         for i in 0..node.len() {
             if node.is_leaf() {
                 out.insert(node.key(i).to_vec(), node.value(i).to_vec());
             } else {
-                let after = if i == 0 { range.0 } else { Some(node.key(i - 1)) };
-                self.walk_readable(node.child_ptr(i), (after, Some(node.key(i))), node.child_count(i), out, lost);
+                let after = if i == 0 {
+                    range.0
+                } else {
+                    Some(node.key(i - 1))
+                };
+                self.walk_readable(
+                    node.child_ptr(i),
+                    (after, Some(node.key(i))),
+                    node.child_count(i),
+                    out,
+                    lost,
+                );
             }
         }
     }
 
     /// The root node of `tree`, if the tree has entries.
     fn root_node(&self, tree: usize) -> Result<Option<&Arc<Node>>> {
-        let Some(root) = self.tree(tree)?.1 else { return Ok(None) };
+        let Some(root) = self.tree(tree)?.1 else {
+            return Ok(None);
+        };
         let slot = &self.state.roots[tree];
         if let Some(node) = slot.get() {
             return Ok(Some(node));
@@ -248,7 +302,9 @@ impl Snapshot {
     ) -> Result<()> {
         let (spec, root) = self.tree(tree)?;
         if self.overlay(tree).is_some() {
-            return Err(Error::Reduce("grouped reductions are not offered for logged trees".into()));
+            return Err(Error::Reduce(
+                "grouped reductions are not offered for logged trees".into(),
+            ));
         }
         let range = KeyRange::from_walk(&opts.start, &opts.end, opts.direction);
         fold_groups(self, spec, root, &range, opts.direction, group_by, emit)
@@ -261,7 +317,10 @@ impl Snapshot {
     }
 
     /// Reads a large blob stored as a list of chunks, one chunk at a time.
-    pub fn read_chunks<'a>(&'a self, chunks: &'a [BlobRef]) -> impl Iterator<Item = Result<Vec<u8>>> + 'a {
+    pub fn read_chunks<'a>(
+        &'a self,
+        chunks: &'a [BlobRef],
+    ) -> impl Iterator<Item = Result<Vec<u8>>> + 'a {
         chunks.iter().map(move |c| self.read_blob(c))
     }
 }

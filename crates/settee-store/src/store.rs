@@ -13,8 +13,8 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,8 +26,8 @@ use crate::cache::NodeCache;
 use crate::error::{Error, Result};
 use crate::file::{recover, StoreFile};
 use crate::format::{Header, BLOCK};
-use crate::snapshot::{SnapState, Snapshot};
 use crate::overlay::{Charge, FoldLimits, OverlayBudget};
+use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Savepoint, Txn, WriterState};
 
@@ -82,7 +82,10 @@ pub struct CallerTurn(Arc<AtomicBool>);
 
 impl CallerTurn {
     fn take(&self) -> Option<TurnTaken<'_>> {
-        self.0.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).ok().map(|_| TurnTaken(&self.0))
+        self.0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| TurnTaken(&self.0))
     }
 }
 
@@ -135,7 +138,10 @@ type Job = Box<dyn FnOnce(&mut Txn) -> (bool, Completion) + Send>;
 pub(crate) type Exclusive = Box<dyn FnOnce(&mut WriterState, &Shared) + Send>;
 
 enum Request {
-    Update { job: Job, durability: Durability },
+    Update {
+        job: Job,
+        durability: Durability,
+    },
     Exclusive(Exclusive),
     /// Nothing to do: the writer looks again at when it should tidy up (a caller committed
     /// on its own thread after the writer had tidied and gone to sleep without a timer).
@@ -154,7 +160,12 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn publish(&self, state: &WriterState) {
         let overlays = state.committed_overlays.clone();
-        self.current.store(Arc::new(SnapState::new(state.app.file.clone(), state.header.clone(), self.schema.clone(), overlays)));
+        self.current.store(Arc::new(SnapState::new(
+            state.app.file.clone(),
+            state.header.clone(),
+            self.schema.clone(),
+            overlays,
+        )));
     }
 }
 
@@ -202,8 +213,13 @@ impl<T, E: From<Error>> Pending<T, E> {
 
 impl<T, E: From<Error>> std::future::Future for Pending<T, E> {
     type Output = Result<T, E>;
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| r.unwrap_or_else(|_| Err(lost().into())))
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or_else(|_| Err(lost().into())))
     }
 }
 
@@ -222,7 +238,9 @@ fn zeros_only(backend: &dyn Backend, start: u64, end: u64) -> Result<bool> {
     let mut pos = start;
     while pos < end {
         let n = STEP.min(end - pos) as usize;
-        backend.read_exact_at(&mut buf[..n], pos).map_err(Error::io("read file tail"))?;
+        backend
+            .read_exact_at(&mut buf[..n], pos)
+            .map_err(Error::io("read file tail"))?;
         if buf[..n].iter().any(|&b| b != 0) {
             return Ok(false);
         }
@@ -254,7 +272,9 @@ pub(crate) fn init_file(backend: &dyn Backend, slots: usize) -> Result<(Header, 
         log: None,
     };
     let bytes = header.encode();
-    backend.write_all_at(&bytes, 0).map_err(Error::io("create"))?;
+    backend
+        .write_all_at(&bytes, 0)
+        .map_err(Error::io("create"))?;
     backend.sync().map_err(Error::io("create"))?;
     Ok((header, bytes.len() as u64))
 }
@@ -288,28 +308,48 @@ impl Store {
     }
 
     /// Makes an empty backend a new store and opens it (tests use the in-memory backend).
-    pub fn create_backend(backend: Arc<dyn Backend>, path: &Path, options: StoreOptions) -> Result<Store> {
+    pub fn create_backend(
+        backend: Arc<dyn Backend>,
+        path: &Path,
+        options: StoreOptions,
+    ) -> Result<Store> {
         if backend.len().map_err(Error::io("create"))? != 0 {
-            let exists = std::io::Error::new(std::io::ErrorKind::AlreadyExists, "backend is not empty");
-            return Err(Error::Io { op: "create", source: exists });
+            let exists =
+                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "backend is not empty");
+            return Err(Error::Io {
+                op: "create",
+                source: exists,
+            });
         }
         init_file(backend.as_ref(), options.trees.len())?;
         Store::open_backend(backend, path, options)
     }
 
     /// Opens a store over any backend (tests use the in-memory one). `path` names it in errors.
-    pub fn open_backend(backend: Arc<dyn Backend>, path: &Path, options: StoreOptions) -> Result<Store> {
+    pub fn open_backend(
+        backend: Arc<dyn Backend>,
+        path: &Path,
+        options: StoreOptions,
+    ) -> Result<Store> {
         let found = recover(backend.as_ref(), path)?;
         let len = backend.len().map_err(Error::io("file length"))?;
         let reserved = len > found.end && zeros_only(backend.as_ref(), found.end, len)?;
         if len > found.end && !reserved {
-            backend.truncate(found.end).map_err(Error::io("truncate torn tail"))?;
+            backend
+                .truncate(found.end)
+                .map_err(Error::io("truncate torn tail"))?;
             backend.sync().map_err(Error::io("truncate torn tail"))?;
         }
         let file = Arc::new(StoreFile::new(backend, options.cache.clone(), found.end));
         let schema: Arc<[TreeSpec]> = options.trees.clone().into();
         let app = Appender::new(file, found.end, if reserved { len } else { found.end });
-        let mut state = WriterState::new(app, schema.clone(), found.header, options.node_size, options.compress_blobs);
+        let mut state = WriterState::new(
+            app,
+            schema.clone(),
+            found.header,
+            options.node_size,
+            options.compress_blobs,
+        );
         state.fold = options.fold;
         state.quiet_after = options.quiet_after;
         state.charge = Some(Charge::new(options.overlay_budget.clone()));
@@ -317,14 +357,22 @@ impl Store {
         state.charge_overlays();
         let overlays = state.committed_overlays.clone();
         let shared = Arc::new(Shared {
-            current: ArcSwap::from_pointee(SnapState::new(state.app.file.clone(), state.header.clone(), schema.clone(), overlays)),
+            current: ArcSwap::from_pointee(SnapState::new(
+                state.app.file.clone(),
+                state.header.clone(),
+                schema.clone(),
+                overlays,
+            )),
             compacting: AtomicBool::new(false),
             path: path.to_path_buf(),
             options,
             schema,
         });
         let (tx, rx) = mpsc::channel();
-        let core = Arc::new(Core { state: Mutex::new(state), queued: AtomicUsize::new(0) });
+        let core = Arc::new(Core {
+            state: Mutex::new(state),
+            queued: AtomicUsize::new(0),
+        });
         let (thread_shared, thread_core) = (shared.clone(), core.clone());
         let on_start = thread_shared.options.on_writer_start.clone();
         let writer = std::thread::Builder::new()
@@ -336,7 +384,12 @@ impl Store {
                 run_writer(&thread_core, rx, &thread_shared)
             })
             .map_err(Error::io("start writer thread"))?;
-        Ok(Store { shared, core, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+        Ok(Store {
+            shared,
+            core,
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+        })
     }
 
     /// Creates the store if the file does not exist, else opens it.
@@ -372,7 +425,9 @@ impl Store {
 
     /// The newest committed state. Never waits for the writer.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot { state: self.shared.current.load_full() }
+        Snapshot {
+            state: self.shared.current.load_full(),
+        }
     }
 
     fn send(&self, req: Request) -> Result<()> {
@@ -441,7 +496,11 @@ impl Store {
         F: FnOnce(&mut Txn) -> Result<T, E> + Send + 'static,
         D: FnOnce(Result<T, E>) + Send + 'static,
     {
-        let turn = if durability == Durability::Durable { self.shared.options.caller_turn.take() } else { None };
+        let turn = if durability == Durability::Durable {
+            self.shared.options.caller_turn.take()
+        } else {
+            None
+        };
         let idle = turn.as_ref().and_then(|_| self.core.idle());
         let Some(mut state) = idle else {
             return self.submit_with(durability, f, done);
@@ -503,11 +562,17 @@ where
     D: FnOnce(Result<T, E>) + Send + 'static,
 {
     Box::new(move |txn| match f(txn) {
-        Ok(v) => (true, Box::new(move |err: Option<&Error>| match err {
-            None => done(Ok(v)),
-            Some(e) => done(Err(E::from(e.duplicate()))),
-        }) as Completion),
-        Err(e) => (false, Box::new(move |_: Option<&Error>| done(Err(e))) as Completion),
+        Ok(v) => (
+            true,
+            Box::new(move |err: Option<&Error>| match err {
+                None => done(Ok(v)),
+                Some(e) => done(Err(E::from(e.duplicate()))),
+            }) as Completion,
+        ),
+        Err(e) => (
+            false,
+            Box::new(move |_: Option<&Error>| done(Err(e))) as Completion,
+        ),
     })
 }
 
@@ -525,10 +590,19 @@ impl Error {
     /// kind and message).
     pub fn duplicate(&self) -> Error {
         match self {
-            Error::Io { op, source } => Error::Io { op, source: std::io::Error::new(source.kind(), source.to_string()) },
-            Error::Corrupted { offset, what } => Error::Corrupted { offset: *offset, what: what.clone() },
+            Error::Io { op, source } => Error::Io {
+                op,
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corrupted { offset, what } => Error::Corrupted {
+                offset: *offset,
+                what: what.clone(),
+            },
             Error::NotAStore { path } => Error::NotAStore { path: path.clone() },
-            Error::UnsupportedVersion { path, version } => Error::UnsupportedVersion { path: path.clone(), version: *version },
+            Error::UnsupportedVersion { path, version } => Error::UnsupportedVersion {
+                path: path.clone(),
+                version: *version,
+            },
             Error::Reduce(s) => Error::Reduce(s.clone()),
             Error::TooLarge { len } => Error::TooLarge { len: *len },
             Error::StaleBlob => Error::StaleBlob,
@@ -551,7 +625,9 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
         };
-        let Ok(mut state) = core.state.lock() else { return };
+        let Ok(mut state) = core.state.lock() else {
+            return;
+        };
         if !state.dirty {
             // A caller's commit took what was batched: no delay is running any more.
             deadline = None;
@@ -583,7 +659,12 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
                 return;
             }
         };
-        let (taken, waiting) = apply_queued(&mut state, shared, std::iter::once(first).chain(rx.try_iter()), &mut deadline);
+        let (taken, waiting) = apply_queued(
+            &mut state,
+            shared,
+            std::iter::once(first).chain(rx.try_iter()),
+            &mut deadline,
+        );
         let overdue = deadline.is_some_and(|d| d <= Instant::now());
         let mut failed = None;
         if !waiting.is_empty() || overdue {
@@ -694,7 +775,11 @@ fn commit(state: &mut WriterState, shared: &Shared) -> Option<Error> {
     }
     if state.reopen_needed {
         state.abandon();
-        let refused = || Error::io("sync")(std::io::Error::other("an earlier sync of this file failed and it could not yet be read again"));
+        let refused = || {
+            Error::io("sync")(std::io::Error::other(
+                "an earlier sync of this file failed and it could not yet be read again",
+            ))
+        };
         return Some(reopen(state, shared).err().unwrap_or_else(refused));
     }
     let failed = state.commit(0).map(|_| shared.publish(state)).err();

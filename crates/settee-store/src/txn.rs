@@ -38,7 +38,10 @@ pub struct LooseBlob {
 
 impl std::fmt::Debug for LooseBlob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LooseBlob").field("blob", &self.blob).field("incarnation", &self.incarnation).finish()
+        f.debug_struct("LooseBlob")
+            .field("blob", &self.blob)
+            .field("incarnation", &self.incarnation)
+            .finish()
     }
 }
 
@@ -115,7 +118,10 @@ impl Appender {
 
     fn flush(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            self.file.backend.write_all_at(&self.buf, self.buf_start).map_err(Error::io("append"))?;
+            self.file
+                .backend
+                .write_all_at(&self.buf, self.buf_start)
+                .map_err(Error::io("append"))?;
             self.buf_start += self.buf.len() as u64;
             self.buf.clear();
             if self.buf_start > self.reserved_end {
@@ -154,7 +160,10 @@ impl Appender {
     /// Cuts the reserved zeros off the file (a compacted file is handed over as small as
     /// it can be). Best effort: a zero tail is harmless.
     pub fn release_reserve(&mut self) {
-        if self.reserved_end > self.end() && self.buf.is_empty() && self.file.backend.truncate(self.end()).is_ok() {
+        if self.reserved_end > self.end()
+            && self.buf.is_empty()
+            && self.file.backend.truncate(self.end()).is_ok()
+        {
             self.reserved_end = self.end();
         }
     }
@@ -162,7 +171,9 @@ impl Appender {
     /// Appends one record and returns where it is.
     pub fn append(&mut self, kind: RecordKind, payload: &[u8]) -> Result<Ptr> {
         if payload.len() > (u32::MAX as usize) - RECORD_HEAD {
-            return Err(Error::TooLarge { len: payload.len() as u64 });
+            return Err(Error::TooLarge {
+                len: payload.len() as u64,
+            });
         }
         let (offset, start) = (self.end(), self.buf.len());
         encode_record(&mut self.buf, kind, payload);
@@ -177,7 +188,9 @@ impl Appender {
             return self.file.read_record_below(ptr, self.buf_start);
         }
         let start = (ptr.offset - self.buf_start) as usize;
-        let bytes = start.checked_add(ptr.len as usize).and_then(|end| self.buf.get(start..end))
+        let bytes = start
+            .checked_add(ptr.len as usize)
+            .and_then(|end| self.buf.get(start..end))
             .ok_or_else(|| Error::corrupted(ptr.offset, "pointer past the end of the file"))?;
         let (kind, payload) = crate::format::decode_record(bytes, ptr.offset)?;
         Ok((kind, payload.to_vec()))
@@ -294,7 +307,13 @@ pub(crate) struct WriterState {
 }
 
 impl WriterState {
-    pub fn new(app: Appender, schema: Arc<[TreeSpec]>, header: Header, node_size: usize, compress_blobs: bool) -> WriterState {
+    pub fn new(
+        app: Appender,
+        schema: Arc<[TreeSpec]>,
+        header: Header,
+        node_size: usize,
+        compress_blobs: bool,
+    ) -> WriterState {
         let mut roots = header.roots.clone();
         if roots.len() < schema.len() {
             roots.resize(schema.len(), None);
@@ -342,15 +361,26 @@ impl WriterState {
         // The file must still hold every commit acknowledged: one that went back would
         // lose them, and is refused (writes stay refused until it can be read right).
         if found.header.generation < self.header.generation {
-            return Err(Error::corrupted(found.end, "read again after a failed sync, the file ends before its last acknowledged commit"));
+            return Err(Error::corrupted(
+                found.end,
+                "read again after a failed sync, the file ends before its last acknowledged commit",
+            ));
         }
         if backend.len().map_err(Error::io("file length"))? > found.end {
-            backend.truncate(found.end).map_err(Error::io("cut off what a failed sync left"))?;
+            backend
+                .truncate(found.end)
+                .map_err(Error::io("cut off what a failed sync left"))?;
             backend.sync().map_err(Error::io("sync"))?;
         }
         self.app.file.set_committed(found.end);
         let app = Appender::new(self.app.file.clone(), found.end, found.end);
-        let mut fresh = WriterState::new(app, self.schema.clone(), found.header, self.node_size, self.compress_blobs);
+        let mut fresh = WriterState::new(
+            app,
+            self.schema.clone(),
+            found.header,
+            self.node_size,
+            self.compress_blobs,
+        );
         (fresh.fold, fresh.quiet_after) = (self.fold, self.quiet_after);
         fresh.replay_log(path)?;
         fresh.unsynced_rename = self.unsynced_rename.take();
@@ -377,7 +407,13 @@ impl WriterState {
                 Err(e @ Error::Corrupted { .. }) => {
                     self.app.file.note_damage(&e);
                     let file = self.app.file.clone();
-                    next = crate::file::log_before(file.backend.as_ref(), ptr.offset, self.header.salt, path, &|e| file.note_damage(&e))?;
+                    next = crate::file::log_before(
+                        file.backend.as_ref(),
+                        ptr.offset,
+                        self.header.salt,
+                        path,
+                        &|e| file.note_damage(&e),
+                    )?;
                 }
                 Err(e) => return Err(e),
             }
@@ -386,7 +422,10 @@ impl WriterState {
         for (ptr, record) in records.into_iter().rev() {
             for (tree, action) in &record.changes {
                 if !self.spec(*tree)?.is_logged() {
-                    return Err(Error::corrupted(ptr.offset, "a log record changes a tree that is not logged"));
+                    return Err(Error::corrupted(
+                        ptr.offset,
+                        "a log record changes a tree that is not logged",
+                    ));
                 }
                 self.record_replayed(*tree, action)?;
             }
@@ -398,7 +437,10 @@ impl WriterState {
     fn read_log_record(&self, ptr: Ptr) -> Result<LogRecord> {
         let (kind, payload) = self.app.read_record(ptr)?;
         if kind != RecordKind::Log {
-            return Err(Error::corrupted(ptr.offset, "the log pointer names a record that is not a log record"));
+            return Err(Error::corrupted(
+                ptr.offset,
+                "the log pointer names a record that is not a log record",
+            ));
         }
         LogRecord::decode(&payload, ptr.offset)
     }
@@ -420,8 +462,14 @@ impl WriterState {
         self.node_reads().iter_mut().for_each(HashMap::clear);
         // Held modifications run the reducer here rather than in their updates: a panic
         // in it must fail this commit, not end the writer.
-        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.apply_all_held().and_then(|()| self.log_or_fold())))
-            .unwrap_or_else(|_| Err(Error::Panicked("applying the group's modifications panicked; the group was dropped".into())));
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.apply_all_held().and_then(|()| self.log_or_fold())
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::Panicked(
+                "applying the group's modifications panicked; the group was dropped".into(),
+            ))
+        });
         let result = held.and_then(|(log, log_records)| {
             let roots = self.write_reachable(&mut written)?;
             let mut header = Header {
@@ -449,7 +497,8 @@ impl WriterState {
                 }
                 self.header = header.clone();
                 self.roots = header.roots.clone();
-                self.roots.resize(self.roots.len().max(self.schema.len()), None);
+                self.roots
+                    .resize(self.roots.len().max(self.schema.len()), None);
                 self.clear_virtual();
                 self.dirty = false;
                 self.log_records = log_records;
@@ -477,7 +526,9 @@ impl WriterState {
     /// its last commit.
     pub fn tidy_at(&self) -> Option<std::time::Instant> {
         // A spell too long to reach (`Duration::MAX` for never) never ends.
-        (!self.tidy).then(|| self.quiet_since.checked_add(self.quiet_after)).flatten()
+        (!self.tidy)
+            .then(|| self.quiet_since.checked_add(self.quiet_after))
+            .flatten()
     }
 
     /// Whether the store has tidied up since its last commit.
@@ -495,7 +546,9 @@ impl WriterState {
         self.superseded.shrink_to_fit();
         self.log.shrink();
         self.held.shrink();
-        self.node_reads().iter_mut().for_each(HashMap::shrink_to_fit);
+        self.node_reads()
+            .iter_mut()
+            .for_each(HashMap::shrink_to_fit);
     }
 
     /// Makes the next commit fold the logged changes, if there are any.
@@ -516,10 +569,11 @@ impl WriterState {
         let bytes: u64 = self.overlays.iter().map(Overlay::bytes).sum();
         let limits = self.fold;
         let fold = !self.fold_blocked
-            && (self.fold_asked || self.log_records >= limits.records
-            || bytes >= limits.bytes
-            || self.overlays.iter().any(|o| o.len() >= limits.changes)
-            || self.charge.as_ref().is_some_and(Charge::over));
+            && (self.fold_asked
+                || self.log_records >= limits.records
+                || bytes >= limits.bytes
+                || self.overlays.iter().any(|o| o.len() >= limits.changes)
+                || self.charge.as_ref().is_some_and(Charge::over));
         if fold {
             // A fold that meets a damaged node is undone and the changes stay logged: the
             // store keeps taking writes (its log grows until the damage is salvaged).
@@ -563,7 +617,10 @@ impl WriterState {
 
     /// Appends every in-memory node the roots reach, children first, and returns the roots
     /// with real pointers. `written` collects the new nodes for the cache.
-    fn write_reachable(&mut self, written: &mut Vec<(u64, Arc<Node>)>) -> Result<Vec<Option<Root>>> {
+    fn write_reachable(
+        &mut self,
+        written: &mut Vec<(u64, Arc<Node>)>,
+    ) -> Result<Vec<Option<Root>>> {
         let mut done = HashMap::new();
         let mut roots = self.roots.clone();
         for root in roots.iter_mut().flatten() {
@@ -572,14 +629,22 @@ impl WriterState {
         Ok(roots)
     }
 
-    fn write_node_tree(&mut self, ptr: Ptr, done: &mut HashMap<u64, Ptr>, written: &mut Vec<(u64, Arc<Node>)>) -> Result<Ptr> {
+    fn write_node_tree(
+        &mut self,
+        ptr: Ptr,
+        done: &mut HashMap<u64, Ptr>,
+        written: &mut Vec<(u64, Arc<Node>)>,
+    ) -> Result<Ptr> {
         if !is_virtual(ptr) {
             return Ok(ptr);
         }
         if let Some(real) = done.get(&ptr.offset) {
             return Ok(*real);
         }
-        let node = self.virtual_nodes.get(&ptr.offset).cloned()
+        let node = self
+            .virtual_nodes
+            .get(&ptr.offset)
+            .cloned()
             .ok_or_else(|| Error::corrupted(ptr.offset, "in-memory node missing"))?;
         let (real, stored) = if node.is_leaf() {
             let real = self.app.append(RecordKind::Leaf, node.payload())?;
@@ -622,7 +687,8 @@ impl WriterState {
     /// Makes a pending rename of this file durable.
     pub fn sync_rename(&mut self) -> Result<()> {
         if let Some(path) = &self.unsynced_rename {
-            crate::backend::sync_parent(path).map_err(Error::io("sync directory after compaction"))?;
+            crate::backend::sync_parent(path)
+                .map_err(Error::io("sync directory after compaction"))?;
             self.unsynced_rename = None;
         }
         Ok(())
@@ -637,7 +703,8 @@ impl WriterState {
         self.log.truncate(0);
         self.superseded.clear();
         self.roots = self.header.roots.clone();
-        self.roots.resize(self.roots.len().max(self.schema.len()), None);
+        self.roots
+            .resize(self.roots.len().max(self.schema.len()), None);
         self.meta = self.header.meta.clone();
         self.dirty = false;
     }
@@ -645,18 +712,33 @@ impl WriterState {
     pub fn write_blob(&mut self, data: &[u8]) -> Result<BlobRef> {
         let compressed = self.compress_blobs.then(|| lz4_flex::block::compress(data));
         let ptr = match compressed {
-            Some(c) if worth_compressing(data.len(), c.len()) => self.app.append(RecordKind::BlobLz4, &c)?,
+            Some(c) if worth_compressing(data.len(), c.len()) => {
+                self.app.append(RecordKind::BlobLz4, &c)?
+            }
             _ => self.app.append(RecordKind::Blob, data)?,
         };
         self.dirty = true;
-        Ok(BlobRef { offset: ptr.offset, stored_len: ptr.len, len: data.len() as u64 })
+        Ok(BlobRef {
+            offset: ptr.offset,
+            stored_len: ptr.len,
+            len: data.len() as u64,
+        })
     }
 
     /// Appends a blob record exactly as stored elsewhere (compaction's copy).
-    pub fn append_raw_blob(&mut self, kind: RecordKind, payload: &[u8], len: u64) -> Result<BlobRef> {
+    pub fn append_raw_blob(
+        &mut self,
+        kind: RecordKind,
+        payload: &[u8],
+        len: u64,
+    ) -> Result<BlobRef> {
         let ptr = self.app.append(kind, payload)?;
         self.dirty = true;
-        Ok(BlobRef { offset: ptr.offset, stored_len: ptr.len, len })
+        Ok(BlobRef {
+            offset: ptr.offset,
+            stored_len: ptr.len,
+            len,
+        })
     }
 
     /// Modifies `tree`: a small modification is held until the commit (or until something
@@ -681,7 +763,9 @@ impl WriterState {
     /// had: a held modification then costs no lookups.
     pub fn apply(&mut self, tree: usize, actions: &[Action]) -> Result<()> {
         if self.logs(tree)? && !self.dense(tree, actions)? {
-            return actions.iter().try_for_each(|a| self.log_change(tree, a).map(drop));
+            return actions
+                .iter()
+                .try_for_each(|a| self.log_change(tree, a).map(drop));
         }
         if self.holds(tree, actions)? {
             self.hold(tree, actions);
@@ -693,7 +777,9 @@ impl WriterState {
 
     /// What reads of logged trees found in their nodes since the last commit.
     fn node_reads(&self) -> std::sync::MutexGuard<'_, Vec<NodeReads>> {
-        self.node_reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.node_reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether `tree`'s changes go to its log and overlay.
@@ -715,10 +801,23 @@ impl WriterState {
         if actions.len() < MIN_ACTIONS {
             return Ok(false);
         }
-        let span = actions.iter().fold((actions[0].key(), actions[0].key()), |(lo, hi), a| (lo.min(a.key()), hi.max(a.key())));
-        let (lo, hi) = (Bound::Included(span.0.to_vec()), Bound::Included(span.1.to_vec()));
+        let span = actions
+            .iter()
+            .fold((actions[0].key(), actions[0].key()), |(lo, hi), a| {
+                (lo.min(a.key()), hi.max(a.key()))
+            });
+        let (lo, hi) = (
+            Bound::Included(span.0.to_vec()),
+            Bound::Included(span.1.to_vec()),
+        );
         let spec = self.spec(tree)?;
-        let in_span = reduce_range(self, spec, self.roots[tree].as_ref(), &KeyRange { lo: &lo, hi: &hi })?.count;
+        let in_span = reduce_range(
+            self,
+            spec,
+            self.roots[tree].as_ref(),
+            &KeyRange { lo: &lo, hi: &hi },
+        )?
+        .count;
         if in_span > SPAN_PER_KEY * actions.len() as u64 {
             return Ok(false);
         }
@@ -777,7 +876,8 @@ impl WriterState {
     /// Whether `actions` are few enough to hold for `tree`.
     fn holds(&self, tree: usize, actions: &[Action]) -> Result<bool> {
         self.spec(tree)?;
-        Ok(actions.len() <= HOLD_MAX_ACTIONS && self.held.len(tree) + actions.len() <= HOLD_MAX_PER_TREE)
+        Ok(actions.len() <= HOLD_MAX_ACTIONS
+            && self.held.len(tree) + actions.len() <= HOLD_MAX_PER_TREE)
     }
 
     fn hold(&mut self, tree: usize, actions: &[Action]) {
@@ -788,11 +888,13 @@ impl WriterState {
     /// The value of `key` in `tree` with what is held and then `before` applied.
     fn value_before(&self, tree: usize, key: &[u8], before: &[Action]) -> Result<Option<Vec<u8>>> {
         let spec = self.spec(tree)?;
-        Ok(match latest_in(before, spec, key).or_else(|| self.held.latest(spec, tree, key)) {
-            Some(Action::Put(_, v)) => Some(v.clone()),
-            Some(Action::Delete(_)) => None,
-            None => self.lookup_applied(tree, key)?.map(|e| e.value().to_vec()),
-        })
+        Ok(
+            match latest_in(before, spec, key).or_else(|| self.held.latest(spec, tree, key)) {
+                Some(Action::Put(_, v)) => Some(v.clone()),
+                Some(Action::Delete(_)) => None,
+                None => self.lookup_applied(tree, key)?.map(|e| e.value().to_vec()),
+            },
+        )
     }
 
     /// The entry for `key` in `tree` as applied, not counting held actions.
@@ -816,7 +918,9 @@ impl WriterState {
             return Ok(entry);
         }
         match self.held.latest(spec, tree, key) {
-            Some(Action::Put(k, v)) => Ok(Some(Entry::new(Arc::new(Node::build_leaf(&[(k, v)])), 0))),
+            Some(Action::Put(k, v)) => {
+                Ok(Some(Entry::new(Arc::new(Node::build_leaf(&[(k, v)])), 0)))
+            }
             Some(Action::Delete(_)) => Ok(None),
             None => self.lookup_applied(tree, key),
         }
@@ -883,7 +987,10 @@ impl WriterState {
 impl NodeSource for WriterState {
     fn node(&self, ptr: Ptr) -> Result<Arc<Node>> {
         if is_virtual(ptr) {
-            return self.virtual_nodes.get(&ptr.offset).cloned()
+            return self
+                .virtual_nodes
+                .get(&ptr.offset)
+                .cloned()
                 .ok_or_else(|| Error::corrupted(ptr.offset, "in-memory node missing"));
         }
         self.app.file.node(ptr)
@@ -896,7 +1003,10 @@ impl NodeSink for WriterState {
         if len > u64::from(u32::MAX) {
             return Err(Error::TooLarge { len });
         }
-        let ptr = Ptr { offset: self.next_virtual, len: len as u32 };
+        let ptr = Ptr {
+            offset: self.next_virtual,
+            len: len as u32,
+        };
         self.virtual_nodes.insert(ptr.offset, Arc::new(node));
         self.next_virtual += len;
         self.virtual_bytes += len;
@@ -937,9 +1047,16 @@ impl Txn<'_> {
     /// panics, what it changed is undone and the update goes on from where it was, so that
     /// one update can apply several callers' changes and still fail only the one at fault.
     /// The outer `Err` is a panic's message.
-    pub fn attempt<T, E>(&mut self, f: impl FnOnce(&mut Txn) -> std::result::Result<T, E>) -> std::result::Result<std::result::Result<T, E>, String> {
+    pub fn attempt<T, E>(
+        &mut self,
+        f: impl FnOnce(&mut Txn) -> std::result::Result<T, E>,
+    ) -> std::result::Result<std::result::Result<T, E>, String> {
         let saved = self.state.savepoint();
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut Txn { state: &mut *self.state }))) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f(&mut Txn {
+                state: &mut *self.state,
+            })
+        })) {
             Ok(Ok(value)) => Ok(Ok(value)),
             Ok(Err(e)) => {
                 self.state.rollback_to(saved);
@@ -974,7 +1091,13 @@ impl Txn<'_> {
     pub fn range(&mut self, tree: usize, opts: RangeOptions) -> Result<Range<'_>> {
         self.state.apply_held(tree)?;
         let spec = self.state.spec(tree)?;
-        Range::merged(Box::new(&*self.state), spec, self.state.roots[tree].as_ref(), opts, &self.state.overlays[tree])
+        Range::merged(
+            Box::new(&*self.state),
+            spec,
+            self.state.roots[tree].as_ref(),
+            opts,
+            &self.state.overlays[tree],
+        )
     }
 
     /// Count and reduction of `tree` between `lo` and `hi` (ascending key order).
@@ -1005,7 +1128,11 @@ impl Txn<'_> {
     /// Appends a blob that will be adopted by a later update.
     pub(crate) fn write_loose_blob(&mut self, data: &[u8]) -> Result<LooseBlob> {
         let blob = self.state.write_blob(data)?;
-        Ok(LooseBlob { blob, incarnation: self.state.app.incarnation, file: self.state.app.file.clone() })
+        Ok(LooseBlob {
+            blob,
+            incarnation: self.state.app.incarnation,
+            file: self.state.app.file.clone(),
+        })
     }
 
     /// Reads a blob back, including one written earlier in this transaction.
@@ -1028,7 +1155,10 @@ impl Txn<'_> {
     /// Number of entries in `tree`.
     pub fn count(&mut self, tree: usize) -> Result<u64> {
         self.state.apply_held(tree)?;
-        Ok(self.state.reduce(tree, &Bound::Unbounded, &Bound::Unbounded)?.count)
+        Ok(self
+            .state
+            .reduce(tree, &Bound::Unbounded, &Bound::Unbounded)?
+            .count)
     }
 }
 

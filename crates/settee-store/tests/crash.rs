@@ -9,7 +9,8 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use settee_store::{
-    Action, Durability, Error, MemBackend, NodeCache, RangeOptions, SizeReduce, Store, StoreOptions, TreeSpec,
+    Action, Durability, Error, MemBackend, NodeCache, RangeOptions, SizeReduce, Store,
+    StoreOptions, TreeSpec,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -24,7 +25,10 @@ struct Commit {
 
 fn options() -> StoreOptions {
     StoreOptions {
-        trees: vec![TreeSpec::bytewise(SizeReduce), TreeSpec::bytewise(SizeReduce)],
+        trees: vec![
+            TreeSpec::bytewise(SizeReduce),
+            TreeSpec::bytewise(SizeReduce),
+        ],
         cache: NodeCache::new(1 << 20),
         node_size: 256,
         ..StoreOptions::default()
@@ -42,7 +46,11 @@ fn workload(seed: u64, commits: usize, big_values: bool) -> (Vec<u8>, Vec<Commit
     let backend = MemBackend::new();
     let store = Store::create_backend(Arc::new(backend.clone()), path(), options()).unwrap();
     let mut model = Model::new();
-    let mut history = vec![Commit { end: store.committed_len(), tree: model.clone(), meta: Vec::new() }];
+    let mut history = vec![Commit {
+        end: store.committed_len(),
+        tree: model.clone(),
+        meta: Vec::new(),
+    }];
     for c in 0..commits {
         let mut actions = Vec::new();
         for _ in 0..rng.gen_range(1..40) {
@@ -51,7 +59,11 @@ fn workload(seed: u64, commits: usize, big_values: bool) -> (Vec<u8>, Vec<Commit
                 model.remove(&key);
                 actions.push(Action::Delete(key));
             } else {
-                let len = if big_values { rng.gen_range(0..3000) } else { rng.gen_range(0..40) };
+                let len = if big_values {
+                    rng.gen_range(0..3000)
+                } else {
+                    rng.gen_range(0..40)
+                };
                 let value: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
                 model.insert(key.clone(), value.clone());
                 actions.push(Action::Put(key, value));
@@ -69,7 +81,11 @@ fn workload(seed: u64, commits: usize, big_values: bool) -> (Vec<u8>, Vec<Commit
                 Ok(())
             })
             .unwrap();
-        history.push(Commit { end: store.committed_len(), tree: model.clone(), meta });
+        history.push(Commit {
+            end: store.committed_len(),
+            tree: model.clone(),
+            meta,
+        });
     }
     drop(store);
     (backend.durable_bytes(), history)
@@ -86,14 +102,21 @@ fn contents(store: &Store) -> (Model, Vec<u8>) {
     if let Some(blob) = snap.get(1, b"blob").unwrap() {
         let r = settee_store::BlobRef::decode(blob.value()).unwrap();
         let bytes = snap.read_blob(&r).unwrap();
-        assert!(bytes.iter().enumerate().all(|(i, b)| *b == (i % 7) as u8), "blob intact");
+        assert!(
+            bytes.iter().enumerate().all(|(i, b)| *b == (i % 7) as u8),
+            "blob intact"
+        );
     }
     (tree, snap.meta().to_vec())
 }
 
 /// The last commit wholly inside the first `len` bytes.
 fn expected_at(history: &[Commit], len: u64) -> &Commit {
-    history.iter().rev().find(|c| c.end <= len).expect("the creating header is first")
+    history
+        .iter()
+        .rev()
+        .find(|c| c.end <= len)
+        .expect("the creating header is first")
 }
 
 /// Opens `bytes`, checks it shows `want`, writes once more and checks that survives.
@@ -102,26 +125,60 @@ fn check_opens_at(bytes: Vec<u8>, want: &Commit, what: &str) {
     let store = Store::open_backend(Arc::new(backend.clone()), path(), options())
         .unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
     let (tree, meta) = contents(&store);
-    assert!(tree == want.tree && meta == want.meta, "{what}: opened at the wrong commit (meta {:?}, want {:?})",
-        String::from_utf8_lossy(&meta), String::from_utf8_lossy(&want.meta));
-    store.update(Durability::Durable, |txn| txn.modify(0, &[Action::Put(b"after".to_vec(), b"crash".to_vec())])).unwrap();
+    assert!(
+        tree == want.tree && meta == want.meta,
+        "{what}: opened at the wrong commit (meta {:?}, want {:?})",
+        String::from_utf8_lossy(&meta),
+        String::from_utf8_lossy(&want.meta)
+    );
+    store
+        .update(Durability::Durable, |txn| {
+            txn.modify(0, &[Action::Put(b"after".to_vec(), b"crash".to_vec())])
+        })
+        .unwrap();
     drop(store);
-    let store = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), path(), options()).unwrap();
+    let store = Store::open_backend(
+        Arc::new(MemBackend::from_bytes(backend.durable_bytes())),
+        path(),
+        options(),
+    )
+    .unwrap();
     let (tree, _) = contents(&store);
-    assert_eq!(tree.get(&b"after"[..]).map(Vec::as_slice), Some(&b"crash"[..]), "{what}: write after recovery lost");
-    assert_eq!(tree.len(), want.tree.len() + usize::from(!want.tree.contains_key(&b"after"[..])), "{what}");
+    assert_eq!(
+        tree.get(&b"after"[..]).map(Vec::as_slice),
+        Some(&b"crash"[..]),
+        "{what}: write after recovery lost"
+    );
+    assert_eq!(
+        tree.len(),
+        want.tree.len() + usize::from(!want.tree.contains_key(&b"after"[..])),
+        "{what}"
+    );
 }
 
 #[test]
 fn cut_at_every_offset_opens_at_last_complete_commit() {
     let (bytes, history) = workload(1, 12, false);
-    assert!(history.len() == 13 && bytes.len() > 40_000, "a workload of many small commits");
+    assert!(
+        history.len() == 13 && bytes.len() > 40_000,
+        "a workload of many small commits"
+    );
     let first = history[0].end as usize;
     // Past the last commit lie only the zeros reserved ahead of appends: a sample of cuts.
     let last = history[history.len() - 1].end as usize;
-    assert!(bytes[last..].iter().all(|&b| b == 0), "only zeros follow the last commit");
-    for cut in (first..=last).chain((last..bytes.len()).step_by(509).skip(1)).chain([bytes.len()]) {
-        check_opens_at(bytes[..cut].to_vec(), expected_at(&history, cut as u64), &format!("cut at {cut}"));
+    assert!(
+        bytes[last..].iter().all(|&b| b == 0),
+        "only zeros follow the last commit"
+    );
+    for cut in (first..=last)
+        .chain((last..bytes.len()).step_by(509).skip(1))
+        .chain([bytes.len()])
+    {
+        check_opens_at(
+            bytes[..cut].to_vec(),
+            expected_at(&history, cut as u64),
+            &format!("cut at {cut}"),
+        );
     }
 }
 
@@ -129,14 +186,33 @@ fn cut_at_every_offset_opens_at_last_complete_commit() {
 fn cut_before_first_header_is_a_clear_error() {
     let (bytes, history) = workload(2, 2, false);
     for cut in 0..history[0].end as usize {
-        let r = Store::open_backend(Arc::new(MemBackend::from_bytes(bytes[..cut].to_vec())), path(), options());
-        assert!(matches!(r, Err(Error::NotAStore { .. }) | Err(Error::Corrupted { .. })), "cut at {cut}");
+        let r = Store::open_backend(
+            Arc::new(MemBackend::from_bytes(bytes[..cut].to_vec())),
+            path(),
+            options(),
+        );
+        assert!(
+            matches!(
+                r,
+                Err(Error::NotAStore { .. }) | Err(Error::Corrupted { .. })
+            ),
+            "cut at {cut}"
+        );
     }
     let mut damaged = bytes.clone();
     damaged[20] ^= 0x40;
     let r = Store::open_backend(Arc::new(MemBackend::from_bytes(damaged)), path(), options());
-    assert!(matches!(r, Err(Error::Corrupted { offset: 0, .. })), "damaged first header");
-    let r = Store::open_backend(Arc::new(MemBackend::from_bytes(b"{\"not\": \"a store\"}".repeat(500))), path(), options());
+    assert!(
+        matches!(r, Err(Error::Corrupted { offset: 0, .. })),
+        "damaged first header"
+    );
+    let r = Store::open_backend(
+        Arc::new(MemBackend::from_bytes(
+            b"{\"not\": \"a store\"}".repeat(500),
+        )),
+        path(),
+        options(),
+    );
     assert!(matches!(r, Err(Error::NotAStore { .. })), "a foreign file");
 }
 
@@ -148,12 +224,20 @@ fn cut_big_file_at_random_offsets() {
     let first = history[0].end;
     for _ in 0..1500 {
         let cut = rng.gen_range(first..=bytes.len() as u64);
-        check_opens_at(bytes[..cut as usize].to_vec(), expected_at(&history, cut), &format!("cut at {cut}"));
+        check_opens_at(
+            bytes[..cut as usize].to_vec(),
+            expected_at(&history, cut),
+            &format!("cut at {cut}"),
+        );
     }
     // Every commit boundary exactly, and one byte short of it.
     for c in &history[1..] {
         check_opens_at(bytes[..c.end as usize].to_vec(), c, "at a commit end");
-        check_opens_at(bytes[..c.end as usize - 1].to_vec(), expected_at(&history, c.end - 1), "one byte short");
+        check_opens_at(
+            bytes[..c.end as usize - 1].to_vec(),
+            expected_at(&history, c.end - 1),
+            "one byte short",
+        );
     }
 }
 
@@ -171,12 +255,18 @@ fn flipped_bytes_in_the_tail_fall_back_to_the_last_intact_commit() {
             // Damage anywhere from the start of the last complete commit's region to the cut.
             let region_start = history[last - 1].end;
             let mut damaged = bytes[..cut as usize].to_vec();
-            let flips: Vec<u64> = (0..rng.gen_range(1..4)).map(|_| rng.gen_range(region_start..cut)).collect();
+            let flips: Vec<u64> = (0..rng.gen_range(1..4))
+                .map(|_| rng.gen_range(region_start..cut))
+                .collect();
             for &p in &flips {
                 damaged[p as usize] ^= 1 << rng.gen_range(0..8);
             }
             let hit_last = flips.iter().any(|&p| p < history[last].end);
-            let want = if hit_last { &history[last - 1] } else { &history[last] };
+            let want = if hit_last {
+                &history[last - 1]
+            } else {
+                &history[last]
+            };
             check_opens_at(damaged, want, &format!("cut {cut}, flips {flips:?}"));
         }
     }
@@ -193,7 +283,9 @@ fn corruption_in_old_data_is_an_error_not_a_panic() {
         damaged[p] ^= 0xff;
         // Opening may pick an older commit or the newest; reading must never panic and must
         // either succeed or report corruption.
-        if let Ok(store) = Store::open_backend(Arc::new(MemBackend::from_bytes(damaged)), path(), options()) {
+        if let Ok(store) =
+            Store::open_backend(Arc::new(MemBackend::from_bytes(damaged)), path(), options())
+        {
             let snap = store.snapshot();
             for e in snap.range(0, RangeOptions::default()).unwrap() {
                 if let Err(err) = e {
@@ -217,9 +309,16 @@ fn real_file_cut_and_reopened() {
         let store = Store::open(&file, options()).unwrap();
         let want = expected_at(&history, cut as u64);
         assert!(contents(&store).0 == want.tree);
-        store.update(Durability::Durable, |txn| txn.modify(0, &[Action::Put(b"x".to_vec(), b"y".to_vec())])).unwrap();
+        store
+            .update(Durability::Durable, |txn| {
+                txn.modify(0, &[Action::Put(b"x".to_vec(), b"y".to_vec())])
+            })
+            .unwrap();
         drop(store);
         let store = Store::open(&file, options()).unwrap();
-        assert_eq!(contents(&store).0.get(&b"x"[..]).map(Vec::as_slice), Some(&b"y"[..]));
+        assert_eq!(
+            contents(&store).0.get(&b"x"[..]).map(Vec::as_slice),
+            Some(&b"y"[..])
+        );
     }
 }

@@ -6,10 +6,18 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use settee_store::{Action, Backend, Durability, Error, MemBackend, NodeCache, RangeOptions, Store, StoreOptions, TreeSpec};
+use settee_store::{
+    Action, Backend, Durability, Error, MemBackend, NodeCache, RangeOptions, Store, StoreOptions,
+    TreeSpec,
+};
 
 fn options() -> StoreOptions {
-    StoreOptions { trees: vec![TreeSpec::default()], cache: NodeCache::new(1 << 20), node_size: 512, ..StoreOptions::default() }
+    StoreOptions {
+        trees: vec![TreeSpec::default()],
+        cache: NodeCache::new(1 << 20),
+        node_size: 512,
+        ..StoreOptions::default()
+    }
 }
 
 fn put(store: &Store, key: &str, value: &str) -> Result<(), Error> {
@@ -19,16 +27,25 @@ fn put(store: &Store, key: &str, value: &str) -> Result<(), Error> {
 
 fn keys(store: &Store) -> Vec<String> {
     let snap = store.snapshot();
-    snap.range(0, RangeOptions::default()).unwrap().map(|e| String::from_utf8(e.unwrap().key().to_vec()).unwrap()).collect()
+    snap.range(0, RangeOptions::default())
+        .unwrap()
+        .map(|e| String::from_utf8(e.unwrap().key().to_vec()).unwrap())
+        .collect()
 }
 
 fn reopen(bytes: Vec<u8>) -> Store {
-    Store::open_backend(Arc::new(MemBackend::from_bytes(bytes)), Path::new("f"), options()).unwrap()
+    Store::open_backend(
+        Arc::new(MemBackend::from_bytes(bytes)),
+        Path::new("f"),
+        options(),
+    )
+    .unwrap()
 }
 
 fn new_store() -> (MemBackend, Store) {
     let backend = MemBackend::new();
-    let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), options()).unwrap();
+    let store =
+        Store::create_backend(Arc::new(backend.clone()), Path::new("f"), options()).unwrap();
     (backend, store)
 }
 
@@ -40,12 +57,23 @@ fn disk_full_fails_the_commit_and_the_writer_recovers() {
     // Larger than the zeros the writer reserves past its appends, which need no more disk.
     let big = "x".repeat(200_000);
     let err = put(&store, "b", &big).unwrap_err();
-    assert!(matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull), "{err}");
+    assert!(
+        matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull),
+        "{err}"
+    );
     assert_eq!(keys(&store), ["a"], "readers still see the last commit");
-    assert_eq!(keys(&reopen(backend.live_bytes())), ["a"], "the file is valid at its previous commit");
+    assert_eq!(
+        keys(&reopen(backend.live_bytes())),
+        ["a"],
+        "the file is valid at its previous commit"
+    );
     backend.set_capacity(u64::MAX);
     put(&store, "c", "3").unwrap();
-    assert_eq!(keys(&store), ["a", "c"], "the failed update is gone, the next one landed");
+    assert_eq!(
+        keys(&store),
+        ["a", "c"],
+        "the failed update is gone, the next one landed"
+    );
     drop(store);
     assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "c"]);
 }
@@ -58,11 +86,17 @@ fn disk_too_full_for_the_reserve_still_commits() {
     let (backend, store) = new_store();
     put(&store, "a", "1").unwrap();
     let reserved = backend.len().unwrap();
-    assert!(reserved > store.committed_len(), "the writer reserved zeros past its commit");
+    assert!(
+        reserved > store.committed_len(),
+        "the writer reserved zeros past its commit"
+    );
     backend.set_capacity(reserved + 20_000);
     let past_reserve = "x".repeat((reserved - store.committed_len()) as usize + 5_000);
     put(&store, "b", &past_reserve).unwrap();
-    assert!(backend.len().unwrap() < reserved + 20_000, "no new zeros fit");
+    assert!(
+        backend.len().unwrap() < reserved + 20_000,
+        "no new zeros fit"
+    );
     assert_eq!(keys(&store), ["a", "b"]);
     drop(store);
     assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "b"]);
@@ -76,7 +110,11 @@ fn fsync_failure_fails_every_update_of_the_commit() {
     let err = put(&store, "b", "2").unwrap_err();
     assert!(matches!(err, Error::Io { op: "sync", .. }), "{err}");
     assert_eq!(keys(&store), ["a"]);
-    assert_eq!(keys(&reopen(backend.durable_bytes())), ["a"], "nothing unacknowledged became durable");
+    assert_eq!(
+        keys(&reopen(backend.durable_bytes())),
+        ["a"],
+        "nothing unacknowledged became durable"
+    );
     put(&store, "c", "3").unwrap();
     drop(store);
     assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "c"]);
@@ -92,10 +130,14 @@ fn failing_and_panicking_closures_are_rolled_back_alone() {
     let blocker = store.submit(Durability::Durable, move |txn| -> Result<(), Error> {
         g.wait();
         std::thread::sleep(Duration::from_millis(300));
-        txn.modify(0, &[Action::Put(b"first".to_vec(), b"1".to_vec())]).map(drop)
+        txn.modify(0, &[Action::Put(b"first".to_vec(), b"1".to_vec())])
+            .map(drop)
     });
     gate.wait();
-    let ok = store.submit(Durability::Durable, |txn| txn.modify(0, &[Action::Put(b"ok".to_vec(), b"1".to_vec())]).map(drop));
+    let ok = store.submit(Durability::Durable, |txn| {
+        txn.modify(0, &[Action::Put(b"ok".to_vec(), b"1".to_vec())])
+            .map(drop)
+    });
     let failing = store.submit(Durability::Durable, |txn| -> Result<(), Error> {
         txn.modify(0, &[Action::Put(b"failed".to_vec(), b"1".to_vec())])?;
         txn.set_meta(b"should not stay".to_vec());
@@ -105,41 +147,79 @@ fn failing_and_panicking_closures_are_rolled_back_alone() {
         txn.modify(0, &[Action::Put(b"panicked".to_vec(), b"1".to_vec())])?;
         panic!("a bug in one request");
     });
-    let after = store.submit(Durability::Durable, |txn| txn.modify(0, &[Action::Put(b"later".to_vec(), b"1".to_vec())]).map(drop));
+    let after = store.submit(Durability::Durable, |txn| {
+        txn.modify(0, &[Action::Put(b"later".to_vec(), b"1".to_vec())])
+            .map(drop)
+    });
     blocker.wait().unwrap();
     ok.wait().unwrap();
     assert!(matches!(failing.wait(), Err(Error::Reduce(_))));
     assert!(matches!(panicking.wait(), Err(Error::Panicked(_))));
     after.wait().unwrap();
     assert_eq!(keys(&store), ["first", "later", "ok"]);
-    assert_eq!(store.snapshot().meta(), b"", "metadata of the failed closure was rolled back");
+    assert_eq!(
+        store.snapshot().meta(),
+        b"",
+        "metadata of the failed closure was rolled back"
+    );
     put(&store, "still", "works").unwrap();
 }
 
 #[test]
 fn batched_updates_answer_at_once_and_commit_within_the_delay() {
     let backend = MemBackend::new();
-    let opts = StoreOptions { batch_delay: Duration::from_millis(300), ..options() };
+    let opts = StoreOptions {
+        batch_delay: Duration::from_millis(300),
+        ..options()
+    };
     let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), opts).unwrap();
     put(&store, "durable", "1").unwrap();
     let before = backend.durable_bytes();
-    store.update(Durability::Batch, |txn| txn.modify(0, &[Action::Put(b"batched".to_vec(), b"1".to_vec())]).map(drop)).unwrap();
-    assert_eq!(keys(&store), ["durable"], "not yet committed, so not yet visible");
-    assert_eq!(keys(&reopen(before)), ["durable"], "a crash now loses the batched update only");
+    store
+        .update(Durability::Batch, |txn| {
+            txn.modify(0, &[Action::Put(b"batched".to_vec(), b"1".to_vec())])
+                .map(drop)
+        })
+        .unwrap();
+    assert_eq!(
+        keys(&store),
+        ["durable"],
+        "not yet committed, so not yet visible"
+    );
+    assert_eq!(
+        keys(&reopen(before)),
+        ["durable"],
+        "a crash now loses the batched update only"
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while keys(&store).len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "batched update never committed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "batched update never committed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(keys(&reopen(backend.durable_bytes())), ["batched", "durable"], "the timer's commit is durable");
+    assert_eq!(
+        keys(&reopen(backend.durable_bytes())),
+        ["batched", "durable"],
+        "the timer's commit is durable"
+    );
 }
 
 #[test]
 fn flush_commits_pending_batched_updates() {
     let backend = MemBackend::new();
-    let opts = StoreOptions { batch_delay: Duration::from_secs(3600), ..options() };
+    let opts = StoreOptions {
+        batch_delay: Duration::from_secs(3600),
+        ..options()
+    };
     let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), opts).unwrap();
-    store.update(Durability::Batch, |txn| txn.modify(0, &[Action::Put(b"b".to_vec(), b"1".to_vec())]).map(drop)).unwrap();
+    store
+        .update(Durability::Batch, |txn| {
+            txn.modify(0, &[Action::Put(b"b".to_vec(), b"1".to_vec())])
+                .map(drop)
+        })
+        .unwrap();
     store.flush().unwrap();
     assert_eq!(keys(&reopen(backend.durable_bytes())), ["b"]);
 }
@@ -147,9 +227,17 @@ fn flush_commits_pending_batched_updates() {
 #[test]
 fn closing_the_store_commits_batched_updates() {
     let backend = MemBackend::new();
-    let opts = StoreOptions { batch_delay: Duration::from_secs(3600), ..options() };
+    let opts = StoreOptions {
+        batch_delay: Duration::from_secs(3600),
+        ..options()
+    };
     let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), opts).unwrap();
-    store.update(Durability::Batch, |txn| txn.modify(0, &[Action::Put(b"b".to_vec(), b"1".to_vec())]).map(drop)).unwrap();
+    store
+        .update(Durability::Batch, |txn| {
+            txn.modify(0, &[Action::Put(b"b".to_vec(), b"1".to_vec())])
+                .map(drop)
+        })
+        .unwrap();
     drop(store);
     assert_eq!(keys(&reopen(backend.durable_bytes())), ["b"]);
 }
@@ -157,8 +245,13 @@ fn closing_the_store_commits_batched_updates() {
 #[test]
 fn unknown_tree_is_an_error() {
     let (_backend, store) = new_store();
-    assert!(matches!(store.snapshot().count(5), Err(Error::NoSuchTree(5))));
-    let r = store.update(Durability::Durable, |txn| txn.modify(9, &[Action::Delete(b"x".to_vec())]).map(drop));
+    assert!(matches!(
+        store.snapshot().count(5),
+        Err(Error::NoSuchTree(5))
+    ));
+    let r = store.update(Durability::Durable, |txn| {
+        txn.modify(9, &[Action::Delete(b"x".to_vec())]).map(drop)
+    });
     assert!(matches!(r, Err(Error::NoSuchTree(9))));
 }
 
@@ -179,7 +272,10 @@ impl settee_store::Reducer for PanickyReduce {
 /// that commit's updates, and the writer goes on.
 #[test]
 fn a_reducer_panicking_at_commit_fails_the_group_not_the_writer() {
-    let opts = StoreOptions { trees: vec![TreeSpec::bytewise(PanickyReduce)], ..options() };
+    let opts = StoreOptions {
+        trees: vec![TreeSpec::bytewise(PanickyReduce)],
+        ..options()
+    };
     let backend = MemBackend::new();
     let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), opts).unwrap();
     put(&store, "a", "1").unwrap();
@@ -203,10 +299,17 @@ fn a_failed_sync_is_not_retried_as_if_it_had_succeeded() {
     put(&store, "b", &"x".repeat(300_000)).unwrap_err();
     put(&store, "c", "3").unwrap();
     assert_eq!(keys(&store), ["a", "c"]);
-    assert_eq!(keys(&reopen(backend.durable_bytes())), ["a", "c"], "the crash image holds what was acknowledged");
+    assert_eq!(
+        keys(&reopen(backend.durable_bytes())),
+        ["a", "c"],
+        "the crash image holds what was acknowledged"
+    );
     backend.fail_syncs(u64::MAX);
     for i in 0..5 {
-        assert!(put(&store, &format!("d{i}"), "4").is_err(), "a write while syncs fail is refused");
+        assert!(
+            put(&store, &format!("d{i}"), "4").is_err(),
+            "a write while syncs fail is refused"
+        );
     }
     backend.fail_syncs(0);
     put(&store, "e", "5").unwrap();

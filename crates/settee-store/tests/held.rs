@@ -12,7 +12,10 @@ use std::path::Path;
 use std::sync::{Arc, Barrier, Mutex};
 
 use proptest::prelude::*;
-use settee_store::{Action, Durability, Error, MemBackend, NodeCache, RangeOptions, SizeReduce, Store, StoreOptions, TreeSpec};
+use settee_store::{
+    Action, Durability, Error, MemBackend, NodeCache, RangeOptions, SizeReduce, Store,
+    StoreOptions, TreeSpec,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -56,17 +59,38 @@ fn update() -> impl Strategy<Value = Update> {
         4 => proptest::collection::vec((0u8..24, proptest::option::of(any::<u8>())), 1..5),
         1 => proptest::collection::vec((0u8..24, proptest::option::of(any::<u8>())), 17..40),
     ];
-    let read = proptest::option::of(prop_oneof![(0u8..24).prop_map(Read::Get), Just(Read::Range), Just(Read::Count)]);
-    (actions, read, proptest::bool::weighted(0.2), any::<bool>())
-        .prop_map(|(actions, read, fails, wants_old)| Update { actions, read, fails, wants_old })
+    let read = proptest::option::of(prop_oneof![
+        (0u8..24).prop_map(Read::Get),
+        Just(Read::Range),
+        Just(Read::Count)
+    ]);
+    (actions, read, proptest::bool::weighted(0.2), any::<bool>()).prop_map(
+        |(actions, read, fails, wants_old)| Update {
+            actions,
+            read,
+            fails,
+            wants_old,
+        },
+    )
 }
 
 fn options() -> StoreOptions {
-    StoreOptions { trees: vec![TreeSpec::bytewise(SizeReduce)], cache: NodeCache::new(1 << 20), node_size: 256, ..StoreOptions::default() }
+    StoreOptions {
+        trees: vec![TreeSpec::bytewise(SizeReduce)],
+        cache: NodeCache::new(1 << 20),
+        node_size: 256,
+        ..StoreOptions::default()
+    }
 }
 
 fn contents(store: &Store) -> Model {
-    store.snapshot().range(0, RangeOptions::default()).unwrap().map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec()))).collect::<Result<_, _>>().unwrap()
+    store
+        .snapshot()
+        .range(0, RangeOptions::default())
+        .unwrap()
+        .map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 /// What `read` answers on `model`, as text.
@@ -83,10 +107,14 @@ type Answer = (Vec<Option<Vec<u8>>>, String);
 
 /// Runs `u` inside an update.
 fn run(t: &mut settee_store::Txn, u: &Update) -> Result<Answer, Outcome> {
-    let actions: Vec<Action> = u.actions.iter().map(|&(k, v)| match v {
-        Some(v) => Action::Put(key(k), vec![v]),
-        None => Action::Delete(key(k)),
-    }).collect();
+    let actions: Vec<Action> = u
+        .actions
+        .iter()
+        .map(|&(k, v)| match v {
+            Some(v) => Action::Put(key(k), vec![v]),
+            None => Action::Delete(key(k)),
+        })
+        .collect();
     let old = if u.wants_old {
         t.modify(0, &actions)?
     } else {
@@ -95,9 +123,15 @@ fn run(t: &mut settee_store::Txn, u: &Update) -> Result<Answer, Outcome> {
     };
     let read = match &u.read {
         None => String::new(),
-        Some(Read::Get(k)) => format!("{:?}", t.get(0, &key(*k))?.map(|e| e.value().to_vec()).as_ref()),
+        Some(Read::Get(k)) => format!(
+            "{:?}",
+            t.get(0, &key(*k))?.map(|e| e.value().to_vec()).as_ref()
+        ),
         Some(Read::Range) => {
-            let rows: Vec<(Vec<u8>, Vec<u8>)> = t.range(0, RangeOptions::default())?.map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec()))).collect::<Result<_, _>>()?;
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = t
+                .range(0, RangeOptions::default())?
+                .map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec())))
+                .collect::<Result<_, _>>()?;
             format!("{:?}", rows.iter().map(|(k, v)| (k, v)).collect::<Vec<_>>())
         }
         Some(Read::Count) => t.count(0)?.to_string(),
@@ -111,15 +145,22 @@ fn run(t: &mut settee_store::Txn, u: &Update) -> Result<Answer, Outcome> {
 /// What `u` returns when run on `model`; `model` takes its changes unless it fails.
 fn expected(model: &mut Model, u: &Update) -> Answer {
     let mut after = model.clone();
-    let old: Vec<Option<Vec<u8>>> = u.actions.iter().map(|&(k, v)| {
-        let was = after.get(&key(k)).cloned();
-        match v {
-            Some(v) => after.insert(key(k), vec![v]),
-            None => after.remove(&key(k)),
-        };
-        was
-    }).collect();
-    let read = u.read.as_ref().map_or(String::new(), |r| expected_read(r, &after));
+    let old: Vec<Option<Vec<u8>>> = u
+        .actions
+        .iter()
+        .map(|&(k, v)| {
+            let was = after.get(&key(k)).cloned();
+            match v {
+                Some(v) => after.insert(key(k), vec![v]),
+                None => after.remove(&key(k)),
+            };
+            was
+        })
+        .collect();
+    let read = u
+        .read
+        .as_ref()
+        .map_or(String::new(), |r| expected_read(r, &after));
     if !u.fails {
         *model = after;
     }
@@ -130,9 +171,13 @@ fn expected(model: &mut Model, u: &Update) -> Answer {
 /// depth), its memory, and its contents.
 fn store_after(before: Vec<Update>) -> (Arc<Store>, MemBackend, Model) {
     let backend = MemBackend::new();
-    let store = Arc::new(Store::create_backend(Arc::new(backend.clone()), Path::new("held"), options()).unwrap());
+    let store = Arc::new(
+        Store::create_backend(Arc::new(backend.clone()), Path::new("held"), options()).unwrap(),
+    );
     for u in before.into_iter().filter(|u| !u.fails) {
-        store.update(Durability::Durable, move |t| run(t, &u).map(drop)).unwrap();
+        store
+            .update(Durability::Durable, move |t| run(t, &u).map(drop))
+            .unwrap();
     }
     let model = contents(&store);
     (store, backend, model)
@@ -142,7 +187,12 @@ fn store_after(before: Vec<Update>) -> (Arc<Store>, MemBackend, Model) {
 fn check_contents(store: Arc<Store>, backend: &MemBackend, model: &Model) {
     assert_eq!(&contents(&store), model, "after the group");
     drop(store);
-    let reopened = Store::open_backend(Arc::new(MemBackend::from_bytes(backend.durable_bytes())), Path::new("held"), options()).unwrap();
+    let reopened = Store::open_backend(
+        Arc::new(MemBackend::from_bytes(backend.durable_bytes())),
+        Path::new("held"),
+        options(),
+    )
+    .unwrap();
     assert_eq!(&contents(&reopened), model, "after reopening");
 }
 
@@ -195,16 +245,24 @@ fn check_group(before: Vec<Update>, group: Vec<Update>) {
 /// the attempts after it go on.
 fn check_attempts(before: Vec<Update>, group: Vec<(Update, bool)>) {
     let (store, backend, mut model) = store_after(before);
-    let wanted: Vec<(bool, bool, Answer)> = group.iter().map(|(u, panics)| (u.fails, *panics, expected(&mut model, u))).collect();
+    let wanted: Vec<(bool, bool, Answer)> = group
+        .iter()
+        .map(|(u, panics)| (u.fails, *panics, expected(&mut model, u)))
+        .collect();
     let got = store
         .update(Durability::Durable, move |t| -> Result<Vec<_>, Error> {
-            Ok(group.iter().map(|(u, panics)| t.attempt(|t| {
-                let outcome = run(t, u);
-                if u.fails && *panics {
-                    panic!("a planned panic");
-                }
-                outcome
-            })).collect())
+            Ok(group
+                .iter()
+                .map(|(u, panics)| {
+                    t.attempt(|t| {
+                        let outcome = run(t, u);
+                        if u.fails && *panics {
+                            panic!("a planned panic");
+                        }
+                        outcome
+                    })
+                })
+                .collect())
         })
         .unwrap();
     for (i, (outcome, (fails, panics, answer))) in got.into_iter().zip(&wanted).enumerate() {
@@ -215,7 +273,10 @@ fn check_attempts(before: Vec<Update>, group: Vec<(Update, bool)>) {
             }
             Ok(Err(Outcome::Planned)) => assert!(*fails && !panics, "attempt {i} failed unplanned"),
             Ok(Err(Outcome::Store(e))) => panic!("attempt {i}: {e}"),
-            Err(message) => assert!(*fails && *panics && message == "a planned panic", "attempt {i} panicked: {message}"),
+            Err(message) => assert!(
+                *fails && *panics && message == "a planned panic",
+                "attempt {i} panicked: {message}"
+            ),
         }
     }
     check_contents(store, &backend, &model);

@@ -9,14 +9,26 @@ use settee_store::{Action, Durability, Error, MemBackend, Store, StoreOptions};
 
 fn valid_file() -> Vec<u8> {
     let backend = MemBackend::new();
-    let store = Store::create_backend(Arc::new(backend.clone()), Path::new("f"), StoreOptions { node_size: 64, ..StoreOptions::default() }).unwrap();
+    let store = Store::create_backend(
+        Arc::new(backend.clone()),
+        Path::new("f"),
+        StoreOptions {
+            node_size: 64,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
     for round in 0..3u8 {
-        store.update(Durability::Durable, move |t| -> Result<(), Error> {
-            let actions: Vec<Action> = (0..60u8).map(|i| Action::Put(vec![b'k', i], vec![round; 9])).collect();
-            t.modify(0, &actions)?;
-            t.write_blob(&[round; 300])?;
-            Ok(())
-        }).unwrap();
+        store
+            .update(Durability::Durable, move |t| -> Result<(), Error> {
+                let actions: Vec<Action> = (0..60u8)
+                    .map(|i| Action::Put(vec![b'k', i], vec![round; 9]))
+                    .collect();
+                t.modify(0, &actions)?;
+                t.write_blob(&[round; 300])?;
+                Ok(())
+            })
+            .unwrap();
     }
     drop(store);
     backend.durable_bytes()

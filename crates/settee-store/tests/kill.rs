@@ -14,7 +14,11 @@ use settee_store::{Action, Durability, NoBlobs, NodeCache, Store, StoreOptions, 
 const CHILD_ENV: &str = "SETTEE_STORE_KILL_CHILD";
 
 fn options() -> StoreOptions {
-    StoreOptions { trees: vec![TreeSpec::default()], cache: NodeCache::new(8 << 20), ..StoreOptions::default() }
+    StoreOptions {
+        trees: vec![TreeSpec::default()],
+        cache: NodeCache::new(8 << 20),
+        ..StoreOptions::default()
+    }
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -24,7 +28,9 @@ fn key(i: u64) -> Vec<u8> {
 /// The child's body; a no-op unless started by `acknowledged_writes_survive_sigkill`.
 #[test]
 fn kill_child_process() {
-    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let store = Arc::new(Store::open_or_create(Path::new(&path), options()).unwrap());
     let start = store.snapshot().count(0).unwrap();
     let compactor = store.clone();
@@ -35,8 +41,15 @@ fn kill_child_process() {
     let mut out = std::io::stdout().lock();
     for i in start.. {
         // A few bulk values so that compaction has real work to copy.
-        let actions = vec![Action::Put(key(i), format!("value {i} {}", "x".repeat((i % 200) as usize)).into_bytes())];
-        store.update(Durability::Durable, move |t| t.modify(0, &actions).map(drop)).unwrap();
+        let actions = vec![Action::Put(
+            key(i),
+            format!("value {i} {}", "x".repeat((i % 200) as usize)).into_bytes(),
+        )];
+        store
+            .update(Durability::Durable, move |t| {
+                t.modify(0, &actions).map(drop)
+            })
+            .unwrap();
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
     }
@@ -51,7 +64,12 @@ fn acknowledged_writes_survive_sigkill() {
     let mut killed_mid_compaction = 0;
     for round in 0..20 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "kill_child_process", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "kill_child_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &path)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -65,20 +83,40 @@ fn acknowledged_writes_survive_sigkill() {
             .map_while(Result::ok)
             .filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse().ok()))
             .collect();
-        let mid_compaction = std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("killed.settee.compact"));
+        let mid_compaction = std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("killed.settee.compact")
+        });
         killed_mid_compaction += usize::from(mid_compaction);
-        let store = Store::open(&path, options()).unwrap_or_else(|e| panic!("round {round}: open after kill: {e}"));
+        let store = Store::open(&path, options())
+            .unwrap_or_else(|e| panic!("round {round}: open after kill: {e}"));
         let snap = store.snapshot();
         for &i in &acked {
             let e = snap.get(0, &key(i)).unwrap();
             assert!(e.is_some(), "round {round}: acknowledged write {i} lost");
         }
         let count = snap.count(0).unwrap();
-        assert!(acked.last().is_none_or(|&last| count > last), "round {round}: count {count}");
-        assert!(!std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("killed.settee.compact")), "stray compaction file removed on open");
+        assert!(
+            acked.last().is_none_or(|&last| count > last),
+            "round {round}: count {count}"
+        );
+        assert!(
+            !std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e
+                .file_name()
+                .to_string_lossy()
+                .starts_with("killed.settee.compact")),
+            "stray compaction file removed on open"
+        );
         eprintln!("round {round}: {} acknowledged, {count} stored, killed mid-compaction: {mid_compaction}", acked.len());
         acked_total += acked.len();
     }
-    assert!(acked_total > 100, "the child made progress: {acked_total} acknowledged writes");
-    assert!(killed_mid_compaction > 0, "some kills should land during a compaction");
+    assert!(
+        acked_total > 100,
+        "the child made progress: {acked_total} acknowledged writes"
+    );
+    assert!(
+        killed_mid_compaction > 0,
+        "some kills should land during a compaction"
+    );
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use settee_store::{
-    Action, Bound, Direction, FoldLimits, MemBackend, NodeCache, RangeOptions, Reducer, Store, StoreOptions, TreeSpec,
+    Action, Bound, Direction, FoldLimits, MemBackend, NodeCache, RangeOptions, Reducer, Store,
+    StoreOptions, TreeSpec,
 };
 
 /// Sums the first byte of every value; together with the count this catches any reduction
@@ -17,21 +18,38 @@ struct FirstByteSum;
 
 impl Reducer for FirstByteSum {
     fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
-        let s: u64 = entries.iter().map(|(_, v)| u64::from(v.first().copied().unwrap_or(0))).sum();
+        let s: u64 = entries
+            .iter()
+            .map(|(_, v)| u64::from(v.first().copied().unwrap_or(0)))
+            .sum();
         Ok(s.to_le_bytes().to_vec())
     }
     fn rereduce(&self, reds: &[&[u8]]) -> Result<Vec<u8>, String> {
-        let s: u64 = reds.iter().map(|r| u64::from_le_bytes((*r).try_into().unwrap())).sum();
+        let s: u64 = reds
+            .iter()
+            .map(|r| u64::from_le_bytes((*r).try_into().unwrap()))
+            .sum();
         Ok(s.to_le_bytes().to_vec())
     }
     fn subtract(&self, whole: &[u8], part: &[u8]) -> Option<Vec<u8>> {
-        let (w, p) = (u64::from_le_bytes(whole.try_into().ok()?), u64::from_le_bytes(part.try_into().ok()?));
-        Some(w.checked_sub(p).expect("a part is never more than the whole").to_le_bytes().to_vec())
+        let (w, p) = (
+            u64::from_le_bytes(whole.try_into().ok()?),
+            u64::from_le_bytes(part.try_into().ok()?),
+        );
+        Some(
+            w.checked_sub(p)
+                .expect("a part is never more than the whole")
+                .to_le_bytes()
+                .to_vec(),
+        )
     }
 }
 
 fn sum_of(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let s: u64 = entries.iter().map(|(_, v)| u64::from(v.first().copied().unwrap_or(0))).sum();
+    let s: u64 = entries
+        .iter()
+        .map(|(_, v)| u64::from(v.first().copied().unwrap_or(0)))
+        .sum();
     s.to_le_bytes().to_vec()
 }
 
@@ -107,7 +125,10 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn op_with(key: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Op> {
-    let action = (key, prop::option::weighted(0.75, prop::collection::vec(any::<u8>(), 0..24)));
+    let action = (
+        key,
+        prop::option::weighted(0.75, prop::collection::vec(any::<u8>(), 0..24)),
+    );
     prop_oneof![
         8 => prop::collection::vec(action, 1..120).prop_map(Op::Batch),
         1 => Just(Op::Reopen),
@@ -118,9 +139,16 @@ fn op_with(key: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Op> {
 /// before it (prefixed with `i + 1`), the rest anywhere before them (prefixed with 0), so
 /// leaves fill at the right edge and overflow, as sequence numbers and rising ids make them.
 fn appending_ops() -> impl Strategy<Value = Vec<Op>> {
-    let action = (key(), prop::option::weighted(0.9, prop::collection::vec(any::<u8>(), 1..24)));
+    let action = (
+        key(),
+        prop::option::weighted(0.9, prop::collection::vec(any::<u8>(), 1..24)),
+    );
     let batch = prop::collection::vec((prop::bool::weighted(0.85), action), 1..60);
-    prop::collection::vec(prop_oneof![8 => batch.prop_map(Some), 1 => Just(None)], 1..16).prop_map(|batches| {
+    prop::collection::vec(
+        prop_oneof![8 => batch.prop_map(Some), 1 => Just(None)],
+        1..16,
+    )
+    .prop_map(|batches| {
         batches
             .into_iter()
             .enumerate()
@@ -143,9 +171,26 @@ fn appending_ops() -> impl Strategy<Value = Vec<Op>> {
 
 /// Queries over the key space of [`appending_ops`].
 fn prefixed_query() -> impl Strategy<Value = Query> {
-    let bound = || (0u8..3, (0u8..18, key()).prop_map(|(p, k)| [vec![p], k].concat()));
-    (bound(), bound(), any::<bool>(), prop_oneof![Just(0u64), 0u64..80], prop::option::of(0u64..60))
-        .prop_map(|(lo, hi, backward, skip, limit)| Query { lo, hi, backward, skip, limit })
+    let bound = || {
+        (
+            0u8..3,
+            (0u8..18, key()).prop_map(|(p, k)| [vec![p], k].concat()),
+        )
+    };
+    (
+        bound(),
+        bound(),
+        any::<bool>(),
+        prop_oneof![Just(0u64), 0u64..80],
+        prop::option::of(0u64..60),
+    )
+        .prop_map(|(lo, hi, backward, skip, limit)| Query {
+            lo,
+            hi,
+            backward,
+            skip,
+            limit,
+        })
 }
 
 fn query() -> impl Strategy<Value = Query> {
@@ -153,8 +198,20 @@ fn query() -> impl Strategy<Value = Query> {
 }
 
 fn query_with(key: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Query> {
-    ((0u8..3, key.clone()), (0u8..3, key), any::<bool>(), prop_oneof![Just(0u64), 0u64..40], prop::option::of(0u64..30))
-        .prop_map(|(lo, hi, backward, skip, limit)| Query { lo, hi, backward, skip, limit })
+    (
+        (0u8..3, key.clone()),
+        (0u8..3, key),
+        any::<bool>(),
+        prop_oneof![Just(0u64), 0u64..40],
+        prop::option::of(0u64..30),
+    )
+        .prop_map(|(lo, hi, backward, skip, limit)| Query {
+            lo,
+            hi,
+            backward,
+            skip,
+            limit,
+        })
 }
 
 fn bound((kind, k): &(u8, Vec<u8>)) -> Bound {
@@ -186,13 +243,20 @@ struct Model {
 
 impl Model {
     fn sorted(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut v: Vec<_> = self.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut v: Vec<_> = self
+            .map
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         v.sort_by(|a, b| (self.cmp)(&a.0, &b.0));
         v
     }
 
     fn in_range(&self, lo: &Bound, hi: &Bound) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.sorted().into_iter().filter(|(k, _)| admits(self.cmp, lo, k, false) && admits(self.cmp, hi, k, true)).collect()
+        self.sorted()
+            .into_iter()
+            .filter(|(k, _)| admits(self.cmp, lo, k, false) && admits(self.cmp, hi, k, true))
+            .collect()
     }
 }
 
@@ -202,35 +266,75 @@ fn options(order: Order, node_size: usize, cache: &NodeCache) -> StoreOptions {
         cache: cache.clone(),
         node_size,
         // Small enough that runs fold now and then, and replay logs of several records.
-        fold: FoldLimits { changes: 150, bytes: 4096, records: 4 },
+        fold: FoldLimits {
+            changes: 150,
+            bytes: 4096,
+            records: 4,
+        },
         ..StoreOptions::default()
     }
 }
 
-fn check_queries(store: &Store, model: &Model, queries: &[Query], logged: bool) -> Result<(), TestCaseError> {
+fn check_queries(
+    store: &Store,
+    model: &Model,
+    queries: &[Query],
+    logged: bool,
+) -> Result<(), TestCaseError> {
     let snap = store.snapshot();
     let all = model.sorted();
     prop_assert_eq!(snap.count(0).unwrap(), all.len() as u64);
     prop_assert_eq!(snap.total(0).unwrap().value, sum_of(&all));
     // Many lookups at once: the queries' bound keys (present or not) and every other key
     // stored, in an order that is not the tree's.
-    let mut keys: Vec<Vec<u8>> = queries.iter().flat_map(|q| [q.lo.1.clone(), q.hi.1.clone()]).collect();
+    let mut keys: Vec<Vec<u8>> = queries
+        .iter()
+        .flat_map(|q| [q.lo.1.clone(), q.hi.1.clone()])
+        .collect();
     keys.extend(all.iter().step_by(2).rev().map(|(k, _)| k.clone()));
-    let got: Vec<Option<Vec<u8>>> = snap.get_many(0, &keys).unwrap().into_iter().map(|e| e.map(|e| e.value().to_vec())).collect();
+    let got: Vec<Option<Vec<u8>>> = snap
+        .get_many(0, &keys)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.map(|e| e.value().to_vec()))
+        .collect();
     let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.map.get(k).cloned()).collect();
     prop_assert_eq!(got, want);
     for q in queries {
         let (lo, hi) = (bound(&q.lo), bound(&q.hi));
         let mut expected = model.in_range(&lo, &hi);
-        let dir = if q.backward { Direction::Backward } else { Direction::Forward };
+        let dir = if q.backward {
+            Direction::Backward
+        } else {
+            Direction::Forward
+        };
         if q.backward {
             expected.reverse();
         }
-        let (start, end) = if q.backward { (hi.clone(), lo.clone()) } else { (lo.clone(), hi.clone()) };
-        let opts = RangeOptions { start: start.clone(), end: end.clone(), direction: dir, skip: q.skip, limit: q.limit };
-        let got: Vec<(Vec<u8>, Vec<u8>)> =
-            snap.range(0, opts.clone()).unwrap().map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec()))).collect::<Result<_, _>>().unwrap();
-        let want: Vec<_> = expected.iter().skip(q.skip as usize).take(q.limit.map_or(usize::MAX, |l| l as usize)).cloned().collect();
+        let (start, end) = if q.backward {
+            (hi.clone(), lo.clone())
+        } else {
+            (lo.clone(), hi.clone())
+        };
+        let opts = RangeOptions {
+            start: start.clone(),
+            end: end.clone(),
+            direction: dir,
+            skip: q.skip,
+            limit: q.limit,
+        };
+        let got: Vec<(Vec<u8>, Vec<u8>)> = snap
+            .range(0, opts.clone())
+            .unwrap()
+            .map(|e| e.map(|e| (e.key().to_vec(), e.value().to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want: Vec<_> = expected
+            .iter()
+            .skip(q.skip as usize)
+            .take(q.limit.map_or(usize::MAX, |l| l as usize))
+            .cloned()
+            .collect();
         prop_assert_eq!(&got, &want, "range {:?}", q);
 
         let in_range = model.in_range(&lo, &hi);
@@ -245,16 +349,24 @@ fn check_queries(store: &Store, model: &Model, queries: &[Query], logged: bool) 
         // Grouped by first byte (contiguous in both orders used here).
         let mut groups: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
         let by_first = |a: &[u8], b: &[u8]| a.len() == b.len() && a[0] == b[0];
-        let group_by: &dyn settee_store::GroupBy = if std::ptr::fn_addr_eq(model.cmp, bytewise as Cmp) { &|a: &[u8], b: &[u8]| a[0] == b[0] } else { &by_first };
+        let group_by: &dyn settee_store::GroupBy =
+            if std::ptr::fn_addr_eq(model.cmp, bytewise as Cmp) {
+                &|a: &[u8], b: &[u8]| a[0] == b[0]
+            } else {
+                &by_first
+            };
         snap.fold_groups(0, &opts, group_by, &mut |g| {
             groups.push((g.first.key().to_vec(), g.reduction.count, g.reduction.value));
             Ok(true)
-        }).unwrap();
+        })
+        .unwrap();
         let mut want_groups: Vec<(Vec<u8>, u64, Vec<u8>)> = Vec::new();
         let mut members: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::new();
         for (k, v) in &expected {
             match want_groups.last() {
-                Some((first, _, _)) if group_by.same_group(first, k) => members.last_mut().unwrap().push((k.clone(), v.clone())),
+                Some((first, _, _)) if group_by.same_group(first, k) => {
+                    members.last_mut().unwrap().push((k.clone(), v.clone()))
+                }
                 _ => {
                     want_groups.push((k.clone(), 0, Vec::new()));
                     members.push(vec![(k.clone(), v.clone())]);
@@ -275,7 +387,13 @@ fn check_queries(store: &Store, model: &Model, queries: &[Query], logged: bool) 
     Ok(())
 }
 
-fn run(order: Order, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: Vec<Query>) -> Result<(), TestCaseError> {
+fn run(
+    order: Order,
+    node_size: usize,
+    cache_bytes: u64,
+    ops: Vec<Op>,
+    queries: Vec<Query>,
+) -> Result<(), TestCaseError> {
     let cache = NodeCache::new(cache_bytes);
     let backend = MemBackend::new();
     let path = Path::new("model.settee");
@@ -283,9 +401,15 @@ fn run(order: Order, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: 
         let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
         Store::open_backend(b, path, options(order, node_size, &cache))
     };
-    assert!(matches!(open(&backend), Err(settee_store::Error::NotAStore { .. })), "an empty file is not a store");
+    assert!(
+        matches!(open(&backend), Err(settee_store::Error::NotAStore { .. })),
+        "an empty file is not a store"
+    );
     let mut store = create_mem(&backend, order, node_size, &cache);
-    let mut model = Model { cmp: order.cmp(), map: BTreeMap::new() };
+    let mut model = Model {
+        cmp: order.cmp(),
+        map: BTreeMap::new(),
+    };
     for op in ops {
         match op {
             Op::Reopen => {
@@ -308,7 +432,9 @@ fn run(order: Order, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: 
                     });
                 }
                 let old = store
-                    .update(settee_store::Durability::Durable, move |txn| txn.modify(0, &actions))
+                    .update(settee_store::Durability::Durable, move |txn| {
+                        txn.modify(0, &actions)
+                    })
                     .unwrap();
                 prop_assert_eq!(old, want_old);
             }
@@ -321,7 +447,12 @@ fn run(order: Order, node_size: usize, cache_bytes: u64, ops: Vec<Op>, queries: 
 /// A new store on an in-memory backend.
 fn create_mem(backend: &MemBackend, order: Order, node_size: usize, cache: &NodeCache) -> Store {
     let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
-    Store::create_backend(b, Path::new("model.settee"), options(order, node_size, cache)).unwrap()
+    Store::create_backend(
+        b,
+        Path::new("model.settee"),
+        options(order, node_size, cache),
+    )
+    .unwrap()
 }
 
 proptest! {

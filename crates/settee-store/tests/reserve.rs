@@ -6,19 +6,34 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use settee_store::{Action, Durability, NoBlobs, NodeCache, RangeOptions, Store, StoreOptions, TreeSpec};
+use settee_store::{
+    Action, Durability, NoBlobs, NodeCache, RangeOptions, Store, StoreOptions, TreeSpec,
+};
 
 fn options() -> StoreOptions {
-    StoreOptions { trees: vec![TreeSpec::default()], cache: NodeCache::new(1 << 20), ..StoreOptions::default() }
+    StoreOptions {
+        trees: vec![TreeSpec::default()],
+        cache: NodeCache::new(1 << 20),
+        ..StoreOptions::default()
+    }
 }
 
 fn put(store: &Store, i: u32) {
-    let a = vec![Action::Put(format!("k{i:05}").into_bytes(), vec![b'v'; 300])];
-    store.update(Durability::Durable, move |t| t.modify(0, &a).map(drop)).unwrap();
+    let a = vec![Action::Put(
+        format!("k{i:05}").into_bytes(),
+        vec![b'v'; 300],
+    )];
+    store
+        .update(Durability::Durable, move |t| t.modify(0, &a).map(drop))
+        .unwrap();
 }
 
 fn count(store: &Store) -> usize {
-    store.snapshot().range(0, RangeOptions::default()).unwrap().count()
+    store
+        .snapshot()
+        .range(0, RangeOptions::default())
+        .unwrap()
+        .count()
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -33,26 +48,43 @@ fn commits_land_in_zeros_reserved_ahead_and_reopening_keeps_them() {
     put(&store, 0);
     let reserved = file_len(&path);
     let committed = store.committed_len();
-    assert!(reserved >= committed + (64 << 10), "{reserved} vs {committed}");
+    assert!(
+        reserved >= committed + (64 << 10),
+        "{reserved} vs {committed}"
+    );
     let mut n = 1;
     while store.committed_len() + (16 << 10) < reserved {
         put(&store, n);
         n += 1;
     }
     assert!(n > 2, "several commits fit in the reserve");
-    assert_eq!(file_len(&path), reserved, "small commits fit in the zeros already there");
+    assert_eq!(
+        file_len(&path),
+        reserved,
+        "small commits fit in the zeros already there"
+    );
     let committed = store.committed_len();
     drop(store);
     let bytes = std::fs::read(&path).unwrap();
-    assert!(bytes[committed as usize..].iter().all(|&b| b == 0), "the reserve is zeros");
+    assert!(
+        bytes[committed as usize..].iter().all(|&b| b == 0),
+        "the reserve is zeros"
+    );
 
     let store = Store::open(&path, options()).unwrap();
     assert_eq!(count(&store), n as usize);
     assert_eq!(store.committed_len(), committed);
-    assert_eq!(file_len(&path), reserved, "an all-zero tail is kept on opening");
+    assert_eq!(
+        file_len(&path),
+        reserved,
+        "an all-zero tail is kept on opening"
+    );
     put(&store, n);
     drop(store);
-    assert_eq!(count(&Store::open(&path, options()).unwrap()), n as usize + 1);
+    assert_eq!(
+        count(&Store::open(&path, options()).unwrap()),
+        n as usize + 1
+    );
 }
 
 #[test]
@@ -90,7 +122,10 @@ fn a_compacted_file_has_no_reserve() {
     assert_eq!(file_len(&path), store.committed_len());
     assert_eq!(count(&store), 50);
     put(&store, 50);
-    assert!(file_len(&path) > store.committed_len(), "the next commit reserves again");
+    assert!(
+        file_len(&path) > store.committed_len(),
+        "the next commit reserves again"
+    );
     drop(store);
     assert_eq!(count(&Store::open(&path, options()).unwrap()), 51);
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use settee_db::{ChangesOptions, Database, DocOptions, SeqVector, DESIGN_PREFIX};
 use settee_js::Pool;
-use settee_queryserver::QueryServers;
 use settee_json::viewkey;
+use settee_queryserver::QueryServers;
 
 use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
@@ -36,13 +36,25 @@ struct Change {
 }
 
 /// Runs one update of `index` to the database's current position.
-pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, servers: &QueryServers) -> Result<()> {
+pub(crate) fn update(
+    index: &Index,
+    db: &Arc<Database>,
+    pool: &Arc<Pool>,
+    servers: &QueryServers,
+) -> Result<()> {
     let snap = db.snapshot();
     let start = index.meta()?;
     let target = snap.seq()?;
     let purge_seq = snap.purge_seq()?.total();
     if purge_seq != start.purge_seq {
-        drop_purged(index, &snap, IndexMeta { seq: start.seq.clone(), purge_seq })?;
+        drop_purged(
+            index,
+            &snap,
+            IndexMeta {
+                seq: start.seq.clone(),
+                purge_seq,
+            },
+        )?;
     }
     if covers(&start.seq, &target) {
         return Ok(());
@@ -51,8 +63,19 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, server
     let total = snap.pending(&start.seq)?;
     let task = db.tasks().start_for("indexer", db.name(), Some(&ddoc.id));
     task.update(0, total);
-    let doc = DocOptions { conflicts: true, local_seq: ddoc.options.local_seq, ..DocOptions::default() };
-    let mut changes = snap.changes(&start.seq, ChangesOptions { include_docs: true, doc, ..ChangesOptions::default() })?;
+    let doc = DocOptions {
+        conflicts: true,
+        local_seq: ddoc.options.local_seq,
+        ..DocOptions::default()
+    };
+    let mut changes = snap.changes(
+        &start.seq,
+        ChangesOptions {
+            include_docs: true,
+            doc,
+            ..ChangesOptions::default()
+        },
+    )?;
     let program = Arc::new(MapProgram::of(&ddoc, index.signature()));
     let mut writing: Option<settee_store::Pending<(), Error>> = None;
     let mut mapping: Option<(Mapping, SeqVector, u64)> = None;
@@ -65,7 +88,13 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, server
             let started = if ddoc.language == "javascript" {
                 Mapping::start(pool, &program, batch)
             } else {
-                Mapping::Done(map_external(servers, &ddoc.language, pool.workers(), &program, batch))
+                Mapping::Done(map_external(
+                    servers,
+                    &ddoc.language,
+                    pool.workers(),
+                    &program,
+                    batch,
+                ))
             };
             (started, changes.position().clone(), n)
         });
@@ -75,7 +104,13 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, server
                 w.wait()?;
                 index.changed.send_modify(|v| *v += 1);
             }
-            writing = Some(index.submit(mapped, IndexMeta { seq: position, purge_seq }));
+            writing = Some(index.submit(
+                mapped,
+                IndexMeta {
+                    seq: position,
+                    purge_seq,
+                },
+            ));
             done += n;
             task.update(done, total.max(done));
         }
@@ -90,7 +125,15 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, server
     // Catch up the position past changes that touched no indexed document.
     let meta = index.meta()?;
     if !covers(&meta.seq, &target) {
-        index.submit(Vec::new(), IndexMeta { seq: target, purge_seq }).wait()?;
+        index
+            .submit(
+                Vec::new(),
+                IndexMeta {
+                    seq: target,
+                    purge_seq,
+                },
+            )
+            .wait()?;
     }
     Ok(())
 }
@@ -99,7 +142,10 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, pool: &Arc<Pool>, server
 /// for documents that are gone entirely).
 fn drop_purged(index: &Index, snap: &settee_db::DbSnapshot, meta: IndexMeta) -> Result<()> {
     let mut gone = Vec::new();
-    for entry in index.snapshot().range(crate::index::ID_TREE, settee_store::RangeOptions::default())? {
+    for entry in index
+        .snapshot()
+        .range(crate::index::ID_TREE, settee_store::RangeOptions::default())?
+    {
         let entry = entry?;
         let id = String::from_utf8_lossy(entry.key()).into_owned();
         if snap.record(&id)?.is_none() {
@@ -114,7 +160,8 @@ fn next_batch(changes: &mut settee_db::Changes, ddoc: &DesignDoc) -> Result<Vec<
     let mut bytes = 0;
     for row in changes.by_ref() {
         let row = row?;
-        let indexed = !row.deleted && (ddoc.options.include_design || !row.id.starts_with(DESIGN_PREFIX));
+        let indexed =
+            !row.deleted && (ddoc.options.include_design || !row.id.starts_with(DESIGN_PREFIX));
         let doc = if indexed { row.doc } else { None };
         bytes += doc.as_ref().map_or(0, Vec::len);
         batch.push(Change { id: row.id, doc });
@@ -134,7 +181,8 @@ struct MapProgram {
     lib: String,
     /// The only document members the functions read, when that is known.
     fields: Option<HashSet<String>>,
-    collation: viewkey::Collation,
+    /// Each view's key order.
+    collations: Vec<viewkey::Collation>,
     /// `views.lib` for external query servers.
     lib_value: serde_json::Value,
 }
@@ -142,13 +190,14 @@ struct MapProgram {
 impl MapProgram {
     fn of(ddoc: &DesignDoc, signature: &str) -> MapProgram {
         let sources: Vec<String> = ddoc.views.iter().map(|v| v.map.clone()).collect();
-        let fields = crate::projection::fields_read(&sources.iter().map(String::as_str).collect::<Vec<_>>());
+        let fields =
+            crate::projection::fields_read(&sources.iter().map(String::as_str).collect::<Vec<_>>());
         MapProgram {
             key: signature.to_string(),
             sources,
             lib: ddoc.lib.to_string(),
             fields,
-            collation: ddoc.options.collation,
+            collations: ddoc.views.iter().map(|v| v.collation).collect(),
             lib_value: ddoc.lib.clone(),
         }
     }
@@ -158,7 +207,13 @@ impl MapProgram {
 fn split(batch: Vec<Change>, workers: usize) -> Vec<Vec<Change>> {
     let per_worker = batch.len().div_ceil(workers.max(1)).max(1);
     let mut batch = batch.into_iter().peekable();
-    std::iter::from_fn(|| batch.peek().is_some().then(|| batch.by_ref().take(per_worker).collect())).collect()
+    std::iter::from_fn(|| {
+        batch
+            .peek()
+            .is_some()
+            .then(|| batch.by_ref().take(per_worker).collect())
+    })
+    .collect()
 }
 
 /// A batch being mapped: its parts queued on the engine pool, or its rows already known.
@@ -199,11 +254,25 @@ impl Mapping {
 /// Maps a batch on processes of the language's query server, `workers` of them at once,
 /// one `map_doc` per document as the protocol has it. A document the server refuses to map
 /// is skipped (logged), as a JavaScript map function that throws is.
-fn map_external(servers: &QueryServers, language: &str, workers: usize, program: &MapProgram, batch: Vec<Change>) -> Result<Vec<Mapped>> {
+fn map_external(
+    servers: &QueryServers,
+    language: &str,
+    workers: usize,
+    program: &MapProgram,
+    batch: Vec<Change>,
+) -> Result<Vec<Mapped>> {
     let results: Vec<Result<Vec<Mapped>>> = std::thread::scope(|scope| {
         let running: Vec<_> = split(batch, workers)
-            .into_iter().map(|part| scope.spawn(move || map_external_part(servers, language, program, part))).collect();
-        running.into_iter().map(|t| t.join().unwrap_or(Err(Error::Corrupted("a mapping thread panicked")))).collect()
+            .into_iter()
+            .map(|part| scope.spawn(move || map_external_part(servers, language, program, part)))
+            .collect();
+        running
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or(Err(Error::Corrupted("a mapping thread panicked")))
+            })
+            .collect()
     });
     let mut out = Vec::new();
     for r in results {
@@ -212,7 +281,12 @@ fn map_external(servers: &QueryServers, language: &str, workers: usize, program:
     Ok(out)
 }
 
-fn map_external_part(servers: &QueryServers, language: &str, program: &MapProgram, part: Vec<Change>) -> Result<Vec<Mapped>> {
+fn map_external_part(
+    servers: &QueryServers,
+    language: &str,
+    program: &MapProgram,
+    part: Vec<Change>,
+) -> Result<Vec<Mapped>> {
     let mut process = servers.checkout(language)?;
     let timeout = process.timeout();
     let sources: Vec<&str> = program.sources.iter().map(String::as_str).collect();
@@ -234,14 +308,18 @@ fn map_external_part(servers: &QueryServers, language: &str, program: &MapProgra
         }
     }
     out.push(']');
-    decode_rows(&out, part, program.collation)
+    decode_rows(&out, part, &program.collations)
 }
 
 type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;
 
 /// Runs on a pool thread: maps the documents of `part` and encodes the emitted keys.
 /// Only the members the functions read (when known) are given to the engine.
-fn map_part(engine: &mut settee_js::Engine, program: &MapProgram, part: Vec<Change>) -> settee_js::Result<Result<Vec<Mapped>>> {
+fn map_part(
+    engine: &mut settee_js::Engine,
+    program: &MapProgram,
+    part: Vec<Change>,
+) -> settee_js::Result<Result<Vec<Mapped>>> {
     let sources: Vec<&str> = program.sources.iter().map(String::as_str).collect();
     engine.load_map(&program.key, &sources, &program.lib)?;
     let docs: Vec<&Vec<u8>> = part.iter().filter_map(|c| c.doc.as_ref()).collect();
@@ -254,7 +332,7 @@ fn map_part(engine: &mut settee_js::Engine, program: &MapProgram, part: Vec<Chan
         Err(settee_js::Error::Raised { .. }) => one_by_one(engine, program, &docs)?,
         Err(e) => return Err(e),
     };
-    Ok(decode_rows(&out, part, program.collation))
+    Ok(decode_rows(&out, part, &program.collations))
 }
 
 /// The documents as the JSON array the map program takes, each with only the members the
@@ -266,17 +344,26 @@ fn docs_json(program: &MapProgram, docs: &[&Vec<u8>]) -> settee_js::Result<Strin
         if i > 0 {
             out.push(b',');
         }
-        match program.fields.as_ref().and_then(|f| crate::projection::project(doc, f)) {
+        match program
+            .fields
+            .as_ref()
+            .and_then(|f| crate::projection::project(doc, f))
+        {
             Some(projected) => out.extend_from_slice(&projected),
             None => out.extend_from_slice(doc),
         }
     }
     out.push(b']');
-    String::from_utf8(out).map_err(|_| settee_js::Error::Engine("a stored document is not UTF-8".into()))
+    String::from_utf8(out)
+        .map_err(|_| settee_js::Error::Engine("a stored document is not UTF-8".into()))
 }
 
 /// Maps each document alone, joining the answers as one batch's would be.
-fn one_by_one(engine: &mut settee_js::Engine, program: &MapProgram, docs: &[&Vec<u8>]) -> settee_js::Result<String> {
+fn one_by_one(
+    engine: &mut settee_js::Engine,
+    program: &MapProgram,
+    docs: &[&Vec<u8>],
+) -> settee_js::Result<String> {
     let nothing = format!("[{}]", vec!["[]"; program.sources.len()].join(","));
     let mut joined = String::from("[");
     for (i, doc) in docs.iter().enumerate() {
@@ -284,7 +371,12 @@ fn one_by_one(engine: &mut settee_js::Engine, program: &MapProgram, docs: &[&Vec
             joined.push(',');
         }
         let one = match engine.map_docs(&program.key, docs_json(program, &[doc])?) {
-            Ok(out) => out.trim().strip_prefix('[').and_then(|s| s.strip_suffix(']')).map(str::to_string).unwrap_or_else(|| nothing.clone()),
+            Ok(out) => out
+                .trim()
+                .strip_prefix('[')
+                .and_then(|s| s.strip_suffix(']'))
+                .map(str::to_string)
+                .unwrap_or_else(|| nothing.clone()),
             Err(e @ settee_js::Error::Raised { .. }) => {
                 tracing::info!(target: "settee_js", "a document could not be mapped: {e}");
                 nothing.clone()
@@ -297,29 +389,45 @@ fn one_by_one(engine: &mut settee_js::Engine, program: &MapProgram, docs: &[&Vec
     Ok(joined)
 }
 
-fn decode_rows(out: &str, part: Vec<Change>, collation: viewkey::Collation) -> Result<Vec<Mapped>> {
-    let per_doc: Vec<EmittedJson> = serde_json::from_str(out).map_err(|_| Error::Corrupted("map output"))?;
+fn decode_rows(
+    out: &str,
+    part: Vec<Change>,
+    collations: &[viewkey::Collation],
+) -> Result<Vec<Mapped>> {
+    let per_doc: Vec<EmittedJson> =
+        serde_json::from_str(out).map_err(|_| Error::Corrupted("map output"))?;
     let mut per_doc = per_doc.into_iter();
     part.into_iter()
         .map(|c| {
             if c.doc.is_none() {
-                return Ok(Mapped { id: c.id, rows: None });
+                return Ok(Mapped {
+                    id: c.id,
+                    rows: None,
+                });
             }
             let views = per_doc.next().ok_or(Error::Corrupted("map output"))?;
             // A key that cannot be encoded (nested deeper than any document may be) leaves
             // out that row, not the document's others or the batch.
             let rows = views
                 .into_iter()
-                .map(|rows| {
+                .zip(collations)
+                .map(|(rows, &collation)| {
                     rows.into_iter()
                         .filter_map(|(k, v)| {
                             let key = viewkey::encoded_json(k.get(), collation)?;
-                            Some(Emitted { key, key_json: k.get().to_string(), value_json: v.get().to_string() })
+                            Some(Emitted {
+                                key,
+                                key_json: k.get().to_string(),
+                                value_json: v.get().to_string(),
+                            })
                         })
                         .collect::<Vec<_>>()
                 })
                 .collect::<Vec<_>>();
-            Ok(Mapped { id: c.id, rows: Some(rows) })
+            Ok(Mapped {
+                id: c.id,
+                rows: Some(rows),
+            })
         })
         .collect()
 }

@@ -15,8 +15,6 @@ pub struct IndexOptions {
     pub include_design: bool,
     /// Give map functions `_local_seq` (`options.local_seq`).
     pub local_seq: bool,
-    /// Key order (`options.collation`: `"raw"` or the default).
-    pub collation: Collation,
 }
 
 /// One view of a design document.
@@ -28,6 +26,9 @@ pub struct ViewDef {
     pub map: String,
     /// Reduce function, if the view has one.
     pub reduce: Option<Reduce>,
+    /// Key order: the view's own `options.collation` (`"raw"` or the default), as CouchDB
+    /// reads it; a design document's `options` has none.
+    pub collation: Collation,
 }
 
 /// The views of one design document.
@@ -75,7 +76,13 @@ impl DesignDoc {
             Some(_) => return Err(bad("`views` field must have object type")),
         }
         views.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(DesignDoc { id: id.to_string(), language, options, views, lib })
+        Ok(DesignDoc {
+            id: id.to_string(),
+            language,
+            options,
+            views,
+            lib,
+        })
     }
 
     /// The view named `name`, with its position.
@@ -86,39 +93,82 @@ impl DesignDoc {
     /// The index signature: equal for design documents whose views would index the same
     /// rows, so they share one index file.
     pub fn signature(&self) -> String {
-        let views: Vec<Value> = self.views.iter().map(|v| json!([v.name, v.map, v.reduce.as_ref().map(Reduce::source)])).collect();
+        let views: Vec<Value> = self
+            .views
+            .iter()
+            .map(|v| {
+                let mut view = json!([v.name, v.map, v.reduce.as_ref().map(Reduce::source)]);
+                if v.collation == Collation::Raw {
+                    view.as_array_mut().expect("an array").push(json!("raw"));
+                }
+                view
+            })
+            .collect();
         let o = &self.options;
-        let canonical = json!([self.language, o.include_design, o.local_seq, o.collation == Collation::Raw, self.lib, views]);
+        // The `false` stands where a design-wide collation once was, so that the signatures
+        // of indexes built before stay as they were.
+        let canonical = json!([
+            self.language,
+            o.include_design,
+            o.local_seq,
+            false,
+            self.lib,
+            views
+        ]);
         let digest = Md5::digest(canonical.to_string().as_bytes());
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
 fn parse_options(options: Option<&Value>) -> Result<IndexOptions> {
-    let Some(options) = options.filter(|o| !o.is_null()) else { return Ok(IndexOptions::default()) };
-    let Some(options) = options.as_object() else { return Err(Error::InvalidDesignDoc("`options` must be an object".into())) };
-    let flag = |name: &str| options.get(name).and_then(Value::as_bool).unwrap_or(false);
-    let collation = match options.get("collation").and_then(Value::as_str) {
-        Some("raw") => Collation::Raw,
-        _ => Collation::Unicode,
+    let Some(options) = options.filter(|o| !o.is_null()) else {
+        return Ok(IndexOptions::default());
     };
-    Ok(IndexOptions { include_design: flag("include_design"), local_seq: flag("local_seq"), collation })
+    let Some(options) = options.as_object() else {
+        return Err(Error::InvalidDesignDoc(
+            "`options` must be an object".into(),
+        ));
+    };
+    let flag = |name: &str| options.get(name).and_then(Value::as_bool).unwrap_or(false);
+    Ok(IndexOptions {
+        include_design: flag("include_design"),
+        local_seq: flag("local_seq"),
+    })
 }
 
 fn parse_view(name: &str, view: &Value) -> Result<ViewDef> {
     let bad = |m: String| Error::InvalidDesignDoc(m);
-    let Some(view) = view.as_object() else { return Err(bad(format!("`views.{name}` field must have object type"))) };
+    let Some(view) = view.as_object() else {
+        return Err(bad(format!("`views.{name}` field must have object type")));
+    };
     let map = match view.get("map") {
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(bad(format!("`views.{name}.map` field must have string type"))),
+        Some(_) => {
+            return Err(bad(format!(
+                "`views.{name}.map` field must have string type"
+            )))
+        }
         None => return Err(bad(format!("View `{name}` must contain map function"))),
     };
     let reduce = match view.get("reduce") {
         None => None,
         Some(Value::String(s)) => Some(Reduce::parse(s).map_err(bad)?),
-        Some(_) => return Err(bad(format!("`views.{name}.reduce` field must have string type"))),
+        Some(_) => {
+            return Err(bad(format!(
+                "`views.{name}.reduce` field must have string type"
+            )))
+        }
     };
-    Ok(ViewDef { name: name.to_string(), map, reduce })
+    let collation = match view.get("options").and_then(|o| o.get("collation")) {
+        Some(Value::String(c)) if c == "raw" => Collation::Raw,
+        _ => Collation::Unicode,
+    };
+    Ok(ViewDef {
+        name: name.to_string(),
+        map,
+        reduce,
+        collation,
+    })
 }
 
 #[cfg(test)]
@@ -129,17 +179,29 @@ mod tests {
     fn views_options_and_lib_are_read() {
         let doc = json!({
             "views": {
-                "b": {"map": "function(doc){}", "reduce": "_sum"},
+                "b": {"map": "function(doc){}", "reduce": "_sum", "options": {"collation": "raw"}},
                 "a": {"map": "function(doc){ emit(1) }"},
                 "lib": {"util": "exports.x = 1;"}
             },
             "options": {"collation": "raw", "include_design": true}
         });
         let d = DesignDoc::parse("_design/x", &doc).unwrap();
-        assert_eq!(d.views.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(
+            d.views.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
         assert_eq!(d.views[1].reduce, Some(Reduce::Sum));
         assert_eq!(d.lib, json!({"util": "exports.x = 1;"}));
-        assert_eq!(d.options, IndexOptions { include_design: true, local_seq: false, collation: Collation::Raw });
+        assert_eq!(
+            d.options,
+            IndexOptions {
+                include_design: true,
+                local_seq: false,
+            }
+        );
+        // Collation is each view's own option, as CouchDB reads it.
+        let collations: Vec<_> = d.views.iter().map(|v| v.collation).collect();
+        assert_eq!(collations, [Collation::Unicode, Collation::Raw]);
         assert_eq!(d.language, "javascript");
         assert_eq!(d.view("b").map(|(i, _)| i), Some(1));
     }
@@ -152,8 +214,11 @@ mod tests {
         let sig = |id: &str, d: &Value| DesignDoc::parse(id, d).unwrap().signature();
         assert_eq!(sig("_design/a", &a), sig("_design/b", &b));
         assert_ne!(sig("_design/a", &a), sig("_design/a", &c));
-        let raw = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "options": {"collation": "raw"}});
+        let raw = json!({"views": {"v": {"map": "function(doc){ emit(1) }", "options": {"collation": "raw"}}}});
         assert_ne!(sig("_design/a", &a), sig("_design/a", &raw));
+        // A design-wide collation is not CouchDB's: it changes nothing.
+        let design_wide = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "options": {"collation": "raw"}});
+        assert_eq!(sig("_design/a", &a), sig("_design/a", &design_wide));
     }
 
     #[test]
@@ -166,7 +231,13 @@ mod tests {
             json!({"views": {"v": {"map": "f", "reduce": "_nonsense"}}}),
             json!({"views": {"v": "f"}}),
         ] {
-            assert!(matches!(DesignDoc::parse("_design/x", &doc), Err(Error::InvalidDesignDoc(_))), "{doc}");
+            assert!(
+                matches!(
+                    DesignDoc::parse("_design/x", &doc),
+                    Err(Error::InvalidDesignDoc(_))
+                ),
+                "{doc}"
+            );
         }
     }
 }

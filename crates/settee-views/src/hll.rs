@@ -17,7 +17,9 @@ pub struct Hll {
 
 impl Default for Hll {
     fn default() -> Hll {
-        Hll { registers: vec![0; REGISTERS] }
+        Hll {
+            registers: vec![0; REGISTERS],
+        }
     }
 }
 
@@ -45,10 +47,18 @@ impl Hll {
     pub fn estimate(&self) -> u64 {
         let m = REGISTERS as f64;
         let alpha = 0.7213 / (1.0 + 1.079 / m);
-        let sum: f64 = self.registers.iter().map(|&r| 2f64.powi(-i32::from(r))).sum();
+        let sum: f64 = self
+            .registers
+            .iter()
+            .map(|&r| 2f64.powi(-i32::from(r)))
+            .sum();
         let raw = alpha * m * m / sum;
         let zeros = self.registers.iter().filter(|&&r| r == 0).count();
-        let e = if raw <= 2.5 * m && zeros > 0 { m * (m / zeros as f64).ln() } else { raw };
+        let e = if raw <= 2.5 * m && zeros > 0 {
+            m * (m / zeros as f64).ln()
+        } else {
+            raw
+        };
         e.round() as u64
     }
 
@@ -104,8 +114,14 @@ mod tests {
             let back = Hll::decode(&h.encode()).unwrap();
             assert_eq!(back, h);
             let e = back.estimate() as f64;
-            assert!((e - n as f64).abs() <= (n as f64 * 0.1).max(1.0), "{n}: {e}");
+            assert!(
+                (e - n as f64).abs() <= (n as f64 * 0.1).max(1.0),
+                "{n}: {e}"
+            );
         }
-        assert!(Hll::decode(&[SPARSE, 0xFF, 0xFF, 1]).is_none(), "register index out of range");
+        assert!(
+            Hll::decode(&[SPARSE, 0xFF, 0xFF, 1]).is_none(),
+            "register index out of range"
+        );
     }
 }

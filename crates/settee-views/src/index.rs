@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use settee_db::SeqVector;
-use settee_store::format::{put_bytes, put_varint, Reader};
-use settee_store::{Action, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec};
 use settee_json::viewkey;
+use settee_store::format::{put_bytes, put_varint, Reader};
+use settee_store::{
+    Action, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec,
+};
 use tokio::sync::watch;
 
 use crate::ddoc::DesignDoc;
@@ -66,7 +68,10 @@ impl IndexMeta {
 
     fn decode(bytes: &[u8], q: usize) -> Result<IndexMeta> {
         if bytes.is_empty() {
-            return Ok(IndexMeta { seq: SeqVector::zero(q), purge_seq: 0 });
+            return Ok(IndexMeta {
+                seq: SeqVector::zero(q),
+                purge_seq: 0,
+            });
         }
         let bad = |_| Error::Corrupted("index header");
         let mut r = Reader::new(bytes, 0);
@@ -75,10 +80,17 @@ impl IndexMeta {
         }
         let n = r.varint().map_err(bad)? as usize;
         if n != q {
-            return Err(Error::Corrupted("index of a database with another shard count"));
+            return Err(Error::Corrupted(
+                "index of a database with another shard count",
+            ));
         }
-        let seq = (0..n).map(|_| r.varint().map_err(bad)).collect::<Result<Vec<_>>>()?;
-        Ok(IndexMeta { seq: SeqVector(seq), purge_seq: r.varint().map_err(bad)? })
+        let seq = (0..n)
+            .map(|_| r.varint().map_err(bad))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(IndexMeta {
+            seq: SeqVector(seq),
+            purge_seq: r.varint().map_err(bad)?,
+        })
     }
 }
 
@@ -109,11 +121,22 @@ pub struct Index {
 
 impl Index {
     /// Opens (or creates) the index of `ddoc` for a database of `q` shards, in `dir`.
-    pub fn open(dir: &Path, ddoc: DesignDoc, q: usize, reducers: Vec<Option<Arc<ViewReducer>>>, options: &StoreOptions) -> Result<Index> {
+    pub fn open(
+        dir: &Path,
+        ddoc: DesignDoc,
+        q: usize,
+        reducers: Vec<Option<Arc<ViewReducer>>>,
+        options: &StoreOptions,
+    ) -> Result<Index> {
         // Only the index directory itself is made: the database's must exist (one deleted
         // meanwhile is not made again by its last readers).
         match std::fs::create_dir(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(Error::Io { op: "create the index directory", source: e }),
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::Io {
+                    op: "create the index directory",
+                    source: e,
+                })
+            }
             _ => {}
         }
         let signature = ddoc.signature();
@@ -125,9 +148,22 @@ impl Index {
                 None => TreeSpec::bytewise(NoReduce),
             });
         }
-        let options = StoreOptions { trees, on_commit: None, ..options.clone() };
+        let options = StoreOptions {
+            trees,
+            on_commit: None,
+            ..options.clone()
+        };
         let store = Store::open_or_create(&path, options)?;
-        let index = Index { ddoc, signature, path, q, store, reducers, build: Mutex::default(), changed: watch::channel(0).0 };
+        let index = Index {
+            ddoc,
+            signature,
+            path,
+            q,
+            store,
+            reducers,
+            build: Mutex::default(),
+            changed: watch::channel(0).0,
+        };
         index.meta()?;
         Ok(index)
     }
@@ -181,56 +217,73 @@ impl Index {
     /// Queues one batch of documents' new rows and the position they bring the index to.
     pub fn submit(&self, batch: Vec<Mapped>, meta: IndexMeta) -> Pending<(), Error> {
         let views = self.reducers.len();
-        self.store.submit(Durability::Durable, move |txn| -> Result<()> {
-            let mut per_view: Vec<Vec<Action>> = vec![Vec::new(); views];
-            let mut ids = Vec::with_capacity(batch.len());
-            for doc in batch {
-                if let Some(old) = txn.get(ID_TREE, doc.id.as_bytes())? {
-                    for (view, key) in decode_id_entry(old.value())? {
-                        per_view.get_mut(view).ok_or(Error::Corrupted("id tree view number"))?.push(Action::Delete(key));
-                    }
-                }
-                match doc.rows.filter(|rows| rows.iter().any(|r| !r.is_empty())) {
-                    Some(rows) => {
-                        let mut entry = Vec::new();
-                        for (view, emitted) in rows.into_iter().enumerate().take(views) {
-                            for (key, value) in row_actions(&doc.id, emitted) {
-                                put_varint(&mut entry, view as u64);
-                                put_bytes(&mut entry, &key);
-                                per_view[view].push(Action::Put(key, value));
-                            }
+        self.store
+            .submit(Durability::Durable, move |txn| -> Result<()> {
+                let mut per_view: Vec<Vec<Action>> = vec![Vec::new(); views];
+                let mut ids = Vec::with_capacity(batch.len());
+                for doc in batch {
+                    if let Some(old) = txn.get(ID_TREE, doc.id.as_bytes())? {
+                        for (view, key) in decode_id_entry(old.value())? {
+                            per_view
+                                .get_mut(view)
+                                .ok_or(Error::Corrupted("id tree view number"))?
+                                .push(Action::Delete(key));
                         }
-                        ids.push(Action::Put(doc.id.into_bytes(), entry));
                     }
-                    None => ids.push(Action::Delete(doc.id.into_bytes())),
+                    match doc.rows.filter(|rows| rows.iter().any(|r| !r.is_empty())) {
+                        Some(rows) => {
+                            let mut entry = Vec::new();
+                            for (view, emitted) in rows.into_iter().enumerate().take(views) {
+                                for (key, value) in row_actions(&doc.id, emitted) {
+                                    put_varint(&mut entry, view as u64);
+                                    put_bytes(&mut entry, &key);
+                                    per_view[view].push(Action::Put(key, value));
+                                }
+                            }
+                            ids.push(Action::Put(doc.id.into_bytes(), entry));
+                        }
+                        None => ids.push(Action::Delete(doc.id.into_bytes())),
+                    }
                 }
-            }
-            txn.apply(ID_TREE, &ids)?;
-            for (view, actions) in per_view.iter().enumerate() {
-                if !actions.is_empty() {
-                    txn.apply(1 + view, actions)?;
+                txn.apply(ID_TREE, &ids)?;
+                for (view, actions) in per_view.iter().enumerate() {
+                    if !actions.is_empty() {
+                        txn.apply(1 + view, actions)?;
+                    }
                 }
-            }
-            txn.set_meta(meta.encode());
-            Ok(())
-        })
+                txn.set_meta(meta.encode());
+                Ok(())
+            })
     }
 }
 
 /// Row keys and stored values for one document's emits into one view; a key emitted more
 /// than once gets a running number so every emit is its own row.
 fn row_actions(id: &str, mut emitted: Vec<Emitted>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    emitted.sort_by(|a, b| a.key.cmp(&b.key));
+    // Equal keys in value order (Erlang term order), as CouchDB sorts a document's rows.
+    emitted.sort_by(|a, b| a.key.cmp(&b.key).then_with(|| by_value(a, b)));
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(emitted.len());
     let mut dup = 0u32;
     for (i, e) in emitted.iter().enumerate() {
-        dup = if i > 0 && emitted[i - 1].key == e.key { dup + 1 } else { 0 };
+        dup = if i > 0 && emitted[i - 1].key == e.key {
+            dup + 1
+        } else {
+            0
+        };
         let mut key = Vec::with_capacity(e.key.len() + id.len() + 2);
         key.extend_from_slice(&e.key);
         viewkey::push_doc_id(&mut key, id, dup);
         out.push((key, row::encode_value(&e.key_json, &e.value_json)));
     }
     out
+}
+
+fn by_value(a: &Emitted, b: &Emitted) -> std::cmp::Ordering {
+    let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+    match (parse(&a.value_json), parse(&b.value_json)) {
+        (Some(x), Some(y)) => settee_json::collate::raw(&x, &y),
+        _ => std::cmp::Ordering::Equal,
+    }
 }
 
 fn decode_id_entry(bytes: &[u8]) -> Result<Vec<(usize, Vec<u8>)>> {

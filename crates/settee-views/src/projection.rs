@@ -15,8 +15,18 @@ const OPAQUE: &[&str] = &["arguments", "eval", "this", "Function", "with"];
 /// Member names inherited from `Object.prototype`: reading them says nothing about which
 /// members exist (`doc.hasOwnProperty(x)` asks about any member).
 const INHERITED: &[&str] = &[
-    "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable", "toString", "toLocaleString", "valueOf",
-    "constructor", "__proto__", "__defineGetter__", "__defineSetter__", "__lookupGetter__", "__lookupSetter__",
+    "hasOwnProperty",
+    "isPrototypeOf",
+    "propertyIsEnumerable",
+    "toString",
+    "toLocaleString",
+    "valueOf",
+    "constructor",
+    "__proto__",
+    "__defineGetter__",
+    "__defineSetter__",
+    "__lookupGetter__",
+    "__lookupSetter__",
 ];
 
 fn is_ident(b: u8) -> bool {
@@ -46,7 +56,11 @@ fn fields_of(src: &str) -> Option<HashSet<String>> {
         }
         let rest = &src[at + param.len()..];
         let after_dot = rest.trim_start().strip_prefix('.')?.trim_start();
-        let name: String = after_dot.bytes().take_while(|&b| is_ident(b)).map(char::from).collect();
+        let name: String = after_dot
+            .bytes()
+            .take_while(|&b| is_ident(b))
+            .map(char::from)
+            .collect();
         if name.is_empty() || INHERITED.contains(&name.as_str()) {
             return None;
         }
@@ -59,23 +73,33 @@ fn fields_of(src: &str) -> Option<HashSet<String>> {
 /// parameter: the name appears nowhere but in the parameter list, and nothing reaches the
 /// arguments indirectly.
 pub fn first_parameter_unused(src: &str) -> bool {
-    let Some(param) = parameter(src) else { return false };
+    let Some(param) = parameter(src) else {
+        return false;
+    };
     let bytes = src.as_bytes();
     !mentions_opaque(bytes) && word_positions(bytes, param.as_bytes()).count() == 1
 }
 
 /// Whether the source uses anything that could reach the arguments indirectly.
 fn mentions_opaque(src: &[u8]) -> bool {
-    OPAQUE.iter().any(|w| word_positions(src, w.as_bytes()).next().is_some())
+    OPAQUE
+        .iter()
+        .any(|w| word_positions(src, w.as_bytes()).next().is_some())
 }
 
 /// The first parameter's name of `function [name](param, …)`.
 fn parameter(src: &str) -> Option<String> {
     let s = src.trim_start();
     let s = s.strip_prefix("function")?.trim_start();
-    let s = s.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$').trim_start();
+    let s = s
+        .trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+        .trim_start();
     let s = s.strip_prefix('(')?.trim_start();
-    let name: String = s.bytes().take_while(|&b| is_ident(b)).map(char::from).collect();
+    let name: String = s
+        .bytes()
+        .take_while(|&b| is_ident(b))
+        .map(char::from)
+        .collect();
     (!name.is_empty() && !name.as_bytes()[0].is_ascii_digit()).then_some(name)
 }
 
@@ -129,7 +153,10 @@ pub fn project(doc: &[u8], fields: &HashSet<String>) -> Option<Vec<u8>> {
 }
 
 fn skip_ws(doc: &[u8], mut i: usize) -> usize {
-    while doc.get(i).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+    while doc
+        .get(i)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
         i += 1;
     }
     i
@@ -160,9 +187,13 @@ fn string_end(doc: &[u8], i: usize) -> Option<usize> {
 fn member_name(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
     let inner = &raw[1..raw.len() - 1];
     if memchr::memchr(b'\\', inner).is_none() {
-        return std::str::from_utf8(inner).ok().map(std::borrow::Cow::Borrowed);
+        return std::str::from_utf8(inner)
+            .ok()
+            .map(std::borrow::Cow::Borrowed);
     }
-    serde_json::from_slice::<String>(raw).ok().map(std::borrow::Cow::Owned)
+    serde_json::from_slice::<String>(raw)
+        .ok()
+        .map(std::borrow::Cow::Owned)
 }
 
 /// The position after the JSON value that starts at `i`.
@@ -191,7 +222,10 @@ fn value_end(doc: &[u8], i: usize) -> Option<usize> {
             }
         }
         _ => {
-            let len = doc[i..].iter().position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')).unwrap_or(doc.len() - i);
+            let len = doc[i..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(doc.len() - i);
             (len > 0).then_some(i + len)
         }
     }
@@ -209,14 +243,24 @@ mod tests {
     fn member_reads_are_found() {
         let published = "function(doc){ if (doc.metadata && doc.metadata.createdAt) { var p = doc.metadata.createdAt.split(\"-\"); emit([p[0], p[1]], doc.score); } }";
         assert_eq!(fields_read(&[published]), set(&["metadata", "score"]));
-        assert_eq!(fields_read(&["function (d) { emit(d._id, d . n); }", "function(x){ emit(x.word, 1) }"]), set(&["_id", "n", "word"]));
+        assert_eq!(
+            fields_read(&[
+                "function (d) { emit(d._id, d . n); }",
+                "function(x){ emit(x.word, 1) }"
+            ]),
+            set(&["_id", "n", "word"])
+        );
         assert_eq!(fields_read(&["function(doc) { emit(1, null); }"]), set(&[]));
     }
 
     #[test]
     fn an_unread_first_parameter_is_recognised_only_when_provable() {
-        assert!(first_parameter_unused("function(keys, values, rereduce) { return sum(values); }"));
-        assert!(first_parameter_unused("function named (k, v) { return v.length; }"));
+        assert!(first_parameter_unused(
+            "function(keys, values, rereduce) { return sum(values); }"
+        ));
+        assert!(first_parameter_unused(
+            "function named (k, v) { return v.length; }"
+        ));
         for src in [
             "function(keys, values) { return keys.length; }",
             "function(k, v) { return arguments[0]; }",
@@ -283,7 +327,17 @@ mod tests {
     }
 
     /// Member names, some needing escapes or looking like structure.
-    const NAMES: &[&str] = &["a", "b", "q\"uote", "back\\slash", "ü", "_id", "tab\t", "{", "]"];
+    const NAMES: &[&str] = &[
+        "a",
+        "b",
+        "q\"uote",
+        "back\\slash",
+        "ü",
+        "_id",
+        "tab\t",
+        "{",
+        "]",
+    ];
 
     fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
         use proptest::prelude::*;
@@ -292,14 +346,20 @@ mod tests {
             Just(serde_json::Value::Null),
             any::<bool>().prop_map(serde_json::Value::from),
             any::<i64>().prop_map(serde_json::Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
             any::<String>().prop_map(serde_json::Value::from),
             name().prop_map(serde_json::Value::from),
         ];
         leaf.prop_recursive(4, 40, 6, move |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
-                prop::collection::vec((name(), inner), 0..6).prop_map(|m| serde_json::Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+                prop::collection::vec((name(), inner), 0..6).prop_map(|m| {
+                    serde_json::Value::Object(
+                        m.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    )
+                }),
             ]
         })
     }
@@ -327,10 +387,27 @@ mod tests {
     fn projection_keeps_wanted_members_verbatim() {
         let doc = br#"{"_id":"a","big":"xxxxxxxx","n":1.50,"nested":{"a":[1,2]},"esc\"aped":true}"#;
         let out = project(doc, &set(&["n", "nested", "esc\"aped", "absent"]).unwrap()).unwrap();
-        assert_eq!(std::str::from_utf8(&out).unwrap(), r#"{"n":1.50,"nested":{"a":[1,2]},"esc\"aped":true}"#);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"n":1.50,"nested":{"a":[1,2]},"esc\"aped":true}"#
+        );
         assert_eq!(project(b"[1]", &HashSet::new()), None);
-        for cut in [&br#"{"a":"x"#[..], br#"{"a":1"#, br#"{"a""#, br#"{"a":{"b":[1,"#, b"{", b"", br#"{"a":1}x"#, br#"{"a" 1}"#] {
-            assert_eq!(project(cut, &set(&["a"]).unwrap()), None, "{}", String::from_utf8_lossy(cut));
+        for cut in [
+            &br#"{"a":"x"#[..],
+            br#"{"a":1"#,
+            br#"{"a""#,
+            br#"{"a":{"b":[1,"#,
+            b"{",
+            b"",
+            br#"{"a":1}x"#,
+            br#"{"a" 1}"#,
+        ] {
+            assert_eq!(
+                project(cut, &set(&["a"]).unwrap()),
+                None,
+                "{}",
+                String::from_utf8_lossy(cut)
+            );
         }
     }
 }

@@ -85,10 +85,16 @@ pub struct ReduceRow {
 }
 
 /// A reduction's row value: overflow errors become the row's error, others fail the query.
-fn row_value(reducer: &crate::reduce::ViewReducer, value: &[u8], count: u64) -> Result<Result<String, (String, String)>> {
+fn row_value(
+    reducer: &crate::reduce::ViewReducer,
+    value: &[u8],
+    count: u64,
+) -> Result<Result<String, (String, String)>> {
     match reducer.finish(value, count) {
         Ok(v) => Ok(Ok(v)),
-        Err(Error::Reduce { error, reason }) if error == "reduce_overflow_error" => Ok(Err((error, reason))),
+        Err(Error::Reduce { error, reason }) if error == "reduce_overflow_error" => {
+            Ok(Err((error, reason)))
+        }
         Err(e) => Err(e),
     }
 }
@@ -107,7 +113,12 @@ fn row_bound(key: &Value, id: Option<&str>, c: Collation, after: bool) -> Vec<u8
 }
 
 /// The tree range for one `[start, end]` pair in walk order.
-fn range_of(q: &ViewQuery, start: Option<&Value>, end: Option<&Value>, c: Collation) -> RangeOptions {
+fn range_of(
+    q: &ViewQuery,
+    start: Option<&Value>,
+    end: Option<&Value>,
+    c: Collation,
+) -> RangeOptions {
     let back = q.descending;
     let (sid, eid) = (q.start_docid.as_deref(), q.end_docid.as_deref());
     let start = match start {
@@ -119,16 +130,33 @@ fn range_of(q: &ViewQuery, start: Option<&Value>, end: Option<&Value>, c: Collat
         (Some(k), true) => Bound::Included(row_bound(k, eid, c, !back)),
         (Some(k), false) => Bound::Excluded(row_bound(k, eid, c, back)),
     };
-    let direction = if back { Direction::Backward } else { Direction::Forward };
-    RangeOptions { start, end, direction, skip: 0, limit: None }
+    let direction = if back {
+        Direction::Backward
+    } else {
+        Direction::Forward
+    };
+    RangeOptions {
+        start,
+        end,
+        direction,
+        skip: 0,
+        limit: None,
+    }
 }
 
 /// The ranges a query reads, in order: one per key of `keys`, or the start/end range.
 fn ranges(q: &ViewQuery, c: Collation) -> Vec<RangeOptions> {
     match &q.keys {
         Some(keys) => {
-            let exact = ViewQuery { start_docid: None, end_docid: None, inclusive_end: true, ..q.clone() };
-            keys.iter().map(|k| range_of(&exact, Some(k), Some(k), c)).collect()
+            let exact = ViewQuery {
+                start_docid: None,
+                end_docid: None,
+                inclusive_end: true,
+                ..q.clone()
+            };
+            keys.iter()
+                .map(|k| range_of(&exact, Some(k), Some(k), c))
+                .collect()
         }
         None => vec![range_of(q, q.start_key.as_ref(), q.end_key.as_ref(), c)],
     }
@@ -141,45 +169,128 @@ pub fn total_rows(snap: &Snapshot, view: usize) -> Result<u64> {
 
 /// Rows before the first row of the range in walk order, plus `skip` (`offset`).
 pub fn offset(index: &Index, snap: &Snapshot, view: usize, q: &ViewQuery) -> Result<u64> {
-    let c = index.ddoc().options.collation;
-    let Some(first) = ranges(q, c).into_iter().next() else { return Ok(q.skip) };
+    let c = index.ddoc().views[view].collation;
+    let Some(first) = map_ranges(q, c).into_iter().next() else {
+        return Ok(q.skip);
+    };
     let before = match (&first.start, q.descending) {
         (Bound::Unbounded, _) => 0,
-        (Bound::Included(b), false) => snap.reduce(1 + view, &Bound::Unbounded, &Bound::Excluded(b.clone()))?.count,
-        (Bound::Included(b), true) => snap.reduce(1 + view, &Bound::Excluded(b.clone()), &Bound::Unbounded)?.count,
+        (Bound::Included(b), false) => {
+            snap.reduce(1 + view, &Bound::Unbounded, &Bound::Excluded(b.clone()))?
+                .count
+        }
+        (Bound::Included(b), true) => {
+            snap.reduce(1 + view, &Bound::Excluded(b.clone()), &Bound::Unbounded)?
+                .count
+        }
         (Bound::Excluded(_), _) => 0,
     };
     Ok(before + q.skip)
 }
 
 /// The map rows of a query, with skip and limit applied across all its ranges.
-pub fn map_rows(index: &Index, snap: &Snapshot, view: usize, q: &ViewQuery) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
-    let c = index.ddoc().options.collation;
+pub fn map_rows(
+    index: &Index,
+    snap: &Snapshot,
+    view: usize,
+    q: &ViewQuery,
+) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
+    let c = index.ddoc().views[view].collation;
     let tree = 1 + view;
     let mut parts = Vec::new();
-    let single = q.keys.is_none();
-    for mut r in ranges(q, c) {
-        if single {
-            // One range: let the tree skip whole subtrees by their counts.
+    // One ascending range: let the tree skip whole subtrees by their counts. (Descending,
+    // a document's rows of one key are turned back first, so paging counts them after.)
+    let in_tree = q.keys.is_none() && !q.descending;
+    for mut r in map_ranges(q, c) {
+        if in_tree {
             r.skip = q.skip;
             r.limit = q.limit;
         }
         parts.push(snap.range(tree, r)?);
     }
-    let (skip, limit) = if single { (0, None) } else { (q.skip as usize, q.limit) };
-    let rows = parts.into_iter().flatten().skip(skip).map(move |entry| {
+    let (skip, limit) = if in_tree {
+        (0, None)
+    } else {
+        (q.skip as usize, q.limit)
+    };
+    let rows = parts.into_iter().flatten().map(move |entry| {
         let entry = entry?;
         let (_, id) = viewkey::split_row_key(entry.key(), c).ok_or(Error::Corrupted("row key"))?;
         let (key, value) = row::split_value(entry.value())?;
-        Ok(MapRow { id, key: key.to_string(), value: value.to_string() })
+        Ok(MapRow {
+            id,
+            key: key.to_string(),
+            value: value.to_string(),
+        })
     });
-    Ok(rows.take(limit.map_or(usize::MAX, |l| l.min(usize::MAX as u64) as usize)))
+    let rows: Box<dyn Iterator<Item = Result<MapRow>> + Send> = if q.descending {
+        Box::new(DupsAscending {
+            rows: rows.peekable(),
+            ready: Vec::new(),
+        })
+    } else {
+        Box::new(rows)
+    };
+    let limit = limit.map_or(usize::MAX, |l| l.min(usize::MAX as u64) as usize);
+    Ok(rows.skip(skip).take(limit))
+}
+
+/// The ranges map rows are read from, in walk order: CouchDB reads `keys` from the last
+/// when descending.
+fn map_ranges(q: &ViewQuery, c: Collation) -> Vec<RangeOptions> {
+    let mut ranges = ranges(q, c);
+    if q.descending && q.keys.is_some() {
+        ranges.reverse();
+    }
+    ranges
+}
+
+/// Descending rows with a document's rows of one key in ascending order, as CouchDB gives
+/// them in either direction (they are one entry in its index, values sorted).
+struct DupsAscending<I: Iterator<Item = Result<MapRow>>> {
+    rows: std::iter::Peekable<I>,
+    /// The rest of the current run, last first.
+    ready: Vec<MapRow>,
+}
+
+impl<I: Iterator<Item = Result<MapRow>>> Iterator for DupsAscending<I> {
+    type Item = Result<MapRow>;
+
+    fn next(&mut self) -> Option<Result<MapRow>> {
+        if let Some(row) = self.ready.pop() {
+            return Some(Ok(row));
+        }
+        let first = match self.rows.next()? {
+            Ok(row) => row,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut run = vec![first];
+        while let Some(Ok(next)) = self.rows.peek() {
+            if next.id != run[0].id || next.key != run[0].key {
+                break;
+            }
+            let Some(Ok(next)) = self.rows.next() else {
+                unreachable!("peeked")
+            };
+            run.push(next);
+        }
+        // The run came in descending order: its last row is the first to give.
+        self.ready = run;
+        self.ready.pop().map(Ok)
+    }
 }
 
 /// The reduce rows of a query.
-pub fn reduce_rows(index: &Index, snap: &Snapshot, view: usize, q: &ViewQuery) -> Result<Vec<ReduceRow>> {
-    let reducer = index.reducer(view).ok_or_else(|| Error::QueryParse("Reduce is invalid for map-only views.".into()))?;
-    let c = index.ddoc().options.collation;
+pub fn reduce_rows(
+    index: &Index,
+    snap: &Snapshot,
+    view: usize,
+    q: &ViewQuery,
+) -> Result<Vec<ReduceRow>> {
+    let reducer = index
+        .reducer(view)
+        .ok_or_else(|| Error::QueryParse("Reduce is invalid for map-only views.".into()))?;
+    let c = index.ddoc().views[view].collation;
     let tree = 1 + view;
     let limit = q.limit.unwrap_or(u64::MAX);
     let mut skip = q.skip;
@@ -196,7 +307,11 @@ pub fn reduce_rows(index: &Index, snap: &Snapshot, view: usize, q: &ViewQuery) -
             break;
         }
         if q.grouping == Grouping::All {
-            let (lo, hi) = if q.descending { (&r.end, &r.start) } else { (&r.start, &r.end) };
+            let (lo, hi) = if q.descending {
+                (&r.end, &r.start)
+            } else {
+                (&r.start, &r.end)
+            };
             let red = snap.reduce(tree, lo, hi)?;
             if red.count == 0 && q.keys.is_none() {
                 continue;
@@ -205,7 +320,10 @@ pub fn reduce_rows(index: &Index, snap: &Snapshot, view: usize, q: &ViewQuery) -
                 skip -= 1;
                 continue;
             }
-            rows.push(ReduceRow { key: "null".into(), value: row_value(reducer, &red.value, red.count)? });
+            rows.push(ReduceRow {
+                key: "null".into(),
+                value: row_value(reducer, &red.value, red.count)?,
+            });
             continue;
         }
         let same = |a: &[u8], b: &[u8]| group_of(a, q.grouping, c) == group_of(b, q.grouping, c);
@@ -239,7 +357,11 @@ fn group_of(row_key: &[u8], g: Grouping, c: Collation) -> Option<&[u8]> {
     }
 }
 
-fn group_row(reducer: &crate::reduce::ViewReducer, g: &Group, grouping: Grouping) -> Result<ReduceRow> {
+fn group_row(
+    reducer: &crate::reduce::ViewReducer,
+    g: &Group,
+    grouping: Grouping,
+) -> Result<ReduceRow> {
     let (key, _) = row::split_value(g.first.value())?;
     let key = match grouping {
         Grouping::Level(n) => match serde_json::from_str::<Value>(key) {
@@ -251,5 +373,8 @@ fn group_row(reducer: &crate::reduce::ViewReducer, g: &Group, grouping: Grouping
         },
         _ => key.to_string(),
     };
-    Ok(ReduceRow { key, value: row_value(reducer, &g.reduction.value, g.reduction.count)? })
+    Ok(ReduceRow {
+        key,
+        value: row_value(reducer, &g.reduction.value, g.reduction.count)?,
+    })
 }

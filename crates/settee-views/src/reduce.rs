@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
 use settee_js::Limits;
-use settee_queryserver::QueryServers;
 use settee_json::viewkey::{self, Collation};
+use settee_queryserver::QueryServers;
 use settee_store::Reducer;
 
 use crate::error::{Error, Result};
@@ -35,17 +35,25 @@ pub enum Reduce {
 }
 
 impl Reduce {
-    /// Reads a `reduce` member; an unknown builtin (`_…`) is an error, as in CouchDB.
+    /// Reads a `reduce` member as CouchDB does: a builtin by the name it starts with
+    /// (`"_sum\n"`, `"_sum // total"` and `"_stats2"` are `_sum`, `_sum` and `_stats`);
+    /// another name starting with `_` is an error; anything else (`" _count"` included) is a
+    /// function.
     pub fn parse(source: &str) -> Result<Reduce, String> {
-        let builtin = source.trim();
-        Ok(match builtin {
-            "_count" => Reduce::Count,
-            "_sum" => Reduce::Sum,
-            "_stats" => Reduce::Stats,
-            "_approx_count_distinct" => Reduce::ApproxCountDistinct,
-            _ if builtin.starts_with('_') => return Err(format!("`{builtin}` is not a supported reduce function.")),
-            _ => Reduce::Function(source.into()),
-        })
+        const BUILTINS: [(&str, Reduce); 4] = [
+            ("_approx_count_distinct", Reduce::ApproxCountDistinct),
+            ("_count", Reduce::Count),
+            ("_sum", Reduce::Sum),
+            ("_stats", Reduce::Stats),
+        ];
+        if !source.starts_with('_') {
+            return Ok(Reduce::Function(source.into()));
+        }
+        BUILTINS
+            .into_iter()
+            .find(|(name, _)| source.starts_with(name))
+            .map(|(_, r)| r)
+            .ok_or_else(|| format!("`{source}` is not a supported reduce function."))
     }
 
     /// The source text as written in the design document.
@@ -65,7 +73,11 @@ const FAILED: u8 = 0xFF;
 
 fn failure(error: &str, reason: &str) -> Vec<u8> {
     let mut out = vec![FAILED];
-    out.extend_from_slice(serde_json::json!({"error": error, "reason": reason}).to_string().as_bytes());
+    out.extend_from_slice(
+        serde_json::json!({"error": error, "reason": reason})
+            .to_string()
+            .as_bytes(),
+    );
     out
 }
 
@@ -75,8 +87,16 @@ fn failed(reduction: &[u8]) -> Option<Error> {
         return None;
     }
     let v: Value = serde_json::from_slice(&reduction[1..]).unwrap_or(Value::Null);
-    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("unknown").to_string();
-    Some(Error::Reduce { error: text("error"), reason: text("reason") })
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    Some(Error::Reduce {
+        error: text("error"),
+        reason: text("reason"),
+    })
 }
 
 /// Where a view's reduce function (one not builtin) runs.
@@ -106,25 +126,45 @@ pub struct ViewReducer {
 
 impl ViewReducer {
     /// The reducer for `reduce`, running functions on `runner`.
-    pub fn new(reduce: Reduce, collation: Collation, runner: Runner, reduce_limit: bool) -> ViewReducer {
+    pub fn new(
+        reduce: Reduce,
+        collation: Collation,
+        runner: Runner,
+        reduce_limit: bool,
+    ) -> ViewReducer {
         let keys_read = !matches!(&reduce, Reduce::Function(src) if crate::projection::first_parameter_unused(src));
-        ViewReducer { reduce, collation, runner, reduce_limit, keys_read }
+        ViewReducer {
+            reduce,
+            collation,
+            runner,
+            reduce_limit,
+            keys_read,
+        }
     }
 
     fn try_reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>> {
         match &self.reduce {
             Reduce::Count => Ok(Vec::new()),
             Reduce::Sum => {
-                let texts = entries.iter().map(|(_, v)| Ok(row::split_value(v)?.1.as_bytes())).collect::<Result<Vec<_>>>()?;
+                let texts = entries
+                    .iter()
+                    .map(|(_, v)| Ok(row::split_value(v)?.1.as_bytes()))
+                    .collect::<Result<Vec<_>>>()?;
                 if let Some(total) = integer_sum(&texts) {
                     return Ok(total.to_string().into_bytes());
                 }
-                let values = texts.iter().map(|t| serde_json::from_slice(t).map_err(|_| Error::Corrupted("row value"))).collect::<Result<Vec<Value>>>()?;
+                let values = texts
+                    .iter()
+                    .map(|t| serde_json::from_slice(t).map_err(|_| Error::Corrupted("row value")))
+                    .collect::<Result<Vec<Value>>>()?;
                 let input: usize = entries.iter().map(|(_, v)| v.len()).sum();
                 Ok(self.sum_limited(sum(values), input))
             }
             Reduce::Stats => {
-                let values = entries.iter().map(|(_, v)| row_value(v)).collect::<Result<Vec<_>>>()?;
+                let values = entries
+                    .iter()
+                    .map(|(_, v)| row_value(v))
+                    .collect::<Result<Vec<_>>>()?;
                 Ok(stats(values)?.to_string().into_bytes())
             }
             Reduce::ApproxCountDistinct => {
@@ -136,7 +176,10 @@ impl ViewReducer {
                 Ok(hll.encode())
             }
             Reduce::Function(src) => {
-                let rows = entries.iter().map(|(k, v)| Ok((*k, row::split_value(v)?))).collect::<Result<Vec<_>>>()?;
+                let rows = entries
+                    .iter()
+                    .map(|(k, v)| Ok((*k, row::split_value(v)?)))
+                    .collect::<Result<Vec<_>>>()?;
                 self.function(src, Input::Rows(&rows))
             }
         }
@@ -160,12 +203,18 @@ impl ViewReducer {
             Reduce::ApproxCountDistinct => {
                 let mut hll = Hll::default();
                 for r in reductions {
-                    hll.merge(&Hll::decode(r).ok_or(Error::Corrupted("approx_count_distinct reduction"))?);
+                    hll.merge(
+                        &Hll::decode(r)
+                            .ok_or(Error::Corrupted("approx_count_distinct reduction"))?,
+                    );
                 }
                 Ok(hll.encode())
             }
             Reduce::Function(src) => {
-                let values = reductions.iter().map(|r| std::str::from_utf8(r).map_err(|_| Error::Corrupted("reduction"))).collect::<Result<Vec<_>>>()?;
+                let values = reductions
+                    .iter()
+                    .map(|r| std::str::from_utf8(r).map_err(|_| Error::Corrupted("reduction")))
+                    .collect::<Result<Vec<_>>>()?;
                 self.function(src, Input::Reductions(&values))
             }
         }
@@ -179,8 +228,13 @@ impl ViewReducer {
             Err(culprit) => serde_json::json!({"error": "builtin_reduce_error", "reason": SUM_ERROR, "caused_by": culprit}).to_string(),
         };
         if self.reduce_limit && text.len() > SUM_LIMIT && text.len() * 2 > input {
-            let reason = format!("Reduce output must shrink more rapidly: input size: {input} output size: {}", text.len());
-            return serde_json::json!({"error": "builtin_reduce_error", "reason": reason}).to_string().into_bytes();
+            let reason = format!(
+                "Reduce output must shrink more rapidly: input size: {input} output size: {}",
+                text.len()
+            );
+            return serde_json::json!({"error": "builtin_reduce_error", "reason": reason})
+                .to_string()
+                .into_bytes();
         }
         text.into_bytes()
     }
@@ -193,12 +247,19 @@ impl ViewReducer {
             Runner::Js(limits) => {
                 let (keys, values, rereduce) = match input {
                     Input::Rows(rows) => {
-                        let keys = if self.keys_read { Some(self.keys_json(rows)?) } else { None };
+                        let keys = if self.keys_read {
+                            Some(self.keys_json(rows)?)
+                        } else {
+                            None
+                        };
                         (keys, json_array(rows.iter().map(|(_, (_, v))| *v)), false)
                     }
                     Input::Reductions(values) => (None, json_array(values.iter().copied()), true),
                 };
-                let (len, keys_counted) = (values.len() + keys.as_ref().map_or(0, String::len), keys.is_some());
+                let (len, keys_counted) = (
+                    values.len() + keys.as_ref().map_or(0, String::len),
+                    keys.is_some(),
+                );
                 let out = settee_js::with_local_engine(limits(), |e| {
                     e.load_reduce(src)?;
                     e.reduce(src, keys, values, rereduce)
@@ -207,12 +268,23 @@ impl ViewReducer {
             }
             Runner::External { servers, language } => {
                 let (text, rereduce) = match input {
-                    Input::Rows(rows) => (json_array(rows.iter().zip(self.row_ids(rows)?).map(|((_, (k, v)), id)| format!("[[{k},{id}],{v}]"))), false),
+                    Input::Rows(rows) => (
+                        json_array(
+                            rows.iter()
+                                .zip(self.row_ids(rows)?)
+                                .map(|((_, (k, v)), id)| format!("[[{k},{id}],{v}]")),
+                        ),
+                        false,
+                    ),
                     Input::Reductions(values) => (json_array(values.iter().copied()), true),
                 };
                 let mut process = servers.checkout(language)?;
                 let timeout = process.timeout();
-                (process.reduce(src, &text, rereduce, timeout)?.to_string(), text.len(), true)
+                (
+                    process.reduce(src, &text, rereduce, timeout)?.to_string(),
+                    text.len(),
+                    true,
+                )
             }
         };
         if self.reduce_limit && out.len() > JS_LIMIT {
@@ -232,14 +304,20 @@ impl ViewReducer {
 
     /// The JSON array of `[key, doc id]` pairs of `rows`, as a reduce function's `keys`.
     fn keys_json(&self, rows: &[Row]) -> Result<String> {
-        Ok(json_array(rows.iter().zip(self.row_ids(rows)?).map(|((_, (k, _)), id)| format!("[{k},{id}]"))))
+        Ok(json_array(
+            rows.iter()
+                .zip(self.row_ids(rows)?)
+                .map(|((_, (k, _)), id)| format!("[{k},{id}]")),
+        ))
     }
 
     /// The rows' document ids as JSON text, from their stored keys.
     fn row_ids(&self, rows: &[Row]) -> Result<Vec<String>> {
         rows.iter()
             .map(|(k, _)| {
-                let id = viewkey::split_row_key(k, self.collation).map(|(_, id)| id).ok_or(Error::Corrupted("row key"))?;
+                let id = viewkey::split_row_key(k, self.collation)
+                    .map(|(_, id)| id)
+                    .ok_or(Error::Corrupted("row key"))?;
                 Ok(Value::String(id).to_string())
             })
             .collect()
@@ -252,9 +330,10 @@ impl ViewReducer {
         }
         match &self.reduce {
             Reduce::Count => Ok(count.to_string()),
-            Reduce::ApproxCountDistinct => {
-                Ok(Hll::decode(reduction).ok_or(Error::Corrupted("approx_count_distinct reduction"))?.estimate().to_string())
-            }
+            Reduce::ApproxCountDistinct => Ok(Hll::decode(reduction)
+                .ok_or(Error::Corrupted("approx_count_distinct reduction"))?
+                .estimate()
+                .to_string()),
             _ => String::from_utf8(reduction.to_vec()).map_err(|_| Error::Corrupted("reduction")),
         }
     }
@@ -269,7 +348,9 @@ impl Reducer for ViewReducer {
         if let Some(bad) = reductions.iter().find(|r| r.first() == Some(&FAILED)) {
             return Ok(bad.to_vec());
         }
-        Ok(self.try_rereduce(reductions).unwrap_or_else(|e| as_failure(&e)))
+        Ok(self
+            .try_rereduce(reductions)
+            .unwrap_or_else(|e| as_failure(&e)))
     }
 
     /// A stored failure is computed again when its leaf changes (it may have been a timeout).
@@ -308,8 +389,13 @@ fn as_failure(e: &Error) -> Vec<u8> {
         Error::Reduce { error, reason } => failure(error, reason),
         Error::Js(settee_js::Error::Raised { error, reason }) => failure(error, reason),
         Error::Js(settee_js::Error::Compile(reason)) => failure("compilation_error", reason),
-        Error::Js(settee_js::Error::Timeout(_)) | Error::QueryServer(settee_queryserver::Error::Timeout(_)) => failure("os_process_error", "timeout"),
-        Error::QueryServer(settee_queryserver::Error::Raised { error, reason }) => failure(error, reason),
+        Error::Js(settee_js::Error::Timeout(_))
+        | Error::QueryServer(settee_queryserver::Error::Timeout(_)) => {
+            failure("os_process_error", "timeout")
+        }
+        Error::QueryServer(settee_queryserver::Error::Raised { error, reason }) => {
+            failure(error, reason)
+        }
         other => failure("reduce_error", &other.to_string()),
     }
 }
@@ -320,7 +406,10 @@ fn row_value(stored: &[u8]) -> Result<Value> {
 }
 
 fn parse_all(reductions: &[&[u8]]) -> Result<Vec<Value>> {
-    reductions.iter().map(|r| serde_json::from_slice(r).map_err(|_| Error::Corrupted("reduction"))).collect()
+    reductions
+        .iter()
+        .map(|r| serde_json::from_slice(r).map_err(|_| Error::Corrupted("reduction")))
+        .collect()
 }
 
 /// Output size above which a JavaScript reduce must at least halve its input (CouchDB's).
@@ -346,7 +435,10 @@ impl Num {
     fn of(n: &Number) -> Num {
         match n.as_i64() {
             Some(i) => Num::Int(i),
-            None => Num::Float(n.as_f64().unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0))),
+            None => Num::Float(
+                n.as_f64()
+                    .unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0)),
+            ),
         }
     }
 
@@ -359,14 +451,18 @@ impl Num {
 
     fn add(self, o: Num) -> Num {
         match (self, o) {
-            (Num::Int(a), Num::Int(b)) => a.checked_add(b).map_or(Num::Float(a as f64 + b as f64), Num::Int),
+            (Num::Int(a), Num::Int(b)) => a
+                .checked_add(b)
+                .map_or(Num::Float(a as f64 + b as f64), Num::Int),
             _ => Num::Float(self.f() + o.f()),
         }
     }
 
     fn mul(self, o: Num) -> Num {
         match (self, o) {
-            (Num::Int(a), Num::Int(b)) => a.checked_mul(b).map_or(Num::Float(a as f64 * b as f64), Num::Int),
+            (Num::Int(a), Num::Int(b)) => a
+                .checked_mul(b)
+                .map_or(Num::Float(a as f64 * b as f64), Num::Int),
             _ => Num::Float(self.f() * o.f()),
         }
     }
@@ -382,7 +478,9 @@ impl Num {
 /// `_sum` over JSON texts that are all integers whose total fits in an `i64`, the common
 /// case, without building JSON values; `None` for anything else.
 fn integer_sum(texts: &[&[u8]]) -> Option<i64> {
-    texts.iter().try_fold(0i64, |total, text| total.checked_add(json_integer(text)?))
+    texts
+        .iter()
+        .try_fold(0i64, |total, text| total.checked_add(json_integer(text)?))
 }
 
 /// A JSON integer literal of at most 18 digits (so that it fits in an `i64`).
@@ -395,7 +493,9 @@ fn json_integer(text: &[u8]) -> Option<i64> {
     if !canonical || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    let n = digits
+        .iter()
+        .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
     Some(if negative { -n } else { n })
 }
 
@@ -417,7 +517,9 @@ fn sum2(acc: Value, v: Value) -> Result<Value, Value> {
         (Value::Array(a), Value::Number(b)) => sum_arrays(a, vec![Value::Number(b)]),
         (Value::Number(a), Value::Array(b)) => sum_arrays(vec![Value::Number(a)], b),
         (Value::Object(a), Value::Object(b)) => sum_objects(a, b),
-        (Value::Number(a), Value::Object(b)) if Num::of(&a) == Num::Int(0) => sum_objects(Map::new(), b),
+        (Value::Number(a), Value::Object(b)) if Num::of(&a) == Num::Int(0) => {
+            sum_objects(Map::new(), b)
+        }
         (_, v) => Err(v),
     }
 }
@@ -467,20 +569,46 @@ struct Stats {
 
 impl Stats {
     fn of(n: Num) -> Stats {
-        Stats { sum: n, count: Num::Int(1), min: n, max: n, sumsqr: n.mul(n) }
+        Stats {
+            sum: n,
+            count: Num::Int(1),
+            min: n,
+            max: n,
+            sumsqr: n.mul(n),
+        }
     }
 
     fn from_object(o: &Map<String, Value>) -> Option<Stats> {
         let field = |k: &str| o.get(k).and_then(Value::as_number).map(Num::of);
         let count = field("count")?;
         let sum = field("sum")?;
-        Some(Stats { sum, count, min: field("min")?, max: field("max")?, sumsqr: field("sumsqr").unwrap_or(Num::Int(0)) })
+        Some(Stats {
+            sum,
+            count,
+            min: field("min")?,
+            max: field("max")?,
+            sumsqr: field("sumsqr").unwrap_or(Num::Int(0)),
+        })
     }
 
     fn merge(self, o: Stats) -> Stats {
-        let min = if o.min.f() < self.min.f() { o.min } else { self.min };
-        let max = if o.max.f() > self.max.f() { o.max } else { self.max };
-        Stats { sum: self.sum.add(o.sum), count: self.count.add(o.count), min, max, sumsqr: self.sumsqr.add(o.sumsqr) }
+        let min = if o.min.f() < self.min.f() {
+            o.min
+        } else {
+            self.min
+        };
+        let max = if o.max.f() > self.max.f() {
+            o.max
+        } else {
+            self.max
+        };
+        Stats {
+            sum: self.sum.add(o.sum),
+            count: self.count.add(o.count),
+            min,
+            max,
+            sumsqr: self.sumsqr.add(o.sumsqr),
+        }
     }
 
     fn json(self) -> Value {
@@ -505,7 +633,9 @@ enum StatsPart {
 fn stats_part(v: &Value) -> Result<StatsPart> {
     match v {
         Value::Number(n) => Ok(StatsPart::One(Stats::of(Num::of(n)))),
-        Value::Object(o) => Stats::from_object(o).map(StatsPart::One).ok_or_else(|| stats_error(v)),
+        Value::Object(o) => Stats::from_object(o)
+            .map(StatsPart::One)
+            .ok_or_else(|| stats_error(v)),
         Value::Array(items) => items
             .iter()
             .map(|i| match i {
@@ -533,7 +663,14 @@ fn stats(values: Vec<Value>) -> Result<Value> {
         });
     }
     Ok(match acc {
-        None => Stats { sum: Num::Int(0), count: Num::Int(0), min: Num::Int(0), max: Num::Int(0), sumsqr: Num::Int(0) }.json(),
+        None => Stats {
+            sum: Num::Int(0),
+            count: Num::Int(0),
+            min: Num::Int(0),
+            max: Num::Int(0),
+            sumsqr: Num::Int(0),
+        }
+        .json(),
         Some(StatsPart::One(s)) => s.json(),
         Some(StatsPart::Many(all)) => Value::Array(all.into_iter().map(Stats::json).collect()),
     })
@@ -551,12 +688,24 @@ mod tests {
     }
 
     fn reducer(r: Reduce) -> ViewReducer {
-        ViewReducer::new(r, Collation::Unicode, Runner::Js(Arc::new(Limits::default)), true)
+        ViewReducer::new(
+            r,
+            Collation::Unicode,
+            Runner::Js(Arc::new(Limits::default)),
+            true,
+        )
     }
 
     fn run(r: &ViewReducer, rows: &[(Value, Value)]) -> Result<String> {
-        let owned: Vec<_> = rows.iter().enumerate().map(|(i, (k, v))| entry(k.clone(), &format!("d{i}"), v.clone())).collect();
-        let entries: Vec<(&[u8], &[u8])> = owned.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+        let owned: Vec<_> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| entry(k.clone(), &format!("d{i}"), v.clone()))
+            .collect();
+        let entries: Vec<(&[u8], &[u8])> = owned
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
         // Reduce in two halves and rereduce, as the tree does across leaves.
         let (a, b) = entries.split_at(entries.len() / 2);
         let parts = [r.reduce(a).unwrap(), r.reduce(b).unwrap()];
@@ -567,28 +716,99 @@ mod tests {
     #[test]
     fn sum_handles_numbers_arrays_and_objects() {
         let r = reducer(Reduce::Sum);
-        assert_eq!(run(&r, &[(json!(1), json!(1)), (json!(2), json!(2.5)), (json!(3), json!(3))]).unwrap(), "6.5");
-        assert_eq!(run(&r, &[(json!(1), json!([1, 2])), (json!(2), json!([1])), (json!(3), json!(4))]).unwrap(), "[6,2]");
-        assert_eq!(run(&r, &[(json!(1), json!({"b": 1, "a": {"x": 2}})), (json!(2), json!({"b": 2, "c": [1]}))]).unwrap(), r#"{"a":{"x":2},"b":3,"c":[1]}"#);
-        let failed: Value = serde_json::from_str(&run(&r, &[(json!(1), json!(1)), (json!(2), json!("x")), (json!(3), json!(2))]).unwrap()).unwrap();
-        assert_eq!(failed["error"], "builtin_reduce_error", "the error takes the value's place");
+        assert_eq!(
+            run(
+                &r,
+                &[
+                    (json!(1), json!(1)),
+                    (json!(2), json!(2.5)),
+                    (json!(3), json!(3))
+                ]
+            )
+            .unwrap(),
+            "6.5"
+        );
+        assert_eq!(
+            run(
+                &r,
+                &[
+                    (json!(1), json!([1, 2])),
+                    (json!(2), json!([1])),
+                    (json!(3), json!(4))
+                ]
+            )
+            .unwrap(),
+            "[6,2]"
+        );
+        assert_eq!(
+            run(
+                &r,
+                &[
+                    (json!(1), json!({"b": 1, "a": {"x": 2}})),
+                    (json!(2), json!({"b": 2, "c": [1]}))
+                ]
+            )
+            .unwrap(),
+            r#"{"a":{"x":2},"b":3,"c":[1]}"#
+        );
+        let failed: Value = serde_json::from_str(
+            &run(
+                &r,
+                &[
+                    (json!(1), json!(1)),
+                    (json!(2), json!("x")),
+                    (json!(3), json!(2)),
+                ],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            failed["error"], "builtin_reduce_error",
+            "the error takes the value's place"
+        );
         assert_eq!(failed["caused_by"], "x");
         assert_eq!(failed["reason"], SUM_ERROR);
-        assert_eq!(run(&r, &[(json!(1), json!(i64::MAX)), (json!(2), json!(1))]).unwrap(), "9.223372036854776e+18", "overflow goes to floating point");
+        assert_eq!(
+            run(&r, &[(json!(1), json!(i64::MAX)), (json!(2), json!(1))]).unwrap(),
+            "9.223372036854776e+18",
+            "overflow goes to floating point"
+        );
     }
 
     #[test]
     fn integer_literals_take_the_short_way_and_nothing_else_does() {
-        for (text, n) in [("0", Some(0)), ("-17", Some(-17)), ("999999999999999999", Some(999_999_999_999_999_999))] {
+        for (text, n) in [
+            ("0", Some(0)),
+            ("-17", Some(-17)),
+            ("999999999999999999", Some(999_999_999_999_999_999)),
+        ] {
             assert_eq!(json_integer(text.as_bytes()), n, "{text}");
         }
-        for text in ["-0", "007", "+1", "1.0", "1e3", "", "-", "1000000000000000000", "\"1\"", "[1]"] {
+        for text in [
+            "-0",
+            "007",
+            "+1",
+            "1.0",
+            "1e3",
+            "",
+            "-",
+            "1000000000000000000",
+            "\"1\"",
+            "[1]",
+        ] {
             assert_eq!(json_integer(text.as_bytes()), None, "{text}");
         }
-        let texts = |items: &[&'static str]| -> Vec<&'static [u8]> { items.iter().map(|t| t.as_bytes()).collect() };
+        let texts = |items: &[&'static str]| -> Vec<&'static [u8]> {
+            items.iter().map(|t| t.as_bytes()).collect()
+        };
         assert_eq!(integer_sum(&texts(&["1", "2", "3"])), Some(6));
         assert_eq!(integer_sum(&texts(&["1", "2", "x"])), None);
-        assert_eq!(integer_sum(&texts(&["999999999999999999"; 10])), None, "a total past i64 goes the general way");
+        assert_eq!(
+            integer_sum(&texts(&["999999999999999999"; 10])),
+            None,
+            "a total past i64 goes the general way"
+        );
     }
 
     proptest::proptest! {
@@ -610,44 +830,115 @@ mod tests {
 
     #[test]
     fn count_stats_and_distinct() {
-        assert_eq!(run(&reducer(Reduce::Count), &[(json!(1), json!(null)), (json!(1), json!(null)), (json!(2), json!(null))]).unwrap(), "3");
-        let stats = run(&reducer(Reduce::Stats), &[(json!(1), json!(1)), (json!(2), json!(3)), (json!(3), json!(-2)), (json!(4), json!(4))]).unwrap();
+        assert_eq!(
+            run(
+                &reducer(Reduce::Count),
+                &[
+                    (json!(1), json!(null)),
+                    (json!(1), json!(null)),
+                    (json!(2), json!(null))
+                ]
+            )
+            .unwrap(),
+            "3"
+        );
+        let stats = run(
+            &reducer(Reduce::Stats),
+            &[
+                (json!(1), json!(1)),
+                (json!(2), json!(3)),
+                (json!(3), json!(-2)),
+                (json!(4), json!(4)),
+            ],
+        )
+        .unwrap();
         assert_eq!(stats, r#"{"sum":6,"count":4,"min":-2,"max":4,"sumsqr":30}"#);
-        let arrays = run(&reducer(Reduce::Stats), &[(json!(1), json!([1, 10])), (json!(2), json!([3, 20]))]).unwrap();
-        assert_eq!(arrays, r#"[{"sum":4,"count":2,"min":1,"max":3,"sumsqr":10},{"sum":30,"count":2,"min":10,"max":20,"sumsqr":500}]"#);
-        assert!(run(&reducer(Reduce::Stats), &[(json!(1), json!("no")), (json!(2), json!(1))]).is_err());
+        let arrays = run(
+            &reducer(Reduce::Stats),
+            &[(json!(1), json!([1, 10])), (json!(2), json!([3, 20]))],
+        )
+        .unwrap();
+        assert_eq!(
+            arrays,
+            r#"[{"sum":4,"count":2,"min":1,"max":3,"sumsqr":10},{"sum":30,"count":2,"min":10,"max":20,"sumsqr":500}]"#
+        );
+        assert!(run(
+            &reducer(Reduce::Stats),
+            &[(json!(1), json!("no")), (json!(2), json!(1))]
+        )
+        .is_err());
         let rows: Vec<_> = (0..500).map(|i| (json!(i % 37), json!(null))).collect();
-        let distinct: i64 = run(&reducer(Reduce::ApproxCountDistinct), &rows).unwrap().parse().unwrap();
-        assert!((distinct - 37).abs() <= 2, "an estimate near 37: {distinct}");
+        let distinct: i64 = run(&reducer(Reduce::ApproxCountDistinct), &rows)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (distinct - 37).abs() <= 2,
+            "an estimate near 37: {distinct}"
+        );
     }
 
     #[test]
     fn javascript_reduce_gets_keys_ids_and_rereduce() {
         let r = reducer(Reduce::Function("function(keys, values, rereduce) { if (rereduce) return sum(values); return keys.map(function(k){ return k[1].length + k[0]; }).reduce(function(a, b){ return a + b; }, 0); }".into()));
         // keys 1 and 2 with ids d0, d1: (2 + 1) + (2 + 2)
-        assert_eq!(run(&r, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap(), "7");
-        let grows = reducer(Reduce::Function("function(k, v) { var s = ''; for (var i = 0; i < 5000; i++) s += 'x'; return s; }".into()));
+        assert_eq!(
+            run(&r, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap(),
+            "7"
+        );
+        let grows = reducer(Reduce::Function(
+            "function(k, v) { var s = ''; for (var i = 0; i < 5000; i++) s += 'x'; return s; }"
+                .into(),
+        ));
         let err = run(&grows, &[(json!(1), json!(0)), (json!(2), json!(0))]).unwrap_err();
-        assert!(matches!(err, Error::Reduce { ref error, .. } if error == "reduce_overflow_error"), "{err}");
+        assert!(
+            matches!(err, Error::Reduce { ref error, .. } if error == "reduce_overflow_error"),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_reduce_that_never_reads_its_keys_answers_the_same_without_them() {
         let body = "var s = ''; for (var i = 0; i < 4100; i++) s += 'x'; return rereduce ? values.length : s;";
-        let ignores = reducer(Reduce::Function(format!("function(keys, values, rereduce) {{ {body} }}").into()));
-        let reads = reducer(Reduce::Function(format!("function(keys, values, rereduce) {{ keys; {body} }}").into()));
+        let ignores = reducer(Reduce::Function(
+            format!("function(keys, values, rereduce) {{ {body} }}").into(),
+        ));
+        let reads = reducer(Reduce::Function(
+            format!("function(keys, values, rereduce) {{ keys; {body} }}").into(),
+        ));
         assert!(!ignores.keys_read && reads.keys_read);
         // The output (4,102 bytes) would not shrink against the values alone, but does against
         // values and long keys: reduce_limit counts the keys even when they are not passed.
         for (key_len, overflows) in [(3000, false), (10, true)] {
-            let owned: Vec<_> = (0..3).map(|i| entry(json!("k".repeat(key_len)), &format!("d{i}"), json!(i))).collect();
-            let entries: Vec<(&[u8], &[u8])> = owned.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
-            let (a, b) = (ignores.reduce(&entries).unwrap(), reads.reduce(&entries).unwrap());
+            let owned: Vec<_> = (0..3)
+                .map(|i| entry(json!("k".repeat(key_len)), &format!("d{i}"), json!(i)))
+                .collect();
+            let entries: Vec<(&[u8], &[u8])> = owned
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                .collect();
+            let (a, b) = (
+                ignores.reduce(&entries).unwrap(),
+                reads.reduce(&entries).unwrap(),
+            );
             assert_eq!(a, b, "keys of length {key_len}");
             assert_eq!(failed(&a).is_some(), overflows, "keys of length {key_len}");
         }
-        let sum = reducer(Reduce::Function("function(keys, values, rereduce) { return sum(values); }".into()));
+        let sum = reducer(Reduce::Function(
+            "function(keys, values, rereduce) { return sum(values); }".into(),
+        ));
         assert!(!sum.keys_read);
-        assert_eq!(run(&sum, &[(json!(1), json!(2)), (json!(2), json!(3)), (json!(3), json!(4))]).unwrap(), "9");
+        assert_eq!(
+            run(
+                &sum,
+                &[
+                    (json!(1), json!(2)),
+                    (json!(2), json!(3)),
+                    (json!(3), json!(4))
+                ]
+            )
+            .unwrap(),
+            "9"
+        );
     }
 }

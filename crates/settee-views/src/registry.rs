@@ -85,7 +85,8 @@ impl Views {
     pub fn design_doc(snap: &DbSnapshot, name: &str) -> Result<DesignDoc> {
         let id = format!("_design/{name}");
         let body = snap.open_doc(&id, None, &DocOptions::default())?;
-        let doc: serde_json::Value = settee_json::deep::from_slice(&body).map_err(|_| Error::Corrupted("stored design document"))?;
+        let doc: serde_json::Value = settee_json::deep::from_slice(&body)
+            .map_err(|_| Error::Corrupted("stored design document"))?;
         DesignDoc::parse(&id, &doc)
     }
 
@@ -96,7 +97,10 @@ impl Views {
             let pool = self.pool.clone();
             Runner::Js(Arc::new(move || pool.limits()))
         } else if self.servers.has(&ddoc.language) {
-            Runner::External { servers: self.servers.clone(), language: ddoc.language.clone() }
+            Runner::External {
+                servers: self.servers.clone(),
+                language: ddoc.language.clone(),
+            }
         } else {
             return Err(Error::UnknownLanguage(ddoc.language.clone()));
         };
@@ -115,16 +119,37 @@ impl Views {
         let reducers = ddoc
             .views
             .iter()
-            .map(|v| v.reduce.clone().map(|r| Arc::new(ViewReducer::new(r, ddoc.options.collation, runner.clone(), reduce_limit))))
+            .map(|v| {
+                v.reduce.clone().map(|r| {
+                    Arc::new(ViewReducer::new(
+                        r,
+                        v.collation,
+                        runner.clone(),
+                        reduce_limit,
+                    ))
+                })
+            })
             .collect();
-        let index = Arc::new(Index::open(&db.dir().join("views"), ddoc.clone(), db.q(), reducers, &self.store)?);
+        let index = Arc::new(Index::open(
+            &db.dir().join("views"),
+            ddoc.clone(),
+            db.q(),
+            reducers,
+            &self.store,
+        )?);
         open.insert(signature, index.clone());
         Ok(index)
     }
 
     /// The indexes of `db` opened so far.
     pub fn open_indexes(db: &Database) -> Vec<Arc<Index>> {
-        db.extension(DbIndexes::default).open.lock().expect("indexes lock").values().cloned().collect()
+        db.extension(DbIndexes::default)
+            .open
+            .lock()
+            .expect("indexes lock")
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Starts an update of `index` unless one is running; returns the update's number.
@@ -136,13 +161,22 @@ impl Views {
         st.running = true;
         st.started += 1;
         let run = st.started;
-        let (db, index, pool, servers) = (db.clone(), index.clone(), self.pool.clone(), self.servers.clone());
+        let (db, index, pool, servers) = (
+            db.clone(),
+            index.clone(),
+            self.pool.clone(),
+            self.servers.clone(),
+        );
         std::thread::Builder::new()
             .name("settee-indexer".into())
             .spawn(move || {
                 let result = build::update(&index, &db, &pool, &servers);
                 if let Err(e) = &result {
-                    tracing::warn!(db = db.name(), ddoc = index.ddoc().id, "index update failed: {e}");
+                    tracing::warn!(
+                        db = db.name(),
+                        ddoc = index.ddoc().id,
+                        "index update failed: {e}"
+                    );
                 }
                 let mut st = index.build.lock().expect("build lock");
                 st.running = false;
@@ -159,8 +193,16 @@ impl Views {
     /// After writes to `db`: starts an update of each of its open indexes that is not
     /// already updating, so indexes keep up in the background (CouchDB's `ken`).
     pub fn kick(&self, db: &Arc<Database>) {
-        let Some(indexes) = db.existing_extension::<DbIndexes>() else { return };
-        let open: Vec<Arc<Index>> = indexes.open.lock().expect("indexes lock").values().cloned().collect();
+        let Some(indexes) = db.existing_extension::<DbIndexes>() else {
+            return;
+        };
+        let open: Vec<Arc<Index>> = indexes
+            .open
+            .lock()
+            .expect("indexes lock")
+            .values()
+            .cloned()
+            .collect();
         for index in open {
             self.refresh_in_background(db, &index);
         }
@@ -206,10 +248,15 @@ impl Views {
         }
         st.compacting = true;
         drop(st);
-        let task = db.tasks().start_for("view_compaction", db.name(), Some(&index.ddoc().id));
+        let task = db
+            .tasks()
+            .start_for("view_compaction", db.name(), Some(&index.ddoc().id));
         let index = index.clone();
         std::thread::spawn(move || {
-            if let Err(e) = index.store().compact(Arc::new(NoBlobs), &|done, total| task.update(done, total)) {
+            if let Err(e) = index
+                .store()
+                .compact(Arc::new(NoBlobs), &|done, total| task.update(done, total))
+            {
                 tracing::warn!("view compaction failed: {e}");
             }
             index.build.lock().expect("build lock").compacting = false;
@@ -223,12 +270,19 @@ impl Views {
         let mut open = indexes.open.lock().expect("indexes lock");
         open.retain(|sig, _| keep.contains(sig));
         let mut removed = 0;
-        let Ok(dir) = std::fs::read_dir(db.dir().join("views")) else { return Ok(0) };
+        let Ok(dir) = std::fs::read_dir(db.dir().join("views")) else {
+            return Ok(0);
+        };
         for entry in dir.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(sig) = name.strip_suffix(".view") else { continue };
+            let Some(sig) = name.strip_suffix(".view") else {
+                continue;
+            };
             if !keep.contains(sig) {
-                std::fs::remove_file(entry.path()).map_err(|source| Error::Io { op: "remove an unused index", source })?;
+                std::fs::remove_file(entry.path()).map_err(|source| Error::Io {
+                    op: "remove an unused index",
+                    source,
+                })?;
                 removed += 1;
             }
         }

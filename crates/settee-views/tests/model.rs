@@ -9,7 +9,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use serde_json::{json, Value};
-use settee_db::{Catalog, CatalogOptions, Database, Durability, EditMode, NewDoc, DocLimits};
+use settee_db::{Catalog, CatalogOptions, Database, DocLimits, Durability, EditMode, NewDoc};
 use settee_json::collate;
 use settee_views::{query, Grouping, ViewQuery, Views, ViewsConfig};
 
@@ -37,17 +37,30 @@ struct Doc {
 }
 
 fn docs() -> impl Strategy<Value = Vec<Doc>> {
-    prop::collection::vec((0u8..25, key(), -5i64..6, prop::bool::weighted(0.1)), 1..40).prop_map(|raw| {
-        let mut seen = std::collections::BTreeMap::new();
-        for (n, k, v, twice) in raw {
-            seen.insert(n, Doc { id: format!("d{n:02}"), k, v, twice });
-        }
-        seen.into_values().collect()
-    })
+    prop::collection::vec((0u8..25, key(), -5i64..6, prop::bool::weighted(0.1)), 1..40).prop_map(
+        |raw| {
+            let mut seen = std::collections::BTreeMap::new();
+            for (n, k, v, twice) in raw {
+                seen.insert(
+                    n,
+                    Doc {
+                        id: format!("d{n:02}"),
+                        k,
+                        v,
+                        twice,
+                    },
+                );
+            }
+            seen.into_values().collect()
+        },
+    )
 }
 
 fn bound() -> impl Strategy<Value = Option<(Value, Option<String>)>> {
-    prop::option::of((key(), prop::option::weighted(0.3, (0u8..25).prop_map(|n| format!("d{n:02}")))))
+    prop::option::of((
+        key(),
+        prop::option::weighted(0.3, (0u8..25).prop_map(|n| format!("d{n:02}"))),
+    ))
 }
 
 #[derive(Clone, Debug)]
@@ -63,13 +76,36 @@ struct Q {
 }
 
 fn queries() -> impl Strategy<Value = Q> {
-    let grouping = prop_oneof![Just(Grouping::All), Just(Grouping::Exact), (0usize..3).prop_map(Grouping::Level)];
-    (bound(), bound(), any::<bool>(), any::<bool>(), 0u64..4, prop::option::of(0u64..6), prop::option::weighted(0.2, prop::collection::vec(key(), 0..4)), grouping).prop_map(
-        |(start, end, inclusive_end, descending, skip, limit, keys, grouping)| Q { start, end, inclusive_end, descending, skip, limit, keys, grouping },
+    let grouping = prop_oneof![
+        Just(Grouping::All),
+        Just(Grouping::Exact),
+        (0usize..3).prop_map(Grouping::Level)
+    ];
+    (
+        bound(),
+        bound(),
+        any::<bool>(),
+        any::<bool>(),
+        0u64..4,
+        prop::option::of(0u64..6),
+        prop::option::weighted(0.2, prop::collection::vec(key(), 0..4)),
+        grouping,
     )
+        .prop_map(
+            |(start, end, inclusive_end, descending, skip, limit, keys, grouping)| Q {
+                start,
+                end,
+                inclusive_end,
+                descending,
+                skip,
+                limit,
+                keys,
+                grouping,
+            },
+        )
 }
 
-/// Every row the map function emits, in view order (key, then id, then emit order).
+/// Every row the map function emits, in view order (key, then id, then value).
 fn model_rows(docs: &[Doc]) -> Vec<(Value, String, i64)> {
     let mut rows = Vec::new();
     for d in docs {
@@ -78,8 +114,12 @@ fn model_rows(docs: &[Doc]) -> Vec<(Value, String, i64)> {
             rows.push((d.k.clone(), d.id.clone(), 100));
         }
     }
-    rows.sort_by(|a, b| collate::compare(&a.0, &b.0).then_with(|| a.1.cmp(&b.1)));
+    rows.sort_by(|a, b| by_key_and_id(a, b).then_with(|| a.2.cmp(&b.2)));
     rows
+}
+
+fn by_key_and_id(a: &(Value, String, i64), b: &(Value, String, i64)) -> Ordering {
+    collate::compare(&a.0, &b.0).then_with(|| a.1.cmp(&b.1))
 }
 
 fn cmp_at(row: &(Value, String, i64), bound: &(Value, Option<String>)) -> Ordering {
@@ -92,7 +132,10 @@ fn cmp_at(row: &(Value, String, i64), bound: &(Value, Option<String>)) -> Orderi
 
 fn in_range(row: &(Value, String, i64), q: &Q) -> bool {
     let (lower_ok, upper_ok) = if q.descending {
-        let upper = q.start.as_ref().is_none_or(|s| cmp_at(row, s) != Ordering::Greater);
+        let upper = q
+            .start
+            .as_ref()
+            .is_none_or(|s| cmp_at(row, s) != Ordering::Greater);
         let lower = q.end.as_ref().is_none_or(|e| match cmp_at(row, e) {
             Ordering::Greater => true,
             Ordering::Equal => q.inclusive_end,
@@ -100,7 +143,10 @@ fn in_range(row: &(Value, String, i64), q: &Q) -> bool {
         });
         (lower, upper)
     } else {
-        let lower = q.start.as_ref().is_none_or(|s| cmp_at(row, s) != Ordering::Less);
+        let lower = q
+            .start
+            .as_ref()
+            .is_none_or(|s| cmp_at(row, s) != Ordering::Less);
         let upper = q.end.as_ref().is_none_or(|e| match cmp_at(row, e) {
             Ordering::Less => true,
             Ordering::Equal => q.inclusive_end,
@@ -111,18 +157,38 @@ fn in_range(row: &(Value, String, i64), q: &Q) -> bool {
     lower_ok && upper_ok
 }
 
-/// The rows a query walks, in walk order, before skip and limit.
-fn walked(rows: &[(Value, String, i64)], q: &Q) -> Vec<(Value, String, i64)> {
-    let ordered: Vec<_> = if q.descending { rows.iter().rev().cloned().collect() } else { rows.to_vec() };
-    match &q.keys {
-        Some(keys) => keys.iter().flat_map(|k| ordered.iter().filter(|r| collate::compare(&r.0, k) == Ordering::Equal).cloned().collect::<Vec<_>>()).collect(),
+/// The rows a query walks, in walk order, before skip and limit: descending, a document's
+/// rows of one key keep their (ascending) value order, and map queries read `keys` from the
+/// last, as CouchDB does.
+fn walked(rows: &[(Value, String, i64)], q: &Q, map: bool) -> Vec<(Value, String, i64)> {
+    let mut ordered = rows.to_vec();
+    if q.descending {
+        ordered.sort_by(|a, b| by_key_and_id(b, a).then_with(|| a.2.cmp(&b.2)));
+    }
+    let mut keys = q.keys.clone();
+    if let Some(keys) = keys.as_mut().filter(|_| map && q.descending) {
+        keys.reverse();
+    }
+    match &keys {
+        Some(keys) => keys
+            .iter()
+            .flat_map(|k| {
+                ordered
+                    .iter()
+                    .filter(|r| collate::compare(&r.0, k) == Ordering::Equal)
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
         None => ordered.into_iter().filter(|r| in_range(r, q)).collect(),
     }
 }
 
 fn group_key(k: &Value, g: Grouping) -> Value {
     match (g, k) {
-        (Grouping::Level(n), Value::Array(items)) => Value::Array(items.iter().take(n).cloned().collect()),
+        (Grouping::Level(n), Value::Array(items)) => {
+            Value::Array(items.iter().take(n).cloned().collect())
+        }
         _ => k.clone(),
     }
 }
@@ -133,14 +199,17 @@ fn model_reduce(rows: &[(Value, String, i64)], q: &Q) -> Vec<(Value, i64)> {
     if let Some(keys) = q.keys.as_mut() {
         let mut unique: Vec<Value> = Vec::new();
         for k in keys.drain(..) {
-            if !unique.iter().any(|u| collate::compare(u, &k) == Ordering::Equal) {
+            if !unique
+                .iter()
+                .any(|u| collate::compare(u, &k) == Ordering::Equal)
+            {
                 unique.push(k);
             }
         }
         *keys = unique;
     }
     let q = &q;
-    let walked = walked(rows, q);
+    let walked = walked(rows, q, false);
     let groups: Vec<(Value, i64)> = match q.grouping {
         Grouping::All if q.keys.is_none() => {
             if walked.is_empty() {
@@ -155,14 +224,20 @@ fn model_reduce(rows: &[(Value, String, i64)], q: &Q) -> Vec<(Value, i64)> {
             for r in &walked {
                 let k = group_key(&r.0, g);
                 match out.last_mut() {
-                    Some((last, sum)) if collate::compare(last, &k) == Ordering::Equal => *sum += r.2,
+                    Some((last, sum)) if collate::compare(last, &k) == Ordering::Equal => {
+                        *sum += r.2
+                    }
                     _ => out.push((k, r.2)),
                 }
             }
             out
         }
     };
-    groups.into_iter().skip(q.skip as usize).take(q.limit.map_or(usize::MAX, |l| l as usize)).collect()
+    groups
+        .into_iter()
+        .skip(q.skip as usize)
+        .take(q.limit.map_or(usize::MAX, |l| l as usize))
+        .collect()
 }
 
 fn view_query(q: &Q) -> ViewQuery {
@@ -181,7 +256,12 @@ fn view_query(q: &Q) -> ViewQuery {
 }
 
 fn new_doc(body: Value) -> settee_db::Result<NewDoc> {
-    NewDoc::from_json(body, None, || unreachable!("every document has an id"), &DocLimits::default())
+    NewDoc::from_json(
+        body,
+        None,
+        || unreachable!("every document has an id"),
+        &DocLimits::default(),
+    )
 }
 
 fn write(db: &Arc<Database>, rt: &tokio::runtime::Runtime, docs: &[Doc], deleted: &[String]) {
@@ -199,29 +279,52 @@ fn write(db: &Arc<Database>, rt: &tokio::runtime::Runtime, docs: &[Doc], deleted
         let body = json!({"_id": id, "_rev": rec.tree.nodes[w].rev.to_string(), "_deleted": true});
         edits.push(new_doc(body).expect("a deletion"));
     }
-    for r in rt.block_on(db.update(edits, EditMode::Interactive, Durability::Durable)).expect("written") {
+    for r in rt
+        .block_on(db.update(edits, EditMode::Interactive, Durability::Durable))
+        .expect("written")
+    {
         r.expect("each edit applies");
     }
 }
 
-fn check(views: &Views, db: &Arc<Database>, rt: &tokio::runtime::Runtime, docs: &[Doc], qs: &[Q]) -> Result<(), TestCaseError> {
+fn check(
+    views: &Views,
+    db: &Arc<Database>,
+    rt: &tokio::runtime::Runtime,
+    docs: &[Doc],
+    qs: &[Q],
+) -> Result<(), TestCaseError> {
     let ddoc = Views::design_doc(&db.snapshot(), "m").expect("the design document");
     let index = views.index(db, &ddoc).expect("an index");
     rt.block_on(views.refresh(db, &index)).expect("updated");
     let snap = index.snapshot();
     let rows = model_rows(docs);
     let (map_view, sum_view) = (ddoc.view("map").unwrap().0, ddoc.view("sum").unwrap().0);
-    prop_assert_eq!(query::total_rows(&snap, map_view).unwrap(), rows.len() as u64);
+    prop_assert_eq!(
+        query::total_rows(&snap, map_view).unwrap(),
+        rows.len() as u64
+    );
     for q in qs {
-        let vq = ViewQuery { grouping: Grouping::All, ..view_query(q) };
+        let vq = ViewQuery {
+            grouping: Grouping::All,
+            ..view_query(q)
+        };
         let got: Vec<(Value, String, i64)> = query::map_rows(&index, &snap, map_view, &vq)
             .unwrap()
             .map(|r| {
                 let r = r.unwrap();
-                (serde_json::from_str(&r.key).unwrap(), r.id, serde_json::from_str::<i64>(&r.value).unwrap())
+                (
+                    serde_json::from_str(&r.key).unwrap(),
+                    r.id,
+                    serde_json::from_str::<i64>(&r.value).unwrap(),
+                )
             })
             .collect();
-        let want: Vec<_> = walked(&rows, q).into_iter().skip(q.skip as usize).take(q.limit.map_or(usize::MAX, |l| l as usize)).collect();
+        let want: Vec<_> = walked(&rows, q, true)
+            .into_iter()
+            .skip(q.skip as usize)
+            .take(q.limit.map_or(usize::MAX, |l| l as usize))
+            .collect();
         prop_assert_eq!(&got, &want, "map rows of {:?}", q);
         if q.keys.is_some() && q.grouping != Grouping::Exact {
             continue;
@@ -229,12 +332,29 @@ fn check(views: &Views, db: &Arc<Database>, rt: &tokio::runtime::Runtime, docs: 
         let got: Vec<(Value, i64)> = query::reduce_rows(&index, &snap, sum_view, &view_query(q))
             .unwrap()
             .into_iter()
-            .map(|r| (serde_json::from_str(&r.key).unwrap(), serde_json::from_str(&r.value.unwrap()).unwrap()))
+            .map(|r| {
+                (
+                    serde_json::from_str(&r.key).unwrap(),
+                    serde_json::from_str(&r.value.unwrap()).unwrap(),
+                )
+            })
             .collect();
         let want = model_reduce(&rows, q);
-        prop_assert_eq!(got.len(), want.len(), "reduce rows of {:?}: {:?} vs {:?}", q, got, want);
+        prop_assert_eq!(
+            got.len(),
+            want.len(),
+            "reduce rows of {:?}: {:?} vs {:?}",
+            q,
+            got,
+            want
+        );
         for (g, w) in got.iter().zip(&want) {
-            prop_assert_eq!(collate::compare(&g.0, &w.0), Ordering::Equal, "group keys of {:?}", q);
+            prop_assert_eq!(
+                collate::compare(&g.0, &w.0),
+                Ordering::Equal,
+                "group keys of {:?}",
+                q
+            );
             prop_assert_eq!(g.1, w.1, "sums of {:?}", q);
         }
     }
@@ -243,13 +363,32 @@ fn check(views: &Views, db: &Arc<Database>, rt: &tokio::runtime::Runtime, docs: 
 
 #[test]
 fn view_queries_match_brute_force() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
-    let views = Views::new(ViewsConfig { workers: 2, limits: Default::default(), reduce_limit: true, store: catalog.store_options().clone(), servers: Default::default() });
-    let mut runner = TestRunner::new(Config { cases: 48, rng_seed: RngSeed::Fixed(11), ..Config::default() });
+    let views = Views::new(ViewsConfig {
+        workers: 2,
+        limits: Default::default(),
+        reduce_limit: true,
+        store: catalog.store_options().clone(),
+        servers: Default::default(),
+    });
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        rng_seed: RngSeed::Fixed(11),
+        ..Config::default()
+    });
     let counter = std::sync::atomic::AtomicUsize::new(0);
-    let case = (docs(), prop::collection::vec(queries(), 25), prop::collection::vec(any::<bool>(), 40), -5i64..6);
+    let case = (
+        docs(),
+        prop::collection::vec(queries(), 25),
+        prop::collection::vec(any::<bool>(), 40),
+        -5i64..6,
+    );
     runner
         .run(&case, |(docs, qs, churn, bump)| {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;

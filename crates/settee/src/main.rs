@@ -27,7 +27,11 @@ fn release_thread_memory() {
 }
 
 #[derive(Parser)]
-#[command(name = "settee", version, about = "A document database that speaks Apache CouchDB's HTTP API")]
+#[command(
+    name = "settee",
+    version,
+    about = "A document database that speaks Apache CouchDB's HTTP API"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -150,12 +154,33 @@ struct BenchArgs {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG").unwrap_or_else(|_| "info".into())).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let result = match Cli::parse().command {
-        Command::Serve { data, bind, port, config } => serve(data, bind, port, config),
+        Command::Serve {
+            data,
+            bind,
+            port,
+            config,
+        } => serve(data, bind, port, config),
         Command::Bench(args) => bench(*args),
-        Command::Check { data, db, config } => data_dir(data, config).and_then(|dir| repair::check(&dir, db.as_deref())).and_then(|ok| if ok { Ok(()) } else { Err("damage found".into()) }),
-        Command::Salvage { data, db, config } => data_dir(data, config).and_then(|dir| repair::salvage(&dir, &db)),
+        Command::Check { data, db, config } => data_dir(data, config)
+            .and_then(|dir| repair::check(&dir, db.as_deref()))
+            .and_then(|ok| {
+                if ok {
+                    Ok(())
+                } else {
+                    Err("damage found".into())
+                }
+            }),
+        Command::Salvage { data, db, config } => {
+            data_dir(data, config).and_then(|dir| repair::salvage(&dir, &db))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -171,21 +196,47 @@ fn data_dir(data: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf, S
     if let Some(dir) = data.clone().filter(|_| config.is_none()) {
         return Ok(dir);
     }
-    let config_path = config.unwrap_or_else(|| data.clone().unwrap_or_else(|| PathBuf::from("data")).join("settee.ini"));
-    let file = Config::load(&config_path).map_err(|e| format!("reading {}: {e}", config_path.display()))?;
-    Ok(data.or_else(|| file.get("couchdb", "database_dir").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("data")))
+    let config_path = config.unwrap_or_else(|| {
+        data.clone()
+            .unwrap_or_else(|| PathBuf::from("data"))
+            .join("settee.ini")
+    });
+    let file = Config::load(&config_path)
+        .map_err(|e| format!("reading {}: {e}", config_path.display()))?;
+    Ok(data
+        .or_else(|| file.get("couchdb", "database_dir").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("data")))
 }
 
 /// Resolves options (command line, then config file, then defaults) and runs the server.
-fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config: Option<PathBuf>) -> Result<(), String> {
-    let config_path = config.unwrap_or_else(|| data.clone().unwrap_or_else(|| PathBuf::from("data")).join("settee.ini"));
-    let file = Config::load(&config_path).map_err(|e| format!("reading {}: {e}", config_path.display()))?;
-    let data_dir = data.or_else(|| file.get("couchdb", "database_dir").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("data"));
-    let bind = bind.or_else(|| file.get("chttpd", "bind_address").map(str::to_string)).unwrap_or_else(|| "127.0.0.1".into());
+fn serve(
+    data: Option<PathBuf>,
+    bind: Option<String>,
+    port: Option<u16>,
+    config: Option<PathBuf>,
+) -> Result<(), String> {
+    let config_path = config.unwrap_or_else(|| {
+        data.clone()
+            .unwrap_or_else(|| PathBuf::from("data"))
+            .join("settee.ini")
+    });
+    let file = Config::load(&config_path)
+        .map_err(|e| format!("reading {}: {e}", config_path.display()))?;
+    let data_dir = data
+        .or_else(|| file.get("couchdb", "database_dir").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("data"));
+    let bind = bind
+        .or_else(|| file.get("chttpd", "bind_address").map(str::to_string))
+        .unwrap_or_else(|| "127.0.0.1".into());
     let port = port.unwrap_or_else(|| file.get_or("chttpd", "port", 5984));
-    std::fs::create_dir_all(&data_dir).map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir)
+        .map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
     raise_open_files_limit();
-    let opts = ServerOptions { data_dir, config_path, release_memory: Some(release_thread_memory) };
+    let opts = ServerOptions {
+        data_dir,
+        config_path,
+        release_memory: Some(release_thread_memory),
+    };
     let prepared = State::prepare(&opts, std::env::var("SETTEE_ADMIN").ok())?;
     if let Some((name, password)) = &prepared.generated_admin {
         println!("Created server admin `{name}` with password `{password}` (stored hashed in {}; shown only now).", opts.config_path.display());
@@ -193,24 +244,42 @@ fn serve(data: Option<PathBuf>, bind: Option<String>, port: Option<u16>, config:
     let tls = file
         .get_or("ssl", "enable", false)
         .then(|| -> Result<_, String> {
-            let need = |key: &str| file.get("ssl", key).map(str::to_string).ok_or(format!("[ssl] enable is true but [ssl] {key} is not set"));
-            Ok((settee_http::tls_acceptor(&need("cert_file")?, &need("key_file")?)?, file.get_or("ssl", "port", 6984u16)))
+            let need = |key: &str| {
+                file.get("ssl", key)
+                    .map(str::to_string)
+                    .ok_or(format!("[ssl] enable is true but [ssl] {key} is not set"))
+            };
+            Ok((
+                settee_http::tls_acceptor(&need("cert_file")?, &need("key_file")?)?,
+                file.get_or("ssl", "port", 6984u16),
+            ))
         })
         .transpose()?;
     settee_http::smoosh::start(prepared.state.clone());
     // Room for documents nested as deeply as the server takes them (settee_json::deep):
     // handling one recurses about a hundred bytes a level (several times that in unoptimised
     // builds). Only the stack used is committed.
-    let runtime = tokio::runtime::Builder::new_multi_thread().thread_stack_size(16 << 20).enable_all().build().map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(16 << 20)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         if let Some((acceptor, tls_port)) = tls {
-            let listener = tokio::net::TcpListener::bind((bind.as_str(), tls_port)).await.map_err(|e| format!("binding {bind}:{tls_port}: {e}"))?;
+            let listener = tokio::net::TcpListener::bind((bind.as_str(), tls_port))
+                .await
+                .map_err(|e| format!("binding {bind}:{tls_port}: {e}"))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            println!("Settee {} serving TLS on https://{addr}", settee_http::VERSION);
+            println!(
+                "Settee {} serving TLS on https://{addr}",
+                settee_http::VERSION
+            );
             let state = prepared.state.clone();
             tokio::spawn(settee_http::serve_tls(listener, acceptor, state));
         }
-        let listener = tokio::net::TcpListener::bind((bind.as_str(), port)).await.map_err(|e| format!("binding {bind}:{port}: {e}"))?;
+        let listener = tokio::net::TcpListener::bind((bind.as_str(), port))
+            .await
+            .map_err(|e| format!("binding {bind}:{port}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("Settee {} listening on http://{addr}", settee_http::VERSION);
         match settee_http::serve(listener, prepared.state).await {}
@@ -222,17 +291,46 @@ fn bench(args: BenchArgs) -> Result<(), String> {
     use settee_bench::client::Target;
     use settee_bench::report;
     use settee_bench::workloads::{c10k, fabric, reads, views};
-    let targets: Vec<Target> = std::iter::once(&args.url).chain(args.compare.as_ref()).map(|u| Target::parse(u)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    let targets: Vec<Target> = std::iter::once(&args.url)
+        .chain(args.compare.as_ref())
+        .map(|u| Target::parse(u))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     let wants = |w: &str| args.workloads.iter().any(|x| x == w);
     const KNOWN: [&str; 4] = ["reads", "views", "fabric", "c10k"];
     if let Some(unknown) = args.workloads.iter().find(|w| !KNOWN.contains(&w.as_str())) {
-        return Err(format!("unknown workload `{unknown}` (known: {})", KNOWN.join(", ")));
+        return Err(format!(
+            "unknown workload `{unknown}` (known: {})",
+            KNOWN.join(", ")
+        ));
     }
-    let (r, v, f) = if args.published { (reads::Params::PUBLISHED, views::Params::PUBLISHED, fabric::Params::PUBLISHED) } else { (reads::Params { clients: 60, requests: 200 }, views::Params::SMALL, fabric::Params::SMALL) };
+    let (r, v, f) = if args.published {
+        (
+            reads::Params::PUBLISHED,
+            views::Params::PUBLISHED,
+            fabric::Params::PUBLISHED,
+        )
+    } else {
+        (
+            reads::Params {
+                clients: 60,
+                requests: 200,
+            },
+            views::Params::SMALL,
+            fabric::Params::SMALL,
+        )
+    };
     let c = c10k::Params::published();
     let plan = settee_bench::Plan {
-        reads: wants("reads").then(|| reads::Params { clients: args.clients.unwrap_or(r.clients), requests: args.requests.unwrap_or(r.requests) }),
-        views: wants("views").then(|| views::Params { docs: args.docs.unwrap_or(v.docs), large_docs: args.large_docs.unwrap_or(v.large_docs), words: args.words.unwrap_or(v.words) }),
+        reads: wants("reads").then(|| reads::Params {
+            clients: args.clients.unwrap_or(r.clients),
+            requests: args.requests.unwrap_or(r.requests),
+        }),
+        views: wants("views").then(|| views::Params {
+            docs: args.docs.unwrap_or(v.docs),
+            large_docs: args.large_docs.unwrap_or(v.large_docs),
+            words: args.words.unwrap_or(v.words),
+        }),
         fabric: wants("fabric").then(|| fabric::Params {
             docs: args.fabric_docs.unwrap_or(f.docs),
             updates: args.updates.unwrap_or(f.updates),
@@ -242,17 +340,29 @@ fn bench(args: BenchArgs) -> Result<(), String> {
         c10k: wants("c10k").then(|| c10k::Params {
             steps: args.connections.clone().unwrap_or(c.steps.clone()),
             requests: args.c10k_requests.unwrap_or(c.requests),
-            step_limit: args.step_seconds.map_or(c.step_limit, std::time::Duration::from_secs),
+            step_limit: args
+                .step_seconds
+                .map_or(c.step_limit, std::time::Duration::from_secs),
         }),
         quiet: args.json,
     };
     raise_open_files_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::new();
     for target in &targets {
-        outcomes.push(runtime.block_on(settee_bench::run(target, &plan)).map_err(|e| format!("{}: {e}", target.display))?);
+        outcomes.push(
+            runtime
+                .block_on(settee_bench::run(target, &plan))
+                .map_err(|e| format!("{}: {e}", target.display))?,
+        );
     }
-    let names = (targets[0].display.as_str(), targets.get(1).map(|t| t.display.as_str()));
+    let names = (
+        targets[0].display.as_str(),
+        targets.get(1).map(|t| t.display.as_str()),
+    );
     let compare = outcomes.get(1).map(Vec::as_slice);
     if args.json {
         println!("{}", report::json(names, &outcomes[0], compare));
@@ -270,7 +380,10 @@ fn bench(args: BenchArgs) -> Result<(), String> {
 fn raise_open_files_limit() {
     // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
     unsafe {
-        let mut lim = libc_rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut lim = libc_rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if getrlimit(RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
             setrlimit(RLIMIT_NOFILE, &lim);

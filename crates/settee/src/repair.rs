@@ -10,14 +10,24 @@ use settee_store::{format::RecordKind, FileScan};
 fn databases(data: &Path, only: Option<&str>) -> Result<Vec<(String, PathBuf)>, String> {
     if let Some(name) = only {
         let dir = settee_db::database_dir(data, name);
-        return if dir.is_dir() { Ok(vec![(name.to_string(), dir)]) } else { Err(format!("no database {name} in {}", data.display())) };
+        return if dir.is_dir() {
+            Ok(vec![(name.to_string(), dir)])
+        } else {
+            Err(format!("no database {name} in {}", data.display()))
+        };
     }
     let root = data.join("dbs");
-    let entries = std::fs::read_dir(&root).map_err(|e| format!("reading {}: {e}", root.display()))?;
+    let entries =
+        std::fs::read_dir(&root).map_err(|e| format!("reading {}: {e}", root.display()))?;
     let mut out: Vec<(String, PathBuf)> = entries
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_dir() && !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| (e.file_name().to_string_lossy().replace("%2F", "/"), e.path()))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().replace("%2F", "/"),
+                e.path(),
+            )
+        })
         .collect();
     out.sort();
     Ok(out)
@@ -27,7 +37,9 @@ fn databases(data: &Path, only: Option<&str>) -> Result<Vec<(String, PathBuf)>, 
 pub fn check(data: &Path, only: Option<&str>) -> Result<bool, String> {
     let (mut files, mut damaged) = (0, 0);
     for (name, dir) in databases(data, only)? {
-        for FileCheck { path, scan } in settee_db::check_database(&dir).map_err(|e| format!("{name}: {e}"))? {
+        for FileCheck { path, scan } in
+            settee_db::check_database(&dir).map_err(|e| format!("{name}: {e}"))?
+        {
             files += 1;
             if !scan.intact() {
                 damaged += 1;
@@ -36,7 +48,15 @@ pub fn check(data: &Path, only: Option<&str>) -> Result<bool, String> {
             }
         }
     }
-    println!("checked {files} files in {}: {}", data.display(), if damaged == 0 { "all intact".to_string() } else { format!("{damaged} damaged") });
+    println!(
+        "checked {files} files in {}: {}",
+        data.display(),
+        if damaged == 0 {
+            "all intact".to_string()
+        } else {
+            format!("{damaged} damaged")
+        }
+    );
     Ok(damaged == 0)
 }
 
@@ -52,13 +72,20 @@ fn kind_name(kind: Option<RecordKind>) -> &'static str {
 
 fn report_scan(scan: &FileScan) {
     for r in scan.records.iter().filter(|r| !r.intact) {
-        println!("  {} at offset {}: checksum mismatch", kind_name(r.kind), r.offset);
+        println!(
+            "  {} at offset {}: checksum mismatch",
+            kind_name(r.kind),
+            r.offset
+        );
     }
     for (from, to) in &scan.unreadable {
         println!("  unreadable bytes from offset {from} to {to}");
     }
     for h in scan.headers.iter().filter(|h| !h.region_intact) {
-        println!("  commit {} (header at offset {}): its bytes no longer match its checksum", h.generation, h.offset);
+        println!(
+            "  commit {} (header at offset {}): its bytes no longer match its checksum",
+            h.generation, h.offset
+        );
     }
     if let Some(at) = scan.dropped_commit {
         println!("  the last commit (header at offset {at}) does not check out: a crash cut it short, or it was damaged since; opening drops it");
@@ -70,7 +97,9 @@ pub fn salvage(data: &Path, name: &str) -> Result<(), String> {
     let (_, dir) = databases(data, Some(name))?.pop().expect("one database");
     let options = settee_store::StoreOptions::default();
     let done = settee_db::salvage_database(&dir, &options).map_err(|e| match e.to_string() {
-        m if m.contains("another writer") => format!("{name} is open in a running server; stop it first"),
+        m if m.contains("another writer") => {
+            format!("{name} is open in a running server; stop it first")
+        }
         m => format!("{name}: {m}"),
     })?;
     if done.is_empty() {
@@ -86,10 +115,19 @@ pub fn salvage(data: &Path, name: &str) -> Result<(), String> {
 }
 
 fn report_salvage(path: &Path, r: &ShardSalvage) {
-    println!("{}: rebuilt with {} documents (the damaged file is kept as {}.damaged)", path.display(), r.kept, path.display());
+    println!(
+        "{}: rebuilt with {} documents (the damaged file is kept as {}.damaged)",
+        path.display(),
+        r.kept,
+        path.display()
+    );
     let end = |k: &Option<String>, open: &str| k.clone().unwrap_or_else(|| open.to_string());
     for (after, up_to, n) in &r.lost_ranges {
-        println!("  lost {n} documents with ids after {} up to {}", end(after, "the first"), end(up_to, "the last"));
+        println!(
+            "  lost {n} documents with ids after {} up to {}",
+            end(after, "the first"),
+            end(up_to, "the last")
+        );
     }
     for id in &r.lost_docs {
         println!("  lost document {id} (a body or attachment was damaged)");

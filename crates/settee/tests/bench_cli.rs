@@ -12,27 +12,70 @@ use common::{TestServer, ADMIN};
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_settee")).arg("bench").args(args).output().expect("settee bench runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_settee"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("settee bench runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn every_workload_against_a_real_server() {
     let s = TestServer::start();
-    let url = s.url.replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
+    let url = s
+        .url
+        .replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
     let (ok, stdout, stderr) = bench(&[
-        "--url", &url, "--clients", "4", "--requests", "25", "--docs", "500", "--large-docs", "20", "--words", "1000", "--fabric-docs", "300", "--updates", "20", "--mixed-docs", "2000",
-        "--readers", "3", "--connections", "20,300", "--c10k-requests", "4", "--json",
+        "--url",
+        &url,
+        "--clients",
+        "4",
+        "--requests",
+        "25",
+        "--docs",
+        "500",
+        "--large-docs",
+        "20",
+        "--words",
+        "1000",
+        "--fabric-docs",
+        "300",
+        "--updates",
+        "20",
+        "--mixed-docs",
+        "2000",
+        "--readers",
+        "3",
+        "--connections",
+        "20,300",
+        "--c10k-requests",
+        "4",
+        "--json",
     ]);
     assert!(ok, "{stdout}\n{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
+    let report: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
     let reads = &report["results"][0];
     assert_eq!(reads["workload"], "single-doc reads");
     assert_eq!(reads["failures"], 0);
     assert!(reads["requests/s"].as_f64().unwrap() > 0.0);
     assert!(reads["p99 ms"].as_f64().unwrap() >= reads["p50 ms"].as_f64().unwrap());
-    assert_eq!(s.admin().get("/animals/cat").json()["name"], "gizmo", "the workload's document");
-    let names: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["workload"].as_str().unwrap()).collect();
+    assert_eq!(
+        s.admin().get("/animals/cat").json()["name"],
+        "gizmo",
+        "the workload's document"
+    );
+    let names: Vec<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
     assert_eq!(
         names,
         [
@@ -60,21 +103,69 @@ fn every_workload_against_a_real_server() {
     }
     assert!(report["results"][1]["docs/s"].as_f64().unwrap() > 0.0);
     assert!(report["results"][5]["groups"].as_f64().unwrap() > 10.0);
-    let result = |name: &str| report["results"].as_array().unwrap().iter().find(|r| r["workload"] == name).unwrap().clone();
-    assert!(result("fabric_bench random doc gets")["gets/s"].as_f64().unwrap() > 0.0);
+    let result = |name: &str| {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["workload"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert!(
+        result("fabric_bench random doc gets")["gets/s"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     let mixed = result("fabric_bench mixed, 3 readers");
     assert!(mixed["reads/s while loading"].as_f64().unwrap() > 0.0);
     let kept = |m: &str| mixed[m].as_f64().unwrap();
-    assert!(kept("% kept, lowest round") <= kept("% kept") && kept("% kept") <= kept("% kept, highest round"), "{mixed}");
-    assert!(result("fabric_bench mixed, load 2000 docs")["s alone"].as_f64().unwrap() > 0.0);
+    assert!(
+        kept("% kept, lowest round") <= kept("% kept")
+            && kept("% kept") <= kept("% kept, highest round"),
+        "{mixed}"
+    );
+    assert!(
+        result("fabric_bench mixed, load 2000 docs")["s alone"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     assert_eq!(result("C10K, 300 connections")["connect errors"], 0.0);
-    assert!(result("C10K, 300 connections")["requests/s"].as_f64().unwrap() > 0.0);
-    assert_eq!(s.admin().get("/fabric_bench").status, 404, "fabric_bench cleans up after itself");
+    assert!(
+        result("C10K, 300 connections")["requests/s"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert_eq!(
+        s.admin().get("/fabric_bench").status,
+        404,
+        "fabric_bench cleans up after itself"
+    );
 
-    let (ok, stdout, _) = bench(&["--url", &url, "--compare", &url, "--clients", "2", "--requests", "10", "--workloads", "reads"]);
+    let (ok, stdout, _) = bench(&[
+        "--url",
+        &url,
+        "--compare",
+        &url,
+        "--clients",
+        "2",
+        "--requests",
+        "10",
+        "--workloads",
+        "reads",
+    ]);
     assert!(ok);
-    assert!(stdout.lines().next().unwrap().starts_with("workload"), "a table: {stdout}");
-    assert!(stdout.contains("requests/s") && stdout.contains('x'), "with ratios: {stdout}");
+    assert!(
+        stdout.lines().next().unwrap().starts_with("workload"),
+        "a table: {stdout}"
+    );
+    assert!(
+        stdout.contains("requests/s") && stdout.contains('x'),
+        "with ratios: {stdout}"
+    );
 }
 
 /// A server that accepts everything and always answers `{"_id":"cat","name":"tom"}`.
@@ -107,7 +198,11 @@ fn wrong_server() -> String {
                     }
                     let mut body = vec![0; length];
                     let _ = reader.read_exact(&mut body);
-                    let status = if method == "PUT" { "201 Created" } else { "200 OK" };
+                    let status = if method == "PUT" {
+                        "201 Created"
+                    } else {
+                        "200 OK"
+                    };
                     let answer = r#"{"_id":"cat","name":"tom"}"#;
                     let reply = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}", answer.len());
                     if stream.write_all(reply.as_bytes()).is_err() {
@@ -123,20 +218,55 @@ fn wrong_server() -> String {
 #[test]
 fn fast_wrong_answers_are_failures() {
     let url = wrong_server();
-    let (ok, stdout, stderr) = bench(&["--url", &url, "--clients", "2", "--requests", "10", "--workloads", "reads", "--json"]);
+    let (ok, stdout, stderr) = bench(&[
+        "--url",
+        &url,
+        "--clients",
+        "2",
+        "--requests",
+        "10",
+        "--workloads",
+        "reads",
+        "--json",
+    ]);
     assert!(!ok, "wrong answers fail the command: {stdout}");
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
+    let report: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
     assert_eq!(report["results"][0]["failures"], 20);
-    assert_eq!(report["results"][0]["requests/s"], 0.0, "wrong answers are not counted as served");
+    assert_eq!(
+        report["results"][0]["requests/s"], 0.0,
+        "wrong answers are not counted as served"
+    );
     assert!(stderr.contains("20 wrong or failed answers"), "{stderr}");
 
-    let (ok, stdout, stderr) = bench(&["--url", &url, "--workloads", "c10k", "--connections", "5", "--c10k-requests", "2", "--json"]);
+    let (ok, stdout, stderr) = bench(&[
+        "--url",
+        &url,
+        "--workloads",
+        "c10k",
+        "--connections",
+        "5",
+        "--c10k-requests",
+        "2",
+        "--json",
+    ]);
     assert!(!ok, "{stdout}");
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
-    assert_eq!(report["results"][0]["failures"], 10, "a welcome without a version and the wrong cat");
+    let report: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}\n{stderr}"));
+    assert_eq!(
+        report["results"][0]["failures"], 10,
+        "a welcome without a version and the wrong cat"
+    );
     assert_eq!(report["results"][0]["requests/s"], 0.0);
 
-    let (ok, _, stderr) = bench(&["--url", &url, "--workloads", "fabric", "--fabric-docs", "10"]);
+    let (ok, _, stderr) = bench(&[
+        "--url",
+        &url,
+        "--workloads",
+        "fabric",
+        "--fabric-docs",
+        "10",
+    ]);
     assert!(!ok);
     assert!(stderr.contains("wrong answer: fabric_bench: "), "{stderr}");
 }

@@ -18,7 +18,9 @@ fn gzip(text: &str) -> Vec<u8> {
 /// goes quiet for a second.
 fn raw(s: &TestServer, bytes: &[u8]) -> String {
     let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(1))).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
     stream.write_all(bytes).unwrap();
     let mut out = Vec::new();
     let _ = stream.read_to_end(&mut out);
@@ -36,18 +38,50 @@ fn local_documents_take_any_revision_as_couchdb_does() {
     assert_eq!(c.put("/db", "").status, 201);
     let put = |path: &str, body: Value| c.put(path, &body.to_string());
     assert_eq!(put("/db/_local/ck", json!({"h": 1})).json()["rev"], "0-1");
-    let r = put("/db/_local/ck", json!({"_rev": "0-1", "_revisions": {"start": 0, "ids": ["1"]}, "h": 2}));
-    assert_eq!((r.status, r.json()["rev"].clone()), (201, json!("0-2")), "{}", r.text);
-    assert_eq!(put("/db/_local/ck", json!({"h": 3})).json()["rev"], "0-1", "no revision: overwritten as 0-1");
-    assert_eq!(put("/db/_local/ck", json!({"_rev": "0-7", "h": 4})).json()["rev"], "0-8");
-    assert_eq!(c.get("/db/_local/ck").json(), json!({"_id": "_local/ck", "_rev": "0-8", "h": 4}));
-    let r = put("/db/_local/other", json!({"_revisions": {"start": 0, "ids": ["5", "3", "1"]}}));
+    let r = put(
+        "/db/_local/ck",
+        json!({"_rev": "0-1", "_revisions": {"start": 0, "ids": ["1"]}, "h": 2}),
+    );
+    assert_eq!(
+        (r.status, r.json()["rev"].clone()),
+        (201, json!("0-2")),
+        "{}",
+        r.text
+    );
+    assert_eq!(
+        put("/db/_local/ck", json!({"h": 3})).json()["rev"],
+        "0-1",
+        "no revision: overwritten as 0-1"
+    );
+    assert_eq!(
+        put("/db/_local/ck", json!({"_rev": "0-7", "h": 4})).json()["rev"],
+        "0-8"
+    );
+    assert_eq!(
+        c.get("/db/_local/ck").json(),
+        json!({"_id": "_local/ck", "_rev": "0-8", "h": 4})
+    );
+    let r = put(
+        "/db/_local/other",
+        json!({"_revisions": {"start": 0, "ids": ["5", "3", "1"]}}),
+    );
     assert_eq!(r.json()["rev"], "0-6", "the newest id counts");
     let r = c.delete("/db/_local/ck");
-    assert_eq!((r.status, r.json()), (200, json!({"ok": true, "id": "_local/ck", "rev": "0-0"})), "deleted without a revision");
+    assert_eq!(
+        (r.status, r.json()),
+        (200, json!({"ok": true, "id": "_local/ck", "rev": "0-0"})),
+        "deleted without a revision"
+    );
     c.get("/db/_local/ck").error(404, "not_found");
     c.delete("/db/_local/ck").error(404, "not_found");
-    assert_eq!(c.post("/db/_bulk_docs", &json!({"docs": [{"_id": "_local/b", "_rev": "0-3", "x": 1}]}).to_string()).json()[0]["rev"], "0-4");
+    assert_eq!(
+        c.post(
+            "/db/_bulk_docs",
+            &json!({"docs": [{"_id": "_local/b", "_rev": "0-3", "x": 1}]}).to_string()
+        )
+        .json()[0]["rev"],
+        "0-4"
+    );
 }
 
 /// The IBM Cloudant SDK and Kivik gzip every JSON body they send; CouchDB decodes them.
@@ -58,7 +92,11 @@ fn gzip_encoded_json_bodies_are_decoded() {
     assert_eq!(c.put("/db", "").status, 201);
     let send = |method: &str, path: &str, body: &str, encoding: &str| {
         let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
-        let data = if encoding == "gzip" { gzip(body) } else { body.as_bytes().to_vec() };
+        let data = if encoding == "gzip" {
+            gzip(body)
+        } else {
+            body.as_bytes().to_vec()
+        };
         let head = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Encoding: {encoding}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", common::admin_auth(), data.len());
         stream.write_all(head.as_bytes()).unwrap();
         stream.write_all(&data).unwrap();
@@ -67,14 +105,27 @@ fn gzip_encoded_json_bodies_are_decoded() {
         out
     };
     assert!(send("PUT", "/db/doc", r#"{"v":1}"#, "gzip").starts_with("HTTP/1.1 201"));
-    assert!(send("POST", "/db/_bulk_docs", r#"{"docs":[{"_id":"b","v":2}]}"#, "gzip").starts_with("HTTP/1.1 201"));
+    assert!(send(
+        "POST",
+        "/db/_bulk_docs",
+        r#"{"docs":[{"_id":"b","v":2}]}"#,
+        "gzip"
+    )
+    .starts_with("HTTP/1.1 201"));
     let found = send("POST", "/db/_find", r#"{"selector":{"v":2}}"#, "gzip");
-    assert!(found.starts_with("HTTP/1.1 200") && found.contains(r#""_id":"b""#), "{found}");
+    assert!(
+        found.starts_with("HTTP/1.1 200") && found.contains(r#""_id":"b""#),
+        "{found}"
+    );
     let keys = send("POST", "/db/_all_docs", r#"{"keys":["doc"]}"#, "gzip");
     assert!(keys.contains(r#""id":"doc""#), "{keys}");
     assert_eq!(c.get("/db/doc").json()["v"], 1);
     let deflate = send("PUT", "/db/d2", r#"{"v":1}"#, "deflate");
-    assert!(deflate.starts_with("HTTP/1.1 415") && deflate.contains("deflate is not a supported content encoding."), "{deflate}");
+    assert!(
+        deflate.starts_with("HTTP/1.1 415")
+            && deflate.contains("deflate is not a supported content encoding."),
+        "{deflate}"
+    );
     let mut broken = gzip(r#"{"v":1}"#);
     broken.truncate(8);
     let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
@@ -83,7 +134,10 @@ fn gzip_encoded_json_bodies_are_decoded() {
     stream.write_all(&broken).unwrap();
     let mut out = String::new();
     stream.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("HTTP/1.1 400") && out.contains("Request body is not properly gzipped."), "{out}");
+    assert!(
+        out.starts_with("HTTP/1.1 400") && out.contains("Request body is not properly gzipped."),
+        "{out}"
+    );
     c.get("/db/d3").error(404, "not_found");
 }
 
@@ -92,21 +146,61 @@ fn gzip_encoded_json_bodies_are_decoded() {
 fn session_logins_take_username_and_cookies_carry_expires() {
     let s = TestServer::start();
     let anon = s.anon();
-    let r = anon.post("/_session", &json!({"username": common::ADMIN.0, "password": common::ADMIN.1}).to_string());
+    let r = anon.post(
+        "/_session",
+        &json!({"username": common::ADMIN.0, "password": common::ADMIN.1}).to_string(),
+    );
     assert_eq!(r.status, 200, "{}", r.text);
     let cookie = r.header("set-cookie").unwrap().to_string();
-    let attrs: Vec<&str> = cookie.split("; ").skip(1).map(|a| a.split('=').next().unwrap()).collect();
-    assert_eq!(attrs, ["Version", "Expires", "Max-Age", "Path", "HttpOnly"], "{cookie}");
+    let attrs: Vec<&str> = cookie
+        .split("; ")
+        .skip(1)
+        .map(|a| a.split('=').next().unwrap())
+        .collect();
+    assert_eq!(
+        attrs,
+        ["Version", "Expires", "Max-Age", "Path", "HttpOnly"],
+        "{cookie}"
+    );
     assert!(cookie.contains(" GMT; Max-Age=600"), "{cookie}");
-    let form = anon.send("POST", "/_session", Some(&format!("username={}&password={}", common::ADMIN.0, common::ADMIN.1)), &[("Content-Type", "application/x-www-form-urlencoded")]);
+    let form = anon.send(
+        "POST",
+        "/_session",
+        Some(&format!(
+            "username={}&password={}",
+            common::ADMIN.0,
+            common::ADMIN.1
+        )),
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+    );
     assert_eq!(form.status, 200, "{}", form.text);
-    anon.post("/_session", r#"{"name":"a","username":"b","password":"p"}"#).error(400, "bad_request");
-    assert_eq!(anon.post("/_session", r#"{"password":"p"}"#).json()["reason"], "request body must contain a username");
-    anon.send("POST", "/_session", Some("name=a"), &[("Content-Type", "text/plain")]).error(415, "bad_content_type");
-    let value = cookie.split(';').next().unwrap().trim_start_matches("AuthSession=").to_string();
+    anon.post("/_session", r#"{"name":"a","username":"b","password":"p"}"#)
+        .error(400, "bad_request");
+    assert_eq!(
+        anon.post("/_session", r#"{"password":"p"}"#).json()["reason"],
+        "request body must contain a username"
+    );
+    anon.send(
+        "POST",
+        "/_session",
+        Some("name=a"),
+        &[("Content-Type", "text/plain")],
+    )
+    .error(415, "bad_content_type");
+    let value = cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("AuthSession=")
+        .to_string();
     let mut by_cookie = Client::new(&s.url, None);
-    by_cookie.extra.push(("Cookie".into(), format!("AuthSession={value}")));
-    assert_eq!(by_cookie.get("/_session").json()["userCtx"]["name"], common::ADMIN.0);
+    by_cookie
+        .extra
+        .push(("Cookie".into(), format!("AuthSession={value}")));
+    assert_eq!(
+        by_cookie.get("/_session").json()["userCtx"]["name"],
+        common::ADMIN.0
+    );
 }
 
 /// couchdb-python sends a 10-byte `Content-Length` for an 11-byte UTF-8 attachment: CouchDB
@@ -119,9 +213,19 @@ fn an_attachment_longer_than_its_content_length_is_refused() {
     let body = "caf\u{e9} 12345";
     assert_eq!(body.len(), 11);
     let out = raw(&s, format!("PUT /db/doc/att.txt HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\n{body}", common::admin_auth()).as_bytes());
-    assert!(out.starts_with("HTTP/1.1 400") && out.contains("attachment longer than expected"), "{out}");
-    assert!(out.to_ascii_lowercase().contains("connection: close"), "{out}");
-    assert_eq!(out.matches("HTTP/1.1").count(), 1, "the extra byte is not taken for a request: {out}");
+    assert!(
+        out.starts_with("HTTP/1.1 400") && out.contains("attachment longer than expected"),
+        "{out}"
+    );
+    assert!(
+        out.to_ascii_lowercase().contains("connection: close"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("HTTP/1.1").count(),
+        1,
+        "the extra byte is not taken for a request: {out}"
+    );
     c.get("/db/doc/att.txt").error(404, "not_found");
     // The right length is stored, and a keep-alive client goes on.
     let ok = raw(&s, format!("PUT /db/doc/att.txt HTTP/1.1\r\nHost: x\r\nAuthorization: {a}\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\n{body}GET /_up HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", a = common::admin_auth()).as_bytes());
@@ -138,14 +242,304 @@ fn failures_before_an_account_existed_do_not_lock_it_and_passwords_hash_as_couch
     let admin = s.admin();
     common::set_config(&admin, "chttpd_auth_lockout", "threshold", "3");
     for _ in 0..5 {
-        s.anon().post("/_session", r#"{"name":"newbie","password":"guess"}"#);
+        s.anon()
+            .post("/_session", r#"{"name":"newbie","password":"guess"}"#);
         Client::new(&s.url, Some(("newcomer", "guess"))).get("/");
     }
     for name in ["newbie", "newcomer"] {
         let user = json!({"name": name, "password": "right", "roles": [], "type": "user"});
-        assert_eq!(admin.put(&format!("/_users/org.couchdb.user:{name}"), &user.to_string()).status, 201);
-        assert_eq!(Client::new(&s.url, Some((name, "right"))).get("/_session").json()["userCtx"]["name"], name, "{name} is not locked out");
+        assert_eq!(
+            admin
+                .put(
+                    &format!("/_users/org.couchdb.user:{name}"),
+                    &user.to_string()
+                )
+                .status,
+            201
+        );
+        assert_eq!(
+            Client::new(&s.url, Some((name, "right")))
+                .get("/_session")
+                .json()["userCtx"]["name"],
+            name,
+            "{name} is not locked out"
+        );
     }
     let stored = admin.get("/_users/org.couchdb.user:newbie").json();
-    assert_eq!((&stored["iterations"], &stored["pbkdf2_prf"], &stored["password_scheme"]), (&json!(600000), &json!("sha256"), &json!("pbkdf2")));
+    assert_eq!(
+        (
+            &stored["iterations"],
+            &stored["pbkdf2_prf"],
+            &stored["password_scheme"]
+        ),
+        (&json!(600000), &json!("sha256"), &json!("pbkdf2"))
+    );
+}
+
+/// `/_node/{this node's name}/...` answers as `/_node/_local/...` does (Fauxton and the
+/// replicator name the node); another name is CouchDB's 404.
+#[test]
+fn the_node_answers_to_its_own_name() {
+    let s = TestServer::start();
+    let c = s.admin();
+    let name = c.get("/_node/_local").json()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(c.get("/_membership").json()["all_nodes"], json!([name]));
+    c.put("/_node/_local/_config/couchdb/max_dbs_open", r#""321""#);
+    let by_name = c.get(&format!("/_node/{name}/_config/couchdb/max_dbs_open"));
+    assert_eq!((by_name.status, by_name.json()), (200, json!("321")));
+    let r = c.put(
+        &format!("/_node/{name}/_config/couchdb/max_dbs_open"),
+        r#""322""#,
+    );
+    assert_eq!((r.status, r.json()), (200, json!("321")));
+    let local = c.get("/_node/_local/_config/couchdb/max_dbs_open");
+    assert_eq!(local.json(), json!("322"));
+    let section = c.get(&format!("/_node/{name}/_config/couchdb"));
+    assert_eq!(section.json()["max_dbs_open"], "322");
+    let other = c.get("/_node/nonode@nohost/_config");
+    assert_eq!(
+        (other.status, other.json()),
+        (
+            404,
+            json!({"error": "not_found", "reason": "no such node: nonode@nohost"})
+        )
+    );
+}
+
+/// Error answers keep the connection open: two requests pipelined on one connection, the
+/// first refused (501, 404, 405, 400), each get their answer.
+#[test]
+fn error_answers_keep_the_connection_alive() {
+    let s = TestServer::start();
+    let auth = common::admin_auth();
+    for first in [
+        "GET /db/_design/d/_show/s HTTP/1.1",
+        "GET /nodb HTTP/1.1",
+        "PATCH / HTTP/1.1",
+        "GET /_uuids?count=x HTTP/1.1",
+    ] {
+        let request = format!(
+            "{first}\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n\
+             GET / HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n"
+        );
+        let answer = raw(&s, request.as_bytes());
+        assert_eq!(
+            answer.matches("HTTP/1.1 ").count(),
+            2,
+            "{first}: both answered on one connection:\n{answer}"
+        );
+        assert!(answer.contains("\"couchdb\":\"Welcome\""), "{answer}");
+        assert!(!answer.to_ascii_lowercase().contains("connection: close"));
+    }
+}
+
+/// `_changes` filters are named and fail as CouchDB's are (PouchDB's and CouchDB's own suites
+/// check these): a filter that throws fails the request with a 500 naming the exception, in
+/// every feed, and a feed that already answered is cut short rather than ended as if whole.
+#[test]
+fn changes_filters_fail_as_couchdb_does() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db?q=1", "");
+    c.put("/db/a", r#"{"n":1}"#);
+    c.put("/db/b", r#"{"n":2}"#);
+    let ddoc = json!({
+        "views": {
+            "v": {"map": "function(doc){ if (doc.n > 1) emit(doc.n, null); }"},
+            "bad": {"map": "function(doc){ if (doc.n > 1) throw new Error('m'); emit(1, null); }"}
+        },
+        "filters": {
+            "throws": "function(doc, req){ if (doc.n == 2) throw new TypeError('bad'); return true; }",
+            "forbids": "function(doc, req){ if (doc.n == 2) throw({forbidden: 'x'}); return true; }",
+            "named": "function(doc, req){ throw({error: 'e', reason: 'r'}); }",
+            "truthy": "function(doc, req){ return doc.n == 1 ? 'yes' : 0; }"
+        }
+    });
+    assert_eq!(c.put("/db/_design/d", &ddoc.to_string()).status, 201);
+    c.put("/db/_design/e", "{}");
+    let answer = |q: &str| {
+        let r = c.get(&format!("/db/_changes?{q}"));
+        (r.status, r.json())
+    };
+    let err = |status: u16, error: &str, reason: &str| {
+        (status, json!({"error": error, "reason": reason}))
+    };
+    let not_found = |reason: &str| err(404, "not_found", reason);
+    let bad = |reason: &str| err(400, "bad_request", reason);
+    assert_eq!(
+        answer("filter=_view"),
+        bad("`view` filter parameter is not provided.")
+    );
+    assert_eq!(
+        answer("filter=_view&view=d/nope"),
+        not_found("missing json key: nope")
+    );
+    assert_eq!(
+        answer("filter=_view&view=e/v"),
+        not_found("missing json key: views")
+    );
+    assert_eq!(answer("filter=_view&view=x/v"), not_found("missing"));
+    assert_eq!(
+        answer("filter=x"),
+        bad("`filter` must be of the form `designname/filtername`")
+    );
+    assert_eq!(answer("filter=x/f"), not_found("missing"));
+    assert_eq!(answer("filter=e/f"), not_found("missing json key: filters"));
+    assert_eq!(answer("filter=d/nope"), not_found("missing json key: nope"));
+    for feed in ["normal", "longpoll", "continuous", "eventsource"] {
+        assert_eq!(
+            answer(&format!("filter=d/throws&feed={feed}&timeout=100")),
+            err(500, "TypeError", "bad"),
+            "{feed}"
+        );
+    }
+    assert_eq!(
+        answer("filter=d/forbids"),
+        err(500, "unknown_error", "unnamed_error")
+    );
+    assert_eq!(answer("filter=d/named"), err(500, "e", "r"));
+    assert_eq!(answer("filter=_view&view=d/bad"), err(500, "Error", "m"));
+    // Truthy answers pass; a filter is only asked about the rows the feed reaches.
+    let ids = |q: &str| -> Vec<Value> {
+        let (status, body) = answer(q);
+        assert_eq!(status, 200, "{q}: {body}");
+        body["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].clone())
+            .collect()
+    };
+    assert_eq!(ids("filter=d/truthy"), vec![json!("a")]);
+    assert_eq!(ids("filter=d/throws&limit=1"), vec![json!("a")]);
+    assert_eq!(ids("filter=_view&view=d/v"), vec![json!("b")]);
+    // A live feed whose filter fails on a later write ends there, without a `last_seq`.
+    let mut stream = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    let head = format!(
+        "GET /db/_changes?feed=continuous&since=now&filter=d/throws&timeout=20000 HTTP/1.1\r\n\
+         Host: x\r\nAuthorization: {}\r\n\r\n",
+        common::admin_auth()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    let mut first = [0u8; 12];
+    stream.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    c.put("/db/c", r#"{"n":1}"#);
+    c.put("/db/later", r#"{"n":2}"#);
+    // The body ends (its last chunk) although the feed's timeout is far off.
+    let mut rest = String::new();
+    while !rest.ends_with("\r\n0\r\n\r\n") {
+        let mut buf = [0u8; 4096];
+        let n = stream.read(&mut buf).expect("the feed ends");
+        assert!(n > 0, "closed before the last chunk: {rest}");
+        rest.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(rest.contains(r#""id":"c""#), "{rest}");
+    assert!(
+        !rest.contains("later") && !rest.contains("last_seq"),
+        "{rest}"
+    );
+    assert_eq!(c.get("/db/_changes?filter=d/truthy").status, 200);
+}
+
+/// `scripts/diff-couchdb` over every script in `scripts/diff/`, against a real CouchDB 3.5
+/// (skipped, saying so, where none can be started): no difference but those each step marks
+/// with its reason.
+#[test]
+fn the_differential_scripts_find_no_unexpected_difference() {
+    let Some(couch) = common::ReferenceCouch::start("differential scripts") else {
+        return;
+    };
+    let s = TestServer::start();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/diff-couchdb");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--settee", &s.url, "--couchdb", &couch.url])
+        .args([
+            "--settee-auth",
+            &format!("{}:{}", common::ADMIN.0, common::ADMIN.1),
+        ])
+        .args(["--couchdb-auth", "admin:admin"])
+        .output()
+        .expect("run scripts/diff-couchdb");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "differences from CouchDB:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(" 0 unexpected differences"), "{text}");
+}
+
+/// A `multipart/form-data` POST to a document adds the files sent as `_attachments` at the
+/// form's `_rev` (CouchDB's form upload), keeping the other attachments; like CouchDB it
+/// needs a `Referer` on the same host and a form content type.
+#[test]
+fn form_uploads_add_attachments_as_couchdb_does() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let r = c.put(
+        "/db/d",
+        r#"{"keep":1,"_attachments":{"old.txt":{"content_type":"text/plain","data":"b2xk"}}}"#,
+    );
+    let rev = r.json()["rev"].as_str().unwrap().to_string();
+    let host = s.url.trim_start_matches("http://").to_string();
+    let form = |rev: &str| {
+        format!(
+            "--XyZ\r\nContent-Disposition: form-data; name=\"_rev\"\r\n\r\n{rev}\r\n\
+             --XyZ\r\nContent-Disposition: form-data; name=\"_attachments\"; filename=\"new.txt\"\r\n\
+             Content-Type: text/plain\r\n\r\nhello form\r\n--XyZ--\r\n"
+        )
+    };
+    let referer = format!("http://{host}/_utils/");
+    let post = |body: &str, headers: &[(&str, &str)]| c.send("POST", "/db/d", Some(body), headers);
+    let form_type = ("Content-Type", "multipart/form-data; boundary=XyZ");
+    let refused = post(&form(&rev), &[form_type]);
+    assert_eq!(
+        (refused.status, refused.json()),
+        (
+            400,
+            json!({"error": "bad_request", "reason": "Referer header required."})
+        )
+    );
+    let refused = post(
+        &form(&rev),
+        &[form_type, ("Referer", "http://elsewhere:1/x")],
+    );
+    assert_eq!(refused.json()["reason"], "Referer header must match host.");
+    let refused = post(
+        &form(&rev),
+        &[("Content-Type", "application/json"), ("Referer", &referer)],
+    );
+    assert_eq!(
+        (refused.status, refused.json()),
+        (
+            415,
+            json!({"error": "bad_content_type", "reason": "Content-Type must be multipart/form-data"})
+        )
+    );
+    let stale = post(
+        &form("1-0123456789abcdef0123456789abcdef"),
+        &[form_type, ("Referer", &referer)],
+    );
+    assert_eq!(stale.status, 404, "{}", stale.text);
+    let done = post(&form(&rev), &[form_type, ("Referer", &referer)]);
+    assert_eq!(done.status, 201, "{}", done.text);
+    let new_rev = done.json()["rev"].as_str().unwrap().to_string();
+    assert!(new_rev.starts_with("2-"), "{new_rev}");
+    assert_eq!(done.header("etag"), Some(format!("\"{new_rev}\"").as_str()));
+    assert_eq!(c.get("/db/d/new.txt").text, "hello form");
+    assert_eq!(c.get("/db/d/old.txt").text, "old");
+    assert_eq!(c.get("/db/d").json()["keep"], 1);
+    // The same form again names a revision no longer current: a conflict.
+    let again = post(&form(&rev), &[form_type, ("Referer", &referer)]);
+    assert_eq!(again.status, 409, "{}", again.text);
 }

@@ -23,32 +23,70 @@ fn preflight_and_response_headers() {
     let s = TestServer::start();
     let admin = s.admin();
     let preflight = |origin: &str, method: &str, headers: &str| {
-        s.anon().send("OPTIONS", "/db/doc", None, &[("Origin", origin), ("Access-Control-Request-Method", method), ("Access-Control-Request-Headers", headers)])
+        s.anon().send(
+            "OPTIONS",
+            "/db/doc",
+            None,
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", method),
+                ("Access-Control-Request-Headers", headers),
+            ],
+        )
     };
     let off = preflight("http://app.example", "PUT", "content-type");
-    assert!(off.header("access-control-allow-origin").is_none(), "CORS is off by default");
+    assert!(
+        off.header("access-control-allow-origin").is_none(),
+        "CORS is off by default"
+    );
 
     enable(&admin, "http://app.example, http://other.example");
     let r = preflight("http://app.example", "PUT", "Content-Type, Authorization");
     assert_eq!(r.status, 204, "{}", r.text);
-    assert_eq!(r.header("access-control-allow-origin"), Some("http://app.example"));
-    assert_eq!(r.header("access-control-allow-methods"), Some("CONNECT, COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT, TRACE"));
-    assert_eq!(r.header("access-control-allow-headers"), Some("Content-Type, Authorization"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://app.example")
+    );
+    assert_eq!(
+        r.header("access-control-allow-methods"),
+        Some("CONNECT, COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT, TRACE")
+    );
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("Content-Type, Authorization")
+    );
     assert_eq!(r.header("access-control-max-age"), Some("600"));
     assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
-    for (origin, method, headers) in [("http://evil.example", "PUT", "content-type"), ("http://app.example", "PATCH", ""), ("http://app.example", "GET", "x-secret")] {
+    for (origin, method, headers) in [
+        ("http://evil.example", "PUT", "content-type"),
+        ("http://app.example", "PATCH", ""),
+        ("http://app.example", "GET", "x-secret"),
+    ] {
         let r = preflight(origin, method, headers);
-        assert!(r.header("access-control-allow-methods").is_none(), "{origin} {method} {headers}: not a preflight this server accepts");
+        assert!(
+            r.header("access-control-allow-methods").is_none(),
+            "{origin} {method} {headers}: not a preflight this server accepts"
+        );
         assert_ne!(r.status, 204, "a browser needs a 2xx answer to proceed");
-        assert_eq!(r.header("access-control-allow-origin").is_some(), origin == "http://app.example", "only allowed origins are named");
+        assert_eq!(
+            r.header("access-control-allow-origin").is_some(),
+            origin == "http://app.example",
+            "only allowed origins are named"
+        );
     }
 
     let r = admin.send("GET", "/", None, &[("Origin", "http://other.example")]);
-    assert_eq!(r.header("access-control-allow-origin"), Some("http://other.example"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://other.example")
+    );
     assert_eq!(r.header("access-control-expose-headers"), Some("content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"));
     let r = admin.send("GET", "/", None, &[("Origin", "http://evil.example")]);
     assert_eq!(r.status, 200, "a request from another origin is served");
-    assert!(r.header("access-control-allow-origin").is_none(), "but without CORS headers, so the browser hides it");
+    assert!(
+        r.header("access-control-allow-origin").is_none(),
+        "but without CORS headers, so the browser hides it"
+    );
 }
 
 /// Serves `page` to every connection on a new loopback port; returns the page's origin.
@@ -71,17 +109,38 @@ fn serve_page(page: String) -> String {
 /// its scripts have finished.
 fn browse(url: &str) -> String {
     let chromium = Path::new("/usr/bin/chromium");
-    assert!(chromium.exists(), "Chromium is not installed: run ./scripts/test, which installs Debian's chromium package");
+    assert!(
+        chromium.exists(),
+        "Chromium is not installed: run ./scripts/test, which installs Debian's chromium package"
+    );
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(["--virtual-time-budget=15000", "--dump-dom", url])
         .output()
         .expect("chromium runs");
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    let start = dom.find("<pre id=\"out\">").unwrap_or_else(|| panic!("no output in the page: {dom}\n{}", String::from_utf8_lossy(&out.stderr))) + "<pre id=\"out\">".len();
-    dom[start..].split("</pre>").next().unwrap_or("").to_string()
+    let start = dom.find("<pre id=\"out\">").unwrap_or_else(|| {
+        panic!(
+            "no output in the page: {dom}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }) + "<pre id=\"out\">".len();
+    dom[start..]
+        .split("</pre>")
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 fn page(server: &str) -> String {
@@ -114,10 +173,21 @@ fn a_browser_on_another_origin_reads_and_writes_only_when_allowed() {
     let origin = serve_page(page(&s.url));
 
     enable(&admin, "http://elsewhere.example");
-    assert_eq!(browse(&format!("{origin}/")), "error:TypeError", "the browser refuses an origin the server does not list");
-    assert_eq!(admin.get("/corsdb/fromweb").status, 404, "and the write never reached the server");
+    assert_eq!(
+        browse(&format!("{origin}/")),
+        "error:TypeError",
+        "the browser refuses an origin the server does not list"
+    );
+    assert_eq!(
+        admin.get("/corsdb/fromweb").status,
+        404,
+        "and the write never reached the server"
+    );
 
     enable(&admin, &origin);
-    assert_eq!(browse(&format!("{origin}/")), "put:201 get:200:browser:etag");
+    assert_eq!(
+        browse(&format!("{origin}/")),
+        "put:201 get:200:browser:etag"
+    );
     assert_eq!(admin.get("/corsdb/fromweb").json()["hello"], "browser");
 }

@@ -224,10 +224,16 @@ async fn reader(target: Target, mut stop: watch::Receiver<bool>) -> (u64, u64) {
 
 /// Runs `readers` readers for as long as `during` takes; its output, the reads/s and the
 /// failures.
-async fn read_during<T>(target: &Target, readers: usize, during: impl std::future::Future<Output = T>) -> (T, f64, u64) {
+async fn read_during<T>(
+    target: &Target,
+    readers: usize,
+    during: impl std::future::Future<Output = T>,
+) -> (T, f64, u64) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let started = Instant::now();
-    let tasks: Vec<_> = (0..readers).map(|_| tokio::spawn(reader(target.clone(), stop_rx.clone()))).collect();
+    let tasks: Vec<_> = (0..readers)
+        .map(|_| tokio::spawn(reader(target.clone(), stop_rx.clone())))
+        .collect();
     let out = during.await;
     let _ = stop_tx.send(true);
     let (mut good, mut bad) = (0, 0);
@@ -247,7 +253,12 @@ fn load_bodies_of(n: usize) -> Vec<(Bytes, usize)> {
 }
 
 /// Bulk-loads `n` documents from `bodies` into a fresh database; seconds taken.
-async fn bulk_load(target: &Target, n: usize, bodies: Vec<(Bytes, usize)>, progress: &ProgressBar) -> Result<f64> {
+async fn bulk_load(
+    target: &Target,
+    n: usize,
+    bodies: Vec<(Bytes, usize)>,
+    progress: &ProgressBar,
+) -> Result<f64> {
     let mut c = Conn::open(target).await?;
     let started = Instant::now();
     load_bodies(&mut c, LOAD_DB, bodies.into_iter(), progress).await?;
@@ -283,9 +294,15 @@ async fn mixed(target: &Target, params: Params, progress: &ProgressBar) -> Resul
     let window = Duration::from_secs_f64(load_alone.clamp(2.0, 30.0));
     let read_alone = || read_during(target, params.readers, tokio::time::sleep(window));
     let ((), mut before, mut failures) = read_alone().await;
-    let (mut alone, mut during, mut kept, mut loads) = (vec![before], Vec::new(), Vec::new(), Vec::new());
+    let (mut alone, mut during, mut kept, mut loads) =
+        (vec![before], Vec::new(), Vec::new(), Vec::new());
     for _ in 0..MIXED_ROUNDS {
-        let (load, reads, bad) = read_during(target, params.readers, bulk_load(target, params.mixed_docs, bodies.clone(), progress)).await;
+        let (load, reads, bad) = read_during(
+            target,
+            params.readers,
+            bulk_load(target, params.mixed_docs, bodies.clone(), progress),
+        )
+        .await;
         loads.push(load?);
         let ((), after, bad_after) = read_alone().await;
         failures += bad + bad_after;
@@ -343,7 +360,9 @@ pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Resu
     if params.docs < 2 {
         return Err(Error::Usage("fabric_bench needs at least 2 documents"));
     }
-    progress.set_length((2 * params.docs + params.updates + (1 + MIXED_ROUNDS) * params.mixed_docs) as u64);
+    progress.set_length(
+        (2 * params.docs + params.updates + (1 + MIXED_ROUNDS) * params.mixed_docs) as u64,
+    );
     let mut c = Conn::open(target).await?;
     let mut rng = StdRng::seed_from_u64(10);
     let docs: Vec<Value> = (0..params.docs).map(|i| small_doc(i, &mut rng)).collect();

@@ -22,28 +22,43 @@ pub struct Params {
 
 impl Params {
     /// The published parameters.
-    pub const PUBLISHED: Params = Params { clients: 120, requests: 400 };
+    pub const PUBLISHED: Params = Params {
+        clients: 120,
+        requests: 400,
+    };
 }
 
 /// Creates `animals/cat` (keeping it if it is already right).
 pub(crate) async fn setup(target: &Target) -> Result<()> {
     let mut c = Conn::open(target).await?;
-    c.expect(Method::PUT, "/animals", None, &[201, 202, 412]).await?;
+    c.expect(Method::PUT, "/animals", None, &[201, 202, 412])
+        .await?;
     let current = c.call(Method::GET, "/animals/cat", None).await?;
     if current.status == 200 && is_gizmo(&current.body) {
         return Ok(());
     }
-    let rev = serde_json::from_slice::<serde_json::Value>(&current.body).ok().and_then(|d| d.get("_rev").and_then(|r| r.as_str()).map(str::to_string));
+    let rev = serde_json::from_slice::<serde_json::Value>(&current.body)
+        .ok()
+        .and_then(|d| d.get("_rev").and_then(|r| r.as_str()).map(str::to_string));
     let body = match rev {
         Some(rev) => serde_json::json!({"name": "gizmo", "_rev": rev}),
         None => serde_json::json!({"name": "gizmo"}),
     };
-    c.expect(Method::PUT, "/animals/cat", Some(Bytes::from(body.to_string())), &[201, 202]).await?;
+    c.expect(
+        Method::PUT,
+        "/animals/cat",
+        Some(Bytes::from(body.to_string())),
+        &[201, 202],
+    )
+    .await?;
     Ok(())
 }
 
 pub(crate) fn is_gizmo(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|d| d.get("name").and_then(|n| n.as_str()) == Some("gizmo") && d.get("_id").and_then(|i| i.as_str()) == Some("cat"))
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|d| {
+        d.get("name").and_then(|n| n.as_str()) == Some("gizmo")
+            && d.get("_id").and_then(|i| i.as_str()) == Some("cat")
+    })
 }
 
 /// One client: its latencies and failures.
@@ -80,7 +95,9 @@ pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Resu
     setup(target).await?;
     progress.set_length((params.clients * params.requests) as u64);
     let started = Instant::now();
-    let tasks: Vec<_> = (0..params.clients).map(|_| tokio::spawn(client(target.clone(), params.requests, progress.clone()))).collect();
+    let tasks: Vec<_> = (0..params.clients)
+        .map(|_| tokio::spawn(client(target.clone(), params.requests, progress.clone())))
+        .collect();
     let mut latencies = Vec::with_capacity(params.clients * params.requests);
     let mut failures = 0;
     for t in tasks {
@@ -100,7 +117,10 @@ pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Resu
             Metric::cost("p50 ms", quantile_ms(&latencies, 0.5)),
             Metric::cost("p90 ms", quantile_ms(&latencies, 0.9)),
             Metric::cost("p99 ms", quantile_ms(&latencies, 0.99)),
-            Metric::cost("max ms", latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0)),
+            Metric::cost(
+                "max ms",
+                latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            ),
         ],
         failures,
         series: Vec::new(),

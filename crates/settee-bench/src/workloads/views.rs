@@ -36,9 +36,17 @@ pub struct Params {
 
 impl Params {
     /// The published sizes.
-    pub const PUBLISHED: Params = Params { docs: 100_000, large_docs: 20_000, words: 200_000 };
+    pub const PUBLISHED: Params = Params {
+        docs: 100_000,
+        large_docs: 20_000,
+        words: 200_000,
+    };
     /// Sizes that finish in seconds on a small machine.
-    pub const SMALL: Params = Params { docs: 20_000, large_docs: 1_000, words: 50_000 };
+    pub const SMALL: Params = Params {
+        docs: 20_000,
+        large_docs: 1_000,
+        words: 50_000,
+    };
 }
 
 fn letters(rng: &mut StdRng, n: usize) -> String {
@@ -47,7 +55,11 @@ fn letters(rng: &mut StdRng, n: usize) -> String {
 
 /// A score document; its (year, month) and score.
 fn score_doc(i: usize, rng: &mut StdRng, extra_fields: usize) -> (Value, (String, String), i64) {
-    let (y, m, d) = (rng.gen_range(2010..=2019), rng.gen_range(1..=12), rng.gen_range(1..=28));
+    let (y, m, d) = (
+        rng.gen_range(2010..=2019),
+        rng.gen_range(1..=12),
+        rng.gen_range(1..=28),
+    );
     let score = rng.gen_range(0..=5000);
     let mut doc = json!({"_id": format!("d{i:08}"), "metadata": {"docType": "score", "createdAt": format!("{y}-{m:02}-{d:02}")}, "username": letters(rng, 6), "score": score});
     if extra_fields > 0 {
@@ -60,16 +72,30 @@ fn score_doc(i: usize, rng: &mut StdRng, extra_fields: usize) -> (Value, (String
 
 /// Polls `/_active_tasks` once a second until `done` says stop; the indexer's
 /// `changes_done` per second as `(seconds, changes/s)`.
-async fn sample_tasks(target: Target, db: String, stop: tokio::sync::watch::Receiver<bool>) -> Vec<(f64, f64)> {
-    let Ok(mut c) = Conn::open(&target).await else { return Vec::new() };
+async fn sample_tasks(
+    target: Target,
+    db: String,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<(f64, f64)> {
+    let Ok(mut c) = Conn::open(&target).await else {
+        return Vec::new();
+    };
     let started = Instant::now();
     let mut series = Vec::new();
     let mut last: Option<(f64, f64)> = None;
     while !*stop.borrow() {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let Ok(answer) = c.call(Method::GET, "/_active_tasks", None).await else { break };
+        let Ok(answer) = c.call(Method::GET, "/_active_tasks", None).await else {
+            break;
+        };
         let tasks: Vec<Value> = serde_json::from_slice(&answer.body).unwrap_or_default();
-        let done: f64 = tasks.iter().filter(|t| t["type"] == "indexer" && t["database"].as_str().is_some_and(|d| d.ends_with(&db))).filter_map(|t| t["changes_done"].as_f64()).sum();
+        let done: f64 = tasks
+            .iter()
+            .filter(|t| {
+                t["type"] == "indexer" && t["database"].as_str().is_some_and(|d| d.ends_with(&db))
+            })
+            .filter_map(|t| t["changes_done"].as_f64())
+            .sum();
         let now = started.elapsed().as_secs_f64();
         if let Some((t0, d0)) = last {
             if done >= d0 {
@@ -82,14 +108,33 @@ async fn sample_tasks(target: Target, db: String, stop: tokio::sync::watch::Rece
 }
 
 /// Puts `ddoc` with one view and times the first `?group=true` query; checks its rows.
-async fn time_first_group(target: &Target, db: &str, ddoc: &str, view: Value, expected: &BTreeMap<String, f64>) -> Result<(f64, Vec<(f64, f64)>)> {
+async fn time_first_group(
+    target: &Target,
+    db: &str,
+    ddoc: &str,
+    view: Value,
+    expected: &BTreeMap<String, f64>,
+) -> Result<(f64, Vec<(f64, f64)>)> {
     let mut c = Conn::open(target).await?;
     let body = Bytes::from(json!({"views": {"v": view}}).to_string());
-    c.expect(Method::PUT, &format!("/{db}/_design/{ddoc}"), Some(body), &[201, 202]).await?;
+    c.expect(
+        Method::PUT,
+        &format!("/{db}/_design/{ddoc}"),
+        Some(body),
+        &[201, 202],
+    )
+    .await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let sampler = tokio::spawn(sample_tasks(target.clone(), db.to_string(), stop_rx));
     let started = Instant::now();
-    let answer = c.expect(Method::GET, &format!("/{db}/_design/{ddoc}/_view/v?group=true"), None, &[200]).await?;
+    let answer = c
+        .expect(
+            Method::GET,
+            &format!("/{db}/_design/{ddoc}/_view/v?group=true"),
+            None,
+            &[200],
+        )
+        .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let _ = stop_tx.send(true);
     let series = sampler.await.unwrap_or_default();
@@ -99,18 +144,39 @@ async fn time_first_group(target: &Target, db: &str, ddoc: &str, view: Value, ex
 
 /// Whether `?group=true` rows equal `expected` (key → value).
 fn check_rows(body: &[u8], expected: &BTreeMap<String, f64>, what: &str) -> Result<()> {
-    let answer: Value = serde_json::from_slice(body).map_err(|_| Error::WrongAnswer(format!("{what}: not JSON")))?;
-    let rows = answer["rows"].as_array().ok_or_else(|| Error::WrongAnswer(format!("{what}: no rows")))?;
-    let got: BTreeMap<String, Option<f64>> = rows.iter().map(|r| (r["key"].to_string(), r["value"].as_f64())).collect();
-    let same = got.len() == expected.len() && got.iter().all(|(k, v)| expected.get(k).is_some_and(|e| Some(*e) == *v));
+    let answer: Value = serde_json::from_slice(body)
+        .map_err(|_| Error::WrongAnswer(format!("{what}: not JSON")))?;
+    let rows = answer["rows"]
+        .as_array()
+        .ok_or_else(|| Error::WrongAnswer(format!("{what}: no rows")))?;
+    let got: BTreeMap<String, Option<f64>> = rows
+        .iter()
+        .map(|r| (r["key"].to_string(), r["value"].as_f64()))
+        .collect();
+    let same = got.len() == expected.len()
+        && got
+            .iter()
+            .all(|(k, v)| expected.get(k).is_some_and(|e| Some(*e) == *v));
     if !same {
-        return Err(Error::WrongAnswer(format!("{what}: {} groups, expected {}, or wrong values", got.len(), expected.len())));
+        return Err(Error::WrongAnswer(format!(
+            "{what}: {} groups, expected {}, or wrong values",
+            got.len(),
+            expected.len()
+        )));
     }
     Ok(())
 }
 
 /// Workload 2 for one document set: the JS reduce and `_sum` over the same documents.
-async fn indexing(target: &Target, db: &str, label: &str, n: usize, extra_fields: usize, seed: u64, progress: &ProgressBar) -> Result<Vec<Outcome>> {
+async fn indexing(
+    target: &Target,
+    db: &str,
+    label: &str,
+    n: usize,
+    extra_fields: usize,
+    seed: u64,
+    progress: &ProgressBar,
+) -> Result<Vec<Outcome>> {
     let mut c = Conn::open(target).await?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut expected: BTreeMap<String, f64> = BTreeMap::new();
@@ -126,10 +192,20 @@ async fn indexing(target: &Target, db: &str, label: &str, n: usize, extra_fields
     let mut out = Vec::new();
     for (name, reduce) in [("JS sum", JS_SUM), ("_sum", "_sum")] {
         let ddoc = if reduce == "_sum" { "native" } else { "js" };
-        let (seconds, series) = time_first_group(target, db, ddoc, json!({"map": SCORES_MAP, "reduce": reduce}), &expected).await?;
+        let (seconds, series) = time_first_group(
+            target,
+            db,
+            ddoc,
+            json!({"map": SCORES_MAP, "reduce": reduce}),
+            &expected,
+        )
+        .await?;
         out.push(Outcome {
             workload: format!("{label} indexing, {name}"),
-            metrics: vec![Metric::cost("build+query s", seconds), Metric::rate("docs/s", n as f64 / seconds)],
+            metrics: vec![
+                Metric::cost("build+query s", seconds),
+                Metric::rate("docs/s", n as f64 / seconds),
+            ],
             failures: 0,
             series,
         });
@@ -139,7 +215,12 @@ async fn indexing(target: &Target, db: &str, label: &str, n: usize, extra_fields
 }
 
 /// Workload 5: Zipf-distributed words; build times and `group=true` over the built index.
-async fn word_count(target: &Target, n: usize, seed: u64, progress: &ProgressBar) -> Result<Vec<Outcome>> {
+async fn word_count(
+    target: &Target,
+    n: usize,
+    seed: u64,
+    progress: &ProgressBar,
+) -> Result<Vec<Outcome>> {
     let mut c = Conn::open(target).await?;
     let mut rng = StdRng::seed_from_u64(seed);
     let vocabulary = 5000;
@@ -169,13 +250,24 @@ async fn word_count(target: &Target, n: usize, seed: u64, progress: &ProgressBar
         let mut best = f64::MAX;
         for _ in 0..5 {
             let started = Instant::now();
-            let answer = c.expect(Method::GET, &format!("/bench_words/_design/{ddoc}/_view/v?group=true"), None, &[200]).await?;
+            let answer = c
+                .expect(
+                    Method::GET,
+                    &format!("/bench_words/_design/{ddoc}/_view/v?group=true"),
+                    None,
+                    &[200],
+                )
+                .await?;
             best = best.min(started.elapsed().as_secs_f64());
             check_rows(&answer.body, &expected, &format!("word count {name}"))?;
         }
         out.push(Outcome {
             workload: format!("word count, {name}"),
-            metrics: vec![Metric::cost("build s", build), Metric::cost("group=true ms", best * 1000.0), Metric::rate("groups", expected.len() as f64)],
+            metrics: vec![
+                Metric::cost("build s", build),
+                Metric::cost("group=true ms", best * 1000.0),
+                Metric::rate("groups", expected.len() as f64),
+            ],
             failures: 0,
             series: Vec::new(),
         });
@@ -187,9 +279,29 @@ async fn word_count(target: &Target, n: usize, seed: u64, progress: &ProgressBar
 /// Runs workloads 2 and 5. A wrong answer is an error: it stops the run.
 pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Result<Vec<Outcome>> {
     progress.set_length(0);
-    let mut out = indexing(target, "bench_scores", "score docs", params.docs, 0, 7, &progress).await?;
+    let mut out = indexing(
+        target,
+        "bench_scores",
+        "score docs",
+        params.docs,
+        0,
+        7,
+        &progress,
+    )
+    .await?;
     if params.large_docs > 0 {
-        out.extend(indexing(target, "bench_large", "large docs", params.large_docs, 100, 8, &progress).await?);
+        out.extend(
+            indexing(
+                target,
+                "bench_large",
+                "large docs",
+                params.large_docs,
+                100,
+                8,
+                &progress,
+            )
+            .await?,
+        );
     }
     if params.words > 0 {
         out.extend(word_count(target, params.words, 9, &progress).await?);
@@ -208,7 +320,10 @@ mod tests {
         let (doc, (y, m), score) = score_doc(3, &mut rng, 0);
         assert_eq!(doc["_id"], "d00000003");
         assert_eq!(doc["metadata"]["docType"], "score");
-        assert!(doc["metadata"]["createdAt"].as_str().unwrap().starts_with(&format!("{y}-{m}-")));
+        assert!(doc["metadata"]["createdAt"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{y}-{m}-")));
         assert_eq!(doc["score"], score);
         assert_eq!(doc["username"].as_str().unwrap().len(), 6);
         let (large, _, _) = score_doc(4, &mut StdRng::seed_from_u64(2), 100);
@@ -217,9 +332,21 @@ mod tests {
 
     #[test]
     fn rows_must_match_every_group() {
-        let expected: BTreeMap<String, f64> = [(json!(["2010", "01"]).to_string(), 5.0)].into_iter().collect();
-        assert!(check_rows(br#"{"rows":[{"key":["2010","01"],"value":5}]}"#, &expected, "t").is_ok());
-        assert!(check_rows(br#"{"rows":[{"key":["2010","01"],"value":6}]}"#, &expected, "t").is_err());
+        let expected: BTreeMap<String, f64> = [(json!(["2010", "01"]).to_string(), 5.0)]
+            .into_iter()
+            .collect();
+        assert!(check_rows(
+            br#"{"rows":[{"key":["2010","01"],"value":5}]}"#,
+            &expected,
+            "t"
+        )
+        .is_ok());
+        assert!(check_rows(
+            br#"{"rows":[{"key":["2010","01"],"value":6}]}"#,
+            &expected,
+            "t"
+        )
+        .is_err());
         assert!(check_rows(br#"{"rows":[]}"#, &expected, "t").is_err());
     }
 }

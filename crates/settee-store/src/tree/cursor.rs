@@ -35,7 +35,10 @@ impl Entry {
 
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Entry").field("key", &self.key()).field("value", &self.value()).finish()
+        f.debug_struct("Entry")
+            .field("key", &self.key())
+            .field("value", &self.value())
+            .finish()
     }
 }
 
@@ -47,8 +50,17 @@ pub(crate) struct Cursor<S> {
 
 impl<S: NodeSource> Cursor<S> {
     /// A cursor at the first entry `bound` admits, walking in `dir`.
-    pub fn seek(src: S, spec: &TreeSpec, root: Option<&Root>, bound: &Bound, dir: Direction) -> Result<Cursor<S>> {
-        let mut c = Cursor { src, stack: Vec::new() };
+    pub fn seek(
+        src: S,
+        spec: &TreeSpec,
+        root: Option<&Root>,
+        bound: &Bound,
+        dir: Direction,
+    ) -> Result<Cursor<S>> {
+        let mut c = Cursor {
+            src,
+            stack: Vec::new(),
+        };
         let Some(root) = root else { return Ok(c) };
         let mut node = c.src.node(root.ptr)?;
         loop {
@@ -57,7 +69,10 @@ impl<S: NodeSource> Cursor<S> {
                 return c.settle_leaf(node, idx, dir);
             }
             let Some(idx) = idx else {
-                return Ok(Cursor { stack: Vec::new(), ..c });
+                return Ok(Cursor {
+                    stack: Vec::new(),
+                    ..c
+                });
             };
             if c.stack.len() > super::MAX_DEPTH {
                 return Err(super::too_deep(root.ptr));
@@ -69,7 +84,12 @@ impl<S: NodeSource> Cursor<S> {
     }
 
     /// Places the cursor in `leaf` at the candidate index the seek found.
-    fn settle_leaf(mut self, leaf: Arc<Node>, idx: Option<usize>, dir: Direction) -> Result<Cursor<S>> {
+    fn settle_leaf(
+        mut self,
+        leaf: Arc<Node>,
+        idx: Option<usize>,
+        dir: Direction,
+    ) -> Result<Cursor<S>> {
         match (dir, idx) {
             (_, Some(i)) => {
                 self.stack.push((leaf, i));
@@ -90,7 +110,10 @@ impl<S: NodeSource> Cursor<S> {
 
     /// The entry under the cursor, if any.
     pub fn entry(&self) -> Option<Entry> {
-        self.stack.last().map(|(leaf, idx)| Entry { leaf: leaf.clone(), idx: *idx })
+        self.stack.last().map(|(leaf, idx)| Entry {
+            leaf: leaf.clone(),
+            idx: *idx,
+        })
     }
 
     /// Moves `n` entries in `dir`, skipping whole subtrees by count where it can.
@@ -102,7 +125,9 @@ impl<S: NodeSource> Cursor<S> {
     }
 
     fn skip_forward(&mut self, mut n: u64) -> Result<()> {
-        let Some((leaf, idx)) = self.stack.last_mut() else { return Ok(()) };
+        let Some((leaf, idx)) = self.stack.last_mut() else {
+            return Ok(());
+        };
         let left = (leaf.len() - *idx) as u64;
         if n < left {
             *idx += n as usize;
@@ -127,7 +152,9 @@ impl<S: NodeSource> Cursor<S> {
     }
 
     fn skip_backward(&mut self, mut n: u64) -> Result<()> {
-        let Some((_, idx)) = self.stack.last_mut() else { return Ok(()) };
+        let Some((_, idx)) = self.stack.last_mut() else {
+            return Ok(());
+        };
         if n <= *idx as u64 {
             *idx -= n as usize;
             return Ok(());
@@ -155,12 +182,21 @@ impl<S: NodeSource> Cursor<S> {
     }
 
     /// Pushes the path to the entry `n` places from the start (in `dir`) of the subtree.
-    fn descend(&mut self, ptr: crate::format::Ptr, mut node: Arc<Node>, mut n: u64, dir: Direction) -> Result<()> {
+    fn descend(
+        &mut self,
+        ptr: crate::format::Ptr,
+        mut node: Arc<Node>,
+        mut n: u64,
+        dir: Direction,
+    ) -> Result<()> {
         loop {
             let len = node.len();
             if node.is_leaf() {
                 if n >= len as u64 {
-                    return Err(Error::corrupted(ptr.offset, "subtree count disagrees with its leaves"));
+                    return Err(Error::corrupted(
+                        ptr.offset,
+                        "subtree count disagrees with its leaves",
+                    ));
                 }
                 let idx = match dir {
                     Direction::Forward => n as usize,
@@ -182,7 +218,9 @@ impl<S: NodeSource> Cursor<S> {
                 }
                 n -= count;
             }
-            let c = chosen.ok_or_else(|| Error::corrupted(ptr.offset, "subtree count disagrees with its children"))?;
+            let c = chosen.ok_or_else(|| {
+                Error::corrupted(ptr.offset, "subtree count disagrees with its children")
+            })?;
             if self.stack.len() > super::MAX_DEPTH {
                 return Err(super::too_deep(ptr));
             }
@@ -227,7 +265,6 @@ fn first_at_or_after(spec: &TreeSpec, node: &Node, bound: &Bound, dir: Direction
     }
 }
 
-
 /// What a range reads nodes through: an owned snapshot, or a borrowed transaction.
 pub(crate) type BoxSource<'a> = Box<dyn NodeSource + Send + Sync + 'a>;
 
@@ -242,21 +279,48 @@ enum Walk<'a> {
 }
 
 impl<'a> Range<'a> {
-    pub(crate) fn new(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions) -> Result<Range<'a>> {
+    pub(crate) fn new(
+        src: BoxSource<'a>,
+        spec: &TreeSpec,
+        root: Option<&Root>,
+        opts: RangeOptions,
+    ) -> Result<Range<'a>> {
         Ok(Range(Walk::Nodes(NodeRange::new(src, spec, root, opts)?)))
     }
 
     /// The range of a tree's nodes merged with `overlay`'s changes, which shadow them.
-    pub(crate) fn merged(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions, overlay: &Overlay) -> Result<Range<'a>> {
+    pub(crate) fn merged(
+        src: BoxSource<'a>,
+        spec: &TreeSpec,
+        root: Option<&Root>,
+        opts: RangeOptions,
+        overlay: &Overlay,
+    ) -> Result<Range<'a>> {
         if overlay.is_empty() {
             return Range::new(src, spec, root, opts);
         }
         let changes = overlay.walk(&opts.start, &opts.end, opts.direction);
         let (skip, remaining) = (opts.skip, opts.limit.unwrap_or(u64::MAX));
-        let mut nodes = NodeRange::new(src, spec, root, RangeOptions { skip: 0, limit: None, ..opts })?;
+        let mut nodes = NodeRange::new(
+            src,
+            spec,
+            root,
+            RangeOptions {
+                skip: 0,
+                limit: None,
+                ..opts
+            },
+        )?;
         let changes = changes.peekable();
         let next_node = nodes.advance()?;
-        Ok(Range(Walk::Merged(Box::new(Merged { nodes, next_node, changes, spec: spec.clone(), skip, remaining }))))
+        Ok(Range(Walk::Merged(Box::new(Merged {
+            nodes,
+            next_node,
+            changes,
+            spec: spec.clone(),
+            skip,
+            remaining,
+        }))))
     }
 }
 
@@ -343,7 +407,12 @@ pub(crate) struct NodeRange<'a> {
 }
 
 impl<'a> NodeRange<'a> {
-    pub(crate) fn new(src: BoxSource<'a>, spec: &TreeSpec, root: Option<&Root>, opts: RangeOptions) -> Result<NodeRange<'a>> {
+    pub(crate) fn new(
+        src: BoxSource<'a>,
+        spec: &TreeSpec,
+        root: Option<&Root>,
+        opts: RangeOptions,
+    ) -> Result<NodeRange<'a>> {
         let cursor = Cursor::seek(src, spec, root, &opts.start, opts.direction)?;
         Ok(NodeRange {
             cursor,
@@ -361,9 +430,13 @@ impl<'a> NodeRange<'a> {
             return Ok(None);
         }
         if self.pending > 0 {
-            self.cursor.skip(std::mem::take(&mut self.pending), self.dir)?;
+            self.cursor
+                .skip(std::mem::take(&mut self.pending), self.dir)?;
         }
-        let entry = self.cursor.entry().filter(|e| within_end(&self.spec, e.key(), &self.end, self.dir));
+        let entry = self
+            .cursor
+            .entry()
+            .filter(|e| within_end(&self.spec, e.key(), &self.end, self.dir));
         let Some(entry) = entry else {
             self.remaining = 0;
             return Ok(None);
@@ -414,7 +487,12 @@ fn as_leaf(node: Arc<Node>) -> Result<Arc<Node>> {
 /// The entry for exactly `key`, found by one descent from `root`. Inner levels are walked
 /// by reference through pinned children; the leaf comes from its parent's pin while the
 /// cache still holds it, else from the cache.
-pub(crate) fn lookup<S: NodeSource>(src: &S, spec: &TreeSpec, root: &Arc<Node>, key: &[u8]) -> Result<Option<Entry>> {
+pub(crate) fn lookup<S: NodeSource>(
+    src: &S,
+    spec: &TreeSpec,
+    root: &Arc<Node>,
+    key: &[u8],
+) -> Result<Option<Entry>> {
     if root.is_leaf() {
         return Ok(in_leaf(spec, root.clone(), key));
     }
@@ -461,7 +539,12 @@ enum Step<'a> {
 /// The entries for exactly `keys`, in order, as [`lookup`] finds them one by one, but with
 /// up to [`IN_FLIGHT`] descents taking turns a step at a time, so that their cache misses
 /// overlap instead of following one another.
-pub(crate) fn lookup_many<S: NodeSource, K: AsRef<[u8]>>(src: &S, spec: &TreeSpec, root: &Arc<Node>, keys: &[K]) -> Result<Vec<Option<Entry>>> {
+pub(crate) fn lookup_many<S: NodeSource, K: AsRef<[u8]>>(
+    src: &S,
+    spec: &TreeSpec,
+    root: &Arc<Node>,
+    keys: &[K],
+) -> Result<Vec<Option<Entry>>> {
     let mut out = Vec::with_capacity(keys.len());
     if root.is_leaf() {
         out.extend(keys.iter().map(|k| in_leaf(spec, root.clone(), k.as_ref())));
@@ -477,7 +560,12 @@ pub(crate) fn lookup_many<S: NodeSource, K: AsRef<[u8]>>(src: &S, spec: &TreeSpe
             let mut busy = false;
             for (step, key) in steps.iter_mut().zip(group) {
                 if !matches!(step, Step::Done(_)) {
-                    *step = advance(src, spec, std::mem::replace(step, Step::Done(None)), key.as_ref())?;
+                    *step = advance(
+                        src,
+                        spec,
+                        std::mem::replace(step, Step::Done(None)),
+                        key.as_ref(),
+                    )?;
                     busy = true;
                 }
             }
@@ -496,7 +584,12 @@ pub(crate) fn lookup_many<S: NodeSource, K: AsRef<[u8]>>(src: &S, spec: &TreeSpe
 }
 
 /// One step of a batched descent for `key`.
-fn advance<'a, S: NodeSource>(src: &S, spec: &TreeSpec, step: Step<'a>, key: &[u8]) -> Result<Step<'a>> {
+fn advance<'a, S: NodeSource>(
+    src: &S,
+    spec: &TreeSpec,
+    step: Step<'a>,
+    key: &[u8],
+) -> Result<Step<'a>> {
     // Bytewise leaves are found entry by entry, asking only for the lines each step reads;
     // other orders search the whole leaf.
     let found = |leaf: Arc<Node>| {

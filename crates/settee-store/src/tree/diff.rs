@@ -13,7 +13,12 @@ use crate::file::NodeSource;
 use crate::format::{Ptr, Root};
 
 /// The actions that turn `old` into `new`, in key order: at most one per key.
-pub(crate) fn diff<S: NodeSource>(src: &S, spec: &TreeSpec, old: Option<&Root>, new: Option<&Root>) -> Result<Vec<Action>> {
+pub(crate) fn diff<S: NodeSource>(
+    src: &S,
+    spec: &TreeSpec,
+    old: Option<&Root>,
+    new: Option<&Root>,
+) -> Result<Vec<Action>> {
     let old_nodes = node_set(src, old)?;
     let new_nodes = node_set(src, new)?;
     let (mut gone, mut came) = (Vec::new(), Vec::new());
@@ -68,7 +73,10 @@ fn node_set<S: NodeSource>(src: &S, root: Option<&Root>) -> Result<HashSet<u64>>
         for ptr in level {
             let node = src.node(ptr)?;
             if node.is_leaf() {
-                return Err(crate::error::Error::corrupted(ptr.offset, "leaves at different depths"));
+                return Err(crate::error::Error::corrupted(
+                    ptr.offset,
+                    "leaves at different depths",
+                ));
             }
             for i in 0..node.len() {
                 let child = node.child_ptr(i);
@@ -86,7 +94,13 @@ fn node_set<S: NodeSource>(src: &S, root: Option<&Root>) -> Result<HashSet<u64>>
 }
 
 /// Entries of the leaves under `ptr` that are not nodes of the other version.
-fn unshared_entries<S: NodeSource>(src: &S, ptr: Ptr, other: &HashSet<u64>, out: &mut Vec<(Vec<u8>, Vec<u8>)>, depth: usize) -> Result<()> {
+fn unshared_entries<S: NodeSource>(
+    src: &S,
+    ptr: Ptr,
+    other: &HashSet<u64>,
+    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    depth: usize,
+) -> Result<()> {
     if depth > MAX_DEPTH {
         return Err(too_deep(ptr));
     }

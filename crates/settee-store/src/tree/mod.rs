@@ -98,16 +98,25 @@ impl SizeReduce {
 
 impl Reducer for SizeReduce {
     fn reduce(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<u8>, String> {
-        let total = entries.iter().fold(0u64, |t, (k, v)| t.saturating_add((k.len() + v.len()) as u64));
+        let total = entries.iter().fold(0u64, |t, (k, v)| {
+            t.saturating_add((k.len() + v.len()) as u64)
+        });
         Ok(total.to_le_bytes().to_vec())
     }
     fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
         // Saturating: reductions read from a damaged file may hold any value.
-        let total = reductions.iter().fold(0u64, |t, r| t.saturating_add(SizeReduce::decode(r)));
+        let total = reductions
+            .iter()
+            .fold(0u64, |t, r| t.saturating_add(SizeReduce::decode(r)));
         Ok(total.to_le_bytes().to_vec())
     }
     fn subtract(&self, whole: &[u8], part: &[u8]) -> Option<Vec<u8>> {
-        Some(SizeReduce::decode(whole).saturating_sub(SizeReduce::decode(part)).to_le_bytes().to_vec())
+        Some(
+            SizeReduce::decode(whole)
+                .saturating_sub(SizeReduce::decode(part))
+                .to_le_bytes()
+                .to_vec(),
+        )
     }
 }
 
@@ -118,10 +127,18 @@ mod tests {
     #[test]
     fn size_reduce_saturates_on_damaged_values() {
         let max = u64::MAX.to_le_bytes();
-        let r = SizeReduce.rereduce(&[&max, &max, &5u64.to_le_bytes()]).unwrap();
+        let r = SizeReduce
+            .rereduce(&[&max, &max, &5u64.to_le_bytes()])
+            .unwrap();
         assert_eq!(SizeReduce::decode(&r), u64::MAX);
-        let r = SizeReduce.rereduce(&[&3u64.to_le_bytes(), &4u64.to_le_bytes(), b"short"]).unwrap();
-        assert_eq!(SizeReduce::decode(&r), 7, "a malformed reduction counts as zero");
+        let r = SizeReduce
+            .rereduce(&[&3u64.to_le_bytes(), &4u64.to_le_bytes(), b"short"])
+            .unwrap();
+        assert_eq!(
+            SizeReduce::decode(&r),
+            7,
+            "a malformed reduction counts as zero"
+        );
     }
 }
 
@@ -139,7 +156,11 @@ pub struct TreeSpec {
 impl TreeSpec {
     /// A tree in bytewise key order with the given reducer.
     pub fn bytewise(reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: None, reducer: Arc::new(reducer), logged: false }
+        TreeSpec {
+            comparator: None,
+            reducer: Arc::new(reducer),
+            logged: false,
+        }
     }
 
     /// A tree in bytewise key order whose changes are logged and kept in memory until
@@ -148,12 +169,20 @@ impl TreeSpec {
     /// take reductions apart ([`Reducer::subtract`]); grouped reductions
     /// ([`crate::Snapshot::fold_groups`]) are not offered for it.
     pub fn logged(reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: None, reducer: Arc::new(reducer), logged: true }
+        TreeSpec {
+            comparator: None,
+            reducer: Arc::new(reducer),
+            logged: true,
+        }
     }
 
     /// A tree with a custom comparator and reducer.
     pub fn new(comparator: impl Comparator, reducer: impl Reducer) -> TreeSpec {
-        TreeSpec { comparator: Some(Arc::new(comparator)), reducer: Arc::new(reducer), logged: false }
+        TreeSpec {
+            comparator: Some(Arc::new(comparator)),
+            reducer: Arc::new(reducer),
+            logged: false,
+        }
     }
 
     /// Whether the tree's changes are logged in front of its nodes.
@@ -200,7 +229,10 @@ pub(crate) fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
     while x.len() >= 8 {
         let (xa, xr) = x.split_at(8);
         let (ya, yr) = y.split_at(8);
-        let (p, q) = (u64::from_be_bytes(xa.try_into().expect("8 bytes")), u64::from_be_bytes(ya.try_into().expect("8 bytes")));
+        let (p, q) = (
+            u64::from_be_bytes(xa.try_into().expect("8 bytes")),
+            u64::from_be_bytes(ya.try_into().expect("8 bytes")),
+        );
         if p != q {
             return p.cmp(&q);
         }

@@ -78,7 +78,11 @@ fn modify_subtree<S: NodeSink>(
         // The child whose key range holds the first action (keys past the last child's
         // largest key go to the last child), and every following action that belongs to it.
         let i = spec.lower_bound(&node, first.key()).min(node.len() - 1);
-        let take = if i + 1 == node.len() { rest.len() } else { rest.partition_point(|(_, a)| spec.cmp(a.key(), node.key(i)) != Ordering::Greater) };
+        let take = if i + 1 == node.len() {
+            rest.len()
+        } else {
+            rest.partition_point(|(_, a)| spec.cmp(a.key(), node.key(i)) != Ordering::Greater)
+        };
         let (mine, after) = rest.split_at(take);
         rest = after;
         let child = node.child(i, &*sink)?;
@@ -117,7 +121,12 @@ struct Merged<'a> {
 }
 
 /// Merges a leaf's entries with the actions for its key range.
-fn modify_leaf<'a>(spec: &TreeSpec, leaf: Option<&'a Arc<Node>>, actions: &[Indexed<'a>], old: &mut [Option<Vec<u8>>]) -> Merged<'a> {
+fn modify_leaf<'a>(
+    spec: &TreeSpec,
+    leaf: Option<&'a Arc<Node>>,
+    actions: &[Indexed<'a>],
+    old: &mut [Option<Vec<u8>>],
+) -> Merged<'a> {
     let n = leaf.map_or(0, |l| l.len());
     let entry = |i: usize| {
         let l = leaf.expect("entries exist only in a leaf");
@@ -155,7 +164,10 @@ fn modify_leaf<'a>(spec: &TreeSpec, leaf: Option<&'a Arc<Node>>, actions: &[Inde
         out.extend(current);
     }
     out.extend((i..n).map(entry));
-    Merged { entries: out, added }
+    Merged {
+        entries: out,
+        added,
+    }
 }
 
 /// Writes a modified leaf that sits at `slot` in its parent. A leaf that only grew is
@@ -164,7 +176,12 @@ fn modify_leaf<'a>(spec: &TreeSpec, leaf: Option<&'a Arc<Node>>, actions: &[Inde
 /// a leaf overflows and everything added sorts after its old entries (appends, such as
 /// sequence numbers or ids that only increase), the old leaf stays as it is and the added
 /// entries start new leaves. Anything else is rewritten and reduced in full.
-fn write_leaf<S: NodeSink>(sink: &mut S, spec: &TreeSpec, slot: Option<(&Node, usize)>, merged: Merged) -> Result<Vec<ChildEntry>> {
+fn write_leaf<S: NodeSink>(
+    sink: &mut S,
+    spec: &TreeSpec,
+    slot: Option<(&Node, usize)>,
+    merged: Merged,
+) -> Result<Vec<ChildEntry>> {
     let (Some((parent, i)), Some(added)) = (slot, merged.added.filter(|a| !a.is_empty())) else {
         return write_leaves(sink, spec, &merged.entries);
     };
@@ -176,12 +193,22 @@ fn write_leaf<S: NodeSink>(sink: &mut S, spec: &TreeSpec, slot: Option<(&Node, u
     if size <= sink.node_size() {
         let new: Vec<(&[u8], &[u8])> = added.iter().map(|&at| entries[at]).collect();
         let new_red = spec.reducer.reduce(&new).map_err(Error::Reduce)?;
-        let red = spec.reducer.rereduce(&[stored, &new_red]).map_err(Error::Reduce)?;
+        let red = spec
+            .reducer
+            .rereduce(&[stored, &new_red])
+            .map_err(Error::Reduce)?;
         return Ok(vec![write_leaf_node(sink, entries, red)?]);
     }
     let kept = entries.len() - added.len();
     let appended = added[0] == kept;
-    if appended && entries[..kept].iter().map(|(k, v)| leaf_entry_len(k, v)).sum::<usize>() * 2 >= sink.node_size() {
+    if appended
+        && entries[..kept]
+            .iter()
+            .map(|(k, v)| leaf_entry_len(k, v))
+            .sum::<usize>()
+            * 2
+            >= sink.node_size()
+    {
         let mut out = vec![parent.child_entry(i)];
         out.extend(write_leaves(sink, spec, &entries[kept..])?);
         return Ok(out);
@@ -190,8 +217,17 @@ fn write_leaf<S: NodeSink>(sink: &mut S, spec: &TreeSpec, slot: Option<(&Node, u
 }
 
 /// Writes leaf entries as leaves of about the node size.
-pub(crate) fn write_leaves<S: NodeSink>(sink: &mut S, spec: &TreeSpec, entries: &[(&[u8], &[u8])]) -> Result<Vec<ChildEntry>> {
-    let ranges = split(entries.iter().map(|(k, v)| leaf_entry_len(k, v)), sink.node_size(), 1, entries.len());
+pub(crate) fn write_leaves<S: NodeSink>(
+    sink: &mut S,
+    spec: &TreeSpec,
+    entries: &[(&[u8], &[u8])],
+) -> Result<Vec<ChildEntry>> {
+    let ranges = split(
+        entries.iter().map(|(k, v)| leaf_entry_len(k, v)),
+        sink.node_size(),
+        1,
+        entries.len(),
+    );
     let mut out = Vec::with_capacity(ranges.len());
     for r in ranges {
         let chunk = &entries[r];
@@ -202,15 +238,33 @@ pub(crate) fn write_leaves<S: NodeSink>(sink: &mut S, spec: &TreeSpec, entries: 
 }
 
 /// Writes one leaf of `entries` (non-empty) whose reduction is `red`; its entry for the parent.
-fn write_leaf_node<S: NodeSink>(sink: &mut S, entries: &[(&[u8], &[u8])], red: Vec<u8>) -> Result<ChildEntry> {
+fn write_leaf_node<S: NodeSink>(
+    sink: &mut S,
+    entries: &[(&[u8], &[u8])],
+    red: Vec<u8>,
+) -> Result<ChildEntry> {
     let ptr = sink.write_node(Node::build_leaf(entries))?;
     let key = entries.last().expect("leaves are non-empty").0.to_vec();
-    Ok(ChildEntry { key, ptr, count: entries.len() as u64, red })
+    Ok(ChildEntry {
+        key,
+        ptr,
+        count: entries.len() as u64,
+        red,
+    })
 }
 
 /// Writes children as inner nodes of about the node size.
-fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: &[ChildPiece]) -> Result<Vec<ChildEntry>> {
-    let ranges = split(children.iter().map(ChildPiece::encoded_len), sink.node_size(), 2, children.len());
+fn write_inners<S: NodeSink>(
+    sink: &mut S,
+    spec: &TreeSpec,
+    children: &[ChildPiece],
+) -> Result<Vec<ChildEntry>> {
+    let ranges = split(
+        children.iter().map(ChildPiece::encoded_len),
+        sink.node_size(),
+        2,
+        children.len(),
+    );
     let mut out = Vec::with_capacity(ranges.len());
     for r in ranges {
         let chunk = &children[r];
@@ -219,14 +273,24 @@ fn write_inners<S: NodeSink>(sink: &mut S, spec: &TreeSpec, children: &[ChildPie
         let ptr = sink.write_node(Node::build_inner(chunk))?;
         let key = chunk.last().expect("chunks are non-empty").key().to_vec();
         let count = chunk.iter().fold(0u64, |n, c| n.saturating_add(c.count()));
-        out.push(ChildEntry { key, ptr, count, red });
+        out.push(ChildEntry {
+            key,
+            ptr,
+            count,
+            red,
+        });
     }
     Ok(out)
 }
 
 /// Greedy split of `len` items by encoded size; every run but possibly the last has at least
 /// `min` items.
-fn split(sizes: impl Iterator<Item = usize>, limit: usize, min: usize, len: usize) -> Vec<std::ops::Range<usize>> {
+fn split(
+    sizes: impl Iterator<Item = usize>,
+    limit: usize,
+    min: usize,
+    len: usize,
+) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut size) = (0, 0);
     for (i, s) in sizes.enumerate() {
@@ -244,12 +308,18 @@ fn split(sizes: impl Iterator<Item = usize>, limit: usize, min: usize, len: usiz
 }
 
 /// Stacks levels of inner nodes on `children` until one root remains.
-pub(crate) fn build_root<S: NodeSink>(sink: &mut S, spec: &TreeSpec, mut children: Vec<ChildEntry>) -> Result<Option<Root>> {
+pub(crate) fn build_root<S: NodeSink>(
+    sink: &mut S,
+    spec: &TreeSpec,
+    mut children: Vec<ChildEntry>,
+) -> Result<Option<Root>> {
     while children.len() > 1 {
         let pieces: Vec<ChildPiece> = children.iter().map(ChildPiece::New).collect();
         children = write_inners(sink, spec, &pieces)?;
     }
-    let Some(mut top) = children.pop() else { return Ok(None) };
+    let Some(mut top) = children.pop() else {
+        return Ok(None);
+    };
     // A root with a single child adds a level for nothing: the child becomes the root.
     for _ in 0..=MAX_DEPTH {
         let node = sink.node(top.ptr)?;
@@ -258,5 +328,9 @@ pub(crate) fn build_root<S: NodeSink>(sink: &mut S, spec: &TreeSpec, mut childre
         }
         top = node.child_entry(0);
     }
-    Ok(Some(Root { ptr: top.ptr, count: top.count, reduction: top.red }))
+    Ok(Some(Root {
+        ptr: top.ptr,
+        count: top.count,
+        reduction: top.red,
+    }))
 }

@@ -75,7 +75,9 @@ impl KeyRange<'_> {
         }
         let lo_inside = match self.lo {
             Bound::Unbounded => true,
-            Bound::Included(b) | Bound::Excluded(b) => after.is_some_and(|a| spec.cmp(a, b) != Ordering::Less),
+            Bound::Included(b) | Bound::Excluded(b) => {
+                after.is_some_and(|a| spec.cmp(a, b) != Ordering::Less)
+            }
         };
         if lo_inside && self.below_hi(spec, max) {
             Overlap::Inside
@@ -93,11 +95,19 @@ enum Overlap {
 }
 
 /// Count and reduction of the entries in `range`.
-pub(crate) fn reduce_range<S: NodeSource>(src: &S, spec: &TreeSpec, root: Option<&Root>, range: &KeyRange) -> Result<Reduction> {
+pub(crate) fn reduce_range<S: NodeSource>(
+    src: &S,
+    spec: &TreeSpec,
+    root: Option<&Root>,
+    range: &KeyRange,
+) -> Result<Reduction> {
     let mut parts = Parts::default();
     if let Some(root) = root {
         if matches!((range.lo, range.hi), (Bound::Unbounded, Bound::Unbounded)) {
-            return Ok(Reduction { count: root.count, value: root.reduction.clone() });
+            return Ok(Reduction {
+                count: root.count,
+                value: root.reduction.clone(),
+            });
         }
         reduce_subtree(src, spec, src.node(root.ptr)?, None, range, &mut parts, 0)?;
     }
@@ -115,7 +125,8 @@ impl Parts {
     fn add_entries(&mut self, spec: &TreeSpec, entries: &[(&[u8], &[u8])]) -> Result<()> {
         if !entries.is_empty() {
             self.count += entries.len() as u64;
-            self.reds.push(spec.reducer.reduce(entries).map_err(Error::Reduce)?);
+            self.reds
+                .push(spec.reducer.reduce(entries).map_err(Error::Reduce)?);
         }
         Ok(())
     }
@@ -129,17 +140,30 @@ impl Parts {
                 spec.reducer.rereduce(&reds).map_err(Error::Reduce)?
             }
         };
-        Ok(Reduction { count: self.count, value })
+        Ok(Reduction {
+            count: self.count,
+            value,
+        })
     }
 }
 
-fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, node: Arc<Node>, after: Option<&[u8]>, range: &KeyRange, parts: &mut Parts, depth: usize) -> Result<()> {
+fn reduce_subtree<S: NodeSource>(
+    src: &S,
+    spec: &TreeSpec,
+    node: Arc<Node>,
+    after: Option<&[u8]>,
+    range: &KeyRange,
+    parts: &mut Parts,
+    depth: usize,
+) -> Result<()> {
     if depth > MAX_DEPTH {
         return Err(too_deep(Ptr { offset: 0, len: 0 }));
     }
     if node.is_leaf() {
-        let entries: Vec<(&[u8], &[u8])> =
-            (0..node.len()).map(|i| (node.key(i), node.value(i))).filter(|(k, _)| range.admits(spec, k)).collect();
+        let entries: Vec<(&[u8], &[u8])> = (0..node.len())
+            .map(|i| (node.key(i), node.value(i)))
+            .filter(|(k, _)| range.admits(spec, k))
+            .collect();
         return parts.add_entries(spec, &entries);
     }
     let (first, end) = range.overlapping(spec, &node);
@@ -152,7 +176,15 @@ fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, node: Arc<Node>, afte
                 parts.reds.push(node.child_red(i).to_vec());
                 Ok(())
             }
-            Overlap::Partial => reduce_subtree(src, spec, node.child(i, src)?, before, range, parts, depth + 1),
+            Overlap::Partial => reduce_subtree(
+                src,
+                spec,
+                node.child(i, src)?,
+                before,
+                range,
+                parts,
+                depth + 1,
+            ),
         }
     };
     if first >= end {
@@ -164,7 +196,9 @@ fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, node: Arc<Node>, afte
         // stored reductions.
         let middle = first + 1..end - 1;
         let reds: Vec<&[u8]> = middle.clone().map(|c| node.child_red(c)).collect();
-        parts.reds.push(spec.reducer.rereduce(&reds).map_err(Error::Reduce)?);
+        parts
+            .reds
+            .push(spec.reducer.rereduce(&reds).map_err(Error::Reduce)?);
         parts.count = middle.fold(parts.count, |n, c| n.saturating_add(node.child_count(c)));
     }
     if end - first > 1 {
@@ -172,7 +206,6 @@ fn reduce_subtree<S: NodeSource>(src: &S, spec: &TreeSpec, node: Arc<Node>, afte
     }
     Ok(())
 }
-
 
 /// Decides whether two keys belong to the same group. Groups must be contiguous in key order
 /// (any key between two keys of a group is in it), as key prefixes are.
@@ -207,7 +240,15 @@ pub(crate) fn fold_groups<S: NodeSource>(
     emit: &mut dyn FnMut(Group) -> Result<bool>,
 ) -> Result<()> {
     let Some(root) = root else { return Ok(()) };
-    let mut w = GroupWalk { src, spec, range, dir, group_by, emit, current: None };
+    let mut w = GroupWalk {
+        src,
+        spec,
+        range,
+        dir,
+        group_by,
+        emit,
+        current: None,
+    };
     if w.subtree(src.node(root.ptr)?, None, 0)? {
         w.flush()?;
     }
@@ -239,9 +280,16 @@ impl<S: NodeSource> GroupWalk<'_, S> {
         };
         for i in order {
             let before = if i == 0 { after } else { Some(node.key(i - 1)) };
-            match (self.range.classify(self.spec, before, node.key(i)), self.dir) {
-                (Overlap::Below, Direction::Forward) | (Overlap::Above, Direction::Backward) => continue,
-                (Overlap::Below, Direction::Backward) | (Overlap::Above, Direction::Forward) => break,
+            match (
+                self.range.classify(self.spec, before, node.key(i)),
+                self.dir,
+            ) {
+                (Overlap::Below, Direction::Forward) | (Overlap::Above, Direction::Backward) => {
+                    continue
+                }
+                (Overlap::Below, Direction::Backward) | (Overlap::Above, Direction::Forward) => {
+                    break
+                }
                 (Overlap::Inside, _) if self.child_in_current_group(before, node.key(i)) => {
                     let parts = &mut self.current.as_mut().expect("a current group").1;
                     parts.count = parts.count.saturating_add(node.child_count(i));
@@ -261,7 +309,9 @@ impl<S: NodeSource> GroupWalk<'_, S> {
     /// group already holds a key on one side of the child and shares its group with the
     /// child's far end, so by contiguity it holds every key in between.
     fn child_in_current_group(&self, before: Option<&[u8]>, max: &[u8]) -> bool {
-        let Some((first, _)) = &self.current else { return false };
+        let Some((first, _)) = &self.current else {
+            return false;
+        };
         match self.dir {
             Direction::Forward => self.group_by.same_group(first.key(), max),
             Direction::Backward => before.is_some_and(|b| self.group_by.same_group(first.key(), b)),
@@ -279,7 +329,10 @@ impl<S: NodeSource> GroupWalk<'_, S> {
             if !self.range.admits(self.spec, key) {
                 continue;
             }
-            let same = self.current.as_ref().is_some_and(|(first, _)| self.group_by.same_group(first.key(), key));
+            let same = self
+                .current
+                .as_ref()
+                .is_some_and(|(first, _)| self.group_by.same_group(first.key(), key));
             if !same {
                 self.close_run(&mut run)?;
                 if !self.flush()? {
@@ -305,7 +358,10 @@ impl<S: NodeSource> GroupWalk<'_, S> {
     fn flush(&mut self) -> Result<bool> {
         match self.current.take() {
             None => Ok(true),
-            Some((first, parts)) => (self.emit)(Group { first, reduction: parts.finish(self.spec)? }),
+            Some((first, parts)) => (self.emit)(Group {
+                first,
+                reduction: parts.finish(self.spec)?,
+            }),
         }
     }
 }

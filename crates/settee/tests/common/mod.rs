@@ -34,26 +34,52 @@ impl TestServer {
 
     /// Starts a server on `dir` (which may hold data from an earlier server).
     pub fn start_in(dir: tempfile::TempDir) -> TestServer {
-        let log = dir.path().join(format!("server-{}.log", rand::random::<u32>()));
-        let (child, url) = spawn(dir.path(), &log, None, &[]);
-        TestServer { child: Some(child), dir, url, log, allow_errors: false, env: Vec::new() }
+        let log = dir
+            .path()
+            .join(format!("server-{}.log", rand::random::<u32>()));
+        let (child, url) = spawn(dir.path(), &log, None, &[], 0);
+        TestServer {
+            child: Some(child),
+            dir,
+            url,
+            log,
+            allow_errors: false,
+            env: Vec::new(),
+        }
     }
 
     /// Starts a server on a new data directory with environment variables set.
     pub fn start_with_env(env: &[(&str, &str)]) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.log");
-        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let (child, url) = spawn(dir.path(), &log, None, &env);
-        TestServer { child: Some(child), dir, url, log, allow_errors: false, env }
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (child, url) = spawn(dir.path(), &log, None, &env, 0);
+        TestServer {
+            child: Some(child),
+            dir,
+            url,
+            log,
+            allow_errors: false,
+            env,
+        }
     }
 
     /// Starts a server on a new data directory that may hold at most `n` open files.
     pub fn start_with_open_files(n: u32) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("server.log");
-        let (child, url) = spawn(dir.path(), &log, Some(n), &[]);
-        TestServer { child: Some(child), dir, url, log, allow_errors: false, env: Vec::new() }
+        let (child, url) = spawn(dir.path(), &log, Some(n), &[], 0);
+        TestServer {
+            child: Some(child),
+            dir,
+            url,
+            log,
+            allow_errors: false,
+            env: Vec::new(),
+        }
     }
 
     /// Kills the process with SIGKILL (no chance to flush anything).
@@ -67,7 +93,22 @@ impl TestServer {
     /// Kills and starts again on the same data directory.
     pub fn restart(&mut self) {
         self.kill();
-        let (child, url) = spawn(self.dir.path(), &self.log, None, &self.env);
+        let (child, url) = spawn(self.dir.path(), &self.log, None, &self.env, 0);
+        self.child = Some(child);
+        self.url = url;
+    }
+
+    /// Kills and starts again on the same data directory and the same port, as an
+    /// operator's restart looks to a client that keeps the URL.
+    pub fn restart_same_port(&mut self) {
+        self.kill();
+        let port = self
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.trim_end_matches('/').parse().ok());
+        let port = port.expect("the server's URL ends in its port");
+        let (child, url) = spawn(self.dir.path(), &self.log, None, &self.env, port);
         self.child = Some(child);
         self.url = url;
     }
@@ -83,7 +124,9 @@ impl TestServer {
         use std::io::Write;
         let addr = self.url.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
         stream.write_all(request.as_bytes()).expect("send");
         let mut out = Vec::new();
         let _ = stream.read_to_end(&mut out);
@@ -98,12 +141,24 @@ impl TestServer {
 
 // The child is handed to `TestServer`, whose `Drop` kills and waits for it.
 #[allow(clippy::zombie_processes)]
-fn spawn(dir: &Path, log: &Path, open_files: Option<u32>, env: &[(String, String)]) -> (Child, String) {
-    let err = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+fn spawn(
+    dir: &Path,
+    log: &Path,
+    open_files: Option<u32>,
+    env: &[(String, String)],
+    port: u16,
+) -> (Child, String) {
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
     let mut command = match open_files {
         Some(n) => {
             let mut c = Command::new("prlimit");
-            c.arg(format!("--nofile={n}:{n}")).arg("--").arg(env!("CARGO_BIN_EXE_settee"));
+            c.arg(format!("--nofile={n}:{n}"))
+                .arg("--")
+                .arg(env!("CARGO_BIN_EXE_settee"));
             c
         }
         None => Command::new(env!("CARGO_BIN_EXE_settee")),
@@ -111,7 +166,7 @@ fn spawn(dir: &Path, log: &Path, open_files: Option<u32>, env: &[(String, String
     let mut child = command
         .args(["serve", "--data"])
         .arg(dir)
-        .args(["--port", "0", "--bind", "127.0.0.1"])
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .env("SETTEE_ADMIN", format!("{}:{}", ADMIN.0, ADMIN.1))
         .env("SETTEE_LOG", "warn")
         .env("SETTEE_TEST_PANIC", "1")
@@ -126,7 +181,10 @@ fn spawn(dir: &Path, log: &Path, open_files: Option<u32>, env: &[(String, String
         line.clear();
         if out.read_line(&mut line).expect("read server output") == 0 {
             let _ = child.wait();
-            panic!("server exited before listening; log: {}", std::fs::read_to_string(log).unwrap_or_default());
+            panic!(
+                "server exited before listening; log: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
         }
         if let Some(url) = line.trim().split("listening on ").nth(1) {
             let url = url.to_string();
@@ -145,7 +203,11 @@ impl Drop for TestServer {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         if !self.allow_errors && !std::thread::panicking() {
             let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
-            assert!(errors.is_empty(), "unexpected server errors:\n{}", errors.join("\n"));
+            assert!(
+                errors.is_empty(),
+                "unexpected server errors:\n{}",
+                errors.join("\n")
+            );
         }
     }
 }
@@ -161,12 +223,16 @@ pub struct Resp {
 impl Resp {
     /// The body as JSON (panics with the body if it is not).
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
     }
 
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// Asserts the status and CouchDB error name.
@@ -187,26 +253,52 @@ pub struct Client {
 
 impl Client {
     pub fn new(base: &str, auth: Option<(&str, &str)>) -> Client {
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60))).build().into();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
         let auth = auth.map(|(u, p)| format!("Basic {}", base64(&format!("{u}:{p}"))));
-        Client { base: base.to_string(), agent, auth, extra: Vec::new() }
+        Client {
+            base: base.to_string(),
+            agent,
+            auth,
+            extra: Vec::new(),
+        }
     }
 
     /// Sends a request with an optional body (JSON unless a content type header says otherwise).
-    pub fn send(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Resp {
-        self.try_send(method, path, body, headers).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        self.try_send(method, path, body, headers)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
     /// Like [`Client::send`], but a failed connection is an error rather than a panic.
-    pub fn try_send(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Result<Resp, ureq::Error> {
-        let mut b = ureq::http::Request::builder().method(method).uri(format!("{}{}", self.base, path));
+    pub fn try_send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Result<Resp, ureq::Error> {
+        let mut b = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path));
         if let Some(a) = &self.auth {
             b = b.header("Authorization", a);
         }
         for (k, v) in &self.extra {
             b = b.header(k.as_str(), v.as_str());
         }
-        let has_ct = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        let has_ct = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
@@ -215,10 +307,18 @@ impl Client {
         }
         let req = b.body(body.unwrap_or("").to_string()).expect("request");
         let mut resp = self.agent.run(req)?;
-        let headers = resp.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string())).collect();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
         let status = resp.status().as_u16();
         let text = resp.body_mut().read_to_string()?;
-        Ok(Resp { status, headers, text })
+        Ok(Resp {
+            status,
+            headers,
+            text,
+        })
     }
 
     pub fn get(&self, path: &str) -> Resp {
@@ -237,7 +337,10 @@ impl Client {
 
 /// Sets a config value through `/_node/_local/_config` (as the admin client `admin`).
 pub fn set_config(admin: &Client, section: &str, key: &str, value: &str) {
-    let r = admin.put(&format!("/_node/_local/_config/{section}/{key}"), &serde_json::json!(value).to_string());
+    let r = admin.put(
+        &format!("/_node/_local/_config/{section}/{key}"),
+        &serde_json::json!(value).to_string(),
+    );
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
@@ -251,7 +354,9 @@ pub fn base64_bytes(b: &[u8]) -> String {
     const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
         for i in 0..4 {
             if i <= c.len() {
                 out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -265,4 +370,57 @@ pub fn base64_bytes(b: &[u8]) -> String {
 
 fn base64(s: &str) -> String {
     base64_bytes(s.as_bytes())
+}
+
+/// A real CouchDB 3.5 beside the server under test, started by `../shared/couchdb/start` on a
+/// free port and stopped when dropped.
+pub struct ReferenceCouch {
+    /// `http://127.0.0.1:PORT` (server admin `admin`/`admin`).
+    pub url: String,
+    port: u16,
+    scripts: PathBuf,
+}
+
+impl ReferenceCouch {
+    /// Starts one, or says in one line why the calling test is skipped and answers `None`.
+    pub fn start(test: &str) -> Option<ReferenceCouch> {
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/couchdb");
+        if !scripts.join("start").exists() {
+            println!(
+                "{test}: skipped, ../shared/couchdb/start is absent (no CouchDB to compare with)"
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let out = Command::new(scripts.join("start"))
+            .arg(port.to_string())
+            .output()
+            .expect("run ../shared/couchdb/start");
+        assert!(
+            out.status.success(),
+            "CouchDB did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(ReferenceCouch {
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+            scripts,
+        })
+    }
+
+    /// A client for its server admin.
+    pub fn admin(&self) -> Client {
+        Client::new(&self.url, Some(("admin", "admin")))
+    }
+}
+
+impl Drop for ReferenceCouch {
+    fn drop(&mut self) {
+        let _ = Command::new(self.scripts.join("stop"))
+            .arg(self.port.to_string())
+            .output();
+    }
 }
