@@ -100,6 +100,11 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
             if let Some(how) = req.auth_handler {
                 info["authenticated"] = json!(how);
             }
+            // As CouchDB: named when the configuration names it, even as `_users`.
+            let config = state.config.read().expect("config lock");
+            if let Some(db) = config.get("chttpd_auth", "authentication_db") {
+                info["authentication_db"] = json!(db);
+            }
             Ok(reply::json(
                 200,
                 &json!({"ok": true, "userCtx": {"name": name, "roles": roles}, "info": info}),

@@ -1,5 +1,6 @@
-//! Reduce functions: the builtins (`_sum`, `_count`, `_stats`, `_approx_count_distinct`),
-//! which never enter JavaScript, and JavaScript `reduce(keys, values, rereduce)`.
+//! Reduce functions: the builtins (`_sum`, `_count`, `_stats`, `_approx_count_distinct`,
+//! `_top_N`, `_bottom_N`, `_first`, `_last`), which never enter JavaScript, and JavaScript
+//! `reduce(keys, values, rereduce)`.
 //!
 //! A view tree stores, beside each child pointer, the reduction of the child's rows, so
 //! reductions are bytes: nothing for `_count` (the tree counts rows itself), JSON text for
@@ -30,6 +31,16 @@ pub enum Reduce {
     Stats,
     /// `_approx_count_distinct`.
     ApproxCountDistinct,
+    /// `_top_N` (`top`) or `_bottom_N`: the N greatest or least distinct values, in that
+    /// order, by CouchDB's collation.
+    Ranked {
+        /// Greatest first (`_top_N`), else least first.
+        top: bool,
+        /// How many.
+        n: usize,
+    },
+    /// `_first` (`true`) or `_last`: the value of the first or last row in key order.
+    Edge(bool),
     /// A function's source, in the design document's language.
     Function(Arc<str>),
 }
@@ -49,6 +60,20 @@ impl Reduce {
         if !source.starts_with('_') {
             return Ok(Reduce::Function(source.into()));
         }
+        for (prefix, top) in [("_top_", true), ("_bottom_", false)] {
+            // CouchDB reads the rest as the whole number, nothing after it.
+            if let Some(n) = source.strip_prefix(prefix) {
+                return match n.parse::<usize>() {
+                    Ok(n) if n > 0 => Ok(Reduce::Ranked { top, n }),
+                    _ => Err(format!("`{source}` is not a supported reduce function.")),
+                };
+            }
+        }
+        for (prefix, first) in [("_first", true), ("_last", false)] {
+            if source.starts_with(prefix) {
+                return Ok(Reduce::Edge(first));
+            }
+        }
         BUILTINS
             .into_iter()
             .find(|(name, _)| source.starts_with(name))
@@ -56,14 +81,18 @@ impl Reduce {
             .ok_or_else(|| format!("`{source}` is not a supported reduce function."))
     }
 
-    /// The source text as written in the design document.
-    pub fn source(&self) -> &str {
+    /// The source text, as the index signature names it.
+    pub fn source(&self) -> String {
         match self {
-            Reduce::Count => "_count",
-            Reduce::Sum => "_sum",
-            Reduce::Stats => "_stats",
-            Reduce::ApproxCountDistinct => "_approx_count_distinct",
-            Reduce::Function(s) => s,
+            Reduce::Count => "_count".into(),
+            Reduce::Sum => "_sum".into(),
+            Reduce::Stats => "_stats".into(),
+            Reduce::ApproxCountDistinct => "_approx_count_distinct".into(),
+            Reduce::Ranked { top: true, n } => format!("_top_{n}"),
+            Reduce::Ranked { top: false, n } => format!("_bottom_{n}"),
+            Reduce::Edge(true) => "_first".into(),
+            Reduce::Edge(false) => "_last".into(),
+            Reduce::Function(s) => s.to_string(),
         }
     }
 }
@@ -175,6 +204,25 @@ impl ViewReducer {
                 }
                 Ok(hll.encode())
             }
+            Reduce::Ranked { top, n } => {
+                let values = entries.iter().map(|(_, v)| row_value(v));
+                Ok(ranked(values.collect::<Result<Vec<_>>>()?, *top, *n))
+            }
+            Reduce::Edge(first) => {
+                let pick = if *first {
+                    entries.first()
+                } else {
+                    entries.last()
+                };
+                let Some((k, v)) = pick else {
+                    return Ok(b"null".to_vec());
+                };
+                let id = viewkey::split_row_key(k, self.collation)
+                    .map(|(_, id)| id)
+                    .ok_or(Error::Corrupted("row key"))?;
+                let (key, value) = row::split_value(v)?;
+                Ok(format!("[{key},{},{value}]", Value::String(id)).into_bytes())
+            }
             Reduce::Function(src) => {
                 let rows = entries
                     .iter()
@@ -209,6 +257,21 @@ impl ViewReducer {
                     );
                 }
                 Ok(hll.encode())
+            }
+            Reduce::Ranked { top, n } => {
+                let mut values = Vec::new();
+                for r in parse_all(reductions)? {
+                    if let Value::Array(items) = r {
+                        values.extend(items);
+                    }
+                }
+                Ok(ranked(values, *top, *n))
+            }
+            Reduce::Edge(first) => {
+                // Reductions come in key order too; empty ones (`null`) hold no row.
+                let mut held = reductions.iter().filter(|r| r != &&b"null".as_slice());
+                let pick = if *first { held.next() } else { held.last() };
+                Ok(pick.map_or_else(|| b"null".to_vec(), |r| r.to_vec()))
             }
             Reduce::Function(src) => {
                 let values = reductions
@@ -334,6 +397,14 @@ impl ViewReducer {
                 .ok_or(Error::Corrupted("approx_count_distinct reduction"))?
                 .estimate()
                 .to_string()),
+            // `[key, id, value]`: the value.
+            Reduce::Edge(_) => match serde_json::from_slice::<Value>(reduction) {
+                Ok(Value::Array(mut held)) if held.len() == 3 => {
+                    Ok(held.swap_remove(2).to_string())
+                }
+                Ok(Value::Null) => Ok("null".into()),
+                _ => Err(Error::Corrupted("first/last reduction")),
+            },
             _ => String::from_utf8(reduction.to_vec()).map_err(|_| Error::Corrupted("reduction")),
         }
     }
@@ -398,6 +469,15 @@ fn as_failure(e: &Error) -> Vec<u8> {
         }
         other => failure("reduce_error", &other.to_string()),
     }
+}
+
+/// The `n` greatest (`top`) or least distinct values, in that order, as JSON text.
+fn ranked(mut values: Vec<Value>, top: bool, n: usize) -> Vec<u8> {
+    use settee_json::collate::compare;
+    values.sort_by(|a, b| if top { compare(b, a) } else { compare(a, b) });
+    values.dedup_by(|a, b| compare(a, b) == std::cmp::Ordering::Equal);
+    values.truncate(n);
+    Value::Array(values).to_string().into_bytes()
 }
 
 fn row_value(stored: &[u8]) -> Result<Value> {
@@ -876,6 +956,39 @@ mod tests {
             (distinct - 37).abs() <= 2,
             "an estimate near 37: {distinct}"
         );
+    }
+
+    #[test]
+    fn top_bottom_first_and_last_reduce_as_couchdb_does() {
+        let rows: Vec<(Value, Value)> = [(1, 5), (2, 3), (3, 9), (4, 3), (5, 7)]
+            .iter()
+            .map(|(k, v)| (json!(k), json!(v)))
+            .collect();
+        let parsed = |s: &str| Reduce::parse(s).unwrap();
+        // Distinct values, greatest or least first, across a rereduce.
+        assert_eq!(run(&reducer(parsed("_top_3")), &rows).unwrap(), "[9,7,5]");
+        assert_eq!(run(&reducer(parsed("_bottom_2")), &rows).unwrap(), "[3,5]");
+        assert_eq!(
+            run(&reducer(parsed("_top_10")), &rows).unwrap(),
+            "[9,7,5,3]"
+        );
+        // The first and last rows in key order, whatever their values.
+        assert_eq!(run(&reducer(parsed("_first")), &rows).unwrap(), "5");
+        assert_eq!(run(&reducer(parsed("_last")), &rows).unwrap(), "7");
+        let mixed = [
+            (json!(1), json!("b")),
+            (json!(2), json!(null)),
+            (json!(3), json!([1])),
+        ];
+        assert_eq!(
+            run(&reducer(parsed("_top_2")), &mixed).unwrap(),
+            r#"[[1],"b"]"#
+        );
+        assert_eq!(parsed("_top_2").source(), "_top_2");
+        assert_eq!(parsed("_first whatever"), Reduce::Edge(true));
+        for bad in ["_top_0", "_top_x", "_top_2\n", "_bottom_"] {
+            assert!(Reduce::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -543,3 +543,45 @@ fn form_uploads_add_attachments_as_couchdb_does() {
     let again = post(&form(&rev), &[form_type, ("Referer", &referer)]);
     assert_eq!(again.status, 409, "{}", again.text);
 }
+
+/// A users database of one's own (`[chttpd_auth] authentication_db`) with its own
+/// `validate_doc_update`: accounts in it are checked by it, log in, and `/_session` names
+/// the database, as CouchDB's does once the setting is made.
+#[test]
+fn a_custom_authentication_db_validates_and_logs_in() {
+    let s = TestServer::start();
+    let c = s.admin();
+    assert!(c.get("/_session").json()["info"]
+        .get("authentication_db")
+        .is_none());
+    common::set_config(&c, "chttpd_auth", "authentication_db", "myusers");
+    assert_eq!(c.put("/myusers", "").status, 201);
+    let vdu = "function(n, o, u) { if (n.type == 'user' && !n.department) throw({forbidden: 'department required'}); }";
+    let r = c.put(
+        "/myusers/_design/dept",
+        &json!({ "validate_doc_update": vdu }).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text);
+    let ann = json!({"name": "ann", "password": "pw", "roles": [], "type": "user"});
+    let refused = c.put("/myusers/org.couchdb.user:ann", &ann.to_string());
+    assert_eq!(
+        (refused.status, refused.json()),
+        (
+            403,
+            json!({"error": "forbidden", "reason": "department required"})
+        )
+    );
+    let mut with_dept = ann.clone();
+    with_dept["department"] = json!("x");
+    let made = c.put("/myusers/org.couchdb.user:ann", &with_dept.to_string());
+    assert_eq!(made.status, 201, "{}", made.text);
+    let ann_client = Client::new(&s.url, Some(("ann", "pw")));
+    let session = ann_client.get("/_session").json();
+    assert_eq!(session["userCtx"], json!({"name": "ann", "roles": []}));
+    assert_eq!(session["info"]["authentication_db"], "myusers");
+    let login = Client::new(&s.url, None).post("/_session", r#"{"name":"ann","password":"pw"}"#);
+    assert_eq!(
+        login.json(),
+        json!({"ok": true, "name": "ann", "roles": []})
+    );
+}
