@@ -585,3 +585,142 @@ fn a_custom_authentication_db_validates_and_logs_in() {
         json!({"ok": true, "name": "ann", "roles": []})
     );
 }
+
+/// `_design_docs` with `keys` answers only design documents (a non-design id is left out,
+/// a missing design id is `not_found`), in the order asked, and pages as CouchDB does.
+#[test]
+fn design_docs_take_keys_and_ranges_as_couchdb_does() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db?q=1", "");
+    let docs = json!({"docs": [{"_id": "_design/a"}, {"_id": "_design/b"}, {"_id": "_design/c"}, {"_id": "doc1"}]});
+    c.post("/db/_bulk_docs", &docs.to_string());
+    let keys = json!({"keys": ["_design/c", "_design/zz", "_design/a", "doc1"]});
+    let listed = c.post("/db/_design_docs", &keys.to_string()).json();
+    let rev = listed["rows"][0]["value"]["rev"].clone();
+    assert_eq!(
+        listed,
+        json!({"total_rows": 3, "offset": null, "rows": [
+            {"id": "_design/c", "key": "_design/c", "value": {"rev": rev}},
+            {"key": "_design/zz", "error": "not_found"},
+            {"id": "_design/a", "key": "_design/a", "value": {"rev": rev}}
+        ]})
+    );
+    let paged = c
+        .get("/db/_design_docs?start_key=%22_design/b%22&limit=1&skip=1")
+        .json();
+    assert_eq!(
+        (paged["offset"].clone(), paged["rows"][0]["id"].clone()),
+        (json!(2), json!("_design/c"))
+    );
+}
+
+/// CommonJS `require` as CouchDB's: `./` and `../` relative to the requiring module, and a
+/// module required again while it loads gets an empty object, not its exports so far.
+#[test]
+fn circular_requires_get_an_empty_object_as_in_couchdb() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    c.put("/db/x", "{}");
+    let ddoc = json!({"views": {
+        "lib": {
+            "a": "exports.early = 1; exports.fromB = require('views/lib/b').value; exports.value = 'a';",
+            "b": "var a = require('views/lib/a'); exports.sawA = JSON.stringify(a); exports.value = 'b';",
+            "c": "exports.up = require('./sub/d').name;",
+            "sub": {"d": "exports.name = 'd:' + require('../e').name;"},
+            "e": "exports.name = 'e';"
+        },
+        "circular": {"map": "function(doc){ var a = require('views/lib/a'); var b = require('views/lib/b'); emit([a.early, a.fromB, a.value, b.sawA, b.value], null); }"},
+        "relative": {"map": "function(doc){ emit(require('views/lib/c').up, null); }"}
+    }});
+    assert_eq!(c.put("/db/_design/r", &ddoc.to_string()).status, 201);
+    let key =
+        |view: &str| c.get(&format!("/db/_design/r/_view/{view}")).json()["rows"][0]["key"].clone();
+    assert_eq!(key("circular"), json!([1, "b", "a", "{}", "b"]));
+    assert_eq!(key("relative"), json!("d:e"));
+}
+
+/// Builtin reduce names as CouchDB reads them: by the text they start with.
+#[test]
+fn builtin_reduce_names_are_read_by_their_start() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    c.post("/db/_bulk_docs", r#"{"docs":[{"n":2},{"n":5}]}"#);
+    let map = "function(doc){ emit(doc.n, doc.n); }";
+    let ddoc = json!({"views": {
+        "sum": {"map": map, "reduce": "_sum\n"},
+        "stats": {"map": map, "reduce": "_stats2"},
+        "top": {"map": map, "reduce": "_top_1"}
+    }});
+    assert_eq!(c.put("/db/_design/b", &ddoc.to_string()).status, 201);
+    let value = |view: &str| {
+        c.get(&format!("/db/_design/b/_view/{view}")).json()["rows"][0]["value"].clone()
+    };
+    assert_eq!(value("sum"), json!(7));
+    assert_eq!(value("stats")["max"], json!(5));
+    assert_eq!(value("top"), json!([5]));
+    let bad = json!({"views": {"v": {"map": map, "reduce": "_nonsense"}}});
+    c.put("/db/_design/bad", &bad.to_string())
+        .error(400, "invalid_design_doc");
+}
+
+/// A `multipart/related` upload whose parts carry their own `Content-Length` and
+/// `Content-Type` headers (as some clients send them), one of them gzip-encoded.
+#[test]
+fn multipart_parts_with_their_own_headers_are_read() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/db", "");
+    let plain = "hello multipart world";
+    let gz = {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(plain.as_bytes()).unwrap();
+        enc.finish().unwrap()
+    };
+    let doc = json!({"_attachments": {
+        "a.txt": {"follows": true, "content_type": "text/plain", "length": plain.len()},
+        "g.txt": {"follows": true, "content_type": "text/plain", "length": plain.len(),
+                  "encoding": "gzip", "encoded_length": gz.len()}
+    }})
+    .to_string();
+    let mut body = Vec::new();
+    let part = |body: &mut Vec<u8>, headers: String, bytes: &[u8]| {
+        body.extend_from_slice(format!("--B0\r\n{headers}\r\n").as_bytes());
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    };
+    part(
+        &mut body,
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            doc.len()
+        ),
+        doc.as_bytes(),
+    );
+    part(
+        &mut body,
+        format!("Content-Length: {}\r\n", plain.len()),
+        plain.as_bytes(),
+    );
+    part(
+        &mut body,
+        format!("Content-Length: {}\r\nContent-Encoding: gzip\r\n", gz.len()),
+        &gz,
+    );
+    body.extend_from_slice(b"--B0--");
+    let head = format!(
+        "PUT /db/d HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: multipart/related; boundary=\"B0\"\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        common::admin_auth(),
+        body.len()
+    );
+    let mut request = head.into_bytes();
+    request.extend_from_slice(&body);
+    let answer = raw(&s, &request);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(c.get("/db/d/a.txt").text, plain);
+    assert_eq!(c.get("/db/d/g.txt").text, plain);
+    let info = c.get("/db/d").json();
+    assert_eq!(info["_attachments"]["g.txt"]["length"], plain.len());
+}
