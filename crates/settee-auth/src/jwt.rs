@@ -42,6 +42,14 @@ fn bad(reason: &str) -> JwtError {
     JwtError::BadRequest(reason.to_string())
 }
 
+/// The `[jwt_keys]` entry for a key type and a token's `kid`.
+fn key_text<'a>(kty: &str, kid: Option<&str>, cfg: &'a JwtConfig) -> Result<&'a str, JwtError> {
+    cfg.keys
+        .get(&format!("{kty}:{}", kid.unwrap_or("_default")))
+        .map(String::as_str)
+        .ok_or_else(|| bad("Unknown kid"))
+}
+
 fn key_for(alg: Algorithm, kid: Option<&str>, cfg: &JwtConfig) -> Result<DecodingKey, JwtError> {
     let kty = match alg {
         Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => "hmac",
@@ -49,10 +57,7 @@ fn key_for(alg: Algorithm, kid: Option<&str>, cfg: &JwtConfig) -> Result<Decodin
         Algorithm::ES256 | Algorithm::ES384 => "ec",
         _ => return Err(bad("Invalid alg header parameter")),
     };
-    let value = cfg
-        .keys
-        .get(&format!("{kty}:{}", kid.unwrap_or("_default")))
-        .ok_or_else(|| bad("Unknown kid"))?;
+    let value = key_text(kty, kid, cfg)?;
     let pem = value.replace("\\n", "\n");
     match kty {
         "hmac" => STANDARD
@@ -68,7 +73,9 @@ fn key_for(alg: Algorithm, kid: Option<&str>, cfg: &JwtConfig) -> Result<Decodin
 
 /// Checks `token` and returns the user it names.
 pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
-    check_alg(token)?;
+    if check_alg(token)? == "ES512" {
+        return es512::verify(token, cfg);
+    }
     let header = decode_header(token).map_err(|_| bad("Malformed token"))?;
     let key = key_for(header.alg, header.kid.as_deref(), cfg)?;
     let mut validation = Validation::new(header.alg);
@@ -89,7 +96,11 @@ pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
         ErrorKind::MissingRequiredClaim(c) => JwtError::BadRequest(format!("Missing {c} claim")),
         _ => bad("Malformed token"),
     })?;
-    let claims = claims.claims;
+    user(claims.claims, cfg)
+}
+
+/// The user a verified token's claims name: `sub`, and the roles claim.
+fn user(claims: Value, cfg: &JwtConfig) -> Result<User, JwtError> {
     let name = claims
         .get("sub")
         .and_then(Value::as_str)
@@ -100,25 +111,94 @@ pub fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
     })
 }
 
-/// The algorithms CouchDB verifies that this server does too (ES512 is the one it lacks).
-const ALGS: [&str; 8] = [
-    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384",
+/// The algorithms CouchDB verifies.
+const ALGS: [&str; 9] = [
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512",
 ];
 
 /// CouchDB's header checks before any signature: `alg` must be present and one it verifies
 /// (`none`, `PS256`, `EdDSA`, ... are refused as CouchDB refuses them).
-fn check_alg(token: &str) -> Result<(), JwtError> {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let header = token.split('.').next().unwrap_or_default();
-    let header: Value = URL_SAFE_NO_PAD
-        .decode(header.trim_end_matches('='))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| bad("Malformed token"))?;
+fn check_alg(token: &str) -> Result<&'static str, JwtError> {
+    let header = json_part(token.split('.').next().unwrap_or_default())?;
     match header.get("alg") {
         None => Err(bad("Missing alg header parameter")),
-        Some(Value::String(alg)) if ALGS.contains(&alg.as_str()) => Ok(()),
+        Some(Value::String(alg)) => ALGS
+            .into_iter()
+            .find(|a| a == alg)
+            .ok_or_else(|| bad("Invalid alg header parameter")),
         Some(_) => Err(bad("Invalid alg header parameter")),
+    }
+}
+
+/// A base64url-encoded JSON part of a token.
+fn json_part(part: &str) -> Result<Value, JwtError> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    URL_SAFE_NO_PAD
+        .decode(part.trim_end_matches('='))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| bad("Malformed token"))
+}
+
+/// ES512 (ECDSA over P-521 with SHA-512), which the general JWT library lacks: the
+/// signature checked here, and the claims as [`verify`] has the library check them.
+mod es512 {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use p521::ecdsa::signature::Verifier;
+    use p521::ecdsa::{Signature, VerifyingKey};
+    use p521::pkcs8::DecodePublicKey;
+    use serde_json::Value;
+
+    use super::{bad, json_part, key_text, user, JwtConfig, JwtError};
+    use crate::user::User;
+
+    pub(super) fn verify(token: &str, cfg: &JwtConfig) -> Result<User, JwtError> {
+        let malformed = || bad("Malformed token");
+        let (signed, signature) = token.rsplit_once('.').ok_or_else(malformed)?;
+        let (header, payload) = signed.split_once('.').ok_or_else(malformed)?;
+        let kid = json_part(header)?
+            .get("kid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let pem = key_text("ec", kid.as_deref(), cfg)?.replace("\\n", "\n");
+        let key =
+            p521::PublicKey::from_public_key_pem(&pem).map_err(|_| bad("not an EC public key"))?;
+        let key =
+            VerifyingKey::from_affine(*key.as_affine()).map_err(|_| bad("not an EC public key"))?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .ok()
+            .and_then(|bytes| Signature::from_slice(&bytes).ok())
+            .ok_or_else(|| bad("Bad signature"))?;
+        key.verify(signed.as_bytes(), &signature)
+            .map_err(|_| bad("Bad signature"))?;
+        let claims = json_part(payload)?;
+        check_claims(&claims, cfg)?;
+        user(claims, cfg)
+    }
+
+    /// The required claims present, and `exp` and `nbf` (when required) against the clock.
+    fn check_claims(claims: &Value, cfg: &JwtConfig) -> Result<(), JwtError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        for claim in &cfg.required_claims {
+            let Some(value) = claims.get(claim) else {
+                return Err(JwtError::BadRequest(format!("Missing {claim} claim")));
+            };
+            let at = value.as_u64();
+            match claim.as_str() {
+                "exp" if at.is_none_or(|exp| exp < now) => {
+                    return Err(JwtError::Unauthorized("exp not in future".into()))
+                }
+                "nbf" if at.is_none_or(|nbf| nbf > now) => {
+                    return Err(JwtError::Unauthorized("nbf not in past".into()))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -208,7 +288,7 @@ mod tests {
     fn algorithms_are_checked_as_couchdb_checks_them() {
         let cfg = hmac_config(&[]);
         let refused = |header: Value| verify(&with_header(header), &cfg).unwrap_err();
-        for alg in ["none", "PS256", "EdDSA", "HS1", "ES512"] {
+        for alg in ["none", "PS256", "EdDSA", "HS1", "ES1024"] {
             assert_eq!(
                 refused(json!({"alg": alg})),
                 bad("Invalid alg header parameter"),
@@ -322,5 +402,74 @@ mod tests {
         )
         .unwrap();
         assert_eq!(verify(&forged, &cfg), Err(bad("Bad signature")));
+    }
+
+    /// An ES512 token signed with P-521 key `secret` (a scalar's bytes), with `claims`.
+    fn es512(secret: u8, kid: &str, claims: &Value) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use p521::ecdsa::signature::Signer;
+        let key = p521::ecdsa::SigningKey::from_slice(&[secret; 65]).unwrap();
+        let part = |v: &Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let signed = format!(
+            "{}.{}",
+            part(&json!({"alg": "ES512", "typ": "JWT", "kid": kid})),
+            part(claims)
+        );
+        let signature: p521::ecdsa::Signature = key.sign(signed.as_bytes());
+        format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+    }
+
+    fn es512_public_pem(secret: u8) -> String {
+        use p521::pkcs8::{EncodePublicKey, LineEnding};
+        let key = p521::ecdsa::SigningKey::from_slice(&[secret; 65]).unwrap();
+        let verifying = p521::ecdsa::VerifyingKey::from(&key);
+        let public = p521::PublicKey::from_affine(*verifying.as_affine()).unwrap();
+        public.to_public_key_pem(LineEnding::LF).unwrap()
+    }
+
+    #[test]
+    fn es512_tokens_are_verified_as_couchdb_verifies_them() {
+        let mut cfg = hmac_config(&["exp"]);
+        cfg.keys
+            .insert("ec:p521".into(), es512_public_pem(7).replace('\n', "\\n"));
+        let claims = json!({"sub": "eve", "exp": now() + 600, "_couchdb.roles": ["r"]});
+        assert_eq!(
+            verify(&es512(7, "p521", &claims), &cfg),
+            Ok(User {
+                name: "eve".into(),
+                roles: vec!["r".into()]
+            })
+        );
+        // Another key's signature, a changed payload, an unknown kid, the claims' checks.
+        assert_eq!(
+            verify(&es512(8, "p521", &claims), &cfg),
+            Err(bad("Bad signature"))
+        );
+        let token = es512(7, "p521", &claims);
+        let (head, rest) = token.split_once('.').unwrap();
+        let (_, signature) = rest.split_once('.').unwrap();
+        let other = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(json!({"sub": "mallory", "exp": now() + 600}).to_string());
+        assert_eq!(
+            verify(&format!("{head}.{other}.{signature}"), &cfg),
+            Err(bad("Bad signature"))
+        );
+        assert_eq!(
+            verify(&es512(7, "nope", &claims), &cfg),
+            Err(bad("Unknown kid"))
+        );
+        let expired = json!({"sub": "eve", "exp": now() - 5});
+        assert_eq!(
+            verify(&es512(7, "p521", &expired), &cfg),
+            Err(JwtError::Unauthorized("exp not in future".into()))
+        );
+        assert_eq!(
+            verify(&es512(7, "p521", &json!({"sub": "eve"})), &cfg),
+            Err(bad("Missing exp claim"))
+        );
+        assert_eq!(
+            verify(&es512(7, "p521", &json!({"exp": now() + 600})), &cfg),
+            Err(JwtError::Unauthorized("Token missing sub claim.".into()))
+        );
     }
 }
