@@ -673,9 +673,10 @@ pub struct ChangesOptions {
 
 /// A predicate over documents, for filtered change feeds; an error ends the feed.
 #[derive(Clone)]
-pub struct DocFilter(
-    pub std::sync::Arc<dyn Fn(&serde_json::Value) -> Result<bool, FilterError> + Send + Sync>,
-);
+pub struct DocFilter(pub std::sync::Arc<FilterFn>);
+
+/// What a [`DocFilter`] calls: whether a document (its winning revision) passes.
+pub type FilterFn = dyn Fn(&serde_json::Value) -> Result<bool, FilterError> + Send + Sync;
 
 /// Why a filter could not decide on a document: CouchDB's error name and reason (a
 /// function that threw, or ran out of time).

@@ -414,19 +414,16 @@ async fn put(
         content_type,
         source,
     });
-    let mut doc = NewDoc::from_stored(id, parent, body, atts)?;
-    if let Some(Some(e)) =
-        crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc))
-            .await
-            .pop()
-    {
-        return Err(e);
-    }
-    let rev = db
-        .update(vec![doc], EditMode::Interactive, Durability::Durable)
-        .await?
-        .pop()
-        .expect("one answer")?;
+    let doc = NewDoc::from_stored(id, parent, body, atts)?;
+    let rev = crate::write::update_doc(
+        state,
+        req,
+        &db,
+        doc,
+        EditMode::Interactive,
+        Durability::Durable,
+    )
+    .await?;
     // As CouchDB: a `Location`, and no `ETag`.
     let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     let path = format!(
@@ -712,19 +709,16 @@ async fn delete(
     };
     let (parent, body, atts) = base_edit(&db, id, Some(rev.clone()), |a| a.name != att_name)?;
     snap.attachment(id, Some(&rev), att_name)?;
-    let mut doc = NewDoc::from_stored(id, parent, body, atts)?;
-    if let Some(Some(e)) =
-        crate::access::check_writes(state, req, &db, std::slice::from_mut(&mut doc))
-            .await
-            .pop()
-    {
-        return Err(e);
-    }
-    let rev = db
-        .update(vec![doc], EditMode::Interactive, Durability::Durable)
-        .await?
-        .pop()
-        .expect("one answer")?;
+    let doc = NewDoc::from_stored(id, parent, body, atts)?;
+    let rev = crate::write::update_doc(
+        state,
+        req,
+        &db,
+        doc,
+        EditMode::Interactive,
+        Durability::Durable,
+    )
+    .await?;
     Ok(reply::json(
         200,
         &json!({"ok": true, "id": id, "rev": rev.to_string()}),

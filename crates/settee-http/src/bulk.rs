@@ -55,46 +55,15 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     } else {
         Durability::Durable
     };
-    let mut parsed = parsed;
-    let refused = crate::access::check_writes(state, req, &db, &mut parsed).await;
-    let accepted: Vec<NewDoc> = parsed
-        .into_iter()
-        .zip(&refused)
-        .filter(|(_, r)| r.is_none())
-        .map(|(d, _)| d)
-        .collect();
-    // Only user documents need their ids after the write (for per-user databases).
-    let edits: Vec<(String, bool)> = if crate::peruser::watches(state, &db) {
-        accepted.iter().map(|d| (d.id.clone(), d.deleted)).collect()
-    } else {
-        Vec::new()
-    };
-    let results = db.update(accepted, mode, durability).await?;
-    state.views.kick(&db);
-    if !edits.is_empty() {
-        let written: Vec<(String, bool)> = edits
-            .into_iter()
-            .zip(&results)
-            .filter(|(_, r)| r.is_ok())
-            .map(|(e, _)| e)
-            .collect();
-        crate::peruser::after_writes(state, &db, &written).await?;
-    }
-    let mut results = results.into_iter();
+    let results = crate::write::update_docs(state, req, &db, parsed, mode, durability).await?;
     // The rows are written straight into the reply: a JSON value per row costs more than
     // the write itself for small documents.
     let mut out = Vec::with_capacity(ids.len() * 80 + 2);
     out.push(b'[');
-    for ((id, rev), refusal) in ids.into_iter().zip(refused) {
-        let row = match refusal {
-            Some(h) => Err(h),
-            None => match results.next() {
-                None => break,
-                Some(Ok(_)) if !new_edits => continue,
-                Some(Ok(rev)) => Ok(rev),
-                Some(Err(e)) => Err(HttpError::from(e)),
-            },
-        };
+    for ((id, rev), row) in ids.into_iter().zip(results) {
+        if row.is_ok() && !new_edits {
+            continue;
+        }
         if out.len() > 1 {
             out.push(b',');
         }

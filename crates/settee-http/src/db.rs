@@ -195,7 +195,7 @@ pub async fn all_docs(
     if let Some(mut keys) = keys {
         // As CouchDB: `_design_docs` leaves out keys that name no design document.
         if which == "_design_docs" {
-            keys.retain(|k| !k.as_str().is_some_and(|id| !id.starts_with(DESIGN_PREFIX)));
+            keys.retain(|k| k.as_str().is_none_or(|id| id.starts_with(DESIGN_PREFIX)));
         }
         return Ok(keyed_rows(
             snap,

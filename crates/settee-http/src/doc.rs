@@ -545,25 +545,11 @@ async fn save_one(
     mode: EditMode,
     durability: Durability,
 ) -> HttpResult<(Rev, bool)> {
-    let id = doc.id.clone();
-    if let Some(Some(e)) =
-        crate::access::check_writes(state, req, db, std::slice::from_mut(&mut doc))
-            .await
-            .pop()
-    {
-        return Err(e);
-    }
     if mode == EditMode::Interactive {
         doc.presume_rev();
     }
     let deleted = doc.deleted;
-    let rev = db
-        .update(vec![doc], mode, durability)
-        .await?
-        .pop()
-        .expect("one answer")?;
-    state.views.kick(db);
-    crate::peruser::after_writes(state, db, &[(id, deleted)]).await?;
+    let rev = crate::write::update_doc(state, req, db, doc, mode, durability).await?;
     Ok((rev, deleted))
 }
 

@@ -38,6 +38,7 @@ mod tls;
 mod uuids;
 mod validate;
 mod view;
+mod write;
 
 pub use auth::{hash_password, verify_password};
 pub use config::Config;

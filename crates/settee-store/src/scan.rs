@@ -189,7 +189,7 @@ fn check_record(
 
 /// Whether a whole record, padding or a header starts at `pos`.
 fn sound_at(backend: &dyn Backend, pos: u64, len: u64) -> Result<bool> {
-    if pos % BLOCK == 0 && read_header(backend, pos, len)?.is_some() {
+    if pos.is_multiple_of(BLOCK) && read_header(backend, pos, len)?.is_some() {
         return Ok(true);
     }
     if pos + RECORD_HEAD as u64 > len {

@@ -11,21 +11,21 @@
 
 #![deny(missing_docs)]
 
-mod build;
 mod ddoc;
 mod error;
 mod hll;
 mod index;
+mod indexer;
 mod projection;
 pub mod query;
 mod reduce;
 mod registry;
 mod row;
 
-pub use build::covers;
 pub use ddoc::{DesignDoc, IndexOptions, ViewDef};
 pub use error::{Error, Result};
 pub use index::{Index, IndexMeta};
+pub use indexer::covers;
 pub use query::{Grouping, MapRow, ReduceRow, ViewQuery};
 pub use reduce::{Reduce, ViewReducer};
 pub use registry::{Views, ViewsConfig};

@@ -270,7 +270,11 @@ impl ViewReducer {
             Reduce::Edge(first) => {
                 // Reductions come in key order too; empty ones (`null`) hold no row.
                 let mut held = reductions.iter().filter(|r| r != &&b"null".as_slice());
-                let pick = if *first { held.next() } else { held.last() };
+                let pick = if *first {
+                    held.next()
+                } else {
+                    held.next_back()
+                };
                 Ok(pick.map_or_else(|| b"null".to_vec(), |r| r.to_vec()))
             }
             Reduce::Function(src) => {

@@ -9,10 +9,10 @@ use settee_js::{Limits, Pool};
 use settee_queryserver::QueryServers;
 use settee_store::{NoBlobs, StoreOptions};
 
-use crate::build::{self, covers};
 use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
 use crate::index::Index;
+use crate::indexer::{self, covers};
 use crate::reduce::{Runner, ViewReducer};
 
 /// How views run.
@@ -170,7 +170,7 @@ impl Views {
         std::thread::Builder::new()
             .name("settee-indexer".into())
             .spawn(move || {
-                let result = build::update(&index, &db, &pool, &servers);
+                let result = indexer::update(&index, &db, &pool, &servers);
                 if let Err(e) = &result {
                     tracing::warn!(
                         db = db.name(),

@@ -254,7 +254,7 @@ fn raise_open_files() -> u64 {
         limit.rlim_cur = limit.rlim_max;
         libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
     }
-    limit.rlim_cur as u64
+    limit.rlim_cur
 }
 
 /// Whether the server closes `stream` (EOF or reset) within `within`.
