@@ -276,6 +276,74 @@ fn sort_key(s: &str, out: &mut Vec<u8>) {
     })
 }
 
+/// This encoding's own version: raised whenever the bytes a key encodes to change.
+const ENCODING_VERSION: u32 = 1;
+
+/// Strings from many scripts, cases and accents whose sort keys stand for the collation data.
+const SAMPLES: &[&str] = &[
+    "a",
+    "A",
+    "á",
+    "à",
+    "ä",
+    "â",
+    "b",
+    "B",
+    "c",
+    "ç",
+    "ß",
+    "ss",
+    "æ",
+    "œ",
+    "ø",
+    "å",
+    "ñ",
+    "z",
+    "Z",
+    "0",
+    "1",
+    "9",
+    "½",
+    "-",
+    "_",
+    " ",
+    ".",
+    "a\u{301}",
+    "\u{301}",
+    "ﬁ",
+    "Ǆ",
+    "İ",
+    "ı",
+    "中",
+    "文",
+    "日本",
+    "한국",
+    "ελληνικά",
+    "кириллица",
+    "עברית",
+    "عربي",
+    "हिन्दी",
+    "ไทย",
+    "😀",
+    "\u{FFFD}",
+];
+
+/// The version of view keys as stored: the encoding's version and a fingerprint of the
+/// collation data (the sort keys of [`SAMPLES`]). An index made under another is rebuilt,
+/// as CouchDB rebuilds one made under another collator version.
+pub fn stored_key_version() -> &'static str {
+    static VERSION: LazyLock<String> = LazyLock::new(|| {
+        use md5::{Digest, Md5};
+        let mut hash = Md5::new();
+        for s in SAMPLES {
+            hash.update(raw_sort_key(s));
+            hash.update([0xFF]);
+        }
+        format!("{ENCODING_VERSION}-{:x}", hash.finalize())
+    });
+    &VERSION
+}
+
 fn raw_sort_key(s: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(s.len() * 2 + 4);
     let Ok(()) = ROOT.write_sort_key_to(s, &mut key);

@@ -24,7 +24,8 @@ use crate::row;
 
 /// The id tree's slot.
 pub const ID_TREE: usize = 0;
-const META_VERSION: u8 = 1;
+/// The header's layout: 2 adds the view-key version the index was built under.
+const META_VERSION: u8 = 2;
 
 /// What a document emitted into one view.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,14 +57,32 @@ pub struct IndexMeta {
 }
 
 impl IndexMeta {
-    fn encode(&self) -> Vec<u8> {
+    /// The header, naming the view-key version (`key_version`) it is written under.
+    fn encode(&self, key_version: &str) -> Vec<u8> {
         let mut out = vec![META_VERSION];
         put_varint(&mut out, self.seq.0.len() as u64);
         for s in &self.seq.0 {
             put_varint(&mut out, *s);
         }
         put_varint(&mut out, self.purge_seq);
+        put_bytes(&mut out, key_version.as_bytes());
         out
+    }
+
+    /// The view-key version a header names; `None` for an empty header or one written before
+    /// versions were (by this encoding's first version, so current).
+    fn key_version(bytes: &[u8]) -> Result<Option<String>> {
+        let bad = |_| Error::Corrupted("index header");
+        let mut r = Reader::new(bytes, 0);
+        if bytes.is_empty() || r.u8().map_err(bad)? == 1 {
+            return Ok(None);
+        }
+        let n = r.varint().map_err(bad)?;
+        for _ in 0..=n {
+            r.varint().map_err(bad)?;
+        }
+        let text = r.bytes().map_err(bad)?;
+        Ok(Some(String::from_utf8_lossy(text).into_owned()))
     }
 
     fn decode(bytes: &[u8], q: usize) -> Result<IndexMeta> {
@@ -75,7 +94,7 @@ impl IndexMeta {
         }
         let bad = |_| Error::Corrupted("index header");
         let mut r = Reader::new(bytes, 0);
-        if r.u8().map_err(bad)? != META_VERSION {
+        if !matches!(r.u8().map_err(bad)?, 1 | META_VERSION) {
             return Err(Error::Corrupted("index header version"));
         }
         let n = r.varint().map_err(bad)? as usize;
@@ -113,6 +132,8 @@ pub struct Index {
     path: PathBuf,
     q: usize,
     store: Store,
+    /// The view-key version this index writes under.
+    key_version: String,
     reducers: Vec<Option<Arc<ViewReducer>>>,
     pub(crate) build: Mutex<BuildState>,
     /// Bumped after every batch an update writes and when it ends.
@@ -127,6 +148,20 @@ impl Index {
         q: usize,
         reducers: Vec<Option<Arc<ViewReducer>>>,
         options: &StoreOptions,
+    ) -> Result<Index> {
+        let version = settee_json::viewkey::stored_key_version();
+        Index::open_under(dir, ddoc, q, reducers, options, version)
+    }
+
+    /// [`Index::open`] with keys of version `key_version`: a file built under another is
+    /// emptied and built again.
+    fn open_under(
+        dir: &Path,
+        ddoc: DesignDoc,
+        q: usize,
+        reducers: Vec<Option<Arc<ViewReducer>>>,
+        options: &StoreOptions,
+        key_version: &str,
     ) -> Result<Index> {
         // Only the index directory itself is made: the database's must exist (one deleted
         // meanwhile is not made again by its last readers).
@@ -153,13 +188,24 @@ impl Index {
             on_commit: None,
             ..options.clone()
         };
-        let store = Store::open_or_create(&path, options)?;
+        let mut store = Store::open_or_create(&path, options.clone())?;
+        let built_under = IndexMeta::key_version(store.snapshot().meta())?;
+        if built_under.as_deref().is_some_and(|v| v != key_version) {
+            tracing::info!(index = %path.display(), "rebuilding an index made under another collation or key encoding");
+            drop(store);
+            std::fs::remove_file(&path).map_err(|source| Error::Io {
+                op: "remove an index of another key version",
+                source,
+            })?;
+            store = Store::open_or_create(&path, options)?;
+        }
         let index = Index {
             ddoc,
             signature,
             path,
             q,
             store,
+            key_version: key_version.to_string(),
             reducers,
             build: Mutex::default(),
             changed: watch::channel(0).0,
@@ -217,6 +263,7 @@ impl Index {
     /// Queues one batch of documents' new rows and the position they bring the index to.
     pub fn submit(&self, batch: Vec<Mapped>, meta: IndexMeta) -> Pending<(), Error> {
         let views = self.reducers.len();
+        let key_version = self.key_version.clone();
         self.store
             .submit(Durability::Durable, move |txn| -> Result<()> {
                 let mut per_view: Vec<Vec<Action>> = vec![Vec::new(); views];
@@ -251,7 +298,7 @@ impl Index {
                         txn.apply(1 + view, actions)?;
                     }
                 }
-                txn.set_meta(meta.encode());
+                txn.set_meta(meta.encode(&key_version));
                 Ok(())
             })
     }
@@ -306,5 +353,89 @@ impl settee_store::Reducer for SharedReducer {
     }
     fn rereduce(&self, reductions: &[&[u8]]) -> Result<Vec<u8>, String> {
         self.0.rereduce(reductions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path, ddoc: &DesignDoc, key_version: &str) -> Index {
+        let options = StoreOptions::default();
+        Index::open_under(dir, ddoc.clone(), 1, vec![None], &options, key_version).unwrap()
+    }
+
+    fn one_row(index: &Index, seq: u64) {
+        let row = Emitted {
+            key: settee_json::viewkey::encoded(&serde_json::json!("k"), Default::default()),
+            key_json: "\"k\"".into(),
+            value_json: "1".into(),
+        };
+        let mapped = Mapped {
+            id: "doc".into(),
+            rows: Some(vec![vec![row]]),
+        };
+        let meta = IndexMeta {
+            seq: SeqVector(vec![seq]),
+            purge_seq: 0,
+        };
+        index.submit(vec![mapped], meta).wait().unwrap();
+    }
+
+    #[test]
+    fn an_index_made_under_another_key_version_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let ddoc = DesignDoc::parse(
+            "_design/d",
+            &serde_json::json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}}),
+        )
+        .unwrap();
+        let old = open(dir.path(), &ddoc, "0-older-collator");
+        one_row(&old, 7);
+        drop(old);
+        // Opened under the version it was built under, it is kept.
+        let same = open(dir.path(), &ddoc, "0-older-collator");
+        assert_eq!(same.meta().unwrap().seq, SeqVector(vec![7]));
+        assert_eq!(same.snapshot().count(1).unwrap(), 1);
+        drop(same);
+        // Under this build's version it is emptied, to be built again from the start.
+        let now = Index::open(
+            dir.path(),
+            ddoc.clone(),
+            1,
+            vec![None],
+            &StoreOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(now.meta().unwrap().seq, SeqVector::zero(1));
+        assert_eq!(now.snapshot().count(1).unwrap(), 0);
+        one_row(&now, 3);
+        drop(now);
+        let again = Index::open(dir.path(), ddoc, 1, vec![None], &StoreOptions::default()).unwrap();
+        assert_eq!(
+            again.meta().unwrap().seq,
+            SeqVector(vec![3]),
+            "kept once current"
+        );
+    }
+
+    #[test]
+    fn headers_written_before_versions_are_read_as_current() {
+        let mut v1 = vec![1u8];
+        for n in [1u64, 5, 0] {
+            put_varint(&mut v1, n);
+        }
+        assert_eq!(IndexMeta::key_version(&v1).unwrap(), None);
+        assert_eq!(IndexMeta::decode(&v1, 1).unwrap().seq, SeqVector(vec![5]));
+        let meta = IndexMeta {
+            seq: SeqVector(vec![5]),
+            purge_seq: 2,
+        };
+        let v2 = meta.encode("1-abc");
+        assert_eq!(
+            IndexMeta::key_version(&v2).unwrap().as_deref(),
+            Some("1-abc")
+        );
+        assert_eq!(IndexMeta::decode(&v2, 1).unwrap(), meta);
     }
 }

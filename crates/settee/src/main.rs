@@ -377,29 +377,21 @@ fn bench(args: BenchArgs) -> Result<(), String> {
 }
 
 /// Raises the soft open-files limit to the hard limit, for many connections and databases.
+#[cfg(unix)]
 fn raise_open_files_limit() {
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
     unsafe {
-        let mut lim = libc_rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if getrlimit(RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
-            setrlimit(RLIMIT_NOFILE, &lim);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
 }
 
-#[repr(C)]
-struct libc_rlimit {
-    rlim_cur: u64,
-    rlim_max: u64,
-}
-
-const RLIMIT_NOFILE: i32 = 7;
-
-extern "C" {
-    fn getrlimit(resource: i32, rlim: *mut libc_rlimit) -> i32;
-    fn setrlimit(resource: i32, rlim: *const libc_rlimit) -> i32;
-}
+/// Elsewhere the limit stays as it is.
+#[cfg(not(unix))]
+fn raise_open_files_limit() {}
