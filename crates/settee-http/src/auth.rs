@@ -14,7 +14,6 @@ use base64::Engine;
 use serde_json::Value;
 use settee_db::{Catalog, DocOptions};
 
-pub use settee_auth::cookie::DEFAULT_TIMEOUT;
 pub use settee_auth::password::{
     hash_password, is_hashed, random_hex, verify_password, DEFAULT_ITERATIONS,
 };

@@ -16,7 +16,7 @@ mod auth;
 mod background;
 mod bulk;
 mod changes;
-pub mod config;
+pub use settee_config as config;
 mod connections;
 mod cors;
 mod db;

@@ -12,6 +12,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::Method;
 use hyper_util::rt::TokioIo;
+use settee_config::registry as setting;
 use settee_db::{Catalog, CatalogOptions, DocLimits};
 use settee_js::Limits;
 use settee_queryserver::QueryServers;
@@ -33,11 +34,9 @@ use crate::{access, att, bulk, changes, db, doc, node, view};
 fn js_limits(config: &Config) -> Limits {
     Limits {
         timeout: std::time::Duration::from_millis(
-            config
-                .get_or("couchdb", "os_process_timeout", 5000u64)
-                .max(1),
+            config.value::<u64>(&setting::OS_PROCESS_TIMEOUT).max(1),
         ),
-        memory: config.get_or("settee", "js_memory_mb", 256usize).max(8) << 20,
+        memory: config.value::<usize>(&setting::JS_MEMORY_MB).max(8) << 20,
     }
 }
 
@@ -70,15 +69,12 @@ fn query_servers(config: &Config) -> HashMap<String, String> {
 /// Applies the query-server settings of `config` to `servers`.
 fn configure_query_servers(servers: &QueryServers, config: &Config) {
     servers.set_commands(query_servers(config));
-    let timeout = std::time::Duration::from_millis(
-        config
-            .get_or("couchdb", "os_process_timeout", 5000u64)
-            .max(1),
-    );
+    let timeout =
+        std::time::Duration::from_millis(config.value::<u64>(&setting::OS_PROCESS_TIMEOUT).max(1));
     servers.set_limits(
         timeout,
         reduce_limit(config),
-        config.get_or("query_server_config", "os_process_soft_limit", 100usize),
+        config.value::<usize>(&setting::OS_PROCESS_SOFT_LIMIT),
     );
 }
 
@@ -160,7 +156,7 @@ pub(crate) fn plaintext_admins(config: &Config) -> Vec<(String, String)> {
 /// Replaces the plaintext passwords of `[admins]` by their hashes, in the file too, as
 /// CouchDB does when it reads them.
 fn hash_plaintext_admins(config: &mut Config) -> std::io::Result<()> {
-    let iterations = config.get_or("chttpd_auth", "iterations", auth::DEFAULT_ITERATIONS);
+    let iterations = config.value::<u32>(&setting::ITERATIONS);
     for (name, password) in plaintext_admins(config) {
         config.set("admins", &name, &auth::hash_password(&password, iterations))?;
     }
@@ -174,7 +170,7 @@ impl State {
     pub fn prepare(opts: &ServerOptions, admin_env: Option<String>) -> Result<Prepared, String> {
         let mut config = Config::load(&opts.config_path)
             .map_err(|e| format!("reading {}: {e}", opts.config_path.display()))?;
-        let iterations = config.get_or("chttpd_auth", "iterations", auth::DEFAULT_ITERATIONS);
+        let iterations = config.value::<u32>(&setting::ITERATIONS);
         let save_err = |e: std::io::Error| format!("writing {}: {e}", opts.config_path.display());
         let mut generated_admin = None;
         if config.section("admins").is_none_or(<[_]>::is_empty) {
@@ -209,10 +205,10 @@ impl State {
                 s.into_bytes()
             }
         };
-        let cache_mb = config.get_or("settee", "cache_mb", 1024u64);
+        let cache_mb = config.value::<u64>(&setting::CACHE_MB);
         let options = CatalogOptions {
-            q: config.get_or("cluster", "q", 2usize).max(1),
-            max_dbs_open: config.get_or("couchdb", "max_dbs_open", 500usize).max(1),
+            q: config.value::<usize>(&setting::CLUSTER_Q).max(1),
+            max_dbs_open: config.value::<usize>(&setting::MAX_DBS_OPEN).max(1),
             store: StoreOptions {
                 cache: NodeCache::new(cache_mb << 20),
                 on_writer_start: Some(Arc::new(crate::background::lower_priority)),
@@ -258,11 +254,11 @@ impl State {
             .get("couchdb", "max_document_id_length")
             .and_then(|v| v.trim().parse().ok());
         let limits = DocLimits {
-            max_document_size: config.get_or("couchdb", "max_document_size", 8_000_000usize),
+            max_document_size: config.value::<usize>(&setting::MAX_DOCUMENT_SIZE),
             atts,
             max_document_id_length,
         };
-        let max_request = config.get_or("chttpd", "max_http_request_size", 4_294_967_296usize);
+        let max_request = config.value::<usize>(&setting::MAX_HTTP_REQUEST_SIZE);
         let algorithm = config
             .get("uuids", "algorithm")
             .unwrap_or("sequential")
@@ -436,11 +432,10 @@ impl State {
     /// `[chttpd_auth_lockout]`: `mode` (`enforce`, `warn` or `off`), `threshold`, `max_lifetime` (ms).
     fn lockout_policy(&self) -> (String, settee_auth::lockout::Policy) {
         let config = self.config.read().expect("config lock");
-        let d = settee_auth::lockout::Policy::default();
         let policy = settee_auth::lockout::Policy {
-            threshold: config.get_or("chttpd_auth_lockout", "threshold", d.threshold),
-            lifetime_ms: config.get_or("chttpd_auth_lockout", "max_lifetime", d.lifetime_ms),
-            max_entries: config.get_or("chttpd_auth_lockout", "max_objects", d.max_entries),
+            threshold: config.value(&setting::LOCKOUT_THRESHOLD),
+            lifetime_ms: config.value(&setting::LOCKOUT_MAX_LIFETIME),
+            max_entries: config.value(&setting::LOCKOUT_MAX_OBJECTS),
         };
         (
             config
@@ -555,7 +550,7 @@ impl State {
         let text = |name: String| headers.get(name.as_str()).and_then(|v| v.to_str().ok());
         let name = text(header("x_auth_username", "X-Auth-CouchDB-UserName"))?.to_string();
         let roles = settee_auth::proxy::roles(text(header("x_auth_roles", "X-Auth-CouchDB-Roles")));
-        if config.get_or("chttpd_auth", "proxy_use_secret", false) {
+        if config.value::<bool>(&setting::PROXY_USE_SECRET) {
             let token = text(header("x_auth_token", "X-Auth-CouchDB-Token")).unwrap_or("");
             if !settee_auth::proxy::token_matches(&self.secret, &name, token) {
                 return None;
@@ -582,8 +577,8 @@ impl State {
             _ => None,
         });
         settee_auth::cookie::Attributes {
-            timeout: config.get_or("chttpd_auth", "timeout", auth::DEFAULT_TIMEOUT),
-            persistent: config.get_or("chttpd_auth", "allow_persistent_cookies", true),
+            timeout: config.value(&setting::TIMEOUT),
+            persistent: config.value::<bool>(&setting::ALLOW_PERSISTENT_COOKIES),
             secure: tls,
             domain: text("cookie_domain"),
             same_site,

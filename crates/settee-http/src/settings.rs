@@ -98,6 +98,53 @@ fn conn_limits(config: &Config) -> ConnLimits {
 
 #[cfg(test)]
 mod tests {
+    /// The registry's defaults are the libraries' own.
+    #[test]
+    fn registered_defaults_agree_with_the_libraries() {
+        use settee_config::registry as setting;
+        let config = Config::default();
+        let lockout = settee_auth::lockout::Policy::default();
+        assert_eq!(
+            config.value::<u32>(&setting::LOCKOUT_THRESHOLD),
+            lockout.threshold
+        );
+        assert_eq!(
+            config.value::<u64>(&setting::LOCKOUT_MAX_LIFETIME),
+            lockout.lifetime_ms
+        );
+        assert_eq!(
+            config.value::<usize>(&setting::LOCKOUT_MAX_OBJECTS),
+            lockout.max_entries
+        );
+        assert_eq!(
+            config.value::<u64>(&setting::TIMEOUT),
+            settee_auth::cookie::DEFAULT_TIMEOUT
+        );
+        assert_eq!(
+            config.value::<u32>(&setting::ITERATIONS),
+            crate::auth::DEFAULT_ITERATIONS
+        );
+        let atts = settee_db::AttPolicy::default();
+        assert_eq!(
+            config.value::<u32>(&setting::COMPRESSION_LEVEL),
+            atts.compression_level
+        );
+        let conn = crate::connections::ConnLimits::default();
+        assert_eq!(config.value::<usize>(&setting::MAX_CONNECTIONS), conn.max);
+        assert_eq!(
+            config.value::<u64>(&setting::IDLE_TIMEOUT) as u128,
+            conn.idle.as_millis()
+        );
+        assert_eq!(
+            config.value::<u64>(&setting::HEADER_TIMEOUT) as u128,
+            conn.header.as_millis()
+        );
+        assert_eq!(
+            config.value::<u64>(&setting::BODY_TIMEOUT) as u128,
+            conn.body.as_millis()
+        );
+    }
+
     use super::*;
 
     #[test]
