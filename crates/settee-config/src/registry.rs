@@ -55,9 +55,21 @@ impl Kind {
 
 impl Config {
     /// A setting's value: what the file gives, parsed, else its default. An unparsable value
-    /// counts as absent, as CouchDB's typed reads treat it.
+    /// counts as absent, as CouchDB's typed reads treat it. Only for settings with a default
+    /// (the others are read with [`Config::get`]).
     pub fn value<T: FromStr>(&self, setting: &Setting) -> T {
         self.get(setting.section, setting.key)
+            .and_then(|v| v.trim().parse().ok())
+            .or_else(|| setting.default.parse().ok())
+            .unwrap_or_else(|| panic!("the default of {}/{} parses", setting.section, setting.key))
+    }
+}
+
+impl Config {
+    /// [`Config::value`] for a setting of a patterned section (`smoosh.<channel>`), read from
+    /// the section `section`.
+    pub fn value_in<T: FromStr>(&self, setting: &Setting, section: &str) -> T {
+        self.get(section, setting.key)
             .and_then(|v| v.trim().parse().ok())
             .or_else(|| setting.default.parse().ok())
             .unwrap_or_else(|| panic!("the default of {}/{} parses", setting.section, setting.key))
@@ -234,10 +246,10 @@ settings! {
     SMOOSH_DB_CHANNELS = "smoosh", "db_channels", "upgrade_dbs,ratio_dbs,slack_dbs", List, true;
     /// Channels view indexes are offered to, in turn.
     SMOOSH_VIEW_CHANNELS = "smoosh", "view_channels", "upgrade_views,ratio_views,slack_views", List, true;
-    /// How a channel weighs files: `ratio` or `slack`.
+    /// How a channel weighs files: `ratio` or `slack` (shipped `slack_*` channels: `slack`).
     SMOOSH_PRIORITY = "smoosh.<channel>", "priority", "ratio", Text, true;
-    /// Least weight a channel takes.
-    SMOOSH_MIN_PRIORITY = "smoosh.<channel>", "min_priority", "2.0", Number, true;
+    /// Least weight a channel takes (shipped `ratio_*`: 2.0, `slack_*`: 536870912; others: 5.0 by ratio, 16777216 by slack).
+    SMOOSH_MIN_PRIORITY = "smoosh.<channel>", "min_priority", "", Number, true;
     /// Greatest weight a channel takes.
     SMOOSH_MAX_PRIORITY = "smoosh.<channel>", "max_priority", "inf", Number, true;
     /// Smallest file a channel takes, in bytes.
@@ -248,6 +260,10 @@ settings! {
     SMOOSH_CONCURRENCY = "smoosh.<channel>", "concurrency", "1", Integer, true;
     /// Most files a channel queues.
     SMOOSH_CAPACITY = "smoosh.<channel>", "capacity", "9999", Integer, true;
+    /// Time of day (HH:MM) a channel starts compacting.
+    SMOOSH_FROM = "smoosh.<channel>", "from", "00:00", Text, true;
+    /// Time of day (HH:MM) a channel stops compacting.
+    SMOOSH_TO = "smoosh.<channel>", "to", "24:00", Text, true;
     /// Megabytes of file pages the storage engine caches.
     CACHE_MB = "settee", "cache_mb", "1024", Integer, true;
     /// Megabytes one JavaScript engine may hold.

@@ -9,6 +9,8 @@ use serde_json::Value;
 use settee_auth::{users, Denied, SecurityObject, User};
 use settee_db::{is_local, Database, NewDoc, DESIGN_PREFIX};
 
+use settee_config::registry as setting;
+
 use crate::error::{HttpError, HttpResult};
 use crate::request::Req;
 use crate::server::State;
@@ -174,11 +176,11 @@ pub async fn check_writes(
         out = crate::view::validate_design_docs(state, docs).await;
     }
     if is_users_db(state, db.name()) {
-        let iterations = state.config.read().expect("config lock").get_or(
-            "chttpd_auth",
-            "iterations",
-            crate::auth::DEFAULT_ITERATIONS,
-        );
+        let iterations = state
+            .config
+            .read()
+            .expect("config lock")
+            .value::<u32>(&setting::ITERATIONS);
         for (doc, slot) in docs.iter_mut().zip(out.iter_mut()) {
             if slot.is_none() && !doc.id.starts_with(DESIGN_PREFIX) && !is_local(&doc.id) {
                 *slot = prepare_user_doc(db, doc, user, admin, iterations)
@@ -315,7 +317,7 @@ pub fn www_authenticate(
         return Some(configured.to_string());
     }
     config
-        .get_or("chttpd", "require_valid_user", false)
+        .value::<bool>(&setting::REQUIRE_VALID_USER)
         .then(|| "Basic realm=\"server\"".to_string())
 }
 

@@ -6,6 +6,8 @@
 use hyper::header::HeaderValue;
 use hyper::HeaderMap;
 
+use settee_config::registry as setting;
+
 use crate::config::Config;
 use crate::reply::{self, Response};
 
@@ -42,7 +44,7 @@ fn list(text: &str) -> Vec<String> {
 impl Cors {
     /// The settings, or `None` when CORS is off.
     pub fn from_config(config: &Config) -> Option<Cors> {
-        if !config.get_or("chttpd", "enable_cors", false) {
+        if !config.value::<bool>(&setting::ENABLE_CORS) {
             return None;
         }
         let get = |key: &str, default: &str| config.get("cors", key).unwrap_or(default).to_string();
@@ -50,10 +52,10 @@ impl Cors {
         headers.extend(list(&get("headers", "").to_ascii_lowercase()));
         Some(Cors {
             origins: list(&get("origins", "")),
-            credentials: config.get_or("cors", "credentials", false),
+            credentials: config.value::<bool>(&setting::CORS_CREDENTIALS),
             headers,
             methods: list(&get("methods", DEFAULT_METHODS)),
-            max_age: config.get_or("cors", "max_age", 600),
+            max_age: config.value(&setting::CORS_MAX_AGE),
             exposed: list(&get("exposed_headers", DEFAULT_EXPOSED).to_ascii_lowercase()),
         })
     }

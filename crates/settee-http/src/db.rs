@@ -8,6 +8,8 @@ use hyper::Method;
 use serde_json::{json, Value};
 use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
 
+use settee_config::registry as setting;
+
 use crate::access;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response, Sink};
@@ -422,11 +424,11 @@ pub async fn meta(
             Ok(reply::ok())
         }
         (&Method::PUT, "_security") => {
-            let editable = state.config.read().expect("config lock").get_or(
-                "couchdb",
-                "users_db_security_editable",
-                false,
-            );
+            let editable = state
+                .config
+                .read()
+                .expect("config lock")
+                .value::<bool>(&setting::USERS_DB_SECURITY_EDITABLE);
             if access::is_users_db(state, name) && !editable {
                 return Err(HttpError::new(
                     403,
@@ -519,11 +521,6 @@ pub async fn maintenance(
     }
 }
 
-/// Most documents one `_purge` request may name by default (`[purge] max_document_id_number`).
-const MAX_PURGE_IDS: usize = 100;
-/// Most revisions one `_purge` request may name by default (`[purge] max_revisions_number`).
-const MAX_PURGE_REVS: usize = 1000;
-
 /// `POST /{db}/_purge`: `{"docid": ["rev", …]}` removes those leaf revisions for good.
 async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpResult<Response> {
     access::db_admin(req, db)?;
@@ -532,8 +529,8 @@ async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpRes
     let (most_ids, most_revs) = {
         let config = state.config.read().expect("config lock");
         (
-            config.get_or("purge", "max_document_id_number", MAX_PURGE_IDS),
-            config.get_or("purge", "max_revisions_number", MAX_PURGE_REVS),
+            config.value(&setting::PURGE_MAX_DOCUMENT_ID_NUMBER),
+            config.value(&setting::PURGE_MAX_REVISIONS_NUMBER),
         )
     };
     if body.len() > most_ids {

@@ -12,6 +12,8 @@ use serde_json::{json, Map, Value};
 use settee_db::{AllDocsOptions, DocOptions, DESIGN_PREFIX};
 use settee_mango::Selector;
 
+use settee_config::registry as setting;
+
 use crate::db::{join_error, open};
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
@@ -68,8 +70,8 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     let (default_limit, scan_warning_at) = {
         let config = state.config.read().expect("config lock");
         (
-            config.get_or("mango", "default_limit", 25u64),
-            config.get_or("mango", "index_scan_warning_threshold", 10u64),
+            config.value::<u64>(&setting::MANGO_DEFAULT_LIMIT),
+            config.value::<u64>(&setting::MANGO_INDEX_SCAN_WARNING_THRESHOLD),
         )
     };
     let mut q = FindQuery::parse(&body, default_limit)?;

@@ -7,6 +7,8 @@ use hyper::header::SET_COOKIE;
 use hyper::Method;
 use serde_json::{json, Value};
 
+use settee_config::registry as setting;
+
 use crate::auth;
 use crate::db::db_info;
 use crate::error::{HttpError, HttpResult};
@@ -48,7 +50,7 @@ pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
         .config
         .read()
         .expect("config lock")
-        .get_or("uuids", "max_count", 1000u64);
+        .value::<u64>(&setting::UUIDS_MAX_COUNT);
     let too_large = || HttpError::bad_request("count parameter too large");
     let count = match req.query.get("count") {
         None => 1,
@@ -398,11 +400,11 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
                 Some(_) => return Err(HttpError::bad_request("`keys` member must be an array.")),
                 None => return Err(HttpError::bad_request("`keys` member must exist.")),
             };
-            let most = state.config.read().expect("config lock").get_or(
-                "chttpd",
-                "max_db_number_for_dbs_info_req",
-                100usize,
-            );
+            let most = state
+                .config
+                .read()
+                .expect("config lock")
+                .value::<usize>(&setting::MAX_DB_NUMBER_FOR_DBS_INFO_REQ);
             if keys.len() > most {
                 return Err(HttpError::bad_request("too_many_keys"));
             }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use settee_db::Database;
 
+use settee_config::registry as setting;
+
 use crate::error::HttpResult;
 use crate::server::State;
 
@@ -20,14 +22,14 @@ struct Settings {
 fn settings(state: &State) -> Option<Settings> {
     let config = state.config.read().expect("config lock");
     config
-        .get_or("couch_peruser", "enable", false)
+        .value::<bool>(&setting::PERUSER_ENABLE)
         .then(|| Settings {
             prefix: config
                 .get("couch_peruser", "database_prefix")
                 .unwrap_or("userdb-")
                 .to_string(),
-            delete_dbs: config.get_or("couch_peruser", "delete_dbs", false),
-            q: config.get_or("couch_peruser", "q", 1usize).max(1),
+            delete_dbs: config.value::<bool>(&setting::PERUSER_DELETE_DBS),
+            q: config.value::<usize>(&setting::PERUSER_Q).max(1),
         })
 }
 

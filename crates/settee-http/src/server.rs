@@ -247,8 +247,7 @@ impl State {
                 .filter(|t| !t.is_empty())
                 .collect();
         }
-        atts.compression_level =
-            config.get_or("attachments", "compression_level", atts.compression_level);
+        atts.compression_level = config.value(&setting::COMPRESSION_LEVEL);
         // `infinity`, CouchDB's default, or anything else that is not a length: no limit.
         let max_document_id_length = config
             .get("couchdb", "max_document_id_length")
@@ -880,11 +879,11 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         Some("_uuids") => node::uuids(state, req),
         Some("_session") => Box::pin(node::session(state, req)).await,
         Some("_all_dbs" | "_dbs_info")
-            if !state.config.read().expect("config lock").get_or(
-                "chttpd",
-                "admin_only_all_dbs",
-                true,
-            ) =>
+            if !state
+                .config
+                .read()
+                .expect("config lock")
+                .value::<bool>(&setting::ADMIN_ONLY_ALL_DBS) =>
         {
             Box::pin(node::route(state, req)).await
         }

@@ -1,6 +1,7 @@
 //! The configuration values every request consults, parsed once per configuration change
 //! instead of looked up (and parsed) in the configuration file's sections on each request.
 
+use settee_config::registry as setting;
 use std::collections::HashMap;
 
 use std::time::Duration;
@@ -51,12 +52,9 @@ impl Settings {
         }
         Settings {
             handlers: auth::handlers(config),
-            require_valid_user: config.get_or("chttpd", "require_valid_user", false),
-            require_valid_user_except_for_up: config.get_or(
-                "chttpd",
-                "require_valid_user_except_for_up",
-                false,
-            ),
+            require_valid_user: config.value::<bool>(&setting::REQUIRE_VALID_USER),
+            require_valid_user_except_for_up: config
+                .value::<bool>(&setting::REQUIRE_VALID_USER_EXCEPT_FOR_UP),
             users_db: auth::users_db(config),
             admins,
             conn: conn_limits(config),
@@ -80,19 +78,12 @@ impl Settings {
 
 /// The connection limits the configuration sets, CouchDB's where it sets none.
 fn conn_limits(config: &Config) -> ConnLimits {
-    let d = ConnLimits::default();
-    let ms = |key: &str, default: Duration| {
-        Duration::from_millis(
-            config
-                .get_or("chttpd", key, default.as_millis() as u64)
-                .max(1),
-        )
-    };
+    let ms = |s: &setting::Setting| Duration::from_millis(config.value::<u64>(s).max(1));
     ConnLimits {
-        idle: ms("idle_timeout", d.idle),
-        header: ms("header_timeout", d.header),
-        body: ms("body_timeout", d.body),
-        max: config.get_or("chttpd", "max_connections", d.max).max(1),
+        idle: ms(&setting::IDLE_TIMEOUT),
+        header: ms(&setting::HEADER_TIMEOUT),
+        body: ms(&setting::BODY_TIMEOUT),
+        max: config.value::<usize>(&setting::MAX_CONNECTIONS).max(1),
     }
 }
 
@@ -101,7 +92,6 @@ mod tests {
     /// The registry's defaults are the libraries' own.
     #[test]
     fn registered_defaults_agree_with_the_libraries() {
-        use settee_config::registry as setting;
         let config = Config::default();
         let lockout = settee_auth::lockout::Policy::default();
         assert_eq!(

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use settee_db::Database;
 use settee_views::Index;
 
+use settee_config::registry as setting;
+
 use crate::config::Config;
 use crate::server::State;
 
@@ -109,11 +111,11 @@ impl Channel {
             name: name.to_string(),
             weigh,
             min_priority: config.get_or(&section, "min_priority", default_min),
-            max_priority: config.get_or(&section, "max_priority", f64::INFINITY),
-            min_size: config.get_or(&section, "min_size", 1 << 20),
-            max_size: config.get_or(&section, "max_size", u64::MAX),
-            concurrency: config.get_or(&section, "concurrency", 1usize),
-            capacity: config.get_or(&section, "capacity", 9999usize),
+            max_priority: config.value_in::<f64>(&setting::SMOOSH_MAX_PRIORITY, &section),
+            min_size: config.value_in::<u64>(&setting::SMOOSH_MIN_SIZE, &section),
+            max_size: config.value_in::<u64>(&setting::SMOOSH_MAX_SIZE, &section),
+            concurrency: config.value_in::<usize>(&setting::SMOOSH_CONCURRENCY, &section),
+            capacity: config.value_in::<usize>(&setting::SMOOSH_CAPACITY, &section),
             window,
         }
     }
@@ -281,8 +283,8 @@ impl Plan {
                 "view_channels",
                 "upgrade_views,ratio_views,slack_views",
             ),
-            staleness: seconds(config.get_or("smoosh", "staleness", 5.0f64) * 60.0),
-            wait: seconds(config.get_or("smoosh", "wait_secs", 30.0f64)),
+            staleness: seconds(config.value::<f64>(&setting::SMOOSH_STALENESS) * 60.0),
+            wait: seconds(config.value::<f64>(&setting::SMOOSH_WAIT_SECS)),
         }
     }
 }

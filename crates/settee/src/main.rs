@@ -1,6 +1,7 @@
 //! The `settee` command: `settee serve` runs the server; `settee bench` measures any
 //! CouchDB-compatible server on CouchDB's published workloads.
 
+use settee_http::config::registry as setting;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -228,7 +229,7 @@ fn serve(
     let bind = bind
         .or_else(|| file.get("chttpd", "bind_address").map(str::to_string))
         .unwrap_or_else(|| "127.0.0.1".into());
-    let port = port.unwrap_or_else(|| file.get_or("chttpd", "port", 5984));
+    let port = port.unwrap_or_else(|| file.value::<u16>(&setting::PORT));
     std::fs::create_dir_all(&data_dir)
         .map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
     raise_open_files_limit();
@@ -242,7 +243,7 @@ fn serve(
         println!("Created server admin `{name}` with password `{password}` (stored hashed in {}; shown only now).", opts.config_path.display());
     }
     let tls = file
-        .get_or("ssl", "enable", false)
+        .value::<bool>(&setting::SSL_ENABLE)
         .then(|| -> Result<_, String> {
             let need = |key: &str| {
                 file.get("ssl", key)
@@ -251,7 +252,7 @@ fn serve(
             };
             Ok((
                 settee_http::tls_acceptor(&need("cert_file")?, &need("key_file")?)?,
-                file.get_or("ssl", "port", 6984u16),
+                file.value::<u16>(&setting::SSL_PORT),
             ))
         })
         .transpose()?;

@@ -81,9 +81,16 @@ fn pouchdb_sync_survives_a_restart() {
         .spawn()
         .expect("run node");
     let mut restarts = 0;
+    // The suite's own time limits end it well before this; a hung one fails here.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let text = std::fs::read_to_string(&output).unwrap_or_default();
+            panic!("the PouchDB sync suite did not end within 10 minutes:\n{text}");
         }
         let text = std::fs::read_to_string(&signals).unwrap();
         if text.lines().filter(|l| *l == "restart").count() > restarts {
