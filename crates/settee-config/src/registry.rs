@@ -106,9 +106,9 @@ macro_rules! settings {
 }
 
 settings! {
-    /// Address the server listens on.
+    /// Address the server listens on (from the next start).
     BIND_ADDRESS = "chttpd", "bind_address", "127.0.0.1", Text, true;
-    /// Port the server listens on (0: any free port).
+    /// Port the server listens on (0: any free port; from the next start).
     PORT = "chttpd", "port", "5984", Integer, true;
     /// Largest request body, in bytes (decoded, for gzip bodies).
     MAX_HTTP_REQUEST_SIZE = "chttpd", "max_http_request_size", "4294967296", Integer, true;
@@ -190,8 +190,8 @@ settings! {
     PERUSER_DATABASE_PREFIX = "couch_peruser", "database_prefix", "userdb-", Text, true;
     /// Shards of per-user databases.
     PERUSER_Q = "couch_peruser", "q", "1", Integer, true;
-    /// Where databases live.
-    DATABASE_DIR = "couchdb", "database_dir", "", Text, false;
+    /// Where databases live (from the next start).
+    DATABASE_DIR = "couchdb", "database_dir", "", Text, true;
     /// Security object of new databases: `admin_only` or `everyone`.
     DEFAULT_SECURITY = "couchdb", "default_security", "admin_only", Text, true;
     /// Most databases open at once (closed least recently used).
@@ -230,14 +230,14 @@ settings! {
     UUIDS_ALGORITHM = "uuids", "algorithm", "sequential", Text, true;
     /// Log level: `debug`, `info`, `warning`, `error`.
     LOG_LEVEL = "log", "level", "info", Text, true;
-    /// Serve HTTPS as well.
-    SSL_ENABLE = "ssl", "enable", "false", Bool, false;
+    /// Serve HTTPS as well (from the next start).
+    SSL_ENABLE = "ssl", "enable", "false", Bool, true;
     /// Port HTTPS listens on.
-    SSL_PORT = "ssl", "port", "6984", Integer, false;
+    SSL_PORT = "ssl", "port", "6984", Integer, true;
     /// The server certificate (PEM).
-    SSL_CERT_FILE = "ssl", "cert_file", "", Text, false;
+    SSL_CERT_FILE = "ssl", "cert_file", "", Text, true;
     /// The certificate's private key (PEM).
-    SSL_KEY_FILE = "ssl", "key_file", "", Text, false;
+    SSL_KEY_FILE = "ssl", "key_file", "", Text, true;
     /// Minutes between weighings of a database or index for compaction.
     SMOOSH_STALENESS = "smoosh", "staleness", "5", Number, true;
     /// Seconds a queued compaction waits before it starts.
@@ -269,6 +269,21 @@ settings! {
     /// Megabytes one JavaScript engine may hold.
     JS_MEMORY_MB = "settee", "js_memory_mb", "256", Integer, true;
 }
+
+/// Sections `/_node/_local/_config` may not change, as in CouchDB: they name programs the
+/// server would run, so changing them over HTTP would let a request run commands. They are
+/// set in the configuration file (or, for query servers, `COUCHDB_QUERY_SERVER_{LANG}`).
+pub const LOCKED_SECTIONS: &[&str] = &[
+    "daemons",
+    "external",
+    "httpd_design_handlers",
+    "httpd_db_handlers",
+    "httpd_global_handlers",
+    "native_query_servers",
+    "os_daemons",
+    "query_servers",
+    "feature_flags",
+];
 
 /// Sections whose keys are names, not settings: server admins, JWT keys, query servers.
 pub const NAMED_SECTIONS: &[(&str, &str)] = &[
@@ -320,6 +335,14 @@ pub fn markdown() -> String {
     for (name, about) in NAMED_SECTIONS {
         out.push_str(&format!("- `[{name}]`: {about}\n"));
     }
+    out.push_str(
+        "\n## Sections HTTP may not change\n\nThey name programs the server would run \
+         (403 `Config section blacklisted for modification over HTTP API.`):",
+    );
+    for name in LOCKED_SECTIONS {
+        out.push_str(&format!(" `[{name}]`"));
+    }
+    out.push('\n');
     out
 }
 
@@ -338,6 +361,12 @@ mod tests {
                     Kind::Text | Kind::List => true,
                 };
             assert!(ok, "{}/{} = {}", s.section, s.key, s.default);
+            assert_eq!(
+                s.over_http,
+                !LOCKED_SECTIONS.contains(&s.section),
+                "{}",
+                s.key
+            );
             let same = ALL
                 .iter()
                 .filter(|o| (o.section, o.key) == (s.section, s.key));

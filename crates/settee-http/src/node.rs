@@ -528,25 +528,10 @@ fn persist(req: &Req) -> bool {
     req.header("x-couch-persist") != Some("false")
 }
 
-/// Sections the HTTP API may not change, as in CouchDB: they name programs the server
-/// would run, so changing them over HTTP would let a request run commands. They are set in
-/// the configuration file (or, for query servers, `COUCHDB_QUERY_SERVER_{LANG}`).
-const LOCKED_SECTIONS: &[&str] = &[
-    "daemons",
-    "external",
-    "httpd_design_handlers",
-    "httpd_db_handlers",
-    "httpd_global_handlers",
-    "native_query_servers",
-    "os_daemons",
-    "query_servers",
-    "feature_flags",
-];
-
 /// Whether `section`/`key` may be changed over HTTP and can be written to the INI file as
 /// they are, with CouchDB's answers.
 fn writable(section: &str, key: &str) -> HttpResult<()> {
-    if LOCKED_SECTIONS.contains(&section) {
+    if settee_config::registry::LOCKED_SECTIONS.contains(&section) {
         return Err(HttpError::new(
             403,
             "forbidden",
