@@ -35,7 +35,7 @@ pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PRE
 pub use error::{Error, Result};
 pub use read::{
     sends_data, AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions, DbSnapshot, DocFilter,
-    DocOptions, DocRow, FilterError,
+    DocOptions, DocRow, FilterError, DESIGN_END,
 };
 pub use record::{Body, Counts, DocRecord, RevInfo};
 pub use revtree::{Merged, RevNode, RevTree};

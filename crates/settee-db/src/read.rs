@@ -382,6 +382,19 @@ impl DbSnapshot {
         })
     }
 
+    /// The ids of the live design documents, in id order (the range every design document
+    /// id falls in, `_design/` up to [`DESIGN_END`]).
+    pub fn design_docs(&self) -> Result<impl Iterator<Item = Result<String>>> {
+        Ok(self
+            .all_docs(AllDocsOptions::design_docs())?
+            .map(|row| row.map(|r| r.id)))
+    }
+
+    /// How many live design documents there are, from the trees' counts (no scan).
+    pub fn design_doc_count(&self) -> Result<u64> {
+        self.live_between(crate::doc::DESIGN_PREFIX, DESIGN_END)
+    }
+
     /// How many live documents have ids in `[start, end)`, from the trees' reductions
     /// without visiting them: asking whether a database has design documents costs a few
     /// node reads.
@@ -575,6 +588,21 @@ pub struct DocRow {
     pub rev: Rev,
     /// The document, when asked for.
     pub doc: Option<Vec<u8>>,
+}
+
+/// The first id past every design document id (`_design/` with its `/` stepped up).
+pub const DESIGN_END: &str = "_design0";
+
+impl AllDocsOptions {
+    /// The options that list the design documents, as `_design_docs` does.
+    pub fn design_docs() -> AllDocsOptions {
+        AllDocsOptions {
+            start: Some(crate::doc::DESIGN_PREFIX.into()),
+            end: Some(DESIGN_END.into()),
+            inclusive_end: false,
+            ..AllDocsOptions::default()
+        }
+    }
 }
 
 /// The rows of an `_all_docs` request.

@@ -940,3 +940,31 @@ async fn edits_queued_behind_a_busy_writer_are_applied_in_order_and_answered_apa
         "the queued edits were committed together ({commits} commits)"
     );
 }
+
+#[tokio::test]
+async fn design_documents_are_listed_and_counted_in_id_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("d", Some(2)).unwrap();
+    for id in [
+        "_design/b",
+        "plain",
+        "_design/a",
+        "Zebra",
+        "~tilde",
+        "_design/gone",
+    ] {
+        put(&db, json!({ "_id": id })).await.unwrap();
+    }
+    let rev = get(&db, "_design/gone").unwrap()["_rev"].clone();
+    put(
+        &db,
+        json!({"_id": "_design/gone", "_rev": rev, "_deleted": true}),
+    )
+    .await
+    .unwrap();
+    let snap = db.snapshot();
+    let ids: Vec<String> = snap.design_docs().unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(ids, ["_design/a", "_design/b"]);
+    assert_eq!(snap.design_doc_count().unwrap(), 2);
+}

@@ -184,7 +184,7 @@ pub async fn all_docs(
     // CouchDB counts the rows of the namespace asked for; local documents are not counted.
     let total = match which {
         "_local_docs" => None,
-        "_design_docs" => Some(snap.live_between(DESIGN_PREFIX, "_design0")?),
+        "_design_docs" => Some(snap.design_doc_count()?),
         _ => Some(snap.counts()?.live),
     };
     let null = || "null".to_string();
@@ -263,7 +263,7 @@ impl Head {
 }
 
 fn clamp_to_design(opts: &mut AllDocsOptions) {
-    let (lo, hi) = (DESIGN_PREFIX.to_string(), "_design0".to_string());
+    let (lo, hi) = (DESIGN_PREFIX.to_string(), settee_db::DESIGN_END.to_string());
     let (start, end) = if opts.descending {
         (&mut opts.end, &mut opts.start)
     } else {

@@ -848,6 +848,17 @@ async fn dispatch(
     let mut resp = route(&state, &mut req)
         .await
         .unwrap_or_else(|e| reply::error(&e));
+    // An answer given before the body was read (a refusal, say) leaves the rest of that body
+    // on the connection: it is closed after the answer, and the answer says so, so that no
+    // client sends its next request on a connection about to go.
+    if req
+        .body
+        .as_ref()
+        .is_some_and(|b| !hyper::body::Body::is_end_stream(b))
+    {
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    }
     let body_ms = req.body_time.as_millis() as u64;
     let body_time = if body_ms == 0 {
         HeaderValue::from_static("0")

@@ -54,15 +54,10 @@ fn validators(db: &Database, snap: &DbSnapshot) -> HttpResult<Arc<Vec<Validator>
 /// Reads the validation functions of the design documents in `snap`.
 fn read_validators(snap: &DbSnapshot) -> HttpResult<Vec<Validator>> {
     // Most databases have no design documents; their trees' counts say so without a scan.
-    if snap.live_between(DESIGN_PREFIX, "_design0")? == 0 {
+    if snap.design_doc_count()? == 0 {
         return Ok(Vec::new());
     }
-    let opts = AllDocsOptions {
-        start: Some(DESIGN_PREFIX.into()),
-        end: Some("_design0".into()),
-        inclusive_end: false,
-        ..Default::default()
-    };
+    let opts = AllDocsOptions::design_docs();
     let mut found = Vec::new();
     for row in snap.all_docs(opts)? {
         let row = row?;

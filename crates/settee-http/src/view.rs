@@ -551,22 +551,16 @@ pub fn compact(state: &State, req: &Req, name: &str, ddoc: &str) -> HttpResult<R
 /// `POST /{db}/_view_cleanup`: removes index files no design document uses.
 pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
     let snap = db.snapshot();
-    let opts = settee_db::AllDocsOptions {
-        start: Some("_design/".into()),
-        end: Some("_design0".into()),
-        inclusive_end: false,
-        ..Default::default()
-    };
     let mut keep = HashSet::new();
-    for row in snap.all_docs(opts)? {
-        let row = row?;
-        let Ok(body) = snap.open_doc(&row.id, None, &DocOptions::default()) else {
+    for id in snap.design_docs()? {
+        let id = id?;
+        let Ok(body) = snap.open_doc(&id, None, &DocOptions::default()) else {
             continue;
         };
         let Ok(doc) = settee_json::deep::from_slice::<Value>(&body) else {
             continue;
         };
-        if let Ok(d) = DesignDoc::parse(&row.id, &doc) {
+        if let Ok(d) = DesignDoc::parse(&id, &doc) {
             keep.insert(d.signature());
         }
     }

@@ -724,3 +724,20 @@ fn multipart_parts_with_their_own_headers_are_read() {
     let info = c.get("/db/d").json();
     assert_eq!(info["_attachments"]["g.txt"]["length"], plain.len());
 }
+
+/// An answer given before the request's body was read says it closes the connection, so a
+/// client does not send its next request on a connection about to go.
+#[test]
+fn an_answer_before_the_body_is_read_closes_the_connection() {
+    let s = TestServer::start();
+    let head = format!(
+        "PUT /nodb/doc HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"a\":",
+        common::admin_auth()
+    );
+    let answer = raw(&s, head.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+}
