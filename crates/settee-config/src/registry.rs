@@ -58,14 +58,9 @@ impl Config {
     /// counts as absent, as CouchDB's typed reads treat it. Only for settings with a default
     /// (the others are read with [`Config::get`]).
     pub fn value<T: FromStr>(&self, setting: &Setting) -> T {
-        self.get(setting.section, setting.key)
-            .and_then(|v| v.trim().parse().ok())
-            .or_else(|| setting.default.parse().ok())
-            .unwrap_or_else(|| panic!("the default of {}/{} parses", setting.section, setting.key))
+        self.value_in(setting, setting.section)
     }
-}
 
-impl Config {
     /// [`Config::value`] for a setting of a patterned section (`smoosh.<channel>`), read from
     /// the section `section`.
     pub fn value_in<T: FromStr>(&self, setting: &Setting, section: &str) -> T {
