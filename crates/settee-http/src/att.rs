@@ -399,7 +399,7 @@ async fn put(
     id: &str,
     att_name: &str,
 ) -> HttpResult<Response> {
-    state.limits.check_id(id)?;
+    state.node.limits.check_id(id)?;
     settee_db::check_att_name(att_name)?;
     let db = open(state, name)?;
     let content_type = req
@@ -415,15 +415,15 @@ async fn put(
         source,
     });
     let doc = NewDoc::from_stored(id, parent, body, atts)?;
-    let rev = crate::write::update_doc(
-        state,
-        req,
-        &db,
-        doc,
-        EditMode::Interactive,
-        Durability::Durable,
-    )
-    .await?;
+    let rev = (state.node)
+        .update_doc(
+            req.user.as_ref(),
+            &db,
+            doc,
+            EditMode::Interactive,
+            Durability::Durable,
+        )
+        .await?;
     // As CouchDB: a `Location`, and no `ETag`.
     let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     let path = format!(
@@ -564,8 +564,8 @@ impl Uploader {
     /// An upload of an attachment of type `content_type` to document `id`.
     pub fn new(state: &State, db: &Arc<Database>, id: &str, content_type: &str) -> Uploader {
         let tally = Tally::new(u64::MAX);
-        let level = flate2::Compression::new(state.limits.atts.compression_level.min(9));
-        let form = match state.limits.atts.compresses(content_type) {
+        let level = flate2::Compression::new(state.node.limits.atts.compression_level.min(9));
+        let form = match state.node.limits.atts.compresses(content_type) {
             true => Form::Compress(tally, flate2::write::GzEncoder::new(Vec::new(), level)),
             false => Form::Identity(tally),
         };
@@ -710,15 +710,15 @@ async fn delete(
     let (parent, body, atts) = base_edit(&db, id, Some(rev.clone()), |a| a.name != att_name)?;
     snap.attachment(id, Some(&rev), att_name)?;
     let doc = NewDoc::from_stored(id, parent, body, atts)?;
-    let rev = crate::write::update_doc(
-        state,
-        req,
-        &db,
-        doc,
-        EditMode::Interactive,
-        Durability::Durable,
-    )
-    .await?;
+    let rev = (state.node)
+        .update_doc(
+            req.user.as_ref(),
+            &db,
+            doc,
+            EditMode::Interactive,
+            Durability::Durable,
+        )
+        .await?;
     Ok(reply::json(
         200,
         &json!({"ok": true, "id": id, "rev": rev.to_string()}),

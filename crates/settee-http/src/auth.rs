@@ -22,13 +22,7 @@ pub use settee_auth::User;
 use crate::config::Config;
 use crate::settings::Settings;
 
-/// The database holding user accounts (`[chttpd_auth] authentication_db`).
-pub fn users_db(config: &Config) -> String {
-    config
-        .get("chttpd_auth", "authentication_db")
-        .unwrap_or("_users")
-        .to_string()
-}
+pub use settee_node::users_db;
 
 pub use settee_auth::users::USER_PREFIX;
 

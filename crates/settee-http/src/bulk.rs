@@ -27,9 +27,10 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     let db = open(state, name)?;
     let bytes = req.json_bytes(state.max_request).await?;
     let st = state.clone();
-    let (parsed, new_edits, atomic) = crate::background::run(move || parse_bulk(&st, &bytes))
-        .await
-        .ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
+    let (parsed, new_edits, atomic) =
+        settee_node::run_in_background(move || parse_bulk(&st, &bytes))
+            .await
+            .ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
     if atomic {
         return Ok(not_atomic(&parsed));
     }
@@ -55,7 +56,9 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     } else {
         Durability::Durable
     };
-    let results = crate::write::update_docs(state, req, &db, parsed, mode, durability).await?;
+    let results = (state.node)
+        .update_docs(req.user.as_ref(), &db, parsed, mode, durability)
+        .await?;
     // The rows are written straight into the reply: a JSON value per row costs more than
     // the write itself for small documents.
     let mut out = Vec::with_capacity(ids.len() * 80 + 2);
@@ -67,7 +70,7 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
         if out.len() > 1 {
             out.push(b',');
         }
-        push_row(&mut out, &id, rev.as_deref(), row);
+        push_row(&mut out, &id, rev.as_deref(), row.map_err(HttpError::from));
     }
     out.push(b']');
     Ok(reply::json_bytes(201, out))
@@ -152,7 +155,7 @@ fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool, boo
     };
     let mut parsed = docs
         .into_iter()
-        .map(|d| NewDoc::from_json(d, None, || state.new_uuid(), &state.limits))
+        .map(|d| NewDoc::from_json(d, None, || state.node.new_uuid(), &state.node.limits))
         .collect::<Result<Vec<_>, _>>()?;
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
         return Err(HttpError::bad_request(
@@ -200,7 +203,7 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
     let snap = db.snapshot();
     let resolved: Vec<Resolved> = wanted
         .iter()
-        .map(|w| resolve(&snap, w, &opts, query.latest, &state.limits))
+        .map(|w| resolve(&snap, w, &opts, query.latest, &state.node.limits))
         .collect::<HttpResult<_>>()?;
     // Multipart only for a client that does not take JSON, as CouchDB decides.
     if !req.accepts("application/json")

@@ -24,8 +24,8 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             let q = creation_options(req)?;
             let st = state.clone();
             let n = name.to_string();
-            let security = access::default_security(state);
-            tokio::task::spawn_blocking(move || st.catalog.create_secured(&n, q, security))
+            let security = state.node.default_security();
+            tokio::task::spawn_blocking(move || st.node.catalog.create_secured(&n, q, security))
                 .await
                 .map_err(join_error)??;
             let location = crate::node::absolute_uri(
@@ -50,7 +50,7 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             }
             let st = state.clone();
             let n = name.to_string();
-            tokio::task::spawn_blocking(move || st.catalog.delete(&n))
+            tokio::task::spawn_blocking(move || st.node.catalog.delete(&n))
                 .await
                 .map_err(join_error)??;
             Ok(reply::ok())
@@ -64,15 +64,17 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
 /// name's turn (another request opening or closing it): the event loop's thread is handed
 /// over meanwhile, so other requests go on.
 pub fn open(state: &State, name: &str) -> HttpResult<Arc<Database>> {
-    if let Some(db) = state.catalog.get_open(name) {
+    if let Some(db) = state.node.catalog.get_open(name) {
         return Ok(db);
     }
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {
-        Ok(tokio::task::block_in_place(|| state.catalog.get(name))?)
+        Ok(tokio::task::block_in_place(|| {
+            state.node.catalog.get(name)
+        })?)
     } else {
-        Ok(state.catalog.get(name)?)
+        Ok(state.node.catalog.get(name)?)
     }
 }
 
@@ -424,23 +426,12 @@ pub async fn meta(
             Ok(reply::ok())
         }
         (&Method::PUT, "_security") => {
-            let editable = state
-                .config
-                .read()
-                .expect("config lock")
-                .value::<bool>(&setting::USERS_DB_SECURITY_EDITABLE);
-            if access::is_users_db(state, name) && !editable {
-                return Err(HttpError::new(
-                    403,
-                    "forbidden",
-                    "You can't edit the security object of the user database.",
-                ));
-            }
-            access::db_admin(req, &db)?;
+            // Refused before the body is read, as CouchDB refuses it.
+            state.node.may_set_security(req.user.as_ref(), &db)?;
             let sec = req.json(state.max_request).await?;
-            settee_auth::SecurityObject::validate(&sec).map_err(HttpError::bad_request)?;
-            let bytes = serde_json::to_vec(&sec).expect("json");
-            db.update_meta(move |m| m.security = bytes.clone()).await?;
+            (state.node)
+                .set_security(req.user.as_ref(), &db, &sec)
+                .await?;
             Ok(reply::ok())
         }
         _ => Err(HttpError::method_not_allowed("GET,HEAD,PUT")),
@@ -527,7 +518,7 @@ async fn purge(state: &Arc<State>, req: &mut Req, db: &Arc<Database>) -> HttpRes
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
     let (most_ids, most_revs) = {
-        let config = state.config.read().expect("config lock");
+        let config = state.node.config.read().expect("config lock");
         (
             config.value(&setting::PURGE_MAX_DOCUMENT_ID_NUMBER),
             config.value(&setting::PURGE_MAX_REVISIONS_NUMBER),

@@ -94,10 +94,8 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     }
     // In `_users` and `_replicator` what a caller who is not a database admin sees of a
     // document is filtered; only plain reads of the winner can be.
-    let users = crate::access::is_users_db(state, name);
-    let guarded = (users || name == crate::access::REPLICATOR)
-        && !req.is_admin()
-        && !crate::access::is_db_admin(req.user.as_ref(), &db)?;
+    let visibility = state.node.visibility(req.user.as_ref(), &db)?;
+    let guarded = !visibility.is_whole();
     let forbidden = || {
         HttpError::new(
             403,
@@ -141,16 +139,10 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     // A filtered document is filtered before any 304, which would tell what it hides.
     let visible = match guarded {
         false => None,
-        true if users => Some(crate::access::filter_user_doc(
-            state,
-            req,
-            &db,
+        true => Some(state.node.visible_doc(
+            visibility,
+            req.user.as_ref(),
             id,
-            snap.render_as(id, &record, i, &opts, rev_text)?,
-        )?),
-        true => Some(crate::access::filter_replication_doc(
-            req,
-            &db,
             snap.render_as(id, &record, i, &opts, rev_text)?,
         )?),
     };
@@ -330,6 +322,7 @@ async fn read_doc(
         None => {
             let limit = state.max_request.min(
                 state
+                    .node
                     .limits
                     .max_document_size
                     .saturating_mul(2)
@@ -372,8 +365,8 @@ async fn read_doc(
     Ok(NewDoc::from_json_parts(
         value,
         id,
-        || state.new_uuid(),
-        &state.limits,
+        || state.node.new_uuid(),
+        &state.node.limits,
         parts,
     )?)
 }
@@ -400,6 +393,7 @@ async fn read_multipart(
     let json = reader
         .read_part(
             state
+                .node
                 .limits
                 .max_document_size
                 .saturating_mul(2)
@@ -549,7 +543,9 @@ async fn save_one(
         doc.presume_rev();
     }
     let deleted = doc.deleted;
-    let rev = crate::write::update_doc(state, req, db, doc, mode, durability).await?;
+    let rev = (state.node)
+        .update_doc(req.user.as_ref(), db, doc, mode, durability)
+        .await?;
     Ok((rev, deleted))
 }
 
@@ -606,7 +602,7 @@ async fn delete(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Http
         parse_rev(&rev)?;
         body["_rev"] = json!(rev);
     }
-    let doc = NewDoc::from_json(body, Some(id), String::new, &state.limits)?;
+    let doc = NewDoc::from_json(body, Some(id), String::new, &state.node.limits)?;
     // `batch=ok` does not apply to deletions, as in CouchDB: the answer names the revision.
     write_one(
         state,
@@ -653,7 +649,7 @@ async fn copy(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> HttpRe
             map.insert("_rev".into(), Value::String(r));
         }
     }
-    let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.limits)?;
+    let doc = NewDoc::from_json(value, Some(&dest_id), String::new, &state.node.limits)?;
     write_one(
         state,
         req,

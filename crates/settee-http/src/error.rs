@@ -72,6 +72,24 @@ impl HttpError {
     }
 }
 
+impl From<settee_node::Error> for HttpError {
+    fn from(e: settee_node::Error) -> HttpError {
+        use settee_node::Error as N;
+        match e {
+            N::Db(e) => HttpError::from(&*e),
+            N::Views(e) => HttpError::from(&*e),
+            N::QueryServer(e) => HttpError::from(&*e),
+            N::Unauthorized(reason) => HttpError::new(401, "unauthorized", reason),
+            N::Forbidden(reason) => HttpError::new(403, "forbidden", reason),
+            N::NotFound(reason) => HttpError::not_found(reason),
+            N::BadRequest(reason) => HttpError::bad_request(reason),
+            N::Compilation(reason) => HttpError::new(400, "compilation_error", reason),
+            N::Refused { error, reason } => HttpError::new(500, &error, reason),
+            N::Failed(reason) => HttpError::new(500, "unknown_error", reason),
+        }
+    }
+}
+
 impl From<DbError> for HttpError {
     fn from(e: DbError) -> HttpError {
         HttpError::from(&e)

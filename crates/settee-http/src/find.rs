@@ -68,7 +68,7 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
     let (default_limit, scan_warning_at) = {
-        let config = state.config.read().expect("config lock");
+        let config = state.node.config.read().expect("config lock");
         (
             config.value::<u64>(&setting::MANGO_DEFAULT_LIMIT),
             config.value::<u64>(&setting::MANGO_INDEX_SCAN_WARNING_THRESHOLD),

@@ -54,7 +54,7 @@ pub async fn post(state: &Arc<State>, req: &mut Req, name: &str, id: &str) -> Ht
         return Err(HttpError::bad_request("Document must be a JSON object"));
     };
     add_files(fields, form.files);
-    let doc = NewDoc::from_json(body, Some(id), String::new, &state.limits)?;
+    let doc = NewDoc::from_json(body, Some(id), String::new, &state.node.limits)?;
     doc::write_one(
         state,
         req,

@@ -13,7 +13,6 @@
 mod access;
 mod att;
 mod auth;
-mod background;
 mod bulk;
 mod changes;
 pub use settee_config as config;
@@ -28,17 +27,12 @@ mod form;
 mod multipart;
 mod node;
 mod openrevs;
-mod peruser;
 mod reply;
 mod request;
 mod server;
 mod settings;
-pub mod smoosh;
 mod tls;
-mod uuids;
-mod validate;
 mod view;
-mod write;
 
 pub use auth::{hash_password, verify_password};
 pub use config::Config;

@@ -47,6 +47,7 @@ pub fn up(req: &Req) -> HttpResult<Response> {
 pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET")?;
     let max = state
+        .node
         .config
         .read()
         .expect("config lock")
@@ -65,8 +66,8 @@ pub fn uuids(state: &State, req: &Req) -> HttpResult<Response> {
         },
     };
     let ids: Vec<String> = {
-        let mut gen = state.uuids.lock().expect("uuid lock");
-        (0..count).map(|_| gen.next()).collect()
+        let mut gen = state.node.uuids.lock().expect("uuid lock");
+        (0..count).map(|_| gen.next_id()).collect()
     };
     let etag = {
         use md5::{Digest, Md5};
@@ -103,7 +104,7 @@ pub async fn session(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> 
                 info["authenticated"] = json!(how);
             }
             // As CouchDB: named when the configuration names it, even as `_users`.
-            let config = state.config.read().expect("config lock");
+            let config = state.node.config.read().expect("config lock");
             if let Some(db) = config.get("chttpd_auth", "authentication_db") {
                 info["authentication_db"] = json!(db);
             }
@@ -262,7 +263,7 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         ["_dbs_info"] => dbs_info(state, req).await,
         ["_active_tasks"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
-            Ok(reply::json(200, &state.catalog.tasks().to_json()))
+            Ok(reply::json(200, &state.node.catalog.tasks().to_json()))
         }
         ["_membership"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
@@ -360,7 +361,7 @@ fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
     let (start, end) = q.key_range()?.id_bounds();
     let inclusive_end = q.bool("inclusive_end")?.unwrap_or(true);
     let descending = q.flag("descending")?;
-    let mut names = state.catalog.list()?;
+    let mut names = state.node.catalog.list()?;
     if descending {
         names.reverse();
     }
@@ -387,6 +388,7 @@ fn all_dbs(state: &State, req: &Req) -> HttpResult<Response> {
 async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
     let keys: Vec<Value> = match req.method {
         Method::GET | Method::HEAD => state
+            .node
             .catalog
             .list()?
             .into_iter()
@@ -401,6 +403,7 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
                 None => return Err(HttpError::bad_request("`keys` member must exist.")),
             };
             let most = state
+                .node
                 .config
                 .read()
                 .expect("config lock")
@@ -414,7 +417,7 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
     };
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        match key.as_str().map(|name| state.catalog.get(name)) {
+        match key.as_str().map(|name| state.node.catalog.get(name)) {
             Some(Ok(db)) => out.push(json!({"key": key, "info": db_info(&db)?})),
             _ => out.push(json!({"key": key, "error": "not_found"})),
         }
@@ -434,17 +437,17 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
         // Forgets the changes made in memory only, and takes in changes made to the file.
         (&Method::POST, ["_reload"]) => {
             let plaintext = {
-                let mut config = state.config.write().expect("config lock");
+                let mut config = state.node.config.write().expect("config lock");
                 config.reload().map_err(|e| {
                     HttpError::bad_request(format!("could not read the configuration: {e}"))
                 })?;
-                crate::server::plaintext_admins(&config)
+                settee_node::plaintext_admins(&config)
             };
             // Admin passwords written into the file by hand are hashed there, as at start,
             // outside the lock: hashing is slow.
             for (name, password) in plaintext {
                 let hash = auth::hash_password(&password, auth::DEFAULT_ITERATIONS);
-                let mut config = state.config.write().expect("config lock");
+                let mut config = state.node.config.write().expect("config lock");
                 if config.get("admins", &name) == Some(password.as_str()) {
                     config.set("admins", &name, &hash).map_err(io)?;
                 }
@@ -454,7 +457,7 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
         }
         (_, ["_reload"]) => Err(HttpError::method_not_allowed("POST")),
         (&Method::GET | &Method::HEAD, []) => {
-            let config = state.config.read().expect("config lock");
+            let config = state.node.config.read().expect("config lock");
             let all: serde_json::Map<String, Value> = config
                 .sections()
                 .iter()
@@ -463,14 +466,14 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
             Ok(reply::json(200, &Value::Object(all)))
         }
         (&Method::GET | &Method::HEAD, [section]) => {
-            let config = state.config.read().expect("config lock");
+            let config = state.node.config.read().expect("config lock");
             Ok(reply::json(
                 200,
                 &section_json(config.section(section).unwrap_or(&[])),
             ))
         }
         (&Method::GET | &Method::HEAD, [section, key]) => {
-            let config = state.config.read().expect("config lock");
+            let config = state.node.config.read().expect("config lock");
             let v = config
                 .get(section, key)
                 .ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
@@ -491,7 +494,7 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
                 value
             };
             let old = {
-                let mut config = state.config.write().expect("config lock");
+                let mut config = state.node.config.write().expect("config lock");
                 if persist(req) {
                     config.set(section, key, &value).map_err(io)?
                 } else {
@@ -504,7 +507,7 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
         (&Method::DELETE, [section, key]) => {
             writable(section, key)?;
             let old = {
-                let mut config = state.config.write().expect("config lock");
+                let mut config = state.node.config.write().expect("config lock");
                 if config.get(section, key).is_none() {
                     return Err(HttpError::not_found("unknown_config_value"));
                 }

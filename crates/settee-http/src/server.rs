@@ -1,9 +1,8 @@
 //! The server: shared state, the accept loop, authentication and routing.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -13,70 +12,16 @@ use hyper::service::service_fn;
 use hyper::Method;
 use hyper_util::rt::TokioIo;
 use settee_config::registry as setting;
-use settee_db::{Catalog, CatalogOptions, DocLimits};
-use settee_js::Limits;
-use settee_queryserver::QueryServers;
-use settee_store::{NodeCache, StoreOptions};
-use settee_views::{Views, ViewsConfig};
+use settee_node::{Node, NodeOptions, Started};
 use tokio::net::TcpListener;
 
 use crate::auth::{self, Authenticator, User};
-use crate::config::Config;
 use crate::connections::{Answer, Conn, Connections, TimedBody, Watched};
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::{segments, Query, Req};
 use crate::settings::Settings;
-use crate::uuids::Uuids;
 use crate::{access, att, bulk, changes, db, doc, node, view};
-
-/// JavaScript limits from `[couchdb] os_process_timeout` (ms) and `[settee] js_memory_mb`.
-fn js_limits(config: &Config) -> Limits {
-    Limits {
-        timeout: std::time::Duration::from_millis(
-            config.value::<u64>(&setting::OS_PROCESS_TIMEOUT).max(1),
-        ),
-        memory: config.value::<usize>(&setting::JS_MEMORY_MB).max(8) << 20,
-    }
-}
-
-/// `[query_server_config] reduce_limit`: on unless `false` (or `log`, which only logs).
-fn reduce_limit(config: &Config) -> bool {
-    config
-        .get("query_server_config", "reduce_limit")
-        .is_none_or(|v| v.trim() == "true")
-}
-
-/// External query servers by language: `COUCHDB_QUERY_SERVER_{LANG}` environment variables,
-/// overridden by the `[query_servers]` section. JavaScript always runs in-process.
-fn query_servers(config: &Config) -> HashMap<String, String> {
-    let mut servers: HashMap<String, String> = std::env::vars()
-        .filter_map(|(k, v)| {
-            Some((
-                k.strip_prefix("COUCHDB_QUERY_SERVER_")?
-                    .to_ascii_lowercase(),
-                v,
-            ))
-        })
-        .collect();
-    for (lang, command) in config.section("query_servers").unwrap_or_default() {
-        servers.insert(lang.to_ascii_lowercase(), command.clone());
-    }
-    servers.retain(|lang, command| lang != "javascript" && !command.trim().is_empty());
-    servers
-}
-
-/// Applies the query-server settings of `config` to `servers`.
-fn configure_query_servers(servers: &QueryServers, config: &Config) {
-    servers.set_commands(query_servers(config));
-    let timeout =
-        std::time::Duration::from_millis(config.value::<u64>(&setting::OS_PROCESS_TIMEOUT).max(1));
-    servers.set_limits(
-        timeout,
-        reduce_limit(config),
-        config.value::<usize>(&setting::OS_PROCESS_SOFT_LIMIT),
-    );
-}
 
 /// The version this server reports, and the CouchDB version whose API it speaks.
 pub const VERSION: &str = "3.5.0";
@@ -86,10 +31,8 @@ pub const SERVER_HEADER: &str = concat!("Settee/", env!("CARGO_PKG_VERSION"), " 
 
 /// Everything requests share.
 pub struct State {
-    /// The databases.
-    pub catalog: Catalog,
-    /// The configuration file.
-    pub config: RwLock<Config>,
+    /// The node: databases, configuration, views, the document rules.
+    pub node: Arc<Node>,
     /// Admin credential checks.
     pub auth: Authenticator,
     /// The welcome body, built once.
@@ -98,20 +41,12 @@ pub struct State {
     pub server_header: HeaderValue,
     /// The settings every request consults, parsed again when the config changes.
     pub settings: arc_swap::ArcSwap<Settings>,
-    /// What automatic compaction follows, parsed again when the config changes.
-    pub(crate) smoosh: arc_swap::ArcSwap<crate::smoosh::Plan>,
     /// Failed logins per client address and user.
     pub lockout: settee_auth::lockout::Lockout,
     /// Cookie signing secret.
     pub secret: Vec<u8>,
-    /// Document id generator.
-    pub uuids: Mutex<Uuids>,
-    /// Document limits.
-    pub limits: DocLimits,
     /// Largest request body (`[chttpd] max_http_request_size`).
     pub max_request: usize,
-    /// Map/reduce views and the JavaScript engines.
-    pub views: Views,
     /// Test hook: `/_settee_test_panic` panics inside its handler (set by the environment
     /// variable `SETTEE_TEST_PANIC=1` at start, for the test that a panic stays one 500).
     pub panic_route: bool,
@@ -141,154 +76,45 @@ pub struct Prepared {
     pub generated_admin: Option<(String, String)>,
 }
 
-/// The `[admins]` whose passwords are in plaintext (written into the file by hand), with
-/// those passwords.
-pub(crate) fn plaintext_admins(config: &Config) -> Vec<(String, String)> {
-    config
-        .section("admins")
-        .unwrap_or(&[])
-        .iter()
-        .filter(|(_, v)| !auth::is_hashed(v))
-        .cloned()
-        .collect()
-}
-
-/// Replaces the plaintext passwords of `[admins]` by their hashes, in the file too, as
-/// CouchDB does when it reads them.
-fn hash_plaintext_admins(config: &mut Config) -> std::io::Result<()> {
-    let iterations = config.value::<u32>(&setting::ITERATIONS);
-    for (name, password) in plaintext_admins(config) {
-        config.set("admins", &name, &auth::hash_password(&password, iterations))?;
-    }
-    Ok(())
-}
-
 impl State {
-    /// Loads the configuration, creates the first admin if there is none (from
-    /// `SETTEE_ADMIN=user:password`, else with a random password), hashes plaintext admin
-    /// passwords, and opens the data directory.
+    /// Starts the node (see [`Node::start`]) and builds what answering HTTP needs around it.
     pub fn prepare(opts: &ServerOptions, admin_env: Option<String>) -> Result<Prepared, String> {
-        let mut config = Config::load(&opts.config_path)
-            .map_err(|e| format!("reading {}: {e}", opts.config_path.display()))?;
-        let iterations = config.value::<u32>(&setting::ITERATIONS);
-        let save_err = |e: std::io::Error| format!("writing {}: {e}", opts.config_path.display());
-        let mut generated_admin = None;
-        if config.section("admins").is_none_or(<[_]>::is_empty) {
-            let (name, password, generated) =
-                match admin_env.as_deref().and_then(|v| v.split_once(':')) {
-                    Some((n, p)) if !n.is_empty() && !p.is_empty() => {
-                        (n.to_string(), p.to_string(), false)
-                    }
-                    _ => ("admin".to_string(), auth::random_hex(12), true),
-                };
-            config
-                .set("admins", &name, &auth::hash_password(&password, iterations))
-                .map_err(save_err)?;
-            if generated {
-                generated_admin = Some((name, password));
-            }
-        }
-        hash_plaintext_admins(&mut config).map_err(save_err)?;
-        let uuid = match config.get("couchdb", "uuid") {
-            Some(u) => u.to_string(),
-            None => {
-                let u = auth::random_hex(16);
-                config.set("couchdb", "uuid", &u).map_err(save_err)?;
-                u
-            }
+        let node_opts = NodeOptions {
+            data_dir: opts.data_dir.clone(),
+            config_path: opts.config_path.clone(),
+            release_memory: opts.release_memory,
         };
-        let secret = match config.get("chttpd_auth", "secret") {
-            Some(s) => s.as_bytes().to_vec(),
-            None => {
-                let s = auth::random_hex(32);
-                config.set("chttpd_auth", "secret", &s).map_err(save_err)?;
-                s.into_bytes()
+        let Started {
+            node,
+            generated_admin,
+        } = Node::start(&node_opts, admin_env)?;
+        let state = {
+            let config = node.config.read().expect("config lock");
+            let welcome = serde_json::json!({
+                "couchdb": "Welcome",
+                "version": VERSION,
+                "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
+                "uuid": config.get("couchdb", "uuid"),
+                // Only what is there: partitioned databases, storage engines, resharding and
+                // the replication scheduler are not.
+                "features": [],
+                "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
+            });
+            let secret = config.get("chttpd_auth", "secret").unwrap_or_default();
+            State {
+                welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
+                server_header: HeaderValue::from_static(SERVER_HEADER),
+                secret: secret.as_bytes().to_vec(),
+                max_request: config.value::<usize>(&setting::MAX_HTTP_REQUEST_SIZE),
+                auth: Authenticator::default(),
+                lockout: Default::default(),
+                settings: arc_swap::ArcSwap::from_pointee(Settings::from_config(&config)),
+                panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
+                connections: Connections::new(crate::connections::socket_budget(
+                    node.database_files(),
+                )),
+                node: node.clone(),
             }
-        };
-        let cache_mb = config.value::<u64>(&setting::CACHE_MB);
-        let options = CatalogOptions {
-            q: config.value::<usize>(&setting::CLUSTER_Q).max(1),
-            max_dbs_open: config.value::<usize>(&setting::MAX_DBS_OPEN).max(1),
-            store: StoreOptions {
-                cache: NodeCache::new(cache_mb << 20),
-                on_writer_start: Some(Arc::new(crate::background::lower_priority)),
-                on_writer_quiet: opts
-                    .release_memory
-                    .map(|f| Arc::new(f) as Arc<dyn Fn() + Send + Sync>),
-                ..StoreOptions::default()
-            },
-        };
-        // Each open database holds its shards' files and, say, one index file.
-        let database_files = options.max_dbs_open.saturating_mul(options.q + 1);
-        let catalog = Catalog::open(&opts.data_dir, options)
-            .map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))?;
-        for system in [auth::users_db(&config), "_replicator".to_string()] {
-            if catalog.get(&system).is_err() {
-                catalog
-                    .create_secured(&system, Some(1), access::ADMIN_ONLY.to_vec())
-                    .map_err(|e| format!("creating {system}: {e}"))?;
-            }
-        }
-        let welcome = serde_json::json!({
-            "couchdb": "Welcome",
-            "version": VERSION,
-            "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
-            "uuid": uuid,
-            // Only what is there: partitioned databases, storage engines, resharding and the
-            // replication scheduler are not.
-            "features": [],
-            "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let mut atts = settee_db::AttPolicy::default();
-        if let Some(types) = config.get("attachments", "compressible_types") {
-            atts.compressible_types = types
-                .split(',')
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-                .collect();
-        }
-        atts.compression_level = config.value(&setting::COMPRESSION_LEVEL);
-        // `infinity`, CouchDB's default, or anything else that is not a length: no limit.
-        let max_document_id_length = config
-            .get("couchdb", "max_document_id_length")
-            .and_then(|v| v.trim().parse().ok());
-        let limits = DocLimits {
-            max_document_size: config.value::<usize>(&setting::MAX_DOCUMENT_SIZE),
-            atts,
-            max_document_id_length,
-        };
-        let max_request = config.value::<usize>(&setting::MAX_HTTP_REQUEST_SIZE);
-        let algorithm = config
-            .get("uuids", "algorithm")
-            .unwrap_or("sequential")
-            .to_string();
-        let servers = Arc::new(QueryServers::default());
-        configure_query_servers(&servers, &config);
-        let views = Views::new(ViewsConfig {
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            limits: js_limits(&config),
-            reduce_limit: reduce_limit(&config),
-            store: catalog.store_options().clone(),
-            servers,
-        });
-        let settings = Settings::from_config(&config);
-        let smoosh = crate::smoosh::Plan::from_config(&config);
-        let state = State {
-            catalog,
-            welcome: Bytes::from(serde_json::to_vec(&welcome).expect("json")),
-            server_header: HeaderValue::from_static(SERVER_HEADER),
-            secret,
-            uuids: Mutex::new(Uuids::new(&algorithm)),
-            limits,
-            max_request,
-            config: RwLock::new(config),
-            auth: Authenticator::default(),
-            lockout: Default::default(),
-            settings: arc_swap::ArcSwap::from_pointee(settings),
-            smoosh: arc_swap::ArcSwap::from_pointee(smoosh),
-            views,
-            panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
-            connections: Connections::new(crate::connections::socket_budget(database_files)),
         };
         Ok(Prepared {
             state: Arc::new(state),
@@ -298,26 +124,17 @@ impl State {
 
     /// Applies configuration that takes effect while running (after `_config` changes).
     pub fn apply_config(&self) {
-        let config = self.config.read().expect("config lock");
-        self.views.pool().set_limits(js_limits(&config));
-        self.views.set_reduce_limit(reduce_limit(&config));
-        configure_query_servers(self.views.servers(), &config);
+        self.node.apply_config();
+        let config = self.node.config.read().expect("config lock");
         self.settings
             .store(Arc::new(Settings::from_config(&config)));
-        self.smoosh
-            .store(Arc::new(crate::smoosh::Plan::from_config(&config)));
-    }
-
-    /// A new document id.
-    pub fn new_uuid(&self) -> String {
-        self.uuids.lock().expect("uuid lock").next()
     }
 
     /// The account named `name` (a server admin, or a user of the users database).
     pub fn account(&self, name: &str) -> Option<auth::Account> {
         auth::account(
-            &self.config.read().expect("config lock"),
-            &self.catalog,
+            &self.node.config.read().expect("config lock"),
+            &self.node.catalog,
             name,
         )
     }
@@ -430,7 +247,7 @@ impl State {
 
     /// `[chttpd_auth_lockout]`: `mode` (`enforce`, `warn` or `off`), `threshold`, `max_lifetime` (ms).
     fn lockout_policy(&self) -> (String, settee_auth::lockout::Policy) {
-        let config = self.config.read().expect("config lock");
+        let config = self.node.config.read().expect("config lock");
         let policy = settee_auth::lockout::Policy {
             threshold: config.value(&setting::LOCKOUT_THRESHOLD),
             lifetime_ms: config.value(&setting::LOCKOUT_MAX_LIFETIME),
@@ -526,7 +343,7 @@ impl State {
         else {
             return Ok(None);
         };
-        let cfg = auth::jwt_config(&self.config.read().expect("config lock"));
+        let cfg = auth::jwt_config(&self.node.config.read().expect("config lock"));
         match settee_auth::jwt::verify(token.trim(), &cfg) {
             Ok(user) => Ok(Some((user, None))),
             Err(settee_auth::jwt::JwtError::BadRequest(r)) => Err(HttpError::bad_request(r)),
@@ -539,7 +356,7 @@ impl State {
     /// Proxy headers, trusted as given unless `[chttpd_auth] proxy_use_secret` asks for a
     /// token; a wrong token passes the request on to the next handler.
     fn proxy(&self, headers: &hyper::HeaderMap) -> Option<(User, Option<String>)> {
-        let config = self.config.read().expect("config lock");
+        let config = self.node.config.read().expect("config lock");
         let header = |key: &str, default: &str| {
             config
                 .get("chttpd_auth", key)
@@ -561,7 +378,7 @@ impl State {
     /// How session cookies are set: `[chttpd_auth] timeout`, `allow_persistent_cookies`,
     /// `cookie_domain`, `same_site`; `Secure` over TLS.
     pub fn cookie_attributes(&self, tls: bool) -> settee_auth::cookie::Attributes {
-        let config = self.config.read().expect("config lock");
+        let config = self.node.config.read().expect("config lock");
         let text = |k: &str| {
             config
                 .get("chttpd_auth", k)
@@ -704,9 +521,9 @@ async fn handle(
         .map(str::to_string);
     let asked_www = req.headers().get(&ASKED_WWW_AUTHENTICATE).cloned();
     let state_after = state.clone();
-    let cors = origin
-        .as_ref()
-        .and_then(|_| crate::cors::Cors::from_config(&state.config.read().expect("config lock")));
+    let cors = origin.as_ref().and_then(|_| {
+        crate::cors::Cors::from_config(&state.node.config.read().expect("config lock"))
+    });
     if let Some(preflight) = cors
         .as_ref()
         .filter(|_| req.method() == Method::OPTIONS)
@@ -891,6 +708,7 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         Some("_session") => Box::pin(node::session(state, req)).await,
         Some("_all_dbs" | "_dbs_info")
             if !state
+                .node
                 .config
                 .read()
                 .expect("config lock")

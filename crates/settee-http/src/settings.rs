@@ -19,8 +19,6 @@ pub struct Settings {
     pub require_valid_user: bool,
     /// `[chttpd] require_valid_user_except_for_up`.
     pub require_valid_user_except_for_up: bool,
-    /// `[chttpd_auth] authentication_db`: the users database.
-    pub users_db: String,
     /// `[admins]`: each server admin's password hash.
     pub admins: HashMap<String, String>,
     /// The headers a proxy names the client's host and scheme in (`[chttpd] x_forwarded_host`,
@@ -55,7 +53,6 @@ impl Settings {
             require_valid_user: config.value::<bool>(&setting::REQUIRE_VALID_USER),
             require_valid_user_except_for_up: config
                 .value::<bool>(&setting::REQUIRE_VALID_USER_EXCEPT_FOR_UP),
-            users_db: auth::users_db(config),
             admins,
             conn: conn_limits(config),
             forwarded: Forwarded {
@@ -144,15 +141,11 @@ mod tests {
         let defaults = Settings::from_config(&config);
         assert_eq!(defaults.handlers, vec!["cookie", "default"]);
         assert!(!defaults.require_valid_user && !defaults.require_valid_user_except_for_up);
-        assert_eq!(defaults.users_db, "_users");
         assert!(defaults.admins.is_empty());
         assert_eq!(defaults.conn, ConnLimits::default());
         config.set("chttpd", "require_valid_user", "true").unwrap();
         config.set("chttpd", "header_timeout", "1500").unwrap();
         config.set("chttpd", "max_connections", "10").unwrap();
-        config
-            .set("chttpd_auth", "authentication_db", "accounts")
-            .unwrap();
         config.set("admins", "root", "-pbkdf2-abc,def,10").unwrap();
         config
             .set(
@@ -163,7 +156,6 @@ mod tests {
             .unwrap();
         let changed = Settings::from_config(&config);
         assert!(changed.require_valid_user);
-        assert_eq!(changed.users_db, "accounts");
         assert_eq!(
             changed.admins.get("root").map(String::as_str),
             Some("-pbkdf2-abc,def,10")

@@ -177,7 +177,7 @@ fn check_range(q: &ViewQuery, c: viewkey::Collation) -> HttpResult<()> {
 /// The design document and its index, for a request on `_design/{ddoc}`.
 fn design(state: &State, db: &Arc<Database>, ddoc: &str) -> HttpResult<(DesignDoc, Arc<Index>)> {
     let ddoc = Views::design_doc(&db.snapshot(), ddoc)?;
-    let index = state.views.index(db, &ddoc)?;
+    let index = state.node.views.index(db, &ddoc)?;
     Ok((ddoc, index))
 }
 
@@ -189,11 +189,11 @@ async fn ready(
     update: Update,
 ) -> HttpResult<Snapshot> {
     if update == Update::Now {
-        state.views.refresh(db, index).await?;
+        state.node.views.refresh(db, index).await?;
     }
     let snap = index.snapshot();
     if update == Update::After {
-        state.views.refresh_in_background(db, index);
+        state.node.views.refresh_in_background(db, index);
     }
     Ok(snap)
 }
@@ -538,7 +538,7 @@ pub fn compact(state: &State, req: &Req, name: &str, ddoc: &str) -> HttpResult<R
     let db = open(state, name)?;
     match design(state, &db, ddoc) {
         Ok((_, index)) => {
-            state.views.compact(&db, &index);
+            state.node.views.compact(&db, &index);
         }
         // A design document in a language without a query server has no index to compact;
         // CouchDB accepts the request all the same.
@@ -566,121 +566,6 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
     }
     Views::cleanup(db, &keep)?;
     Ok(())
-}
-
-/// Checks design documents before they are saved, as CouchDB does: malformed views are
-/// `invalid_design_doc`, JavaScript that does not compile is `compilation_error`. One answer
-/// per document, `None` for documents that may be saved.
-pub async fn validate_design_docs(
-    state: &Arc<State>,
-    docs: &[settee_db::NewDoc],
-) -> Vec<Option<HttpError>> {
-    let mut out = vec![None; docs.len()];
-    for (i, doc) in docs.iter().enumerate() {
-        if doc.deleted || !doc.id.starts_with(settee_db::DESIGN_PREFIX) {
-            continue;
-        }
-        let Ok(body) = settee_json::deep::from_slice::<Value>(&doc.body) else {
-            continue;
-        };
-        out[i] = match DesignDoc::parse(&doc.id, &body) {
-            Err(e) => Some(HttpError::from(e)),
-            Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => {
-                compile_check(state, ddoc).await.err()
-            }
-            Ok(ddoc) if !ddoc.views.is_empty() && state.views.servers().has(&ddoc.language) => {
-                external_compile_check(state, ddoc).await.err()
-            }
-            Ok(_) => None,
-        };
-    }
-    out
-}
-
-/// Compiles every map and JavaScript reduce function of `ddoc` on the engine pool.
-async fn compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
-    let pending = state.views.pool().submit(move |engine| {
-        for v in &ddoc.views {
-            let key = format!("validate:{}", v.map);
-            if let Err(e) = engine.load_map(&key, &[v.map.as_str()], "null") {
-                return Ok(Err(("map", v.name.clone(), e)));
-            }
-            if let Some(settee_views::Reduce::Function(src)) = &v.reduce {
-                if let Err(e) = engine.load_reduce(src) {
-                    return Ok(Err(("reduce", v.name.clone(), e)));
-                }
-            }
-        }
-        Ok(Ok(()))
-    });
-    let result = tokio::task::spawn_blocking(move || settee_js::wait(pending))
-        .await
-        .map_err(crate::db::join_error)?;
-    match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err((kind, view, e))) => {
-            let msg = match e {
-                settee_js::Error::Compile(m) => m,
-                other => other.to_string(),
-            };
-            Err(HttpError::new(
-                400,
-                "compilation_error",
-                format!("Compilation of the {kind} function in the '{view}' view failed: {msg}"),
-            ))
-        }
-        Err(e) => Err(HttpError::from(settee_views::Error::from(e))),
-    }
-}
-
-/// Compiles every map and reduce function of `ddoc` in a process of its language's query
-/// server (`reset`, then `add_fun` each), as CouchDB does before saving.
-async fn external_compile_check(state: &Arc<State>, ddoc: DesignDoc) -> HttpResult<()> {
-    let servers = state.views.servers().clone();
-    let checked = tokio::task::spawn_blocking(move || {
-        let mut process = servers
-            .checkout(&ddoc.language)
-            .map_err(|e| HttpError::from(&e))?;
-        let (timeout, config) = (process.timeout(), process.reset_config());
-        for v in &ddoc.views {
-            let reduce = match &v.reduce {
-                Some(settee_views::Reduce::Function(src)) => Some(&**src),
-                _ => None,
-            };
-            for (kind, src) in
-                std::iter::once(("map", v.map.as_str())).chain(reduce.map(|r| ("reduce", r)))
-            {
-                let failed = |reason: String| {
-                    HttpError::new(
-                        400,
-                        "compilation_error",
-                        format!(
-                            "Compilation of the {kind} function in the '{}' view failed: {reason}",
-                            v.name
-                        ),
-                    )
-                };
-                match process.load(
-                    &format!("validate:{src}"),
-                    &[src],
-                    &Value::Null,
-                    &config,
-                    timeout,
-                ) {
-                    Ok(()) => {}
-                    Err(settee_queryserver::Error::Raised { error, reason })
-                        if error == "compilation_error" =>
-                    {
-                        return Err(failed(reason))
-                    }
-                    Err(settee_queryserver::Error::Process(reason)) => return Err(failed(reason)),
-                    Err(e) => return Err(HttpError::from(&e)),
-                }
-            }
-        }
-        Ok(())
-    });
-    checked.await.map_err(crate::db::join_error)?
 }
 
 /// Reads `_design/{name}` as JSON, with CouchDB's `not_found` errors.
@@ -711,7 +596,7 @@ pub fn view_filter(state: &State, db: &Database, view: &str) -> HttpResult<sette
     let (map, ddoc_text, limits) = (
         def.map.clone(),
         body.to_string(),
-        state.views.pool().limits(),
+        state.node.views.pool().limits(),
     );
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
         let out = settee_js::with_local_engine(limits, |e| {
@@ -729,7 +614,7 @@ fn external_view_filter(
     map: String,
     key: String,
 ) -> HttpResult<settee_db::DocFilter> {
-    let servers = state.views.servers().clone();
+    let servers = state.node.views.servers().clone();
     if !servers.has(&ddoc.language) {
         return Err(HttpError::from(
             &settee_queryserver::Error::UnknownLanguage(ddoc.language.clone()),
@@ -759,7 +644,7 @@ fn external_filter(
     name: &str,
     request: Value,
 ) -> HttpResult<settee_db::DocFilter> {
-    let servers = state.views.servers().clone();
+    let servers = state.node.views.servers().clone();
     if !servers.has(language) {
         return Err(HttpError::from(
             &settee_queryserver::Error::UnknownLanguage(language.to_string()),
@@ -806,7 +691,7 @@ pub fn js_filter(
     let (source, ddoc_text, limits) = (
         source.to_string(),
         ddoc.to_string(),
-        state.views.pool().limits(),
+        state.node.views.pool().limits(),
     );
     let request = filter_request(db, req).to_string();
     Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {

@@ -256,7 +256,7 @@ fn serve(
             ))
         })
         .transpose()?;
-    settee_http::smoosh::start(prepared.state.clone());
+    settee_node::smoosh::start(prepared.state.node.clone());
     // Room for documents nested as deeply as the server takes them (settee_json::deep):
     // handling one recurses about a hundred bytes a level (several times that in unoptimised
     // builds). Only the stack used is committed.

@@ -20,14 +20,15 @@ use settee_views::Index;
 
 use settee_config::registry as setting;
 
-use crate::config::Config;
-use crate::server::State;
+use settee_config::Config;
+
+use crate::Node;
 
 /// How often the daemon looks at the open files.
 const TICK: Duration = Duration::from_secs(1);
 
 /// Starts the daemon on a thread of its own (weighing a file reads its inner nodes).
-pub fn start(state: Arc<State>) {
+pub fn start(node: Arc<Node>) {
     let spawned = std::thread::Builder::new()
         .name("settee-smoosh".into())
         .spawn(move || {
@@ -35,7 +36,7 @@ pub fn start(state: Arc<State>) {
             loop {
                 std::thread::sleep(TICK);
                 // A failure while looking is logged and forgotten; the next tick starts afresh.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| daemon.tick(&state)))
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| daemon.tick(&node)))
                     .is_err()
                 {
                     tracing::error!("automatic compaction failed while looking at the open files");
@@ -192,8 +193,8 @@ impl Queued {
     }
 
     /// The file, opened again; `None` if its database or index is gone.
-    fn open(&self, state: &State) -> Option<Target> {
-        let db = state.catalog.get(&self.db).ok()?;
+    fn open(&self, node: &Node) -> Option<Target> {
+        let db = node.catalog.get(&self.db).ok()?;
         match &self.signature {
             None => Some(Target::Db(db)),
             Some(sig) => {
@@ -254,16 +255,16 @@ impl Target {
     }
 
     /// Starts compacting it; false if a compaction of it already runs.
-    fn start(&self, state: &State) -> bool {
+    fn start(&self, node: &Node) -> bool {
         match self {
             Target::Db(db) => db.start_compaction(),
-            Target::View(db, index) => state.views.compact(db, index),
+            Target::View(db, index) => node.views.compact(db, index),
         }
     }
 }
 
 /// The daemon's configuration, parsed when the configuration changes
-/// ([`crate::State::apply_config`]), not on every look.
+/// ([`Node::apply_config`]), not on every look.
 pub(crate) struct Plan {
     db_channels: Vec<Channel>,
     view_channels: Vec<Channel>,
@@ -312,12 +313,12 @@ impl Daemon {
         }
     }
 
-    fn tick(&mut self, state: &State) {
-        let plan = state.smoosh.load_full();
+    fn tick(&mut self, node: &Node) {
+        let plan = node.smoosh.load_full();
         let (db_channels, view_channels, staleness) =
             (&plan.db_channels, &plan.view_channels, plan.staleness);
         let mut seen = std::collections::HashSet::new();
-        for db in state.catalog.open_databases() {
+        for db in node.catalog.open_databases() {
             let views = settee_views::Views::open_indexes(&db);
             let db_target = Target::Db(db.clone());
             seen.insert(db_target.key());
@@ -337,7 +338,7 @@ impl Daemon {
                 / 60
                 % 1440) as u32;
             for channel in db_channels.iter().chain(view_channels) {
-                self.run(state, channel, minute);
+                self.run(node, channel, minute);
             }
         }
     }
@@ -378,7 +379,7 @@ impl Daemon {
     }
 
     /// Retires finished compactions of `channel` and starts queued ones while it has room.
-    fn run(&mut self, state: &State, channel: &Channel, minute: u32) {
+    fn run(&mut self, node: &Node, channel: &Channel, minute: u32) {
         let Some(lane) = self.lanes.get_mut(&channel.name) else {
             return;
         };
@@ -397,14 +398,14 @@ impl Daemon {
             && !lane.queued.is_empty()
         {
             let (_, queued) = lane.queued.remove(0);
-            let Some(target) = queued.open(state) else {
+            let Some(target) = queued.open(node) else {
                 continue;
             };
             // Weighed again: a compaction asked for meanwhile may have done the work.
             let still = target
                 .weigh()
                 .is_ok_and(|(file, active)| channel.accepts(file, active).is_some());
-            if still && target.start(state) {
+            if still && target.start(node) {
                 tracing::info!(channel = %channel.name, file = %target.key(), "automatic compaction started");
                 lane.running.push(target);
             }

@@ -51,7 +51,7 @@ impl Uuids {
 
     /// The next id. Sequential ids share a random prefix and increase by small random steps,
     /// so ids created together sort together (good for B+tree locality).
-    pub fn next(&mut self) -> String {
+    pub fn next_id(&mut self) -> String {
         match self.algorithm {
             Algorithm::Random => random_hex(32),
             Algorithm::UtcRandom => {
@@ -81,12 +81,12 @@ mod tests {
         for alg in ["random", "sequential", "utc_random"] {
             let mut u = Uuids::new(alg);
             assert_eq!(u.name(), alg);
-            let a = u.next();
+            let a = u.next_id();
             assert_eq!(a.len(), 32, "{alg}");
             assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         }
         let mut u = Uuids::new("sequential");
-        let ids: Vec<String> = (0..1000).map(|_| u.next()).collect();
+        let ids: Vec<String> = (0..1000).map(|_| u.next_id()).collect();
         assert!(ids.windows(2).filter(|w| w[0] < w[1]).count() >= 990);
     }
 }

@@ -9,9 +9,10 @@ use settee_db::{
     is_local, AllDocsOptions, Database, DbSnapshot, DocOptions, NewDoc, DESIGN_PREFIX,
 };
 
-use crate::error::{HttpError, HttpResult};
-use crate::request::Req;
-use crate::server::State;
+use settee_auth::User;
+
+use crate::error::{join_error, Error, Result};
+use crate::Node;
 
 /// One design document's validation function.
 struct Validator {
@@ -36,7 +37,7 @@ struct Cached(Mutex<Option<ReadAt>>);
 type ReadAt = (Vec<u64>, Arc<Vec<Validator>>);
 
 /// The database's validation functions, as of `snap`.
-fn validators(db: &Database, snap: &DbSnapshot) -> HttpResult<Arc<Vec<Validator>>> {
+fn validators(db: &Database, snap: &DbSnapshot) -> Result<Arc<Vec<Validator>>> {
     let changes = snap.design_changes()?;
     let cache = db.extension(Cached::default);
     if let Some((at, found)) = &*cache.0.lock().expect("validators cache") {
@@ -52,7 +53,7 @@ fn validators(db: &Database, snap: &DbSnapshot) -> HttpResult<Arc<Vec<Validator>
 }
 
 /// Reads the validation functions of the design documents in `snap`.
-fn read_validators(snap: &DbSnapshot) -> HttpResult<Vec<Validator>> {
+fn read_validators(snap: &DbSnapshot) -> Result<Vec<Validator>> {
     // Most databases have no design documents; their trees' counts say so without a scan.
     if snap.design_doc_count()? == 0 {
         return Ok(Vec::new());
@@ -101,15 +102,15 @@ fn new_doc_json(doc: &NewDoc) -> Value {
     Value::Object(map)
 }
 
-/// Runs the database's validation functions over `docs` (design and local documents are not
-/// validated), recording a refusal in `out` for each document refused.
-pub async fn run(
-    state: &Arc<State>,
-    req: &Req,
+/// Runs the database's validation functions over `docs` as `user` (design and local
+/// documents are not validated), recording a refusal in `out` for each document refused.
+pub(crate) async fn run(
+    node: &Node,
+    user: Option<&User>,
     db: &Arc<Database>,
     docs: &[NewDoc],
-    out: &mut [Option<HttpError>],
-) -> HttpResult<()> {
+    out: &mut [Option<Error>],
+) -> Result<()> {
     let snap = db.snapshot();
     let validators = validators(db, &snap)?;
     if validators.is_empty() {
@@ -129,13 +130,13 @@ pub async fn run(
             );
         jobs.push((i, new_doc_json(doc).to_string(), old));
     }
-    let ctx = settee_auth::user_ctx(req.user.as_ref(), Some(db.name())).to_string();
+    let ctx = settee_auth::user_ctx(user, Some(db.name())).to_string();
     let sec = String::from_utf8(snap.meta()?.security)
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "{}".into());
-    let (limits, servers) = (state.views.pool().limits(), state.views.servers().clone());
-    let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Result<Refusal, String>)> {
+    let (limits, servers) = (node.views.pool().limits(), node.views.servers().clone());
+    let verdicts = tokio::task::spawn_blocking(move || -> Vec<(usize, Verdict)> {
         jobs.into_iter()
             .map(|(i, new, old)| {
                 (
@@ -146,23 +147,23 @@ pub async fn run(
             .collect()
     })
     .await
-    .map_err(crate::db::join_error)?;
+    .map_err(join_error)?;
     for (i, verdict) in verdicts {
         out[i] = match verdict {
             Ok(None) => None,
-            Ok(Some((error, reason))) => {
-                let status = match error.as_str() {
-                    "forbidden" => 403,
-                    "unauthorized" => 401,
-                    _ => 500,
-                };
-                Some(HttpError::new(status, &error, reason))
-            }
-            Err(reason) => Some(HttpError::new(500, "unknown_error", reason)),
+            Ok(Some((error, reason))) => Some(match error.as_str() {
+                "forbidden" => Error::Forbidden(reason),
+                "unauthorized" => Error::Unauthorized(reason),
+                _ => Error::Refused { error, reason },
+            }),
+            Err(reason) => Some(Error::Failed(reason)),
         };
     }
     Ok(())
 }
+
+/// What the validators said of one write: a refusal, or why they could not run.
+type Verdict = std::result::Result<Refusal, String>;
 
 /// The first refusal of any validator for one write.
 fn first_refusal(
@@ -173,7 +174,7 @@ fn first_refusal(
     old: &str,
     ctx: &str,
     sec: &str,
-) -> Result<Refusal, String> {
+) -> Verdict {
     for v in validators {
         let verdict = if v.language == "javascript" {
             settee_js::with_local_engine(limits, |e| {
@@ -205,7 +206,7 @@ fn external(
     old: &str,
     ctx: &str,
     sec: &str,
-) -> Result<Refusal, String> {
+) -> Verdict {
     let parse = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
     let args = json!([parse(new), parse(old), parse(ctx), parse(sec)]);
     let mut process = servers.checkout(&v.language).map_err(|e| e.to_string())?;
