@@ -160,6 +160,21 @@ impl Database {
         &self.shards
     }
 
+    /// Appends `data` to shard `shard`'s file as a loose blob, durable once this returns,
+    /// for an edit to adopt (see [`crate::Uploader`]).
+    pub fn append_blob(&self, shard: usize, data: Vec<u8>) -> Result<settee_store::LooseBlob> {
+        Ok(self.shards[shard].store().append_blob(data)?)
+    }
+
+    /// The bytes the database's files take on disk (CouchDB's `sizes.file`).
+    pub fn file_size(&self) -> u64 {
+        self.shards
+            .iter()
+            .filter_map(|s| std::fs::metadata(s.store().path()).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
     /// The shard holding `id`: CouchDB's placement, the CRC-32 of the id on a ring of `q`
     /// equal ranges.
     pub fn shard_for(&self, id: &str) -> usize {

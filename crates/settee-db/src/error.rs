@@ -36,6 +36,9 @@ pub enum Error {
     /// No such attachment.
     #[error("Document is missing attachment")]
     NoAttachment,
+    /// An attachment over the size allowed; carries the document id.
+    #[error("{0}")]
+    AttachmentTooLarge(String),
     /// A since or other sequence that this server did not issue.
     #[error("Malformed sequence supplied in 'since' parameter.")]
     BadSequence,
@@ -74,6 +77,7 @@ impl Error {
             Error::DocumentTooLarge(s) => Error::DocumentTooLarge(s.clone()),
             Error::MissingStub(a, b) => Error::MissingStub(a.clone(), b.clone()),
             Error::NoAttachment => Error::NoAttachment,
+            Error::AttachmentTooLarge(s) => Error::AttachmentTooLarge(s.clone()),
             Error::BadSequence => Error::BadSequence,
             Error::Filter(f) => Error::Filter(f.clone()),
             Error::Corrupted(s) => Error::Corrupted(s),

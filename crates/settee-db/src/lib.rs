@@ -25,6 +25,7 @@ mod salvage;
 mod seq;
 mod shard;
 mod tasks;
+mod upload;
 
 pub use att::{
     check_att_name, decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK,
@@ -46,3 +47,4 @@ pub use seq::SeqVector;
 pub use settee_store::Durability;
 pub use shard::{EditMode, EditResult, ShardMeta};
 pub use tasks::{TaskHandle, TaskInfo, Tasks};
+pub use upload::Uploader;

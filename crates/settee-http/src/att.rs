@@ -3,7 +3,6 @@
 //! chunk, with `Range` for identity-encoded attachments and gzip passed through to clients
 //! that accept it.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
@@ -11,14 +10,14 @@ use base64::Engine;
 use http_body_util::BodyExt;
 use hyper::header::{ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, ETAG, LOCATION};
 use hyper::Method;
-use md5::{Digest, Md5};
 use serde_json::json;
 use settee_db::{
-    AttInfo, AttSource, Database, DbSnapshot, Durability, EditMode, Encoding, NewAtt, NewDoc, CHUNK,
+    AttInfo, AttSource, Database, DbSnapshot, Durability, EditMode, Encoding, NewAtt, NewDoc,
+    Uploader,
 };
 use settee_json::Rev;
 
-use crate::db::{join_error, open};
+use crate::db::open;
 use crate::doc::parse_rev;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
@@ -456,9 +455,15 @@ async fn upload(
         .map(|e| e.trim().to_ascii_lowercase())
         .as_deref()
     {
-        None | Some("identity") => Uploader::new(state, db, id, content_type),
+        None | Some("identity") => Uploader::new(
+            db,
+            id,
+            content_type,
+            &state.node.limits.atts,
+            state.max_request as u64,
+        ),
         // Kept gzip-encoded, as CouchDB keeps it; decoded only to learn its identity bytes.
-        Some("gzip") => Uploader::gzip_stream(state, db, id),
+        Some("gzip") => Uploader::gzip_stream(db, id, state.max_request as u64),
         Some(_) => {
             return Err(HttpError::new(
                 415,
@@ -490,205 +495,7 @@ async fn upload(
             ..HttpError::bad_request("attachment longer than expected")
         });
     }
-    up.finish().await
-}
-
-/// Writes an attachment's bytes, as they arrive, into loose blobs of the document's shard:
-/// MD5 and length of the identity bytes, gzip-encoded when the type is compressible (or
-/// when they arrive gzip-encoded already), and only one chunk held in memory at a time.
-pub struct Uploader {
-    db: Arc<Database>,
-    shard: usize,
-    id: String,
-    limit: u64,
-    form: Form,
-    encoded_length: u64,
-    pending: Vec<u8>,
-    blobs: Vec<settee_store::LooseBlob>,
-}
-
-/// How the arriving bytes relate to the stored ones.
-enum Form {
-    /// Stored as they come.
-    Identity(Tally),
-    /// Compressed on the way in.
-    Compress(Tally, flate2::write::GzEncoder<Vec<u8>>),
-    /// Already gzip-encoded (a multipart part whose entry says so, or an upload sent with
-    /// `Content-Encoding: gzip`): stored as they come, and decoded only to learn the identity
-    /// bytes' MD5 and length, which must be the tally's cap when `declared`.
-    Encoded {
-        gz: flate2::write::GzDecoder<Tally>,
-        declared: bool,
-    },
-}
-
-/// MD5 and length of the identity bytes, refusing more than `cap` of them.
-struct Tally {
-    md5: Md5,
-    length: u64,
-    cap: u64,
-}
-
-impl Tally {
-    fn new(cap: u64) -> Tally {
-        Tally {
-            md5: Md5::new(),
-            length: 0,
-            cap,
-        }
-    }
-}
-
-impl Write for Tally {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.length += data.len() as u64;
-        if self.length > self.cap {
-            return Err(std::io::Error::other("longer than allowed"));
-        }
-        self.md5.update(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn not_gzip() -> HttpError {
-    HttpError::bad_request(
-        "An attachment said to be gzip-encoded is not valid gzip (of its `length`, when given)",
-    )
-}
-
-impl Uploader {
-    /// An upload of an attachment of type `content_type` to document `id`.
-    pub fn new(state: &State, db: &Arc<Database>, id: &str, content_type: &str) -> Uploader {
-        let tally = Tally::new(u64::MAX);
-        let level = flate2::Compression::new(state.node.limits.atts.compression_level.min(9));
-        let form = match state.node.limits.atts.compresses(content_type) {
-            true => Form::Compress(tally, flate2::write::GzEncoder::new(Vec::new(), level)),
-            false => Form::Identity(tally),
-        };
-        Uploader::with_form(state, db, id, form)
-    }
-
-    /// An upload of bytes that arrive gzip-encoded, kept so, whose identity bytes are said
-    /// to be `length` long: decoding stops past that, so a small upload cannot make the
-    /// server decode far more than it claims.
-    pub fn gzipped(state: &State, db: &Arc<Database>, id: &str, length: u64) -> Uploader {
-        let form = Form::Encoded {
-            gz: flate2::write::GzDecoder::new(Tally::new(length)),
-            declared: true,
-        };
-        Uploader::with_form(state, db, id, form)
-    }
-
-    /// An upload of bytes that arrive gzip-encoded, kept so, of identity bytes no longer
-    /// than a request may be.
-    pub fn gzip_stream(state: &State, db: &Arc<Database>, id: &str) -> Uploader {
-        let form = Form::Encoded {
-            gz: flate2::write::GzDecoder::new(Tally::new(state.max_request as u64)),
-            declared: false,
-        };
-        Uploader::with_form(state, db, id, form)
-    }
-
-    fn with_form(state: &State, db: &Arc<Database>, id: &str, form: Form) -> Uploader {
-        Uploader {
-            db: db.clone(),
-            shard: db.shard_for(id),
-            id: id.to_string(),
-            limit: state.max_request as u64,
-            form,
-            encoded_length: 0,
-            pending: Vec::with_capacity(CHUNK),
-            blobs: Vec::new(),
-        }
-    }
-
-    /// Adds the next bytes.
-    pub async fn push(&mut self, data: &[u8]) -> HttpResult<()> {
-        let length = match &mut self.form {
-            Form::Identity(tally) => {
-                tally.write_all(data).expect("a tally cannot fail");
-                self.pending.extend_from_slice(data);
-                tally.length
-            }
-            Form::Compress(tally, gz) => {
-                tally.write_all(data).expect("a tally cannot fail");
-                gz.write_all(data).expect("writing to a Vec cannot fail");
-                self.pending.append(gz.get_mut());
-                tally.length
-            }
-            Form::Encoded { gz, declared } => {
-                let too_long = |gz: &flate2::write::GzDecoder<Tally>| {
-                    !*declared && gz.get_ref().length > gz.get_ref().cap
-                };
-                gz.write_all(data).map_err(|_| {
-                    if too_long(gz) {
-                        HttpError::new(413, "attachment_too_large", self.id.clone())
-                    } else {
-                        not_gzip()
-                    }
-                })?;
-                self.pending.extend_from_slice(data);
-                gz.get_ref().length
-            }
-        };
-        if length > self.limit || self.pending.len() as u64 + self.encoded_length > self.limit {
-            return Err(HttpError::new(413, "attachment_too_large", self.id.clone()));
-        }
-        while self.pending.len() >= CHUNK {
-            let rest = self.pending.split_off(CHUNK);
-            let chunk = std::mem::replace(&mut self.pending, rest);
-            self.encoded_length += chunk.len() as u64;
-            self.blobs.push(append(&self.db, self.shard, chunk).await?);
-        }
-        Ok(())
-    }
-
-    /// Ends the upload; the blobs become the attachment when the edit that adopts them commits.
-    pub async fn finish(mut self) -> HttpResult<AttSource> {
-        let (tally, encoding) = match self.form {
-            Form::Identity(tally) => (tally, Encoding::Identity),
-            Form::Compress(tally, gz) => {
-                self.pending
-                    .extend_from_slice(&gz.finish().expect("writing to a Vec cannot fail"));
-                (tally, Encoding::Gzip)
-            }
-            Form::Encoded { gz, declared } => {
-                let tally = gz.finish().map_err(|_| not_gzip())?;
-                if declared && tally.length != tally.cap {
-                    return Err(not_gzip());
-                }
-                (tally, Encoding::Gzip)
-            }
-        };
-        if !self.pending.is_empty() || self.blobs.is_empty() {
-            self.encoded_length += self.pending.len() as u64;
-            let last = std::mem::take(&mut self.pending);
-            self.blobs.push(append(&self.db, self.shard, last).await?);
-        }
-        Ok(AttSource::Loose {
-            blobs: self.blobs,
-            encoding,
-            length: tally.length,
-            encoded_length: self.encoded_length,
-            md5: tally.md5.finalize().into(),
-        })
-    }
-}
-
-async fn append(
-    db: &Arc<Database>,
-    shard: usize,
-    chunk: Vec<u8>,
-) -> HttpResult<settee_store::LooseBlob> {
-    let db = db.clone();
-    let blob = tokio::task::spawn_blocking(move || db.shards()[shard].store().append_blob(chunk))
-        .await
-        .map_err(join_error)?;
-    blob.map_err(|e| HttpError::from(settee_db::Error::from(e)))
+    Ok(up.finish().await?)
 }
 
 async fn delete(

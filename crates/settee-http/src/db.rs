@@ -87,12 +87,7 @@ pub fn join_error(_: tokio::task::JoinError) -> HttpError {
 pub fn db_info(db: &Database) -> HttpResult<Value> {
     let snap = db.snapshot();
     let counts = snap.counts()?;
-    let file: u64 = db
-        .shards()
-        .iter()
-        .filter_map(|s| std::fs::metadata(s.store().path()).ok())
-        .map(|m| m.len())
-        .sum();
+    let file = db.file_size();
     let purge = snap.purge_seq()?.encode();
     // Damaged nodes may leave the live size unknown; the rest is still worth answering.
     let active = snap.active_bytes().unwrap_or(0);

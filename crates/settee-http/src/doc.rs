@@ -8,6 +8,7 @@ use hyper::Method;
 use serde_json::{json, Value};
 use settee_db::{
     is_local, AttSource, Database, DbSnapshot, DocOptions, DocRecord, Durability, EditMode, NewDoc,
+    Uploader,
 };
 use settee_json::{body, Rev};
 
@@ -425,8 +426,14 @@ async fn read_multipart(
             HttpError::bad_request("Malformed multipart body: an attachment part is missing")
         })?;
         let mut up = match gzipped {
-            Some(length) => crate::att::Uploader::gzipped(state, &db, &id, length),
-            None => crate::att::Uploader::new(state, &db, &id, &content_type),
+            Some(length) => Uploader::gzipped(&db, &id, length, state.max_request as u64),
+            None => Uploader::new(
+                &db,
+                &id,
+                &content_type,
+                &state.node.limits.atts,
+                state.max_request as u64,
+            ),
         };
         while let Some(bytes) = reader.chunk().await? {
             up.push(&bytes).await?;

@@ -90,6 +90,16 @@ impl From<settee_node::Error> for HttpError {
     }
 }
 
+impl From<settee_mango::Error> for HttpError {
+    fn from(e: settee_mango::Error) -> HttpError {
+        match e {
+            settee_mango::Error::Selector(reason) => HttpError::bad_request(reason),
+            settee_mango::Error::Query { error, reason } => HttpError::new(400, error, reason),
+            settee_mango::Error::Db(e) => HttpError::from(&e),
+        }
+    }
+}
+
 impl From<DbError> for HttpError {
     fn from(e: DbError) -> HttpError {
         HttpError::from(&e)
@@ -109,6 +119,9 @@ impl From<&DbError> for HttpError {
             DbError::DocValidation(r) => HttpError::new(400, "doc_validation", r.clone()),
             DbError::IllegalDocId(r) => HttpError::new(400, "illegal_docid", r.clone()),
             DbError::DocumentTooLarge(id) => HttpError::new(413, "document_too_large", id.clone()),
+            DbError::AttachmentTooLarge(id) => {
+                HttpError::new(413, "attachment_too_large", id.clone())
+            }
             DbError::BadSequence => HttpError::bad_request(reason),
             DbError::MissingStub(..) => HttpError::new(412, "missing_stub", reason),
             DbError::NoAttachment => HttpError::not_found(reason),
@@ -219,6 +232,7 @@ mod tests {
             (DbError::DocValidation("Bad special document member: _x".into()), 400, "doc_validation", "Bad special document member: _x"),
             (DbError::IllegalDocId("Document id must not be empty".into()), 400, "illegal_docid", "Document id must not be empty"),
             (DbError::DocumentTooLarge("big".into()), 413, "document_too_large", "big"),
+            (DbError::AttachmentTooLarge("d".into()), 413, "attachment_too_large", "d"),
             (DbError::BadSequence, 400, "bad_request", "Malformed sequence supplied in 'since' parameter."),
             (DbError::MissingStub("d".into(), "a".into()), 412, "missing_stub", "Invalid attachment stub in d for a"),
             (DbError::NoAttachment, 404, "not_found", "Document is missing attachment"),

@@ -8,13 +8,10 @@ use std::cmp::Ordering;
 use serde_json::{Map, Value};
 use settee_json::collate;
 
-/// Why a selector was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Error(pub String);
+use crate::Error;
 
 fn bad<T>(msg: impl Into<String>) -> Result<T, Error> {
-    Err(Error(msg.into()))
+    Err(Error::Selector(msg.into()))
 }
 
 /// A parsed selector.
@@ -179,7 +176,7 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         "$gte" => Cond::Cmp(Ordering::Greater, true, arg.clone()),
         "$exists" => Cond::Exists(
             arg.as_bool()
-                .ok_or_else(|| Error("$exists requires a boolean".into()))?,
+                .ok_or_else(|| Error::Selector("$exists requires a boolean".into()))?,
         ),
         "$type" => Cond::Type(match arg.as_str() {
             Some("null") => "null",
@@ -195,7 +192,7 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         "$all" => Cond::AllOf(values("$all")?),
         "$size" => Cond::Size(
             arg.as_u64()
-                .ok_or_else(|| Error("$size requires a non-negative integer".into()))?,
+                .ok_or_else(|| Error::Selector("$size requires a non-negative integer".into()))?,
         ),
         "$mod" => match arg.as_array().map(Vec::as_slice) {
             Some([d, r]) => match (d.as_i64(), r.as_i64()) {
@@ -210,7 +207,7 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         },
         "$beginsWith" => Cond::BeginsWith(
             arg.as_str()
-                .ok_or_else(|| Error("$beginsWith requires a string".into()))?
+                .ok_or_else(|| Error::Selector("$beginsWith requires a string".into()))?
                 .to_string(),
         ),
         "$elemMatch" => Cond::ElemMatch(sub("$elemMatch")?),

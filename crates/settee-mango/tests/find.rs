@@ -1,0 +1,177 @@
+//! `_find` on a real database: matching, paging by bookmark, skip and limit, `_id` sorts,
+//! projections, warnings and CouchDB's refusals; checked against the same query done by hand.
+
+use serde_json::{json, Map, Value};
+use settee_db::{Catalog, CatalogOptions, Database, DocLimits, Durability, EditMode, NewDoc};
+use settee_mango::{find, Error, FindQuery, FindSettings, Found};
+
+const SETTINGS: FindSettings = FindSettings {
+    scan_warning_threshold: 10,
+};
+
+async fn people() -> (tempfile::TempDir, std::sync::Arc<Database>) {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("people", Some(3)).unwrap();
+    let mut docs: Vec<NewDoc> = (0..50)
+        .map(|i| {
+            let v = json!({"_id": format!("p{i:02}"), "age": i, "town": if i % 3 == 0 { "Oslo" } else { "Rome" }, "pet": {"kind": "cat", "name": format!("c{i}")}});
+            NewDoc::from_json(v, None, String::new, &DocLimits::default()).unwrap()
+        })
+        .collect();
+    let ddoc = json!({"_id": "_design/d", "age": 10, "town": "Oslo"});
+    docs.push(NewDoc::from_json(ddoc, None, String::new, &DocLimits::default()).unwrap());
+    for r in db
+        .update(docs, EditMode::Interactive, Durability::Durable)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    (dir, db)
+}
+
+fn query(body: Value) -> Result<FindQuery, Error> {
+    let Value::Object(map) = body else {
+        panic!("an object")
+    };
+    FindQuery::parse(&map, 25)
+}
+
+fn run(db: &Database, body: Value) -> Found {
+    find(&db.snapshot(), query(body).unwrap(), SETTINGS).unwrap()
+}
+
+fn ids(found: &Found) -> Vec<String> {
+    found
+        .docs
+        .iter()
+        .map(|d| d["_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn refusal(body: Value) -> (&'static str, String) {
+    match query(body) {
+        Err(Error::Query { error, reason }) => (error, reason),
+        Err(Error::Selector(reason)) => ("bad_request", reason),
+        other => panic!("refused expected, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[tokio::test]
+async fn queries_match_page_and_project_as_couchdb_does() {
+    let (_dir, db) = people().await;
+    // The same selection by hand: Oslo, over 20, in id order; design documents never.
+    let expected: Vec<String> = (0..50)
+        .filter(|i| i % 3 == 0 && *i > 20)
+        .map(|i| format!("p{i:02}"))
+        .collect();
+    let selector = json!({"town": "Oslo", "age": {"$gt": 20}});
+    let all = run(&db, json!({"selector": selector}));
+    assert_eq!(ids(&all), expected);
+    assert!(all
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("No matching index found")));
+
+    // Pages of 3 by bookmark cover the same documents once each.
+    let mut paged = Vec::new();
+    let mut bookmark = Value::Null;
+    loop {
+        let page = run(
+            &db,
+            json!({"selector": selector, "limit": 3, "bookmark": bookmark}),
+        );
+        if page.docs.is_empty() {
+            // A page that moved nothing answers the bookmark it was given.
+            assert_eq!(Value::String(page.bookmark), bookmark);
+            break;
+        }
+        paged.extend(ids(&page));
+        bookmark = Value::String(page.bookmark);
+    }
+    assert_eq!(paged, expected);
+
+    // skip and limit; descending by _id when the selector bounds _id.
+    let some = run(&db, json!({"selector": selector, "skip": 2, "limit": 2}));
+    assert_eq!(ids(&some), expected[2..4]);
+    let down = run(
+        &db,
+        json!({"selector": {"_id": {"$gt": "p40"}}, "sort": [{"_id": "desc"}]}),
+    );
+    assert_eq!(
+        ids(&down),
+        ["p49", "p48", "p47", "p46", "p45", "p44", "p43", "p42", "p41"]
+    );
+
+    // fields: dotted paths build nested objects.
+    let cut = run(
+        &db,
+        json!({"selector": {"_id": "p07"}, "fields": ["age", "pet.name"]}),
+    );
+    assert_eq!(cut.docs, [json!({"age": 7, "pet": {"name": "c7"}})]);
+
+    // Many documents read per result: the scan warning; execution_stats count them.
+    let one = run(
+        &db,
+        json!({"selector": {"age": 33}, "execution_stats": true}),
+    );
+    assert_eq!(one.docs_examined, 50);
+    assert!(one.warnings.iter().any(|w| w.contains("examined is high")));
+    let stats = &one.to_json(true)["execution_stats"];
+    assert_eq!(
+        (
+            stats["total_docs_examined"].clone(),
+            stats["results_returned"].clone()
+        ),
+        (json!(50), json!(1))
+    );
+}
+
+#[test]
+fn malformed_queries_get_couchdbs_errors() {
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({}), "missing_required_key"),
+        (json!({"selector": [1]}), "invalid_selector_json"),
+        (json!({"selector": {}, "colour": 1}), "invalid_key"),
+        (
+            json!({"selector": {}, "limit": -1}),
+            "invalid_non_neg_integer",
+        ),
+        (json!({"selector": {}, "fields": "a"}), "invalid_fields"),
+        (
+            json!({"selector": {}, "bookmark": "%%"}),
+            "invalid_bookmark",
+        ),
+        (json!({"selector": {}, "sort": ["age"]}), "no_usable_index"),
+        (
+            json!({"selector": {}, "sort": [{"_id": "asc"}]}),
+            "no_usable_index",
+        ),
+        (
+            json!({"selector": {"_id": "a"}, "sort": [{"_id": "up"}]}),
+            "invalid_sort_field",
+        ),
+        (
+            json!({"selector": {}, "conflicts": "yes"}),
+            "invalid_boolean",
+        ),
+        (json!({"selector": {"a": {"$exists": 1}}}), "bad_request"),
+    ];
+    for (body, error) in cases {
+        assert_eq!(refusal(body.clone()).0, error, "{body}");
+    }
+    let (_, reason) = refusal(json!({"selector": {"a": {"$exists": 1}}}));
+    assert!(reason.starts_with("Invalid selector: "), "{reason}");
+    let mut map = Map::new();
+    map.insert("selector".into(), json!({}));
+    map.insert("use_index".into(), json!("by_age"));
+    let q = FindQuery::parse(&map, 25).unwrap();
+    assert_eq!(
+        q.use_index_warning.as_deref(),
+        Some(
+            "_design/by_age was not used because it does not contain a valid index for this query."
+        )
+    );
+    assert_eq!(q.limit, 25, "the default limit");
+}
