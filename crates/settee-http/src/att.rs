@@ -414,15 +414,7 @@ async fn put(
         source,
     });
     let doc = NewDoc::from_stored(id, parent, body, atts)?;
-    let rev = (state.node)
-        .update_doc(
-            req.user.as_ref(),
-            &db,
-            doc,
-            EditMode::Interactive,
-            Durability::Durable,
-        )
-        .await?;
+    let rev = save(state, req, &db, doc).await?;
     // As CouchDB: a `Location`, and no `ETag`.
     let resp = reply::json(201, &json!({"ok": true, "id": id, "rev": rev.to_string()}));
     let path = format!(
@@ -498,6 +490,14 @@ async fn upload(
     Ok(up.finish().await?)
 }
 
+/// Saves an edit of a document's attachments, durably, as the caller.
+async fn save(state: &State, req: &Req, db: &Arc<Database>, doc: NewDoc) -> HttpResult<Rev> {
+    let (mode, durability) = (EditMode::Interactive, Durability::Durable);
+    Ok((state.node)
+        .update_doc(req.user.as_ref(), db, doc, mode, durability)
+        .await?)
+}
+
 async fn delete(
     state: &Arc<State>,
     req: &mut Req,
@@ -517,15 +517,7 @@ async fn delete(
     let (parent, body, atts) = base_edit(&db, id, Some(rev.clone()), |a| a.name != att_name)?;
     snap.attachment(id, Some(&rev), att_name)?;
     let doc = NewDoc::from_stored(id, parent, body, atts)?;
-    let rev = (state.node)
-        .update_doc(
-            req.user.as_ref(),
-            &db,
-            doc,
-            EditMode::Interactive,
-            Durability::Durable,
-        )
-        .await?;
+    let rev = save(state, req, &db, doc).await?;
     Ok(reply::json(
         200,
         &json!({"ok": true, "id": id, "rev": rev.to_string()}),

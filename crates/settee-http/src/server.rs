@@ -1,7 +1,6 @@
 //! The server: shared state, the accept loop, authentication and routing.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,7 +11,7 @@ use hyper::service::service_fn;
 use hyper::Method;
 use hyper_util::rt::TokioIo;
 use settee_config::registry as setting;
-use settee_node::{Node, NodeOptions, Started};
+use settee_node::{Node, Started};
 use tokio::net::TcpListener;
 
 use crate::auth::{self, Authenticator, User};
@@ -54,18 +53,8 @@ pub struct State {
     pub connections: Arc<Connections>,
 }
 
-/// Where a server keeps its data and finds its configuration.
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    /// The data directory.
-    pub data_dir: PathBuf,
-    /// The configuration file.
-    pub config_path: PathBuf,
-    /// Gives back to the system the memory the calling thread's allocator keeps for it;
-    /// run by a database's writer thread once the database has gone quiet. The allocator is
-    /// the binary's choice, so the binary says how.
-    pub release_memory: Option<fn()>,
-}
+/// Where a server keeps its data and finds its configuration: the node's options.
+pub use settee_node::NodeOptions as ServerOptions;
 
 /// What preparing a server produced besides its state: an admin password generated on the
 /// first start, to show once.
@@ -79,15 +68,10 @@ pub struct Prepared {
 impl State {
     /// Starts the node (see [`Node::start`]) and builds what answering HTTP needs around it.
     pub fn prepare(opts: &ServerOptions, admin_env: Option<String>) -> Result<Prepared, String> {
-        let node_opts = NodeOptions {
-            data_dir: opts.data_dir.clone(),
-            config_path: opts.config_path.clone(),
-            release_memory: opts.release_memory,
-        };
         let Started {
             node,
             generated_admin,
-        } = Node::start(&node_opts, admin_env)?;
+        } = Node::start(opts, admin_env)?;
         let state = {
             let config = node.config.read().expect("config lock");
             let welcome = serde_json::json!({
