@@ -163,6 +163,8 @@ impl From<&ViewError> for HttpError {
             ViewError::Shared(_) => HttpError::new(500, "unknown_error", reason),
             ViewError::NotFound(r) => HttpError::not_found(*r),
             ViewError::QueryParse(r) => HttpError::query_parse(r.clone()),
+            ViewError::BadRequest(r) => HttpError::bad_request(r.clone()),
+            ViewError::MissingKey(_) => HttpError::not_found(reason),
             ViewError::InvalidDesignDoc(r) => HttpError::new(400, "invalid_design_doc", r.clone()),
             ViewError::UnknownLanguage(l) => {
                 HttpError::new(500, "unknown_query_language", l.clone())

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use hyper::Method;
 use serde_json::{json, Value};
 use settee_db::{Database, DbSnapshot, DocOptions};
-use settee_json::viewkey;
 use settee_json::Rev;
 use settee_store::Snapshot;
-use settee_views::{query, DesignDoc, Grouping, Index, MapRow, ViewQuery, Views};
+use settee_views::plan::{plan, Plan, Update};
+use settee_views::{query, DesignDoc, Index, MapRow, Views};
 
 use crate::db::open;
 use crate::error::{HttpError, HttpResult};
@@ -19,158 +19,38 @@ use crate::reply::{self, Gone, Response, Sink};
 use crate::request::{Query, Req};
 use crate::server::State;
 
-/// When a query brings the index up to date.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Update {
-    /// Before answering (the default).
-    Now,
-    /// Not at all (`update=false`, `stale=ok`).
-    Never,
-    /// After answering (`update=lazy`, `stale=update_after`).
-    After,
-}
+/// The query string (with a body's members) as a view query's parameters.
+impl settee_views::plan::Params for Query {
+    type Error = HttpError;
 
-/// A parsed, validated view query.
-#[derive(Clone, Debug)]
-struct Plan {
-    view: usize,
-    query: ViewQuery,
-    reduce: bool,
-    include_docs: bool,
-    doc: DocOptions,
-    update_seq: bool,
-    update: Update,
-}
+    fn text(&self, name: &str) -> Option<&str> {
+        self.get(name)
+    }
 
-fn qpe(reason: &str) -> HttpError {
-    HttpError::query_parse(reason)
-}
+    fn bool(&self, name: &str) -> HttpResult<Option<bool>> {
+        Query::bool(self, name)
+    }
 
-/// Reads and checks a query's parameters against the view, in CouchDB's order of checks.
-fn plan(ddoc: &DesignDoc, view: &str, q: &Query, body_keys: Option<Value>) -> HttpResult<Plan> {
-    let (index, def) = ddoc
-        .view(view)
-        .ok_or_else(|| HttpError::not_found("missing_named_view"))?;
-    let has_reduce = def.reduce.is_some();
-    let reduce_param = q.bool("reduce")?;
-    if reduce_param == Some(true) && !has_reduce {
-        return Err(qpe("Reduce is invalid for map-only views."));
+    fn flag(&self, name: &str) -> HttpResult<bool> {
+        Query::flag(self, name)
     }
-    let reduce = has_reduce && reduce_param != Some(false);
-    let group = q.bool("group")?;
-    let group_level = q.u64("group_level")?;
-    let grouping = match (group, group_level) {
-        (Some(false), Some(n)) if n > 0 => {
-            return Err(qpe(
-                "Can't specify group=false and group_level>0 at the same time",
-            ))
-        }
-        (_, Some(0)) => Grouping::All,
-        (_, Some(n)) => Grouping::Level(n as usize),
-        (Some(true), None) => Grouping::Exact,
-        _ => Grouping::All,
-    };
-    if !reduce && (group == Some(true) || group_level.is_some_and(|n| n > 0)) {
-        return Err(qpe("Invalid use of grouping on a map view."));
-    }
-    let include_docs = q.bool("include_docs")?;
-    if reduce && include_docs == Some(true) {
-        return Err(qpe("`include_docs` is invalid for reduce"));
-    }
-    let conflicts = q.bool("conflicts")?;
-    if reduce && conflicts.is_some() {
-        return Err(qpe("`conflicts` is invalid for reduce views."));
-    }
-    let keys = match body_keys.or(q.json("keys")?) {
-        None => None,
-        Some(Value::Array(k)) => Some(k),
-        Some(_) => return Err(qpe("`keys` must be an array of strings.")),
-    };
-    let range = q.key_range()?;
-    if keys.as_ref().is_some_and(|k| !k.is_empty())
-        && (range.start_key.is_some() || range.end_key.is_some())
-    {
-        return Err(qpe(
-            "`keys` is incompatible with `key`, `start_key` and `end_key`",
-        ));
-    }
-    if reduce && keys.is_some() && grouping != Grouping::Exact {
-        return Err(qpe(
-            "Multi-key fetches for reduce views must use `group=true`",
-        ));
-    }
-    let query = ViewQuery {
-        start_key: range.start_key,
-        start_docid: range.start_docid,
-        end_key: range.end_key,
-        end_docid: range.end_docid,
-        inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
-        descending: q.flag("descending")?,
-        skip: q.u64("skip")?.unwrap_or(0),
-        limit: q.u64("limit")?,
-        keys,
-        grouping,
-    };
-    check_range(&query, def.collation)?;
-    let update = update_mode(q)?;
-    q.bool("sorted")
-        .map_err(|_| qpe("Invalid value for `sorted`."))?;
-    let doc = DocOptions {
-        conflicts: conflicts.unwrap_or(false),
-        attachments: q.flag("attachments")?,
-        att_encoding_info: q.flag("att_encoding_info")?,
-        ..DocOptions::default()
-    };
-    Ok(Plan {
-        view: index,
-        query,
-        reduce,
-        include_docs: include_docs.unwrap_or(false),
-        doc,
-        update_seq: q.flag("update_seq")?,
-        update,
-    })
-}
 
-fn update_mode(q: &Query) -> HttpResult<Update> {
-    let mut mode = match q.get("stale") {
-        None => Update::Now,
-        Some("ok") => Update::Never,
-        Some("update_after") => Update::After,
-        Some(_) => return Err(qpe("Invalid value for `stale`.")),
-    };
-    match q.get("update") {
-        None => {}
-        Some("true") => mode = Update::Now,
-        Some("false") => mode = Update::Never,
-        Some("lazy") => mode = Update::After,
-        Some(_) => return Err(qpe("Invalid value for `update`.")),
+    fn u64(&self, name: &str) -> HttpResult<Option<u64>> {
+        Query::u64(self, name)
     }
-    if !matches!(q.get("stable"), None | Some("true") | Some("false")) {
-        return Err(qpe("Invalid value for `stable`."));
-    }
-    Ok(mode)
-}
 
-/// CouchDB refuses a range that cannot hold rows in the walk direction.
-fn check_range(q: &ViewQuery, c: viewkey::Collation) -> HttpResult<()> {
-    let (Some(s), Some(e)) = (&q.start_key, &q.end_key) else {
-        return Ok(());
-    };
-    // Different keys decide the order by themselves (encodings are prefix-free); equal keys
-    // never make an empty range here.
-    let (start_key, end_key) = (viewkey::encoded(s, c), viewkey::encoded(e, c));
-    if start_key == end_key {
-        return Ok(());
+    fn json(&self, name: &str) -> HttpResult<Option<Value>> {
+        Query::json(self, name)
     }
-    match (q.descending, start_key.cmp(&end_key)) {
-        (false, std::cmp::Ordering::Greater) => {
-            Err(qpe("No rows can match your key range, reverse your start_key and end_key or set descending=true"))
-        }
-        (true, std::cmp::Ordering::Less) => {
-            Err(qpe("No rows can match your key range, reverse your start_key and end_key or set descending=false"))
-        }
-        _ => Ok(()),
+
+    fn key_range(&self) -> HttpResult<settee_views::plan::KeyRange> {
+        let r = Query::key_range(self)?;
+        Ok(settee_views::plan::KeyRange {
+            start_key: r.start_key,
+            end_key: r.end_key,
+            start_docid: r.start_docid,
+            end_docid: r.end_docid,
+        })
     }
 }
 
@@ -568,147 +448,30 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
     Ok(())
 }
 
-/// Reads `_design/{name}` as JSON, with CouchDB's `not_found` errors.
-fn design_json(db: &Database, name: &str) -> HttpResult<Value> {
-    let body = db
-        .snapshot()
-        .open_doc(&format!("_design/{name}"), None, &DocOptions::default())?;
-    settee_json::deep::from_slice(&body)
-        .map_err(|_| HttpError::new(500, "unknown_error", "stored design document is not JSON"))
-}
-
-/// `_changes?filter=_view&view=ddoc/view`: documents for which the view's map function
-/// emits at least one row.
+/// `_changes?filter=_view&view=ddoc/view` (see [`Views::view_filter`]).
 pub fn view_filter(state: &State, db: &Database, view: &str) -> HttpResult<settee_db::DocFilter> {
-    let (ddoc_name, view_name) = view.split_once('/').ok_or_else(|| {
-        HttpError::bad_request("`view` must be of the form `designname/viewname`")
-    })?;
-    let body = design_json(db, ddoc_name)?;
-    json_key(&body, &["views", view_name])?;
-    let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &body)?;
-    let (_, def) = ddoc
-        .view(view_name)
-        .ok_or_else(|| HttpError::not_found("missing_named_view"))?;
-    let key = format!("viewfilter:{}:{}", ddoc.signature(), def.name);
-    if ddoc.language != "javascript" {
-        return external_view_filter(state, &ddoc, def.map.clone(), key);
-    }
-    let (map, ddoc_text, limits) = (
-        def.map.clone(),
-        body.to_string(),
-        state.node.views.pool().limits(),
-    );
-    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
-        let out = settee_js::with_local_engine(limits, |e| {
-            e.load_view_filter(&key, &map, &ddoc_text)?;
-            e.filter_docs(&key, format!("[{doc}]"), "{}".to_string())
-        });
-        Ok(out.map_err(|e| filter_error(&e))?.first() == Some(&true))
-    })))
+    Ok(doc_filter(state.node.views.view_filter(db, view)?))
 }
 
-/// `_changes?filter=_view` for a view in another language: `map_doc` on its query server.
-fn external_view_filter(
-    state: &State,
-    ddoc: &DesignDoc,
-    map: String,
-    key: String,
-) -> HttpResult<settee_db::DocFilter> {
-    let servers = state.node.views.servers().clone();
-    if !servers.has(&ddoc.language) {
-        return Err(HttpError::from(
-            &settee_queryserver::Error::UnknownLanguage(ddoc.language.clone()),
-        ));
-    }
-    let (language, lib) = (ddoc.language.clone(), ddoc.lib.clone());
-    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
-        let emitted = servers.checkout(&language).and_then(|mut p| {
-            let (timeout, config) = (p.timeout(), p.reset_config());
-            p.load(&key, &[map.as_str()], &lib, &config, timeout)?;
-            p.map_doc(doc.to_string().as_bytes(), timeout)
-        });
-        // One function: `[[...rows...]]`; any row means it passes.
-        let text = emitted.map_err(|e| filter_error(&e))?;
-        Ok(serde_json::from_str::<Value>(&text)
-            .ok()
-            .is_some_and(|rows| rows[0].as_array().is_some_and(|r| !r.is_empty())))
-    })))
-}
-
-/// `_changes?filter=ddoc/name` for a design document in another language: the `ddoc`
-/// command of its query server, with each document and the request.
-fn external_filter(
-    state: &State,
-    ddoc: Value,
-    language: &str,
-    name: &str,
-    request: Value,
-) -> HttpResult<settee_db::DocFilter> {
-    let servers = state.node.views.servers().clone();
-    if !servers.has(language) {
-        return Err(HttpError::from(
-            &settee_queryserver::Error::UnknownLanguage(language.to_string()),
-        ));
-    }
-    let (language, name) = (language.to_string(), name.to_string());
-    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
-        let answer = servers.checkout(&language).and_then(|mut p| {
-            let timeout = p.timeout();
-            p.ddoc(
-                &ddoc,
-                &["filters", &name],
-                &json!([[doc], request]),
-                timeout,
-            )
-        });
-        Ok(answer.map_err(|e| filter_error(&e))? == json!([true, [true]]))
-    })))
-}
-
-/// `_changes?filter=ddoc/name`: the design document's `filters.name` function, called with
-/// each document and the request.
+/// `_changes?filter=ddoc/name`, the function seeing the request as CouchDB builds it (see
+/// [`Views::design_filter`]).
 pub fn js_filter(
     state: &State,
     db: &Database,
     filter: &str,
     req: &Req,
 ) -> HttpResult<settee_db::DocFilter> {
-    let (ddoc_name, name) = filter.split_once('/').ok_or_else(|| {
-        HttpError::bad_request("`filter` must be of the form `designname/filtername`")
-    })?;
-    let ddoc = design_json(db, ddoc_name)?;
-    let source = json_key(&ddoc, &["filters", name])?
-        .as_str()
-        .ok_or_else(|| HttpError::bad_request(format!("filter {name} is not a function")))?;
-    let language = ddoc
-        .get("language")
-        .and_then(Value::as_str)
-        .unwrap_or("javascript");
-    if language != "javascript" {
-        return external_filter(state, ddoc.clone(), language, name, filter_request(db, req));
-    }
-    let key = format!("filter:{ddoc_name}:{name}:{:x}", md5_of(source));
-    let (source, ddoc_text, limits) = (
-        source.to_string(),
-        ddoc.to_string(),
-        state.node.views.pool().limits(),
-    );
-    let request = filter_request(db, req).to_string();
-    Ok(settee_db::DocFilter(Arc::new(move |doc: &Value| {
-        let out = settee_js::with_local_engine(limits, |e| {
-            e.load_filter(&key, &source, &ddoc_text)?;
-            e.filter_docs(&key, format!("[{doc}]"), request.clone())
-        });
-        Ok(out.map_err(|e| filter_error(&e))?.first() == Some(&true))
-    })))
+    let request = filter_request(db, req);
+    Ok(doc_filter(
+        state.node.views.design_filter(db, filter, request)?,
+    ))
 }
 
-/// The member at `path` in a design document, or CouchDB's 404 naming the first key missing.
-fn json_key<'a>(ddoc: &'a Value, path: &[&str]) -> HttpResult<&'a Value> {
-    path.iter().try_fold(ddoc, |v, key| {
-        v.get(key)
-            .ok_or_else(|| HttpError::not_found(format!("missing json key: {key}")))
-    })
+/// A filter as a feed calls it, its failures CouchDB's errors.
+fn doc_filter(filter: settee_views::Filter) -> settee_db::DocFilter {
+    settee_db::DocFilter(Arc::new(move |doc: &Value| {
+        filter(doc).map_err(|e| filter_error(&e))
+    }))
 }
 
 /// What a failed filter ends its feed with: CouchDB's error for the failure.
@@ -721,11 +484,6 @@ where
         error: e.error,
         reason: e.reason,
     }
-}
-
-fn md5_of(text: &str) -> u128 {
-    use md5::{Digest, Md5};
-    u128::from_be_bytes(Md5::digest(text.as_bytes()).into())
 }
 
 /// The request object filter functions receive, as CouchDB builds it.

@@ -19,6 +19,12 @@ pub enum Error {
     /// `missing_named_view`).
     #[error("not found: {0}")]
     NotFound(&'static str),
+    /// A malformed request of a view's or filter's (`bad_request`).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A design document lacks the member a request names (`not_found`, `missing json key`).
+    #[error("missing json key: {0}")]
+    MissingKey(String),
     /// A query parameter is invalid or does not fit the view (`query_parse_error`).
     #[error("{0}")]
     QueryParse(String),

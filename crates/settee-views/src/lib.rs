@@ -13,9 +13,11 @@
 
 mod ddoc;
 mod error;
+mod filter;
 mod hll;
 mod index;
 mod indexer;
+pub mod plan;
 mod projection;
 pub mod query;
 mod reduce;
@@ -24,6 +26,7 @@ mod row;
 
 pub use ddoc::{DesignDoc, IndexOptions, ViewDef};
 pub use error::{Error, Result};
+pub use filter::Filter;
 pub use index::{Index, IndexMeta};
 pub use indexer::covers;
 pub use query::{Grouping, MapRow, ReduceRow, ViewQuery};
