@@ -14,9 +14,7 @@ use base64::Engine;
 use serde_json::Value;
 use settee_db::{Catalog, DocOptions};
 
-pub use settee_auth::password::{
-    hash_password, is_hashed, random_hex, verify_password, DEFAULT_ITERATIONS,
-};
+pub use settee_auth::password::{hash_password, random_hex, verify_password};
 pub use settee_auth::User;
 
 use crate::config::Config;

@@ -426,38 +426,17 @@ async fn dbs_info(state: &State, req: &mut Req) -> HttpResult<Response> {
 }
 
 async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Response> {
-    let io = |e: std::io::Error| {
-        HttpError::new(
-            500,
-            "unknown_error",
-            format!("could not write the configuration: {e}"),
-        )
-    };
+    let node = &state.node;
     match (&req.method, rest) {
         // Forgets the changes made in memory only, and takes in changes made to the file.
         (&Method::POST, ["_reload"]) => {
-            let plaintext = {
-                let mut config = state.node.config.write().expect("config lock");
-                config.reload().map_err(|e| {
-                    HttpError::bad_request(format!("could not read the configuration: {e}"))
-                })?;
-                settee_node::plaintext_admins(&config)
-            };
-            // Admin passwords written into the file by hand are hashed there, as at start,
-            // outside the lock: hashing is slow.
-            for (name, password) in plaintext {
-                let hash = auth::hash_password(&password, auth::DEFAULT_ITERATIONS);
-                let mut config = state.node.config.write().expect("config lock");
-                if config.get("admins", &name) == Some(password.as_str()) {
-                    config.set("admins", &name, &hash).map_err(io)?;
-                }
-            }
+            node.reload_config()?;
             state.apply_config();
             Ok(reply::json(200, &json!({"ok": true})))
         }
         (_, ["_reload"]) => Err(HttpError::method_not_allowed("POST")),
         (&Method::GET | &Method::HEAD, []) => {
-            let config = state.node.config.read().expect("config lock");
+            let config = node.config.read().expect("config lock");
             let all: serde_json::Map<String, Value> = config
                 .sections()
                 .iter()
@@ -466,57 +445,32 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
             Ok(reply::json(200, &Value::Object(all)))
         }
         (&Method::GET | &Method::HEAD, [section]) => {
-            let config = state.node.config.read().expect("config lock");
+            let config = node.config.read().expect("config lock");
             Ok(reply::json(
                 200,
                 &section_json(config.section(section).unwrap_or(&[])),
             ))
         }
         (&Method::GET | &Method::HEAD, [section, key]) => {
-            let config = state.node.config.read().expect("config lock");
+            let config = node.config.read().expect("config lock");
             let v = config
                 .get(section, key)
                 .ok_or_else(|| HttpError::not_found("unknown_config_value"))?;
             Ok(reply::json(200, &json!(v)))
         }
         (&Method::PUT, [section, key]) => {
-            writable(section, key)?;
+            // Refused before the value is read, as CouchDB refuses it.
+            settee_node::check_config_key(section, key)?;
             let value = match req.json(1 << 20).await? {
                 Value::String(s) => s.trim().to_string(),
                 _ => return Err(HttpError::bad_request("config values must be strings")),
             };
-            if !line_safe(&value) {
-                return Err(HttpError::bad_request("Invalid configuration value"));
-            }
-            let value = if *section == "admins" && !auth::is_hashed(&value) {
-                auth::hash_password(&value, auth::DEFAULT_ITERATIONS)
-            } else {
-                value
-            };
-            let old = {
-                let mut config = state.node.config.write().expect("config lock");
-                if persist(req) {
-                    config.set(section, key, &value).map_err(io)?
-                } else {
-                    config.set_unsaved(section, key, &value)
-                }
-            };
+            let old = node.set_config(section, key, &value, persist(req))?;
             state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
         }
         (&Method::DELETE, [section, key]) => {
-            writable(section, key)?;
-            let old = {
-                let mut config = state.node.config.write().expect("config lock");
-                if config.get(section, key).is_none() {
-                    return Err(HttpError::not_found("unknown_config_value"));
-                }
-                if persist(req) {
-                    config.delete(section, key).map_err(io)?
-                } else {
-                    config.delete_unsaved(section, key)
-                }
-            };
+            let old = node.delete_config(section, key, persist(req))?;
             state.apply_config();
             Ok(reply::json(200, &json!(old.unwrap_or_default())))
         }
@@ -529,37 +483,6 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
 /// for it to stay in memory, as CouchDB reads that header.
 fn persist(req: &Req) -> bool {
     req.header("x-couch-persist") != Some("false")
-}
-
-/// Whether `section`/`key` may be changed over HTTP and can be written to the INI file as
-/// they are, with CouchDB's answers.
-fn writable(section: &str, key: &str) -> HttpResult<()> {
-    if settee_config::registry::LOCKED_SECTIONS.contains(&section) {
-        return Err(HttpError::new(
-            403,
-            "forbidden",
-            "Config section blacklisted for modification over HTTP API.",
-        ));
-    }
-    // Section names are plain words: one that the file's loader would read as another (a
-    // locked one behind spaces, say) cannot be written.
-    if section.is_empty()
-        || !section
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.-@:".contains(c))
-    {
-        return Err(HttpError::bad_request("Invalid configuration section"));
-    }
-    if key.is_empty() || !line_safe(key) || key.contains(['[', ']', '=']) || key.trim() != key {
-        return Err(HttpError::bad_request("Invalid configuration key"));
-    }
-    Ok(())
-}
-
-/// Whether text stays on its INI line: no control characters but tabs (a line break would
-/// start a section or key of the writer's choosing).
-fn line_safe(text: &str) -> bool {
-    !text.chars().any(|c| c.is_control() && c != '\t')
 }
 
 fn section_json(kv: &[(String, String)]) -> Value {

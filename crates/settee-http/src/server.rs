@@ -106,9 +106,9 @@ impl State {
         })
     }
 
-    /// Applies configuration that takes effect while running (after `_config` changes).
+    /// Applies the HTTP settings of the configuration (after the node applied its own, see
+    /// [`Node::apply_config`]).
     pub fn apply_config(&self) {
-        self.node.apply_config();
         let config = self.node.config.read().expect("config lock");
         self.settings
             .store(Arc::new(Settings::from_config(&config)));

@@ -109,7 +109,7 @@ mod tests {
         );
         assert_eq!(
             config.value::<u32>(&setting::ITERATIONS),
-            crate::auth::DEFAULT_ITERATIONS
+            settee_auth::password::DEFAULT_ITERATIONS
         );
         let atts = settee_db::AttPolicy::default();
         assert_eq!(

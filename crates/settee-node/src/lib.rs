@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 mod background;
+mod config;
 mod design;
 mod error;
 mod peruser;
@@ -33,6 +34,7 @@ use settee_db::{Catalog, DocLimits};
 use settee_views::Views;
 
 pub use background::run as run_in_background;
+pub use config::check_config_key;
 pub use error::{Error, Result};
 pub use peruser::db_name as peruser_db_name;
 pub use policy::{users_db, PerUser, Policy};

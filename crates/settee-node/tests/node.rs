@@ -204,3 +204,49 @@ async fn users_replication_documents_and_peruser_databases() {
         "http://a/db"
     );
 }
+
+#[test]
+fn configuration_changes_follow_couchdbs_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path());
+    // Admin passwords are stored hashed; the old value comes back.
+    assert_eq!(node.set_config("admins", "ann", "pw", true).unwrap(), None);
+    let stored = node
+        .config
+        .read()
+        .unwrap()
+        .get("admins", "ann")
+        .unwrap()
+        .to_string();
+    assert!(stored.starts_with("-pbkdf2"), "{stored}");
+    // A change takes effect at once: the users database moves.
+    node.set_config("chttpd_auth", "authentication_db", "people", false)
+        .unwrap();
+    assert!(node.is_users_db("people") && !node.is_users_db("_users"));
+    // Sections that may not change live, and keys or values the file could not hold.
+    for (section, key, value) in [
+        ("query_servers", "python", "/bin/sh"),
+        ("a b", "k", "v"),
+        ("s", "k=1", "v"),
+        ("s", "k", "two\nlines"),
+    ] {
+        let refused = node.set_config(section, key, value, false).unwrap_err();
+        assert!(
+            matches!(refused, Error::Forbidden(_) | Error::BadRequest(_)),
+            "{section}/{key}: {refused:?}"
+        );
+    }
+    let missing = node.delete_config("s", "nothing", false).unwrap_err();
+    assert!(matches!(missing, Error::NotFound(_)), "{missing:?}");
+    assert_eq!(
+        node.delete_config("chttpd_auth", "authentication_db", false)
+            .unwrap()
+            .as_deref(),
+        Some("people")
+    );
+    assert!(node.is_users_db("_users"));
+    // Reloading forgets what was never written to the file.
+    node.set_config("s", "k", "memory", false).unwrap();
+    node.reload_config().unwrap();
+    assert_eq!(node.config.read().unwrap().get("s", "k"), None);
+}
