@@ -47,8 +47,9 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
     if second.is_none() && (req.method == Method::PUT || req.method == Method::DELETE) {
         return server_admin(req);
     }
-    let guarded = state.node.guards_documents(name);
-    if guarded && matches!(second, Some("_all_docs" | "_changes")) {
+    let closed = second.is_some_and(|s| state.node.closes_endpoint(name, s));
+    // As CouchDB: these two answer for server admins before membership is looked at.
+    if closed && matches!(second, Some("_all_docs" | "_changes")) {
         return server_admin(req);
     }
     let db = crate::db::open(state, name)?;
@@ -59,11 +60,7 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
     // Members may not use the other listings of user or replication documents either: they
     // would bypass the per-document rules. (Asked by others, they fail as CouchDB's do, on
     // membership, above.)
-    if guarded
-        && second.is_some_and(|s| {
-            s.starts_with('_') && s != "_design" && s != "_local" && s != "_security"
-        })
-    {
+    if closed {
         return server_admin(req);
     }
     Ok(())

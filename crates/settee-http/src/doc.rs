@@ -97,17 +97,8 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
     // document is filtered; only plain reads of the winner can be.
     let visibility = state.node.visibility(req.user.as_ref(), &db)?;
     let guarded = !visibility.is_whole();
-    let forbidden = || {
-        HttpError::new(
-            403,
-            "forbidden",
-            "Only admins may read user documents with these options.",
-        )
-    };
     if let Some(open_revs) = &q.open_revs {
-        if guarded {
-            return Err(forbidden());
-        }
+        visibility.check_read(false)?;
         return crate::openrevs::get(req, &db, id, open_revs, &q);
     }
     let rev = q.rev_to_open();
@@ -128,9 +119,7 @@ pub fn get(state: &State, req: &Req, name: &str, id: &str) -> HttpResult<Respons
         Some(r) => snap.resolve(id, Some(r))?,
         None => open_winner(&snap, id, !plain, q.deleted)?,
     };
-    if guarded && !plain {
-        return Err(forbidden());
-    }
+    visibility.check_read(plain)?;
     // The ETag is the revision in quotes; the revision alone is the middle of it.
     let mut etag = String::with_capacity(48);
     etag.push('"');

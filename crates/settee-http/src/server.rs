@@ -72,6 +72,8 @@ impl State {
             node,
             generated_admin,
         } = Node::start(opts, admin_env)?;
+        // (Read before the configuration's lock is taken below: it takes it itself.)
+        let sockets = crate::connections::socket_budget(node.database_files());
         let state = {
             let config = node.config.read().expect("config lock");
             let welcome = serde_json::json!({
@@ -94,9 +96,7 @@ impl State {
                 lockout: Default::default(),
                 settings: arc_swap::ArcSwap::from_pointee(Settings::from_config(&config)),
                 panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
-                connections: Connections::new(crate::connections::socket_budget(
-                    node.database_files(),
-                )),
+                connections: Connections::new(sockets),
                 node: node.clone(),
             }
         };

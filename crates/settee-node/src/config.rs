@@ -30,7 +30,11 @@ impl Node {
             let hash = hash_password(&password, DEFAULT_ITERATIONS);
             let mut config = self.config.write().expect("config lock");
             if config.get("admins", &name) == Some(password.as_str()) {
-                config.set("admins", &name, &hash).map_err(io)?;
+                if let Err(e) = config.set("admins", &name, &hash) {
+                    drop(config);
+                    self.apply_config();
+                    return Err(io(e));
+                }
             }
         }
         self.apply_config();
@@ -58,13 +62,14 @@ impl Node {
         let old = {
             let mut config = self.config.write().expect("config lock");
             if persist {
-                config.set(section, key, &value).map_err(io)?
+                config.set(section, key, &value).map_err(io)
             } else {
-                config.set_unsaved(section, key, &value)
+                Ok(config.set_unsaved(section, key, &value))
             }
         };
+        // Applied even when the file could not be written: memory holds the new value.
         self.apply_config();
-        Ok(old)
+        old
     }
 
     /// Deletes `[section] key` (from the file too when `persist`); the value it had.
@@ -76,13 +81,13 @@ impl Node {
                 return Err(Error::NotFound("unknown_config_value".into()));
             }
             if persist {
-                config.delete(section, key).map_err(io)?
+                config.delete(section, key).map_err(io)
             } else {
-                config.delete_unsaved(section, key)
+                Ok(config.delete_unsaved(section, key))
             }
         };
         self.apply_config();
-        Ok(old)
+        old
     }
 }
 

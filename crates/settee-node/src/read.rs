@@ -27,6 +27,20 @@ impl Visibility {
     pub fn is_whole(self) -> bool {
         self == Visibility::Whole
     }
+
+    /// Fails unless a read that is not `plain` may be made: only the current revision's
+    /// body can be filtered, so a caller who sees filtered documents may not ask for other
+    /// revisions, their history, conflicts, attachments' data or sequence (an old revision
+    /// of a user document holds a password hash).
+    pub fn check_read(self, plain: bool) -> Result<()> {
+        if plain || self.is_whole() {
+            Ok(())
+        } else {
+            Err(crate::Error::Forbidden(
+                "Only admins may read user documents with these options.".into(),
+            ))
+        }
+    }
 }
 
 impl Node {

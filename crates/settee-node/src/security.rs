@@ -112,6 +112,16 @@ impl Node {
         self.is_users_db(db) || db == crate::REPLICATOR
     }
 
+    /// Whether endpoint `endpoint` of database `db` (`_all_docs`, `_changes`, `_find`, ...)
+    /// is for server admins only: in the users and replicator databases every `_` endpoint
+    /// but design and local documents and the security object lists or queries documents
+    /// past their per-document rules.
+    pub fn closes_endpoint(&self, db: &str, endpoint: &str) -> bool {
+        self.guards_documents(db)
+            && endpoint.starts_with('_')
+            && !matches!(endpoint, "_design" | "_local" | "_security")
+    }
+
     /// The security object for a database being created, from `[couchdb] default_security`.
     pub fn default_security(&self) -> Vec<u8> {
         if self.policy().admin_only_by_default {

@@ -164,6 +164,23 @@ async fn users_replication_documents_and_peruser_databases() {
     assert!(matches!(refused, Error::NotFound(_)), "{refused:?}");
     let seen = node.visibility(Some(&eve), &users).unwrap();
     assert_eq!(seen, Visibility::Users);
+    // Only plain reads of the current revision can be filtered; listings are closed.
+    assert!(matches!(seen.check_read(false), Err(Error::Forbidden(_))));
+    assert!(seen.check_read(true).is_ok() && Visibility::Whole.check_read(false).is_ok());
+    for (db, endpoint, closed) in [
+        ("_users", "_all_docs", true),
+        ("_users", "_find", true),
+        (REPLICATOR, "_changes", true),
+        ("_users", "_design", false),
+        ("_users", "_security", false),
+        ("notes", "_all_docs", false),
+    ] {
+        assert_eq!(
+            node.closes_endpoint(db, endpoint),
+            closed,
+            "{db}/{endpoint}"
+        );
+    }
     let body = serde_json::to_vec(&stored).unwrap();
     let hidden = node.visible_doc(seen, Some(&eve), "org.couchdb.user:bob", body.clone());
     assert!(matches!(hidden, Err(Error::NotFound(_))), "{hidden:?}");
