@@ -20,7 +20,8 @@ impl Node {
     /// Whether writes to `db` need [`Node::after_user_writes`]: it is the users database
     /// and per-user databases are on.
     pub(crate) fn watches_users(&self, db: &Database) -> bool {
-        self.policy().peruser.is_some() && self.is_users_db(db.name())
+        let policy = self.policy.load();
+        policy.peruser.is_some() && db.name() == policy.users_db
     }
 
     /// After user documents (`id`, deleted) were written to `db`: keeps their databases in

@@ -78,8 +78,9 @@ impl Node {
         }
     }
 
-    /// Whether `db` is the users database.
+    /// Whether `db` is the users database. (On every read and write: looks at the policy
+    /// without taking a reference to it.)
     pub fn is_users_db(&self, db: &str) -> bool {
-        db == self.policy().users_db
+        db == self.policy.load().users_db
     }
 }
