@@ -330,6 +330,30 @@ impl DbSnapshot {
         decode_bytes(att.encoding, stored)
     }
 
+    /// What `_revs_diff` answers for one document: the revisions of `revs` this database
+    /// lacks, and its leaves older than the newest of those (possible ancestors, whose
+    /// attachments a replicator need not send again). `None` when it has them all.
+    pub fn revs_diff(&self, id: &str, revs: &[Rev]) -> Result<Option<(Vec<Rev>, Vec<Rev>)>> {
+        let record = self.record(id)?;
+        let missing: Vec<Rev> = match &record {
+            Some(rec) => rec.tree.missing(revs).into_iter().cloned().collect(),
+            None => revs.to_vec(),
+        };
+        if missing.is_empty() {
+            return Ok(None);
+        }
+        let max_pos = missing.iter().map(|r| r.pos).max().unwrap_or(0);
+        let ancestors = record.map_or_else(Vec::new, |rec| {
+            rec.tree
+                .leaves()
+                .into_iter()
+                .map(|l| rec.tree.nodes[l].rev.clone())
+                .filter(|r| r.pos < max_pos)
+                .collect()
+        });
+        Ok(Some((missing, ancestors)))
+    }
+
     /// A local document: its revision counter and body.
     pub fn local(&self, id: &str) -> Result<Option<(u64, Vec<u8>)>> {
         self.shard(id)

@@ -398,33 +398,18 @@ pub async fn revs_diff(
             return Err(HttpError::bad_request("Invalid list of revisions"));
         };
         let revs = crate::doc::parse_revs(&revs)?;
-        let record = snap.record(&id)?;
-        let missing: Vec<&Rev> = match &record {
-            Some(rec) => rec.tree.missing(&revs),
-            None => revs.iter().collect(),
-        };
-        if missing.is_empty() {
+        let Some((missing, ancestors)) = snap.revs_diff(&id, &revs)? else {
             continue;
-        }
+        };
         let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
         if missing_revs {
             out.insert(id, json!(names));
             continue;
         }
         let mut entry = json!({"missing": names});
-        if let Some(rec) = &record {
-            let max_pos = missing.iter().map(|r| r.pos).max().unwrap_or(0);
-            let ancestors: Vec<String> = rec
-                .tree
-                .leaves()
-                .into_iter()
-                .map(|l| &rec.tree.nodes[l].rev)
-                .filter(|r| r.pos < max_pos)
-                .map(ToString::to_string)
-                .collect();
-            if !ancestors.is_empty() {
-                entry["possible_ancestors"] = json!(ancestors);
-            }
+        if !ancestors.is_empty() {
+            let ancestors: Vec<String> = ancestors.iter().map(ToString::to_string).collect();
+            entry["possible_ancestors"] = json!(ancestors);
         }
         out.insert(id, entry);
     }

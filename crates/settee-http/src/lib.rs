@@ -27,6 +27,7 @@ mod form;
 mod multipart;
 mod node;
 mod openrevs;
+mod replicate;
 mod reply;
 mod request;
 mod server;

@@ -19,7 +19,7 @@ use crate::server::State;
 /// This node's name.
 pub const NODE: &str = "settee@127.0.0.1";
 
-fn only(req: &Req, methods: &[Method], allow: &'static str) -> HttpResult<()> {
+pub fn only(req: &Req, methods: &[Method], allow: &'static str) -> HttpResult<()> {
     if methods.contains(&req.method) {
         Ok(())
     } else {
@@ -263,7 +263,11 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         ["_dbs_info"] => dbs_info(state, req).await,
         ["_active_tasks"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
-            Ok(reply::json(200, &state.node.catalog.tasks().to_json()))
+            let mut tasks = state.node.catalog.tasks().to_json();
+            if let Value::Array(list) = &mut tasks {
+                list.extend(state.replicator.active_tasks());
+            }
+            Ok(reply::json(200, &tasks))
         }
         ["_membership"] => {
             only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
@@ -286,6 +290,8 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
             Err(unbuilt(req, what, "GET"))
         }
         ["_node", _, "_restart", ..] => Err(unbuilt(req, "_restart", "POST")),
+        ["_replicate"] => crate::replicate::replicate(state, req).await,
+        ["_scheduler", ref rest @ ..] => crate::replicate::scheduler(state, req, rest),
         ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),
         [first, ..] => match NOT_BUILT.iter().find(|(name, _)| *name == first) {
             Some((name, methods)) => Err(unbuilt(req, name, methods)),
@@ -310,8 +316,6 @@ fn not_a_database(req: &Req, name: &str) -> HttpResult<Response> {
 /// CouchDB's server endpoints that Settee does not have (docs/COMPATIBILITY.md), with the
 /// methods CouchDB's handlers take.
 const NOT_BUILT: &[(&str, &str)] = &[
-    ("_replicate", "POST"),
-    ("_scheduler", "GET,HEAD"),
     ("_cluster_setup", "GET,POST"),
     ("_db_updates", "GET"),
     ("_search_analyze", "GET,POST"),

@@ -51,6 +51,9 @@ pub struct State {
     pub panic_route: bool,
     /// Every open connection (see [`crate::connections`]).
     pub connections: Arc<Connections>,
+    /// The node's replications (`_replicate`, replicator databases, `_scheduler`); its
+    /// scheduler runs once [`settee_replicator::Replicator::start`] is called.
+    pub replicator: Arc<settee_replicator::Replicator>,
 }
 
 /// Where a server keeps its data and finds its configuration: the node's options.
@@ -81,9 +84,9 @@ impl State {
                 "version": VERSION,
                 "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
                 "uuid": config.get("couchdb", "uuid"),
-                // Only what is there: partitioned databases, storage engines, resharding and
-                // the replication scheduler are not.
-                "features": [],
+                // Only what is there: partitioned databases, storage engines and resharding
+                // are not.
+                "features": ["scheduler"],
                 "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
             });
             let secret = config.get("chttpd_auth", "secret").unwrap_or_default();
@@ -97,6 +100,7 @@ impl State {
                 settings: arc_swap::ArcSwap::from_pointee(Settings::from_config(&config)),
                 panic_route: std::env::var("SETTEE_TEST_PANIC").is_ok_and(|v| v == "1"),
                 connections: Connections::new(sockets),
+                replicator: settee_replicator::Replicator::new(node.clone()),
                 node: node.clone(),
             }
         };

@@ -25,7 +25,7 @@ pub mod viewkey;
 
 pub use error::Error;
 pub use rev::{Rev, RevId};
-pub use term::{new_rev_id, AttDigest, EditTerm};
+pub use term::{new_rev_id, AttDigest, EditTerm, Term};
 
 /// Re-exported so dependants name one JSON value type.
 pub use serde_json::{Map, Value};

@@ -121,6 +121,74 @@ pub fn new_rev_id(
     RevId::Hash(md5.finalize().into())
 }
 
+/// An Erlang term, for the identifiers CouchDB derives as the MD5 of `term_to_binary` of a
+/// term (replication ids): enough of the term format to write them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Term {
+    /// An atom (`undefined`, `remote`, `default`).
+    Atom(String),
+    /// A binary (`<<"...">>`).
+    Binary(Vec<u8>),
+    /// A string, which Erlang keeps as a list of bytes (`"..."`).
+    Chars(String),
+    /// An integer.
+    Int(i64),
+    /// A list.
+    List(Vec<Term>),
+    /// A tuple.
+    Tuple(Vec<Term>),
+    /// A JSON value in CouchDB's EJSON shape (objects as `{[{Key, Value}]}`).
+    Json(Value),
+}
+
+impl Term {
+    /// `term_to_binary(Term)` as CouchDB 3 writes it: atoms as `ATOM_EXT`, strings of
+    /// bytes as `STRING_EXT`.
+    pub fn to_binary(&self) -> Vec<u8> {
+        let mut out = vec![131];
+        self.write(&mut out);
+        out
+    }
+
+    /// The lowercase hex MD5 of [`Term::to_binary`].
+    pub fn md5_hex(&self) -> String {
+        Md5::digest(self.to_binary())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Term::Atom(name) => atom(out, name),
+            Term::Binary(bytes) => binary(out, bytes),
+            Term::Chars(s) if s.is_empty() => out.push(106),
+            Term::Chars(s) if s.len() <= usize::from(u16::MAX) => {
+                out.push(107);
+                out.extend_from_slice(&(s.len() as u16).to_be_bytes());
+                out.extend_from_slice(s.as_bytes());
+            }
+            Term::Chars(s) => {
+                let items: Vec<Term> = s.bytes().map(|b| Term::Int(i64::from(b))).collect();
+                Term::List(items).write(out);
+            }
+            Term::Int(i) => integer(out, i128::from(*i)),
+            Term::List(items) => {
+                list_header(out, items.len());
+                items.iter().for_each(|t| t.write(out));
+                if !items.is_empty() {
+                    out.push(106);
+                }
+            }
+            Term::Tuple(items) => {
+                out.extend_from_slice(&[104, items.len() as u8]);
+                items.iter().for_each(|t| t.write(out));
+            }
+            Term::Json(v) => value(out, v),
+        }
+    }
+}
+
 fn atom(out: &mut Vec<u8>, name: &str) {
     out.push(100);
     out.extend_from_slice(&(name.len() as u16).to_be_bytes());

@@ -1,9 +1,27 @@
-//! Settee's replicator: CouchDB's replication protocol between two endpoints.
+//! Settee's replicator: CouchDB's replication protocol between two endpoints, each a
+//! database of this node or of any CouchDB-compatible server.
 //!
-//! Built in steps (issue 29). So far: the replication logs (checkpoints) both endpoints keep
-//! under `_local/<replication id>`, in CouchDB's format, and how a replication finds where
-//! to start from them ([`checkpoint`]).
+//! - [`spec`] reads what a replication is asked to do (`_replicate` bodies, `_replicator`
+//!   documents) and [`id`] derives its replication id as CouchDB 3 does;
+//! - [`endpoint`] is what the protocol needs of a database, with [`local`] and [`remote`]
+//!   implementations;
+//! - [`job`] runs one replication (workers, checkpoints), keeping its logs in CouchDB's
+//!   format ([`checkpoint`]);
+//! - [`scheduler`] runs the node's jobs: `_replicate`, replicator documents, CouchDB's job
+//!   states, backoff and limits, and what `/_scheduler` and `/_active_tasks` show.
 
 #![deny(missing_docs)]
 
 pub mod checkpoint;
+pub mod endpoint;
+pub mod error;
+pub mod id;
+pub mod job;
+pub mod local;
+pub mod remote;
+pub mod scheduler;
+pub mod spec;
+
+pub use error::{Error, Result};
+pub use scheduler::{is_replicator_db, Replicator};
+pub use spec::{ReplicationSpec, Settings};

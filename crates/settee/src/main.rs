@@ -283,6 +283,8 @@ fn serve(
             .map_err(|e| format!("binding {bind}:{port}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("Settee {} listening on http://{addr}", settee_http::VERSION);
+        // Replications start once the node answers (a job may replicate to itself).
+        prepared.state.replicator.start();
         match settee_http::serve(listener, prepared.state).await {}
     })
 }

@@ -10,8 +10,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{base64_bytes, Client, ReferenceCouch, TestServer, ADMIN};
-use serde_json::{json, Value};
+use common::replication::{assert_same, replicate, seed};
+use common::{Client, ReferenceCouch, TestServer, ADMIN};
+use serde_json::json;
 
 /// How long the continuous replication must run without an error while writes go on.
 const CONTINUOUS_FOR: Duration = Duration::from_secs(120);
@@ -61,87 +62,6 @@ fn couchdbs_replicator_replicates_both_ways_and_resumes() {
         assert_same(from, to, name);
     }
     continuous(&settee, &settee_url, &reference, &couch_url);
-}
-
-/// Documents `range` into `db`: plain ones, every tenth with a binary attachment, one with a
-/// conflict and one deleted (both made on the first call).
-fn seed(c: &Client, db: &str, range: std::ops::Range<u32>) {
-    let first = range.start == 0;
-    let docs: Vec<Value> = range
-        .map(|i| {
-            let mut doc = json!({"_id": format!("doc{i:04}"), "i": i, "text": "ü ∑ 😀"});
-            if i % 10 == 0 {
-                let bytes: Vec<u8> = (0..20_000u32).map(|n| (n * 7 + i) as u8).collect();
-                doc["_attachments"] = json!({"blob.bin": {
-                    "content_type": "application/octet-stream",
-                    "data": base64_bytes(&bytes)
-                }});
-            }
-            doc
-        })
-        .collect();
-    let r = c.post(
-        &format!("/{db}/_bulk_docs"),
-        &json!({ "docs": docs }).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.text);
-    if first {
-        let conflict = json!({"new_edits": false, "docs": [
-            {"_id": "doc0001", "_rev": "1-0123456789abcdef0123456789abcdef", "side": "other"}
-        ]});
-        let r = c.post(&format!("/{db}/_bulk_docs"), &conflict.to_string());
-        assert_eq!(r.status, 201, "{}", r.text);
-        let r = c.put(&format!("/{db}/gone"), "{}");
-        let rev = r.json()["rev"].as_str().unwrap().to_string();
-        assert_eq!(c.delete(&format!("/{db}/gone?rev={rev}")).status, 200);
-    }
-}
-
-/// Runs a one-off replication on the reference CouchDB; its answer.
-fn replicate(reference: &Client, job: &Value) -> Value {
-    let r = reference.post("/_replicate", &job.to_string());
-    assert_eq!(r.status, 200, "{job} -> {}", r.text);
-    let answer = r.json();
-    assert_eq!(answer["ok"], true, "{answer}");
-    answer
-}
-
-/// Every document of `db` on both servers: ids, winning revisions, bodies, conflicts,
-/// attachment digests and lengths, and the deleted document's deletion.
-fn assert_same(a: &Client, b: &Client, db: &str) {
-    let (left, right) = (state(a, db), state(b, db));
-    assert_eq!(left.len(), right.len(), "{db}: document counts");
-    for (l, r) in left.iter().zip(&right) {
-        assert_eq!(l, r, "{db}");
-    }
-    for c in [a, b] {
-        let gone = c.get(&format!("/{db}/gone"));
-        assert_eq!(
-            (gone.status, gone.json()["reason"].clone()),
-            (404, json!("deleted"))
-        );
-    }
-}
-
-fn state(c: &Client, db: &str) -> Vec<Value> {
-    let r = c.get(&format!("/{db}/_all_docs?include_docs=true&conflicts=true"));
-    assert_eq!(r.status, 200, "{}", r.text);
-    r.json()["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let mut doc = row["doc"].clone();
-            // Compare what the bytes are, not how each server keeps them.
-            if let Some(atts) = doc.get_mut("_attachments").and_then(Value::as_object_mut) {
-                for att in atts.values_mut() {
-                    *att = json!({"digest": att["digest"], "length": att["length"],
-                                  "content_type": att["content_type"]});
-                }
-            }
-            doc
-        })
-        .collect()
 }
 
 /// A continuous replication from Settee to CouchDB and one back, each a `_replicator`
