@@ -1253,7 +1253,7 @@ func TestChanges(t *testing.T) {
 // Replication
 
 func TestReplicate(t *testing.T) {
-	client, rec, e := adminClient(t)
+	client, _, e := adminClient(t)
 	ctx := testCtx(t)
 	src := freshDB(t, client, "repl-src")
 	tgt := freshDB(t, client, "repl-tgt")
@@ -1262,39 +1262,7 @@ func TestReplicate(t *testing.T) {
 		must(t, err, "Put "+id)
 	}
 
-	settee := isSettee(t, client)
 	rep, err := client.Replicate(ctx, e.dbURL(tgt.Name(), true), e.dbURL(src.Name(), true))
-	if settee {
-		// Settee has no replicator yet: /_replicate and /_scheduler/* answer 501 not_implemented.
-		// Kivik's Replicate probes HEAD /_scheduler/jobs, takes the 501 for a server without the
-		// scheduler, and falls back to writing a _replicator document, which nothing acts on. When
-		// Settee replicates, this branch goes and the CouchDB branch below covers both.
-		probed := false
-		for _, ex := range rec.exchanges() {
-			if ex.method == http.MethodHead && strings.HasSuffix(ex.url, "/_scheduler/jobs") {
-				probed = true
-				if ex.status != http.StatusNotImplemented {
-					t.Errorf("HEAD /_scheduler/jobs = %d, want 501 on Settee today", ex.status)
-				}
-			}
-		}
-		if !probed {
-			t.Errorf("Kivik did not probe /_scheduler/jobs")
-		}
-		if err == nil && rep != nil {
-			time.Sleep(time.Second)
-			stats, serr := tgt.Stats(ctx)
-			must(t, serr, "target Stats")
-			if stats.DocCount != 0 {
-				t.Errorf("Settee replicated %d documents: the replication branch of this test is out of date", stats.DocCount)
-			}
-			_ = rep.Delete(ctx)
-		} else if kivik.HTTPStatus(err) != http.StatusNotImplemented {
-			t.Errorf("Replicate on Settee: %v (HTTP %d), want a _replicator document or a 501", err, kivik.HTTPStatus(err))
-		}
-		return
-	}
-
 	must(t, err, "Replicate")
 	t.Cleanup(func() { _ = rep.Delete(testCtx(t)) })
 	deadline := time.Now().Add(25 * time.Second)

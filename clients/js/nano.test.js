@@ -621,19 +621,16 @@ test('changes: db.changesReader start (live), get (finite), spool and selector',
   assert.deepEqual(got, ['live2']);
 });
 
-test('replication: nano.db.replicate / db.replicate (Settee: _replicate is 501)', async (t) => {
+test('replication: nano.db.replicate / db.replicate', async (t) => {
   const { name: source, db } = await freshDb(t, 'nano-repl-src');
   const { name: target } = await freshDb(t, 'nano-repl-tgt');
   await db.bulk({ docs: [{ _id: 'r1' }, { _id: 'r2' }] });
-  if (await isSettee()) {
-    // Settee does not run server-side replications: POST /_replicate answers 501.
-    await rejectsWith(couch.db.replicate(source, target), 501, 'not_implemented');
-    await rejectsWith(db.replicate(target, { create_target: false }), 501, 'not_implemented');
-  } else {
-    const res = await couch.db.replicate(source, target);
-    assert.equal(res.ok, true);
-    assert.equal((await couch.use(target).info()).doc_count, 2);
-    const again = await db.replicate(target);
-    assert.equal(again.ok, true);
-  }
+  const res = await couch.db.replicate(source, target);
+  assert.equal(res.ok, true);
+  assert.equal((await couch.use(target).info()).doc_count, 2);
+  await db.insert({ _id: 'r3' });
+  const again = await db.replicate(target);
+  assert.equal(again.ok, true);
+  assert.equal(again.history[0].docs_written, 1);
+  assert.equal((await couch.use(target).info()).doc_count, 3);
 });

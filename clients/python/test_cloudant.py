@@ -597,19 +597,6 @@ def replication(ctx):
     assert doc["_rev"].startswith("1-"), dict(doc)
     repl_id = doc["_id"]
     assert repl_id in [d["_id"] for d in rep.list_replications()]
-    if ctx.settee:
-        # Settee stores _replicator documents but does not run replications yet: the
-        # scheduler and POST /_replicate answer 501 not_implemented. When replication is
-        # built this branch goes away and Settee must pass the CouchDB branch below.
-        expect_http_error(lambda: Scheduler(ctx.client).get_doc(repl_id), 501, "not_implemented")
-        expect_http_error(lambda: Scheduler(ctx.client).list_jobs(), 501, "not_implemented")
-        r = ctx.client.r_session.post(ctx.url + "/_replicate",
-                                      json={"source": src.database_url, "target": target.database_url})
-        assert r.status_code == 501 and r.json()["error"] == "not_implemented", (r.status_code, r.text)
-        rep.stop_replication(repl_id)
-        assert repl_id not in [d["_id"] for d in rep.list_replications()]
-        return
-
     def state():
         try:
             return rep.replication_state(repl_id) in ("completed",) and "completed"

@@ -28,7 +28,7 @@ fn database_lifecycle_and_errors() {
         (404, Some("Database does not exist."))
     );
     c.get("/_bad/doc").error(404, "not_found");
-    c.post("/_replicate", "{}").error(501, "not_implemented");
+    c.post("/_replicate", "{}").error(400, "bad_request");
     c.get("/_node/_local/_stats").error(501, "not_implemented");
     for (q, reason) in [
         ("q=0", "The `q` value should be a positive integer."),
@@ -254,8 +254,8 @@ fn ids_bodies_and_bad_input() {
         assert_eq!(r.header("allow"), allow, "{method} {path}");
     }
     for (method, path) in [
-        ("GET", "/_scheduler/docs"),
         ("HEAD", "/_node/_local/_system"),
+        ("GET", "/_db_updates"),
         ("DELETE", "/db/_design/dd/_show/f"),
         ("DELETE", "/db/_index/dd/json/name"),
     ] {
