@@ -132,3 +132,46 @@ fn assert_no_scheduler_errors(reference: &Client) -> usize {
     }
     docs.iter().filter(|d| d["state"] == "running").count()
 }
+
+/// Settee's replicator with CouchDB at the other end: Settee pulls a CouchDB database and
+/// pushes one of its own to CouchDB, each twice (the second run resuming from the
+/// checkpoint), and both sides hold the same documents, revisions, conflicts, deletions and
+/// attachments.
+#[test]
+fn settees_replicator_pulls_from_and_pushes_to_couchdb() {
+    let Some(couch) = ReferenceCouch::start("Settee's replicator with CouchDB") else {
+        return;
+    };
+    let s = TestServer::start();
+    let (settee, reference) = (s.admin(), couch.admin());
+    let couch_url = couch.url.replacen("http://", "http://admin:admin@", 1);
+    for (from, to, name, job) in [
+        (
+            &reference,
+            &settee,
+            "pulled-from-couchdb",
+            json!({"source": format!("{couch_url}/pulled-from-couchdb"),
+                   "target": "pulled-from-couchdb", "create_target": true}),
+        ),
+        (
+            &settee,
+            &reference,
+            "pushed-to-couchdb",
+            json!({"source": "pushed-to-couchdb",
+                   "target": format!("{couch_url}/pushed-to-couchdb"), "create_target": true}),
+        ),
+    ] {
+        assert_eq!(from.put(&format!("/{name}"), "").status, 201);
+        seed(from, name, 0..150);
+        let first = replicate(&settee, &job);
+        assert_eq!(first["history"][0]["docs_written"], 152, "{first}");
+        assert_same(from, to, name);
+        seed(from, name, 150..160);
+        let second = replicate(&settee, &job);
+        let history = second["history"].as_array().unwrap();
+        assert_eq!(history.len(), 2, "{second}");
+        assert_eq!(history[0]["start_last_seq"], first["source_last_seq"], "{second}");
+        assert_eq!(history[0]["docs_written"], 10, "{second}");
+        assert_same(from, to, name);
+    }
+}
