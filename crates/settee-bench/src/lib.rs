@@ -28,6 +28,8 @@ pub struct Plan {
     pub fabric: Option<workloads::fabric::Params>,
     /// Workload 4, C10K.
     pub c10k: Option<workloads::c10k::Params>,
+    /// Replication: one-shot copies and continuous lag.
+    pub replication: Option<workloads::replication::Params>,
     /// No progress bars (for `--json`).
     pub quiet: bool,
 }
@@ -82,6 +84,14 @@ pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Out
             workloads::c10k::run(target, p, bar)
                 .await
                 .map_err(|e| e.context("C10K"))?,
+        );
+    }
+    if let Some(p) = plan.replication {
+        let bar = bar(format!("replication on {}", target.display), plan.quiet);
+        out.extend(
+            workloads::replication::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("replication"))?,
         );
     }
     Ok(out)

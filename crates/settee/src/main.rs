@@ -119,12 +119,15 @@ struct BenchArgs {
     #[arg(long)]
     requests: Option<usize>,
     /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count),
-    /// `fabric` (fabric_bench), `c10k`.
+    /// `fabric` (fabric_bench), `c10k`, `replication` (not in the default set).
     #[arg(long, default_value = "reads,views,fabric,c10k", value_delimiter = ',')]
     workloads: Vec<String>,
     /// View indexing: score documents [default: 20,000; published 100,000].
     #[arg(long)]
     docs: Option<usize>,
+    /// Replication: small documents copied [default: 10,000; published 100,000].
+    #[arg(long)]
+    replication_docs: Option<usize>,
     /// View indexing: large score documents, 0 to skip [default: 1,000; published 20,000].
     #[arg(long)]
     large_docs: Option<usize>,
@@ -293,14 +296,14 @@ fn serve(
 fn bench(args: BenchArgs) -> Result<(), String> {
     use settee_bench::client::Target;
     use settee_bench::report;
-    use settee_bench::workloads::{c10k, fabric, reads, views};
+    use settee_bench::workloads::{c10k, fabric, reads, replication, views};
     let targets: Vec<Target> = std::iter::once(&args.url)
         .chain(args.compare.as_ref())
         .map(|u| Target::parse(u))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let wants = |w: &str| args.workloads.iter().any(|x| x == w);
-    const KNOWN: [&str; 4] = ["reads", "views", "fabric", "c10k"];
+    const KNOWN: [&str; 5] = ["reads", "views", "fabric", "c10k", "replication"];
     if let Some(unknown) = args.workloads.iter().find(|w| !KNOWN.contains(&w.as_str())) {
         return Err(format!(
             "unknown workload `{unknown}` (known: {})",
@@ -346,6 +349,17 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             step_limit: args
                 .step_seconds
                 .map_or(c.step_limit, std::time::Duration::from_secs),
+        }),
+        replication: wants("replication").then(|| {
+            let p = if args.published {
+                replication::Params::FULL
+            } else {
+                replication::Params::SMALL
+            };
+            replication::Params {
+                docs: args.replication_docs.unwrap_or(p.docs),
+                ..p
+            }
         }),
         quiet: args.json,
     };

@@ -170,7 +170,10 @@ fn settees_replicator_pulls_from_and_pushes_to_couchdb() {
         let second = replicate(&settee, &job);
         let history = second["history"].as_array().unwrap();
         assert_eq!(history.len(), 2, "{second}");
-        assert_eq!(history[0]["start_last_seq"], first["source_last_seq"], "{second}");
+        assert_eq!(
+            history[0]["start_last_seq"], first["source_last_seq"],
+            "{second}"
+        );
         assert_eq!(history[0]["docs_written"], 10, "{second}");
         assert_same(from, to, name);
     }

@@ -3,6 +3,7 @@
 pub mod c10k;
 pub mod fabric;
 pub mod reads;
+pub mod replication;
 pub mod views;
 
 use bytes::Bytes;
