@@ -290,7 +290,6 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
             Err(unbuilt(req, what, "GET"))
         }
         ["_node", _, "_restart", ..] => Err(unbuilt(req, "_restart", "POST")),
-        ["_replicate"] => crate::replicate::replicate(state, req).await,
         ["_scheduler", ref rest @ ..] => crate::replicate::scheduler(state, req, rest),
         ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),
         [first, ..] => match NOT_BUILT.iter().find(|(name, _)| *name == first) {

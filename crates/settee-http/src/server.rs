@@ -704,6 +704,8 @@ async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         {
             Box::pin(node::route(state, req)).await
         }
+        // Anyone may ask for a replication; it reads and writes as they may (CouchDB's rule).
+        Some("_replicate") => Box::pin(crate::replicate::replicate(state, req)).await,
         Some(name) if name.starts_with('_') && !settee_db::SYSTEM_DATABASES.contains(&name) => {
             access::server_admin(req)?;
             Box::pin(node::route(state, req)).await

@@ -48,8 +48,14 @@ impl LocalDb {
                 settee_db::Error::NoDatabase => Error::DbNotFound(self.name.clone()),
                 e => e.into(),
             })?;
-        settee_node::security::check_member(self.user.as_ref(), &db)
-            .map_err(|_| Error::Unauthorized(self.name.clone()))?;
+        settee_node::security::check_member(self.user.as_ref(), &db).map_err(|e| match e {
+            settee_node::Error::Forbidden(_) => Error::Peer {
+                status: 403,
+                error: "forbidden".into(),
+                reason: self.name.clone(),
+            },
+            _ => Error::Unauthorized(self.name.clone()),
+        })?;
         Ok(db)
     }
 

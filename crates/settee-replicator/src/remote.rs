@@ -204,9 +204,12 @@ impl RemoteDb {
         let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
         let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_string);
         match status.as_u16() {
-            401 | 403 if text("error").as_deref() != Some("forbidden") || status == 401 => {
-                Error::Unauthorized(self.display())
-            }
+            401 => Error::Unauthorized(self.display()),
+            403 => Error::Peer {
+                status: 403,
+                error: "forbidden".into(),
+                reason: self.display(),
+            },
             status => Error::Peer {
                 status,
                 error: text("error").unwrap_or_else(|| "error".into()),

@@ -60,6 +60,16 @@ fn nano_works_unmodified() {
     run(&s, cmd, "the nano suite");
 }
 
+/// PouchDB syncing with a Settee whose own replicator keeps the database in step with a
+/// second Settee: a document written in PouchDB reaches the second server, and back.
+#[test]
+fn pouchdb_syncs_through_settees_replicator() {
+    let (s, mut cmd) = node_suite("pouchdb-relay.test.js");
+    let second = TestServer::start();
+    cmd.env("SETTEE_URL2", &second.url);
+    run(&s, cmd, "the PouchDB relay suite");
+}
+
 /// PouchDB's live sync both ways, conflicts, large attachments, pouchdb-find, and a server
 /// killed (SIGKILL) and restarted on the same port mid-sync: the suite appends `restart` to
 /// the file named by `SETTEE_RESTART_FILE`, this harness restarts the server and appends

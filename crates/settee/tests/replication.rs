@@ -486,3 +486,143 @@ fn bad_replications_get_couchdbs_errors_and_leave_nothing_stuck() {
     );
     assert_eq!(c.get("/t3").status, 200);
 }
+
+/// How the fault proxy treats new connections.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Faults {
+    /// Pass everything through.
+    None,
+    /// Drop, stall and truncate connections at random.
+    Random,
+    /// Refuse everything (the peer is down).
+    Outage,
+}
+
+/// A TCP proxy to `upstream` that breaks connections as `faults` says.
+struct FaultProxy {
+    url: String,
+    faults: std::sync::Arc<std::sync::Mutex<Faults>>,
+}
+
+impl FaultProxy {
+    fn start(upstream: &str) -> FaultProxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let faults = std::sync::Arc::new(std::sync::Mutex::new(Faults::None));
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let mode = faults.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let faults = *mode.lock().unwrap();
+                let upstream = upstream.clone();
+                std::thread::spawn(move || proxy_connection(client, &upstream, faults));
+            }
+        });
+        FaultProxy { url, faults }
+    }
+
+    fn set(&self, faults: Faults) {
+        *self.faults.lock().unwrap() = faults;
+    }
+}
+
+/// Copies `from` to `to` until either closes, or until `limit` bytes when given.
+fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, limit: Option<usize>) {
+    let mut buf = [0u8; 8192];
+    let mut left = limit.unwrap_or(usize::MAX);
+    while left > 0 {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n.min(left),
+        };
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        left -= n;
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}
+
+fn proxy_connection(client: std::net::TcpStream, upstream: &str, faults: Faults) {
+    let roll = rand::random::<u32>() % 100;
+    match faults {
+        Faults::Outage => return,
+        Faults::Random if roll < 15 => return,
+        Faults::Random if roll < 25 => {
+            std::thread::sleep(Duration::from_secs(3));
+            return;
+        }
+        _ => {}
+    }
+    let Ok(server) = std::net::TcpStream::connect(upstream) else {
+        return;
+    };
+    // Truncated: the answers stop after a few kilobytes, mid-message.
+    let limit = (faults == Faults::Random && roll < 45).then(|| rand::random::<usize>() % 20_000);
+    let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+    std::thread::spawn(move || pump(c2, s2, None));
+    if faults == Faults::Random {
+        // Connections kept alive die at a random moment too.
+        let (c3, s3) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let life = Duration::from_millis(200 + rand::random::<u64>() % 3000);
+        std::thread::spawn(move || {
+            std::thread::sleep(life);
+            let _ = c3.shutdown(std::net::Shutdown::Both);
+            let _ = s3.shutdown(std::net::Shutdown::Both);
+        });
+    }
+    pump(server, client, limit);
+}
+
+#[test]
+fn a_continuous_replication_through_a_faulty_network_converges_without_duplicates() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let (ca, cb) = (a.admin(), b.admin());
+    let proxy = FaultProxy::start(&b.url);
+    assert_eq!(ca.put("/p-src", "").status, 201);
+    seed(&ca, "p-src", 0..50);
+    let doc = json!({"source": "p-src", "target": format!("{}/p-tgt", with_creds(&proxy.url)),
+                     "continuous": true, "create_target": true, "retries_per_request": 2,
+                     "worker_batch_size": 20, "checkpoint_interval": 500});
+    assert_eq!(ca.put("/_replicator/p", &doc.to_string()).status, 201);
+    wait_for("the first documents", 60, || doc_count(&cb, "p-tgt") == 50);
+    let mut states = std::collections::BTreeSet::new();
+    let note = |states: &mut std::collections::BTreeSet<String>| {
+        let s = doc_state(&ca, "p")["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        states.insert(s);
+    };
+    // Writes go on while connections are dropped, stalled and cut, then during an outage.
+    proxy.set(Faults::Random);
+    for k in 0..20 {
+        seed(&ca, "p-src", 50 + k * 10..60 + k * 10);
+        note(&mut states);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    proxy.set(Faults::Outage);
+    for k in 20..25 {
+        seed(&ca, "p-src", 50 + k * 10..60 + k * 10);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    wait_for("the job to crash", 60, || {
+        note(&mut states);
+        states.contains("crashing")
+    });
+    proxy.set(Faults::None);
+    wait_for("every document", 120, || {
+        note(&mut states);
+        doc_count(&cb, "p-tgt") == 300
+    });
+    wait_for("the job to run again", 60, || {
+        doc_state(&ca, "p")["state"] == "running"
+    });
+    // Nothing lost, nothing extra: the same leaf revisions on both sides.
+    assert_same_dbs(&ca, "p-src", &cb, "p-tgt");
+    assert!(
+        states.contains("running") && states.contains("crashing"),
+        "{states:?}"
+    );
+}
