@@ -216,17 +216,33 @@ pub async fn bulk_get(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResu
         };
         return multipart_results(&snap, &resolved, outer);
     }
-    let results = resolved
-        .iter()
-        .map(|r| {
-            let docs = r.items.iter().map(|item| match item {
-                Ok(i) => Ok(json!({"ok": crate::doc::parse_doc(&snap.render(r.id_str(), r.record.as_ref().expect("found"), *i, &r.opts)?)?})),
-                Err(e) => Ok(e.clone()),
-            });
-            Ok(json!({"id": r.id, "docs": docs.collect::<HttpResult<Vec<Value>>>()?}))
-        })
-        .collect::<HttpResult<Vec<Value>>>()?;
-    Ok(reply::json(200, &json!({"results": results})))
+    // The rendered revisions are spliced in as they are: no parse and re-encode per document.
+    let mut out = b"{\"results\":[".to_vec();
+    for (n, r) in resolved.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut out, &r.id).expect("json");
+        out.extend_from_slice(b",\"docs\":[");
+        for (k, item) in r.items.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            match item {
+                Ok(i) => {
+                    let rec = r.record.as_ref().expect("found");
+                    out.extend_from_slice(b"{\"ok\":");
+                    out.extend_from_slice(&snap.render(r.id_str(), rec, *i, &r.opts)?);
+                    out.push(b'}');
+                }
+                Err(e) => serde_json::to_writer(&mut out, e).expect("json"),
+            }
+        }
+        out.extend_from_slice(b"]}");
+    }
+    out.extend_from_slice(b"]}");
+    Ok(reply::json_bytes(200, out))
 }
 
 /// What one `_bulk_get` entry resolves to: revisions found (node indices of `record`) or

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What a replication reads of a database before it starts.
 #[derive(Clone, Debug)]
@@ -97,6 +99,49 @@ pub struct Wanted {
     pub atts_since: Vec<String>,
 }
 
+/// A revision as replication moves it: its JSON as the source rendered it (with
+/// `_revisions`, attachments inline), kept unparsed between the two endpoints.
+#[derive(Clone, Debug)]
+pub struct Revision {
+    /// The document id.
+    pub id: String,
+    /// The revision's JSON.
+    pub json: Box<RawValue>,
+    /// Whether it carries attachment bytes (`data`), not only stubs.
+    pub att_data: bool,
+}
+
+/// The members of a revision replication looks at; the rest is skipped unread.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(rename = "_id")]
+    id: String,
+    #[serde(rename = "_attachments", default)]
+    atts: Option<BTreeMap<String, AttPeek>>,
+}
+
+#[derive(Deserialize)]
+struct AttPeek {
+    #[serde(default)]
+    data: Option<serde::de::IgnoredAny>,
+}
+
+impl Revision {
+    /// A revision from its JSON.
+    pub fn new(json: Box<RawValue>) -> Result<Revision> {
+        let peek: Peek = serde_json::from_str(json.get())
+            .map_err(|_| Error::Garbage("a revision without an id".into()))?;
+        let att_data = peek
+            .atts
+            .is_some_and(|atts| atts.values().any(|a| a.data.is_some()));
+        Ok(Revision {
+            id: peek.id,
+            json,
+            att_data,
+        })
+    }
+}
+
 /// A revision the target did not take.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WriteFailure {
@@ -140,10 +185,10 @@ pub trait Endpoint: Send + Sync {
     /// The revisions asked for, each as JSON with `_revisions` and its attachments inline
     /// (base64 `data`, or stubs for those unchanged since `atts_since`). Revisions the
     /// database no longer has are left out.
-    async fn fetch(&self, wanted: Vec<Wanted>) -> Result<Vec<Value>>;
+    async fn fetch(&self, wanted: Vec<Wanted>) -> Result<Vec<Revision>>;
 
     /// Writes replicated revisions (`new_edits=false`); the answer lists those refused.
-    async fn write(&self, docs: Vec<Value>) -> Result<Vec<WriteFailure>>;
+    async fn write(&self, docs: Vec<Revision>) -> Result<Vec<WriteFailure>>;
 
     /// Makes what was written durable (every write of Settee is; older CouchDBs need it).
     async fn ensure_full_commit(&self) -> Result<()>;

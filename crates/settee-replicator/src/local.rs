@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use settee_auth::User;
 use settee_db::{
@@ -16,7 +17,8 @@ use settee_json::Rev;
 use settee_node::Node;
 
 use crate::endpoint::{
-    Change, ChangesPage, ChangesRequest, DbInfo, Endpoint, Filter, Missing, Wanted, WriteFailure,
+    Change, ChangesPage, ChangesRequest, DbInfo, Endpoint, Filter, Missing, Revision, Wanted,
+    WriteFailure,
 };
 use crate::error::{Error, Result};
 
@@ -190,7 +192,7 @@ fn read_changes(
 }
 
 /// The revisions `w` asks for, as replication sends them.
-fn fetch_one(snap: &DbSnapshot, w: &Wanted) -> Result<Vec<Value>> {
+fn fetch_one(snap: &DbSnapshot, w: &Wanted) -> Result<Vec<Revision>> {
     let Some(rec) = snap.record(&w.id)? else {
         return Ok(Vec::new());
     };
@@ -216,9 +218,11 @@ fn fetch_one(snap: &DbSnapshot, w: &Wanted) -> Result<Vec<Value>> {
                 continue;
             }
             let bytes = snap.render(&w.id, &rec, leaf, &opts)?;
-            let doc = settee_json::deep::from_slice(&bytes)
+            let text =
+                String::from_utf8(bytes).map_err(|_| settee_db::Error::Corrupted("stored body"))?;
+            let json = RawValue::from_string(text)
                 .map_err(|_| settee_db::Error::Corrupted("stored body"))?;
-            out.push(doc);
+            out.push(Revision::new(json)?);
         }
     }
     Ok(out)
@@ -349,7 +353,7 @@ impl Endpoint for LocalDb {
         Ok(out)
     }
 
-    async fn fetch(&self, wanted: Vec<Wanted>) -> Result<Vec<Value>> {
+    async fn fetch(&self, wanted: Vec<Wanted>) -> Result<Vec<Revision>> {
         let (_db, snap) = self.readable().await?;
         tokio::task::spawn_blocking(move || {
             let mut docs = Vec::new();
@@ -362,16 +366,13 @@ impl Endpoint for LocalDb {
         .map_err(|_| Error::Unreachable("reading documents failed".into()))?
     }
 
-    async fn write(&self, docs: Vec<Value>) -> Result<Vec<WriteFailure>> {
+    async fn write(&self, docs: Vec<Revision>) -> Result<Vec<WriteFailure>> {
         let db = self.open().await?;
         let mut failures = Vec::new();
         let mut parsed = Vec::with_capacity(docs.len());
-        for doc in docs {
-            let id = doc
-                .get("_id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+        for Revision { id, json, .. } in docs {
+            let doc = settee_json::deep::from_slice(json.get().as_bytes())
+                .map_err(|_| Error::Garbage(format!("revision of {id} is not JSON")))?;
             match NewDoc::from_json(doc, None, String::new, &self.node.limits) {
                 Ok(d) => parsed.push(d),
                 Err(e) => failures.push(WriteFailure {

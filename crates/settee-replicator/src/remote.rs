@@ -12,7 +12,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
 use crate::endpoint::{
-    Change, ChangesPage, ChangesRequest, DbInfo, Endpoint, Filter, Missing, Wanted, WriteFailure,
+    Change, ChangesPage, ChangesRequest, DbInfo, Endpoint, Filter, Missing, Revision, Wanted,
+    WriteFailure,
 };
 use crate::error::{Error, Result};
 use crate::spec::{EndpointSpec, Settings};
@@ -130,6 +131,18 @@ impl RemoteDb {
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>)> {
         let body = body.map(|b| serde_json::to_vec(b).expect("json"));
+        self.send_bytes(method, path, query, body, wait).await
+    }
+
+    /// [`RemoteDb::send`] with a body already encoded.
+    async fn send_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Vec<u8>>,
+        wait: Option<Duration>,
+    ) -> Result<(StatusCode, Vec<u8>)> {
         let mut attempt = 0;
         loop {
             match self.once(&method, path, query, body.as_ref(), wait).await {
@@ -219,7 +232,7 @@ impl RemoteDb {
         }
     }
 
-    async fn bulk_get(&self, wanted: &[Wanted]) -> Result<Option<Vec<Value>>> {
+    async fn bulk_get(&self, wanted: &[Wanted]) -> Result<Option<Vec<Revision>>> {
         let docs: Vec<Value> = wanted
             .iter()
             .flat_map(|w| {
@@ -243,26 +256,23 @@ impl RemoteDb {
         if !status.is_success() {
             return Err(self.peer_error(status, &bytes));
         }
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|_| {
-            Error::Garbage(format!("{}: _bulk_get answer not JSON", self.display()))
+        let answer: BulkGet = serde_json::from_slice(&bytes).map_err(|_| {
+            Error::Garbage(format!(
+                "{}: _bulk_get answer not understood",
+                self.display()
+            ))
         })?;
-        let results = answer
-            .get("results")
-            .and_then(Value::as_array)
-            .ok_or_else(|| {
-                Error::Garbage(format!("{}: _bulk_get without results", self.display()))
-            })?;
-        Ok(Some(
-            results
-                .iter()
-                .filter_map(|r| r.get("docs").and_then(Value::as_array))
-                .flatten()
-                .filter_map(|d| d.get("ok").cloned())
-                .collect(),
-        ))
+        let revisions = answer
+            .results
+            .into_iter()
+            .flat_map(|r| r.docs)
+            .filter_map(|d| d.ok)
+            .map(Revision::new)
+            .collect::<Result<_>>()?;
+        Ok(Some(revisions))
     }
 
-    async fn open_revs(&self, w: &Wanted) -> Result<Vec<Value>> {
+    async fn open_revs(&self, w: &Wanted) -> Result<Vec<Revision>> {
         let query = [
             ("revs", "true".to_string()),
             ("latest", "true".to_string()),
@@ -270,22 +280,104 @@ impl RemoteDb {
             ("open_revs", json!(w.revs).to_string()),
             ("atts_since", json!(w.atts_since).to_string()),
         ];
-        match self
-            .json(Method::GET, &doc_path(&w.id), &query, None, None)
-            .await
-        {
-            Ok(Value::Array(items)) => Ok(items
-                .into_iter()
-                .filter_map(|mut i| i.get_mut("ok").map(Value::take))
-                .collect()),
-            Ok(_) => Err(Error::Garbage(format!(
-                "{}: open_revs answer not a list",
-                self.display()
-            ))),
-            Err(Error::Peer { status: 404, .. }) => Ok(Vec::new()),
-            Err(e) => Err(e),
+        let (status, bytes) = self
+            .send(Method::GET, &doc_path(&w.id), &query, None, None)
+            .await?;
+        if status == StatusCode::NOT_FOUND {
+            return Ok(Vec::new());
         }
+        if !status.is_success() {
+            return Err(self.peer_error(status, &bytes));
+        }
+        let items: Vec<BulkGetItem> = serde_json::from_slice(&bytes).map_err(|_| {
+            Error::Garbage(format!("{}: open_revs answer not a list", self.display()))
+        })?;
+        items
+            .into_iter()
+            .filter_map(|i| i.ok)
+            .map(Revision::new)
+            .collect()
     }
+
+    /// Revisions without attachment bytes in one `_bulk_docs`, sent as they came in.
+    async fn write_batch(&self, batch: &[Revision]) -> Result<Vec<WriteFailure>> {
+        let mut body = b"{\"new_edits\":false,\"docs\":[".to_vec();
+        for (n, doc) in batch.iter().enumerate() {
+            if n > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(doc.json.get().as_bytes());
+        }
+        body.extend_from_slice(b"]}");
+        let (status, bytes) = self
+            .send_bytes(Method::POST, "_bulk_docs", &[], Some(body), None)
+            .await?;
+        if !status.is_success() {
+            return Err(self.peer_error(status, &bytes));
+        }
+        let answer: Value = serde_json::from_slice(&bytes).map_err(|_| {
+            Error::Garbage(format!("{}: _bulk_docs answer not JSON", self.display()))
+        })?;
+        let text =
+            |row: &Value, k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        Ok(answer
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|row| row.get("error").is_some())
+            .map(|row| WriteFailure {
+                id: text(row, "id"),
+                error: text(row, "error"),
+                reason: text(row, "reason"),
+            })
+            .collect())
+    }
+
+    /// A revision with attachment bytes, on its own (`PUT ?new_edits=false`); why the
+    /// target refused it, if it did.
+    async fn write_one(&self, doc: Revision) -> Result<Option<WriteFailure>> {
+        let query = [("new_edits", "false".to_string())];
+        let body = doc.json.get().as_bytes().to_vec();
+        let (status, bytes) = self
+            .send_bytes(Method::PUT, &doc_path(&doc.id), &query, Some(body), None)
+            .await?;
+        if status.is_success() {
+            return Ok(None);
+        }
+        let (error, reason) = match self.peer_error(status, &bytes) {
+            Error::Unauthorized(_) => ("unauthorized".to_string(), "unauthorized".to_string()),
+            Error::Peer {
+                status: 400 | 403 | 409 | 412 | 413 | 415,
+                error,
+                reason,
+            } => (error, reason),
+            e => return Err(e),
+        };
+        Ok(Some(WriteFailure {
+            id: doc.id,
+            error,
+            reason,
+        }))
+    }
+}
+
+/// A `_bulk_get` answer, its revisions kept unparsed.
+#[derive(serde::Deserialize)]
+struct BulkGet {
+    results: Vec<BulkGetResult>,
+}
+
+#[derive(serde::Deserialize)]
+struct BulkGetResult {
+    #[serde(default)]
+    docs: Vec<BulkGetItem>,
+}
+
+/// One revision of a `_bulk_get` or `open_revs` answer: found, or an error (skipped).
+#[derive(serde::Deserialize)]
+struct BulkGetItem {
+    #[serde(default)]
+    ok: Option<Box<serde_json::value::RawValue>>,
 }
 
 fn retried_status(status: StatusCode) -> bool {
@@ -297,13 +389,6 @@ fn retried_status(status: StatusCode) -> bool {
 /// Waits between retries of one request: 250 ms doubling, at most 10 s.
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(250u64.saturating_mul(1 << attempt.min(6)).min(10_000))
-}
-
-/// Whether a document carries attachment bytes (written one by one, not in a batch).
-fn has_att_data(doc: &Value) -> bool {
-    doc.get("_attachments")
-        .and_then(Value::as_object)
-        .is_some_and(|atts| atts.values().any(|a| a.get("data").is_some()))
 }
 
 #[async_trait::async_trait]
@@ -450,7 +535,7 @@ impl Endpoint for RemoteDb {
             .collect())
     }
 
-    async fn fetch(&self, wanted: Vec<Wanted>) -> Result<Vec<Value>> {
+    async fn fetch(&self, wanted: Vec<Wanted>) -> Result<Vec<Revision>> {
         if self.use_bulk_get && !self.no_bulk_get.load(Ordering::Relaxed) {
             match self.bulk_get(&wanted).await? {
                 Some(docs) => return Ok(docs),
@@ -464,52 +549,16 @@ impl Endpoint for RemoteDb {
         Ok(docs)
     }
 
-    async fn write(&self, docs: Vec<Value>) -> Result<Vec<WriteFailure>> {
-        let (single, batch): (Vec<Value>, Vec<Value>) = docs.into_iter().partition(has_att_data);
+    async fn write(&self, docs: Vec<Revision>) -> Result<Vec<WriteFailure>> {
+        let (single, batch): (Vec<Revision>, Vec<Revision>) =
+            docs.into_iter().partition(|d| d.att_data);
         let mut failures = Vec::new();
         if !batch.is_empty() {
-            let body = json!({"docs": batch, "new_edits": false});
-            let answer = self
-                .json(Method::POST, "_bulk_docs", &[], Some(&body), None)
-                .await?;
-            for row in answer.as_array().into_iter().flatten() {
-                if let Some(error) = row.get("error").and_then(Value::as_str) {
-                    failures.push(WriteFailure {
-                        id: row.get("id").and_then(Value::as_str).unwrap_or("").into(),
-                        error: error.into(),
-                        reason: row
-                            .get("reason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .into(),
-                    });
-                }
-            }
+            failures.extend(self.write_batch(&batch).await?);
         }
         for doc in single {
-            let id = doc
-                .get("_id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let query = [("new_edits", "false".to_string())];
-            match self
-                .json(Method::PUT, &doc_path(&id), &query, Some(&doc), None)
-                .await
-            {
-                Ok(_) => {}
-                Err(Error::Unauthorized(_)) => failures.push(WriteFailure {
-                    id,
-                    error: "unauthorized".into(),
-                    reason: "unauthorized".into(),
-                }),
-                Err(Error::Peer {
-                    status: 400 | 403 | 409 | 412 | 413 | 415,
-                    error,
-                    reason,
-                    ..
-                }) => failures.push(WriteFailure { id, error, reason }),
-                Err(e) => return Err(e),
+            if let Some(f) = self.write_one(doc).await? {
+                failures.push(f);
             }
         }
         Ok(failures)
