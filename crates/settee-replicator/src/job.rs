@@ -20,8 +20,9 @@ use crate::endpoint::{Change, ChangesRequest, Endpoint, Missing, Wanted};
 use crate::error::{Error, Result};
 use crate::spec::ReplicationSpec;
 
-/// How long a continuous job's read of an idle source waits for a change.
-const IDLE_WAIT: Duration = Duration::from_secs(10);
+/// How long a continuous job's read of an idle source waits for a change before it asks
+/// again (a remote source's answer keeps the connection alive with heartbeats meanwhile).
+const IDLE_WAIT: Duration = Duration::from_secs(60);
 
 /// Most revisions fetched in one request.
 const FETCH_CHUNK: usize = 100;

@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -419,9 +418,6 @@ impl Endpoint for LocalDb {
         crate::remote::filter_source(&doc, name)
     }
 }
-
-/// How long a continuous job waits on an idle source before it reads again.
-pub const IDLE_WAIT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -30,6 +30,9 @@ pub struct RemoteDb {
     use_bulk_get: bool,
 }
 
+/// How often a waiting changes feed is asked to send a heartbeat.
+const HEARTBEAT: Duration = Duration::from_secs(10);
+
 /// Characters escaped in a document id put in a path.
 const ID_ESCAPES: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
@@ -106,6 +109,8 @@ impl RemoteDb {
             .default_headers(headers)
             .pool_max_idle_per_host(settings.http_connections)
             .connect_timeout(settings.connection_timeout)
+            // A peer silent this long is gone (a waiting changes feed sends heartbeats).
+            .read_timeout(settings.connection_timeout.max(HEARTBEAT * 3))
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::limited(5))
             .build()
@@ -167,8 +172,12 @@ impl RemoteDb {
     ) -> Result<(StatusCode, Vec<u8>)> {
         let mut req = self
             .client
-            .request(method.clone(), format!("{}{path}", self.base))
-            .timeout(self.timeout + wait.unwrap_or_default());
+            .request(method.clone(), format!("{}{path}", self.base));
+        // A waiting changes feed has no deadline of its own (CouchDB's ignores `timeout`
+        // when heartbeats are asked for); the client's read timeout finds a silent peer.
+        if wait.is_none() {
+            req = req.timeout(self.timeout);
+        }
         if !query.is_empty() {
             req = req.query(query);
         }
@@ -474,6 +483,7 @@ impl Endpoint for RemoteDb {
         if let Some(wait) = req.wait {
             query.push(("feed", "longpoll".into()));
             query.push(("timeout", wait.as_millis().to_string()));
+            query.push(("heartbeat", HEARTBEAT.as_millis().to_string()));
         }
         let (method, body) = match req.filter {
             Filter::All => (Method::GET, None),
