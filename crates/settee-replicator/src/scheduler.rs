@@ -85,12 +85,26 @@ struct Status {
 
 /// One job of the scheduler.
 struct Entry {
+    /// How many events its history keeps (`[replicator] max_history`).
+    max_history: usize,
     origin: Origin,
     spec: Option<ReplicationSpec>,
     user: Option<User>,
     rep_id: Mutex<Option<String>>,
     stats: Arc<Mutex<Stats>>,
     status: Mutex<Status>,
+}
+
+/// A one-shot `_replicate` job's place in the list, removed when dropped.
+struct Listed<'a> {
+    jobs: &'a Mutex<BTreeMap<String, Arc<Entry>>>,
+    key: String,
+}
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        self.jobs.lock().expect("jobs").remove(&self.key);
+    }
 }
 
 /// The node's replicator.
@@ -146,9 +160,15 @@ fn backoff(n: u32) -> Duration {
 }
 
 impl Entry {
-    fn new(origin: Origin, spec: Option<ReplicationSpec>, user: Option<User>) -> Entry {
+    fn new(
+        origin: Origin,
+        spec: Option<ReplicationSpec>,
+        user: Option<User>,
+        max_history: usize,
+    ) -> Entry {
         let now = unix_now();
         Entry {
+            max_history,
             origin,
             spec,
             user,
@@ -179,7 +199,7 @@ impl Entry {
         s.last_updated = iso_time(now);
         s.updated_on = now;
         s.history.push_front((iso_time(now), event, reason));
-        s.history.truncate(20);
+        s.history.truncate(self.max_history.max(1));
     }
 
     /// Stops the job if it runs (to start again later).
@@ -247,6 +267,14 @@ impl Replicator {
             .unwrap_or_default()
     }
 
+    /// How many events a job's history keeps (`[replicator] max_history`, 20).
+    fn max_history(&self) -> usize {
+        self.section()
+            .get("max_history")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(20)
+    }
+
     /// The job settings `[replicator]` gives.
     pub fn settings(&self) -> Settings {
         Settings::from_section(&self.section())
@@ -308,7 +336,12 @@ impl Replicator {
         if spec.cancel {
             return self.cancel(&spec, &user).await;
         }
-        let mut entry = Entry::new(Origin::Replicate, Some(spec.clone()), user.clone());
+        let mut entry = Entry::new(
+            Origin::Replicate,
+            Some(spec.clone()),
+            user.clone(),
+            self.max_history(),
+        );
         let (job, id) = self.make_job(&spec, &user, entry.stats.clone()).await?;
         *entry.rep_id.get_mut().expect("id") = Some(id.clone());
         if spec.continuous {
@@ -326,8 +359,12 @@ impl Replicator {
         entry.status.lock().expect("status").stop = Some(stop_tx);
         entry.set(JobState::Running, "started", None);
         self.jobs.lock().expect("jobs").insert(key.clone(), entry);
+        // Unlisted when done, and also when the client goes away and the run is dropped.
+        let _listed = Listed {
+            jobs: &self.jobs,
+            key,
+        };
         let result = Arc::new(job).run(stop_rx).await;
-        self.jobs.lock().expect("jobs").remove(&key);
         Ok((200, result?))
     }
 
@@ -588,7 +625,7 @@ impl Replicator {
         let spec = ReplicationSpec::parse(&Value::Object(doc.clone()), &self.settings());
         let entry = match (state, spec) {
             (Some(s @ ("completed" | "failed")), spec) => {
-                let e = Entry::new(origin, spec.ok(), user);
+                let e = Entry::new(origin, spec.ok(), user, self.max_history());
                 if let Some(stats) = doc.get("_replication_stats") {
                     *e.stats.lock().expect("stats") = Stats::from_json(stats);
                 }
@@ -603,7 +640,7 @@ impl Replicator {
                 }
                 e
             }
-            (_, Ok(spec)) => Entry::new(origin, Some(spec), user),
+            (_, Ok(spec)) => Entry::new(origin, Some(spec), user, self.max_history()),
             (_, Err(e)) => {
                 let (_, error, reason) = e.couch();
                 let text = format!("{error}: {reason}");

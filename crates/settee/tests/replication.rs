@@ -626,3 +626,127 @@ fn a_continuous_replication_through_a_faulty_network_converges_without_duplicate
         "{states:?}"
     );
 }
+
+#[test]
+fn since_seq_winning_revs_only_and_no_checkpoints_do_what_they_say() {
+    let s = TestServer::start();
+    let c = s.admin();
+    assert_eq!(c.put("/o-src", "").status, 201);
+    for i in 0..5 {
+        assert_eq!(c.put(&format!("/o-src/d{i}"), "{}").status, 201);
+    }
+    // since_seq: only what came after it.
+    let three = c.get("/o-src/_changes?limit=3").json()["last_seq"].clone();
+    run(
+        &c,
+        &json!({"source": "o-src", "target": "o-since", "create_target": true,
+                    "since_seq": three}),
+    );
+    assert_eq!(ids(&c, "o-since").len(), 2);
+    // winning_revs_only: a conflicted document arrives without its losing revision.
+    let conflict = json!({"new_edits": false, "docs": [
+        {"_id": "d0", "_rev": "1-00000000000000000000000000000001", "side": "loser"}
+    ]});
+    assert_eq!(
+        c.post("/o-src/_bulk_docs", &conflict.to_string()).status,
+        201
+    );
+    assert!(c.get("/o-src/d0?conflicts=true").json()["_conflicts"].is_array());
+    run(
+        &c,
+        &json!({"source": "o-src", "target": "o-winners", "create_target": true,
+                    "winning_revs_only": true}),
+    );
+    let d0 = c.get("/o-winners/d0?conflicts=true").json();
+    assert!(d0.get("_conflicts").is_none(), "{d0}");
+    assert_eq!(d0["_rev"], c.get("/o-src/d0").json()["_rev"]);
+    // use_checkpoints=false: no replication log on either side, and every run starts over.
+    let logs = |db: &str| {
+        c.get(&format!("/{db}/_local_docs")).json()["rows"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let before = logs("o-src");
+    let job = json!({"source": "o-src", "target": "o-nocp", "create_target": true,
+                     "use_checkpoints": false});
+    run(&c, &job);
+    assert_eq!((logs("o-src"), logs("o-nocp")), (before, 0));
+    let again = run(&c, &job);
+    assert_eq!(again["history"][0]["start_last_seq"], 0, "{again}");
+    assert_eq!(again["history"][0]["missing_checked"], 6, "{again}");
+}
+
+#[test]
+fn prefixed_replicator_databases_run_their_documents_and_users_replicate_as_themselves() {
+    let s = TestServer::start();
+    let c = s.admin();
+    assert_eq!(c.put("/team%2F_replicator", "").status, 201);
+    assert_eq!(c.put("/x-src", "").status, 201);
+    assert_eq!(c.put("/x-src/a", "{}").status, 201);
+    let doc = json!({"source": "x-src", "target": "x-copy", "create_target": true});
+    assert_eq!(
+        c.put("/team%2F_replicator/one", &doc.to_string()).status,
+        201
+    );
+    wait_for("the prefixed replicator database's job", 30, || {
+        c.get("/team%2F_replicator/one").json()["_replication_state"] == "completed"
+    });
+    assert_eq!(doc_count(&c, "x-copy"), 1);
+    let listed = c.get("/_scheduler/docs/team%2F_replicator").json();
+    assert_eq!(listed["docs"][0]["doc_id"], "one", "{listed}");
+    assert_eq!(listed["docs"][0]["state"], "completed", "{listed}");
+    // A user replicates with their own rights: a database they are no member of is refused.
+    let user = json!({"name": "bob", "password": "pw", "roles": [], "type": "user"});
+    assert_eq!(
+        c.put("/_users/org.couchdb.user:bob", &user.to_string())
+            .status,
+        201
+    );
+    assert_eq!(c.put("/private", "").status, 201);
+    let sec = json!({"members": {"names": ["alice"]}, "admins": {}});
+    assert_eq!(c.put("/private/_security", &sec.to_string()).status, 200);
+    let bob = Client::new(&s.url, Some(("bob", "pw")));
+    let r = bob.post("/_replicate", r#"{"source": "private", "target": "bobs"}"#);
+    r.error(403, "forbidden");
+    assert_eq!(c.get("/bobs").status, 404);
+}
+
+#[test]
+fn the_scheduler_rotates_jobs_beyond_max_jobs() {
+    let s = TestServer::start();
+    let c = s.admin();
+    common::set_config(&c, "replicator", "max_jobs", "1");
+    common::set_config(&c, "replicator", "interval", "1000");
+    for n in 1..=2 {
+        assert_eq!(c.put(&format!("/rot{n}"), "").status, 201);
+        let doc = json!({"source": format!("rot{n}"), "target": format!("rot{n}-copy"),
+                         "continuous": true, "create_target": true});
+        assert_eq!(
+            c.put(&format!("/_replicator/rot{n}"), &doc.to_string())
+                .status,
+            201
+        );
+    }
+    let mut ran = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ran.len() < 2 {
+        assert!(Instant::now() < deadline, "only {ran:?} ever ran");
+        let docs = c.get("/_scheduler/docs").json();
+        let states: Vec<(String, String)> = docs["docs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["doc_id"].to_string(),
+                    d["state"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let running: Vec<&(String, String)> =
+            states.iter().filter(|(_, s)| s == "running").collect();
+        assert!(running.len() <= 1, "more than max_jobs running: {states:?}");
+        ran.extend(running.iter().map(|(id, _)| id.clone()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
