@@ -143,15 +143,9 @@ pub fn clearing(attrs: &Attributes, expire: bool, now: u64) -> String {
     format!("AuthSession={}", attrs.suffix(expire.then_some((now, 0))))
 }
 
-/// A cookie's `Expires` date as CouchDB's web server writes it: `Thu, 26-Nov-2026 11:35:31
-/// GMT` (Unix seconds, UTC).
-fn expires_date(secs: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+/// The date `days` after 1970-01-01: `(year, month 1-12, day 1-31)` (Howard Hinnant's
+/// algorithm, proleptic Gregorian calendar). For dates written into answers and documents.
+pub fn civil_date(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -160,7 +154,18 @@ fn expires_date(secs: u64) -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// A cookie's `Expires` date as CouchDB's web server writes it: `Thu, 26-Nov-2026 11:35:31
+/// GMT` (Unix seconds, UTC).
+fn expires_date(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    let (year, month, day) = civil_date(days);
     let weekday = DAYS[(days.rem_euclid(7)) as usize];
     format!(
         "{weekday}, {day:02}-{}-{year} {:02}:{:02}:{:02} GMT",

@@ -70,8 +70,9 @@ pub(crate) fn visible(user: Option<&User>, doc: Vec<u8>) -> Vec<u8> {
     serde_json::to_vec(&Value::Object(members)).expect("json")
 }
 
-/// `http://user:pass@host/db` → `http://host/db`.
-fn strip_userinfo(url: &str) -> String {
+/// `http://user:pass@host/db` → `http://host/db`: a replication endpoint as shown to those
+/// who may not see its credentials.
+pub fn strip_userinfo(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };

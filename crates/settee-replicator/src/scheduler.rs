@@ -125,18 +125,8 @@ fn unix_now() -> u64 {
 
 /// `2026-11-26T23:30:13Z`, as the scheduler's timestamps are written.
 pub fn iso_time(unix: u64) -> String {
-    let days = (unix / 86_400) as i64;
+    let (year, month, day) = settee_auth::cookie::civil_date((unix / 86_400) as i64);
     let secs = unix % 86_400;
-    // Days to a civil date (proleptic Gregorian calendar).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         secs / 3600,

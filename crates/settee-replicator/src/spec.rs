@@ -28,19 +28,7 @@ impl EndpointSpec {
 
     /// The endpoint as shown to anyone: its URL without credentials.
     pub fn display(&self) -> String {
-        strip_userinfo(&self.url)
-    }
-}
-
-/// `http://user:pass@host/db` → `http://host/db`.
-pub fn strip_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
+        settee_node::strip_userinfo(&self.url)
     }
 }
 

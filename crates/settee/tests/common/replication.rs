@@ -121,3 +121,15 @@ pub fn leaves(c: &Client, db: &str) -> Vec<(String, Vec<String>, bool)> {
     out.sort();
     out
 }
+
+/// Fails unless `second` (a `_replicate` answer) is a second run that started at `first`'s
+/// checkpoint and wrote `written` revisions.
+pub fn assert_resumed(first: &Value, second: &Value, written: u64) {
+    let history = second["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2, "{second}");
+    assert_eq!(
+        history[0]["start_last_seq"], first["source_last_seq"],
+        "{second}"
+    );
+    assert_eq!(history[0]["docs_written"], written, "{second}");
+}
