@@ -30,6 +30,56 @@ pub struct RemoteDb {
     use_bulk_get: bool,
 }
 
+/// The content type of JSON bodies.
+const JSON: &str = "application/json";
+
+/// A revision as a `multipart/related` body: its JSON with each attachment that carries
+/// `data` marked `"follows": true` (and its `length`), then a part with the bytes of each,
+/// in the same order. The body and its content type.
+fn multipart_related(doc: &Revision) -> Result<(Vec<u8>, String)> {
+    let garbage = || Error::Garbage(format!("revision of {} not understood", doc.id));
+    let mut value: Value = serde_json::from_str(doc.json.get()).map_err(|_| garbage())?;
+    let mut parts = Vec::new();
+    if let Some(Value::Object(atts)) = value.get_mut("_attachments") {
+        for (name, att) in atts.iter_mut() {
+            let Some(att) = att.as_object_mut() else {
+                continue;
+            };
+            let Some(Value::String(data)) = att.remove("data") else {
+                continue;
+            };
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|_| garbage())?;
+            att.insert("follows".into(), Value::Bool(true));
+            att.insert("length".into(), Value::from(bytes.len()));
+            let content_type = att
+                .get("content_type")
+                .and_then(Value::as_str)
+                .unwrap_or("application/octet-stream")
+                .to_string();
+            parts.push((name.clone(), content_type, bytes));
+        }
+    }
+    let boundary = format!("{:032x}", rand::random::<u128>());
+    let mut body = format!("--{boundary}\r\nContent-Type: {JSON}\r\n\r\n").into_bytes();
+    serde_json::to_writer(&mut body, &value).expect("json");
+    for (name, content_type, bytes) in parts {
+        let filename = name.replace('\\', "\\\\").replace('"', "\\\"");
+        body.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Disposition: attachment; filename=\"{filename}\"\r\n\
+                 Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+                bytes.len()
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(&bytes);
+    }
+    body.extend_from_slice(format!("\r\n--{boundary}--").as_bytes());
+    Ok((body, format!("multipart/related; boundary=\"{boundary}\"")))
+}
+
 /// How often a waiting changes feed is asked to send a heartbeat.
 const HEARTBEAT: Duration = Duration::from_secs(10);
 
@@ -135,17 +185,17 @@ impl RemoteDb {
         body: Option<&Value>,
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>)> {
-        let body = body.map(|b| serde_json::to_vec(b).expect("json"));
+        let body = body.map(|b| (serde_json::to_vec(b).expect("json"), JSON.to_string()));
         self.send_bytes(method, path, query, body, wait).await
     }
 
-    /// [`RemoteDb::send`] with a body already encoded.
+    /// [`RemoteDb::send`] with a body already encoded, and its content type.
     async fn send_bytes(
         &self,
         method: Method,
         path: &str,
         query: &[(&str, String)],
-        body: Option<Vec<u8>>,
+        body: Option<(Vec<u8>, String)>,
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>)> {
         let mut attempt = 0;
@@ -167,7 +217,7 @@ impl RemoteDb {
         method: &Method,
         path: &str,
         query: &[(&str, String)],
-        body: Option<&Vec<u8>>,
+        body: Option<&(Vec<u8>, String)>,
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>)> {
         let mut req = self
@@ -181,8 +231,10 @@ impl RemoteDb {
         if !query.is_empty() {
             req = req.query(query);
         }
-        if let Some(b) = body {
-            req = req.header(CONTENT_TYPE, "application/json").body(b.clone());
+        if let Some((bytes, content_type)) = body {
+            req = req
+                .header(CONTENT_TYPE, content_type.as_str())
+                .body(bytes.clone());
         }
         let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
         let status = resp.status();
@@ -319,7 +371,13 @@ impl RemoteDb {
         }
         body.extend_from_slice(b"]}");
         let (status, bytes) = self
-            .send_bytes(Method::POST, "_bulk_docs", &[], Some(body), None)
+            .send_bytes(
+                Method::POST,
+                "_bulk_docs",
+                &[],
+                Some((body, JSON.to_string())),
+                None,
+            )
             .await?;
         if !status.is_success() {
             return Err(self.peer_error(status, &bytes));
@@ -342,11 +400,12 @@ impl RemoteDb {
             .collect())
     }
 
-    /// A revision with attachment bytes, on its own (`PUT ?new_edits=false`); why the
-    /// target refused it, if it did.
+    /// A revision with attachment bytes, on its own: `PUT ?new_edits=false` as
+    /// `multipart/related`, each attachment's bytes a part of their own (no base64), as
+    /// CouchDB's replicator sends them; why the target refused it, if it did.
     async fn write_one(&self, doc: Revision) -> Result<Option<WriteFailure>> {
         let query = [("new_edits", "false".to_string())];
-        let body = doc.json.get().as_bytes().to_vec();
+        let body = multipart_related(&doc)?;
         let (status, bytes) = self
             .send_bytes(Method::PUT, &doc_path(&doc.id), &query, Some(body), None)
             .await?;
@@ -668,6 +727,37 @@ mod tests {
         assert_eq!(page.last_seq, json!("2-a"));
         assert_eq!(page.pending, Some(3));
         assert!(parse_changes(&json!({"rows": []}), &json!(0)).is_none());
+    }
+
+    #[test]
+    fn revisions_with_attachment_bytes_go_as_multipart_related() {
+        let json = r#"{"_id":"d","_rev":"2-a","_attachments":{"a.txt":{"content_type":"text/plain","revpos":2,"digest":"md5-x","data":"aGVsbG8="},"old.bin":{"stub":true,"revpos":1}}}"#;
+        let rev =
+            Revision::new(serde_json::value::RawValue::from_string(json.into()).unwrap()).unwrap();
+        assert!(rev.att_data);
+        let (body, content_type) = multipart_related(&rev).unwrap();
+        let boundary = content_type
+            .split("boundary=\"")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches('"');
+        let text = String::from_utf8(body).unwrap();
+        let parts: Vec<&str> = text.split(&format!("--{boundary}")).collect();
+        // Preamble, the JSON, one attachment, the end.
+        assert_eq!(parts.len(), 4, "{text}");
+        let doc: Value =
+            serde_json::from_str(parts[1].split("\r\n\r\n").nth(1).unwrap().trim_end()).unwrap();
+        assert_eq!(
+            doc["_attachments"]["a.txt"],
+            json!({"content_type": "text/plain", "revpos": 2, "digest": "md5-x", "follows": true, "length": 5})
+        );
+        assert_eq!(
+            doc["_attachments"]["old.bin"],
+            json!({"stub": true, "revpos": 1})
+        );
+        assert!(parts[2].contains("filename=\"a.txt\""), "{}", parts[2]);
+        assert!(parts[2].ends_with("\r\n\r\nhello\r\n"), "{:?}", parts[2]);
+        assert_eq!(parts[3], "--");
     }
 
     #[test]

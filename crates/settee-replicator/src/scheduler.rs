@@ -433,9 +433,8 @@ impl Replicator {
         running.sort_by_key(|e| e.status.lock().expect("status").running_since);
         for (old, new) in running
             .into_iter()
-            .filter(|e| {
-                e.origin != Origin::Replicate || e.spec.as_ref().is_some_and(|s| s.continuous)
-            })
+            // Only continuous jobs make way; one-shot ones run to the end.
+            .filter(|e| e.spec.as_ref().is_some_and(|s| s.continuous))
             .zip(left)
             .take(max_churn)
         {
@@ -798,10 +797,41 @@ impl Replicator {
     }
 
     /// `GET /_scheduler/docs/{db}/{docid}`.
+    /// A document written but not yet seen by the scheduler is `initializing`, as in
+    /// CouchDB.
     pub fn doc_state(&self, db: &str, doc_id: &str) -> Option<Value> {
-        let jobs = self.jobs.lock().expect("jobs");
-        jobs.get(&doc_key(db, doc_id))
-            .and_then(|e| self.doc_json(e))
+        let known = {
+            let jobs = self.jobs.lock().expect("jobs");
+            jobs.get(&doc_key(db, doc_id))
+                .and_then(|e| self.doc_json(e))
+        };
+        known.or_else(|| self.unseen_doc(db, doc_id))
+    }
+
+    /// A replication document of `db` the scheduler has not taken in yet.
+    fn unseen_doc(&self, db: &str, doc_id: &str) -> Option<Value> {
+        let bytes = self
+            .node
+            .catalog
+            .get_open(db)?
+            .snapshot()
+            .open_doc(doc_id, None, &DocOptions::default())
+            .ok()?;
+        let doc: Value = serde_json::from_slice(&bytes).ok()?;
+        let spec = ReplicationSpec::parse(&doc, &self.settings()).ok();
+        let entry = Entry::new(
+            Origin::Doc {
+                db: db.to_string(),
+                doc_id: doc_id.to_string(),
+            },
+            spec,
+            None,
+            1,
+        );
+        let mut shown = self.doc_json(&entry)?;
+        shown["state"] = json!("initializing");
+        shown["info"] = Value::Null;
+        Some(shown)
     }
 
     /// The running replications as `/_active_tasks` lists them.
