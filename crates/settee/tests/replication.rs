@@ -744,3 +744,18 @@ fn the_scheduler_rotates_jobs_beyond_max_jobs() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn without_bulk_get_revisions_are_read_with_open_revs() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let (ca, cb) = (a.admin(), b.admin());
+    assert_eq!(ca.put("/nb", "").status, 201);
+    seed(&ca, "nb", 0..40);
+    // Pulled by B from A without `_bulk_get`: every revision read with `open_revs`, the
+    // attachments' bytes with them.
+    let pull = json!({"source": format!("{}/nb", with_creds(&a.url)), "target": "nb",
+                      "create_target": true, "use_bulk_get": false});
+    let first = run(&cb, &pull);
+    assert_eq!(first["history"][0]["docs_written"], 42, "{first}");
+    assert_same(&ca, &cb, "nb");
+}
