@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod checkpoint;
+mod continuous;
 pub mod endpoint;
 pub mod error;
 pub mod id;

@@ -11,6 +11,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION,
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
+use crate::continuous::{Broken, LiveFeed};
 use crate::endpoint::{
     Change, ChangesPage, ChangesRequest, DbInfo, Endpoint, Filter, Missing, Revision, Wanted,
     WriteFailure,
@@ -27,6 +28,10 @@ pub struct RemoteDb {
     timeout: Duration,
     /// Set once the server showed it has no `_bulk_get`.
     no_bulk_get: AtomicBool,
+    /// Set once the server refused a continuous changes feed (long polls are used then).
+    no_continuous: AtomicBool,
+    /// The continuous changes feed a continuous job reads, kept open between pages.
+    live: tokio::sync::Mutex<Option<LiveFeed>>,
     use_bulk_get: bool,
 }
 
@@ -171,6 +176,8 @@ impl RemoteDb {
             retries: settings.retries_per_request,
             timeout: settings.connection_timeout.max(Duration::from_secs(30)),
             no_bulk_get: AtomicBool::new(false),
+            no_continuous: AtomicBool::new(false),
+            live: tokio::sync::Mutex::new(None),
             use_bulk_get: settings.use_bulk_get,
         })
     }
@@ -220,6 +227,24 @@ impl RemoteDb {
         body: Option<&(Vec<u8>, String)>,
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>)> {
+        let resp = self
+            .request(method, path, query, body, wait)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
+        Ok((status, bytes.to_vec()))
+    }
+
+    fn request(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&(Vec<u8>, String)>,
+        wait: Option<Duration>,
+    ) -> reqwest::RequestBuilder {
         let mut req = self
             .client
             .request(method.clone(), format!("{}{path}", self.base));
@@ -236,10 +261,70 @@ impl RemoteDb {
                 .header(CONTENT_TYPE, content_type.as_str())
                 .body(bytes.clone());
         }
-        let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
-        Ok((status, bytes.to_vec()))
+        req
+    }
+
+    /// A page of the continuous feed, opened (again) when it is not where the page starts;
+    /// `None` when the server refuses continuous feeds.
+    async fn continuous_page(
+        &self,
+        req: &ChangesRequest<'_>,
+        method: Method,
+        mut query: Vec<(&str, String)>,
+        body: Option<&Value>,
+    ) -> Result<Option<ChangesPage>> {
+        let wait = req.wait.unwrap_or_default();
+        let mut live = self.live.lock().await;
+        if live.as_ref().is_none_or(|f| &f.position != req.since) {
+            *live = None;
+            query.retain(|(k, _)| *k != "limit");
+            query.push(("feed", "continuous".into()));
+            query.push(("heartbeat", HEARTBEAT.as_millis().to_string()));
+            let body = body.map(|b| (serde_json::to_vec(b).expect("json"), JSON.to_string()));
+            let resp = self
+                .request(&method, "_changes", &query, body.as_ref(), Some(wait))
+                .send()
+                .await
+                .map_err(|e| self.unreachable(&e))?;
+            let status = resp.status();
+            if status == StatusCode::BAD_REQUEST {
+                self.no_continuous.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            if !status.is_success() {
+                let bytes = resp.bytes().await.unwrap_or_default();
+                return Err(self.peer_error(status, &bytes));
+            }
+            *live = Some(LiveFeed::new(resp, req.since.clone()));
+        }
+        let feed = live.as_mut().expect("opened");
+        let page = match feed.page(req.limit as usize, wait).await {
+            Ok(page) => page,
+            Err(broken) => {
+                *live = None;
+                return Err(match broken {
+                    Broken::Connection(e) => self.unreachable(&e),
+                    Broken::Garbage => {
+                        Error::Garbage(format!("{}: bad continuous feed", self.display()))
+                    }
+                });
+            }
+        };
+        let last_seq = page
+            .rows
+            .last()
+            .map(|r| r.seq.clone())
+            .unwrap_or_else(|| req.since.clone());
+        match page.ended {
+            // The source ended the feed: the next page opens another.
+            Some(_) => *live = None,
+            None => feed.position = last_seq.clone(),
+        }
+        Ok(Some(ChangesPage {
+            rows: page.rows,
+            last_seq,
+            pending: None,
+        }))
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> Error {
@@ -539,11 +624,6 @@ impl Endpoint for RemoteDb {
             ("since", seq_param(req.since)),
             ("limit", req.limit.to_string()),
         ];
-        if let Some(wait) = req.wait {
-            query.push(("feed", "longpoll".into()));
-            query.push(("timeout", wait.as_millis().to_string()));
-            query.push(("heartbeat", HEARTBEAT.as_millis().to_string()));
-        }
         let (method, body) = match req.filter {
             Filter::All => (Method::GET, None),
             Filter::DocIds(ids) => {
@@ -562,6 +642,19 @@ impl Endpoint for RemoteDb {
                 (Method::GET, None)
             }
         };
+        if req.wait.is_some() && !self.no_continuous.load(Ordering::Relaxed) {
+            let page = self
+                .continuous_page(&req, method.clone(), query.clone(), body.as_ref())
+                .await?;
+            if let Some(page) = page {
+                return Ok(page);
+            }
+        }
+        if let Some(wait) = req.wait {
+            query.push(("feed", "longpoll".into()));
+            query.push(("timeout", wait.as_millis().to_string()));
+            query.push(("heartbeat", HEARTBEAT.as_millis().to_string()));
+        }
         let answer = self
             .json(method, "_changes", &query, body.as_ref(), req.wait)
             .await?;
@@ -673,24 +766,26 @@ pub(crate) fn filter_source(ddoc: &Value, name: &str) -> Result<String> {
         .ok_or_else(|| Error::BadRequest(format!("Could not find filter {name}")))
 }
 
+/// One row of a changes feed.
+pub(crate) fn parse_row(row: &Value) -> Option<Change> {
+    let revs = row
+        .get("changes")?
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.get("rev").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    Some(Change {
+        seq: row.get("seq")?.clone(),
+        id: row.get("id")?.as_str()?.to_string(),
+        revs,
+        deleted: row.get("deleted") == Some(&Value::Bool(true)),
+    })
+}
+
 /// A `_changes` answer's rows; `since` stands for `last_seq` when the answer has none.
 fn parse_changes(answer: &Value, since: &Value) -> Option<ChangesPage> {
     let rows = answer.get("results")?.as_array()?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let revs = row
-            .get("changes")?
-            .as_array()?
-            .iter()
-            .filter_map(|c| c.get("rev").and_then(Value::as_str).map(str::to_string))
-            .collect();
-        out.push(Change {
-            seq: row.get("seq")?.clone(),
-            id: row.get("id")?.as_str()?.to_string(),
-            revs,
-            deleted: row.get("deleted") == Some(&Value::Bool(true)),
-        });
-    }
+    let out: Vec<Change> = rows.iter().map(parse_row).collect::<Option<_>>()?;
     let last_seq = answer
         .get("last_seq")
         .cloned()

@@ -135,6 +135,9 @@ pub fn iso_time(unix: u64) -> String {
     )
 }
 
+/// How long a job must run before a crash counts as its first again.
+const HEALTHY: Duration = Duration::from_secs(30);
+
 fn doc_key(db: &str, doc_id: &str) -> String {
     format!("doc\u{0}{db}\u{0}{doc_id}")
 }
@@ -490,6 +493,10 @@ impl Replicator {
             Err(e) if e.is_transient() => {
                 let n = {
                     let mut s = entry.status.lock().expect("status");
+                    // A job that ran well for a while starts its count of crashes again.
+                    if s.running_since.is_some_and(|t| t.elapsed() >= HEALTHY) {
+                        s.error_count = 0;
+                    }
                     s.error_count += 1;
                     s.next_try = Some(Instant::now() + backoff(s.error_count));
                     s.error_count

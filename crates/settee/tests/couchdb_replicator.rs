@@ -171,4 +171,25 @@ fn settees_replicator_pulls_from_and_pushes_to_couchdb() {
         assert_resumed(&first, &second, 10);
         assert_same(from, to, name);
     }
+    // Continuously, from CouchDB's continuous feed: what is written there arrives here.
+    let doc = json!({"source": format!("{couch_url}/pulled-from-couchdb"),
+                     "target": "pulled-from-couchdb", "continuous": true});
+    let r = settee.put("/_replicator/from-couchdb", &doc.to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    seed(&reference, "pulled-from-couchdb", 160..170);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while settee.get("/pulled-from-couchdb").json()["doc_count"]
+        != reference.get("/pulled-from-couchdb").json()["doc_count"]
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the continuous pull did not catch up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_same(&reference, &settee, "pulled-from-couchdb");
+    let state = settee
+        .get("/_scheduler/docs/_replicator/from-couchdb")
+        .json();
+    assert_eq!(state["state"], "running", "{state}");
 }

@@ -496,6 +496,9 @@ enum Faults {
 struct FaultProxy {
     url: String,
     faults: std::sync::Arc<std::sync::Mutex<Faults>>,
+    /// The client side of every connection, so that a change of mode reaches the
+    /// connections kept alive from before too.
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
 }
 
 impl FaultProxy {
@@ -505,18 +508,27 @@ impl FaultProxy {
         let faults = std::sync::Arc::new(std::sync::Mutex::new(Faults::None));
         let upstream = upstream.trim_start_matches("http://").to_string();
         let mode = faults.clone();
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let registry = open.clone();
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let faults = *mode.lock().unwrap();
+                if let Ok(c) = client.try_clone() {
+                    registry.lock().unwrap().push(c);
+                }
                 let upstream = upstream.clone();
                 std::thread::spawn(move || proxy_connection(client, &upstream, faults));
             }
         });
-        FaultProxy { url, faults }
+        FaultProxy { url, faults, open }
     }
 
+    /// Sets the mode, breaking every connection made before.
     fn set(&self, faults: Faults) {
         *self.faults.lock().unwrap() = faults;
+        for c in self.open.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -570,20 +582,39 @@ fn proxy_connection(client: std::net::TcpStream, upstream: &str, faults: Faults)
 }
 
 #[test]
-fn a_continuous_replication_through_a_faulty_network_converges_without_duplicates() {
+fn a_continuous_push_through_a_faulty_network_converges_without_duplicates() {
+    through_a_faulty_network(true);
+}
+
+/// The job's source is remote here: its continuous changes feed is what breaks.
+#[test]
+fn a_continuous_pull_through_a_faulty_network_converges_without_duplicates() {
+    through_a_faulty_network(false);
+}
+
+/// A continuous replication of server A's `p-src` into server B's `p-tgt`, run by A
+/// (`push`) or by B, its connections to the other server going through a [`FaultProxy`],
+/// while documents are written on A.
+fn through_a_faulty_network(push: bool) {
     let (a, b) = (TestServer::start(), TestServer::start());
     let (ca, cb) = (a.admin(), b.admin());
-    let proxy = FaultProxy::start(&b.url);
+    let proxy = FaultProxy::start(if push { &b.url } else { &a.url });
+    let far = with_creds(&proxy.url);
     assert_eq!(ca.put("/p-src", "").status, 201);
     seed(&ca, "p-src", 0..50);
-    let doc = json!({"source": "p-src", "target": format!("{}/p-tgt", with_creds(&proxy.url)),
+    let (runner, source, target) = if push {
+        (&ca, json!("p-src"), json!(format!("{far}/p-tgt")))
+    } else {
+        (&cb, json!(format!("{far}/p-src")), json!("p-tgt"))
+    };
+    let doc = json!({"source": source, "target": target,
                      "continuous": true, "create_target": true, "retries_per_request": 2,
                      "worker_batch_size": 20, "checkpoint_interval": 500});
-    assert_eq!(ca.put("/_replicator/p", &doc.to_string()).status, 201);
+    assert_eq!(runner.put("/_replicator/p", &doc.to_string()).status, 201);
     wait_for("the first documents", 60, || doc_count(&cb, "p-tgt") == 50);
     let mut states = std::collections::BTreeSet::new();
     let note = |states: &mut std::collections::BTreeSet<String>| {
-        let s = doc_state(&ca, "p")["state"]
+        let s = doc_state(runner, "p")["state"]
             .as_str()
             .unwrap_or("")
             .to_string();
@@ -611,7 +642,7 @@ fn a_continuous_replication_through_a_faulty_network_converges_without_duplicate
         doc_count(&cb, "p-tgt") == 300
     });
     wait_for("the job to run again", 60, || {
-        doc_state(&ca, "p")["state"] == "running"
+        doc_state(runner, "p")["state"] == "running"
     });
     // Nothing lost, nothing extra: the same leaf revisions on both sides.
     assert_same_dbs(&ca, "p-src", &cb, "p-tgt");
