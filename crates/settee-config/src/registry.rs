@@ -177,6 +177,30 @@ settings! {
     CORS_METHODS = "cors", "methods", "", List, true;
     /// Response headers cross-origin clients may read.
     CORS_EXPOSED_HEADERS = "cors", "exposed_headers", "", List, true;
+    /// Most replication jobs running at once; others wait, rotated in every `interval`.
+    REPLICATOR_MAX_JOBS = "replicator", "max_jobs", "500", Integer, true;
+    /// How often (ms) waiting replication jobs take turns with running ones.
+    REPLICATOR_INTERVAL = "replicator", "interval", "60000", Integer, true;
+    /// Most running replication jobs stopped for waiting ones at each turn.
+    REPLICATOR_MAX_CHURN = "replicator", "max_churn", "20", Integer, true;
+    /// Events kept in a replication job's history.
+    REPLICATOR_MAX_HISTORY = "replicator", "max_history", "20", Integer, true;
+    /// Default workers per replication job.
+    REPLICATOR_WORKER_PROCESSES = "replicator", "worker_processes", "4", Integer, true;
+    /// Default changes per replication batch.
+    REPLICATOR_WORKER_BATCH_SIZE = "replicator", "worker_batch_size", "500", Integer, true;
+    /// Default connections kept open to each remote replication endpoint.
+    REPLICATOR_HTTP_CONNECTIONS = "replicator", "http_connections", "20", Integer, true;
+    /// Default time (ms) to connect to a remote endpoint, and to wait for its answers.
+    REPLICATOR_CONNECTION_TIMEOUT = "replicator", "connection_timeout", "30000", Integer, true;
+    /// Default retries of a failed replication request before the job crashes.
+    REPLICATOR_RETRIES_PER_REQUEST = "replicator", "retries_per_request", "5", Integer, true;
+    /// Default time (ms) between a replication's checkpoints.
+    REPLICATOR_CHECKPOINT_INTERVAL = "replicator", "checkpoint_interval", "30000", Integer, true;
+    /// Whether replications write checkpoints by default.
+    REPLICATOR_USE_CHECKPOINTS = "replicator", "use_checkpoints", "true", Bool, true;
+    /// Whether replications read documents with `_bulk_get` by default.
+    REPLICATOR_USE_BULK_GET = "replicator", "use_bulk_get", "true", Bool, true;
     /// Give each user a private database.
     PERUSER_ENABLE = "couch_peruser", "enable", "false", Bool, true;
     /// Delete a user's database with the user.
