@@ -9,8 +9,9 @@ use tokio::time::Instant;
 
 use crate::endpoint::Change;
 
-/// How long a page that has rows waits for more that are on their way.
-const GATHER: Duration = Duration::from_millis(2);
+/// How long a page that has rows waits for more: none, it takes only what has arrived (more
+/// arrive meanwhile whenever the workers are busy).
+const GATHER: Duration = Duration::ZERO;
 
 /// An open continuous feed.
 pub(crate) struct LiveFeed {
