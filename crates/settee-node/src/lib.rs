@@ -39,7 +39,7 @@ pub use error::{Error, Result};
 pub use peruser::db_name as peruser_db_name;
 pub use policy::{users_db, PerUser, Policy};
 pub use read::Visibility;
-pub use replicator::{strip_userinfo, REPLICATOR};
+pub use replicator::{is_replicator_db, strip_userinfo, REPLICATOR};
 pub use start::{plaintext_admins, NodeOptions, Started};
 pub use uuids::Uuids;
 

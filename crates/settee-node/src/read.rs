@@ -6,7 +6,7 @@ use settee_auth::User;
 use settee_db::Database;
 
 use crate::error::Result;
-use crate::replicator::REPLICATOR;
+use crate::replicator::is_replicator_db;
 use crate::security::is_db_admin;
 use crate::Node;
 
@@ -48,7 +48,7 @@ impl Node {
     pub fn visibility(&self, user: Option<&User>, db: &Database) -> Result<Visibility> {
         let kind = if self.is_users_db(db.name()) {
             Visibility::Users
-        } else if db.name() == REPLICATOR {
+        } else if is_replicator_db(db.name()) {
             Visibility::Replications
         } else {
             return Ok(Visibility::Whole);

@@ -11,6 +11,12 @@ use crate::error::{Error, Result};
 /// The replicator database.
 pub const REPLICATOR: &str = "_replicator";
 
+/// Whether `name` is a replicator database: `_replicator` or `<prefix>/_replicator`. The
+/// replicator runs the documents of each, and each follows the same ownership rules.
+pub fn is_replicator_db(name: &str) -> bool {
+    name == REPLICATOR || name.ends_with("/_replicator")
+}
+
 const OTHER_USERS: &str = "Can't update replication documents from other users.";
 
 /// A replication document written by someone who does not administer `_replicator`: it must
@@ -85,6 +91,13 @@ pub fn strip_userinfo(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn replicator_databases_are_recognised() {
+        assert!(super::is_replicator_db("_replicator"));
+        assert!(super::is_replicator_db("team/_replicator"));
+        assert!(!super::is_replicator_db("replicator"));
+    }
+
     #[test]
     fn user_info_is_stripped_from_urls() {
         assert_eq!(

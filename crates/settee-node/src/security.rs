@@ -109,7 +109,7 @@ impl Node {
     /// Whether `db`'s documents follow rules of their own (the users and replicator
     /// databases), which listings of all its documents would get round.
     pub fn guards_documents(&self, db: &str) -> bool {
-        self.is_users_db(db) || db == crate::REPLICATOR
+        self.is_users_db(db) || crate::is_replicator_db(db)
     }
 
     /// Whether endpoint `endpoint` of database `db` (`_all_docs`, `_changes`, `_find`, ...)

@@ -12,7 +12,7 @@ use settee_db::{is_local, Database, Durability, EditMode, NewDoc, DESIGN_PREFIX}
 use settee_json::Rev;
 
 use crate::error::{Error, Result};
-use crate::replicator::REPLICATOR;
+use crate::replicator::is_replicator_db;
 use crate::security::{is_db_admin, security};
 use crate::Node;
 
@@ -112,7 +112,7 @@ impl Node {
                 }
             }
         }
-        if db.name() == REPLICATOR && !admin {
+        if is_replicator_db(db.name()) && !admin {
             for (doc, slot) in docs.iter_mut().zip(out.iter_mut()) {
                 if slot.is_none() && ruled(doc) {
                     *slot = crate::replicator::own(db, doc, user).err();

@@ -24,5 +24,6 @@ pub mod scheduler;
 pub mod spec;
 
 pub use error::{Error, Result};
-pub use scheduler::{is_replicator_db, Replicator};
+pub use scheduler::Replicator;
+pub use settee_node::is_replicator_db;
 pub use spec::{ReplicationSpec, Settings};

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map, Value};
 use settee_auth::User;
 use settee_db::{ChangesOptions, Database, DocOptions, Durability, EditMode, NewDoc, SeqVector};
-use settee_node::Node;
+use settee_node::{is_replicator_db, Node};
 use tokio::sync::{watch, Notify};
 
 use crate::endpoint::{Endpoint, Filter};
@@ -140,11 +140,6 @@ const HEALTHY: Duration = Duration::from_secs(30);
 
 fn doc_key(db: &str, doc_id: &str) -> String {
     format!("doc\u{0}{db}\u{0}{doc_id}")
-}
-
-/// Whether `name` is a replicator database (`_replicator` or `<prefix>/_replicator`).
-pub fn is_replicator_db(name: &str) -> bool {
-    name == "_replicator" || name.ends_with("/_replicator")
 }
 
 /// Waits before the `n`th retry of a crashing job: 1 s doubling, at most 10 minutes.
@@ -905,12 +900,5 @@ mod tests {
         assert_eq!(backoff(1), Duration::from_secs(1));
         assert_eq!(backoff(4), Duration::from_secs(8));
         assert_eq!(backoff(40), Duration::from_secs(600));
-    }
-
-    #[test]
-    fn replicator_databases_are_recognised() {
-        assert!(is_replicator_db("_replicator"));
-        assert!(is_replicator_db("team/_replicator"));
-        assert!(!is_replicator_db("replicator"));
     }
 }

@@ -734,6 +734,30 @@ fn prefixed_replicator_databases_run_their_documents_and_users_replicate_as_them
     let r = bob.post("/_replicate", r#"{"source": "private", "target": "bobs"}"#);
     r.error(403, "forbidden");
     assert_eq!(c.get("/bobs").status, 404);
+    // A prefixed replicator database follows `_replicator`'s ownership rules.
+    let sec = json!({"members": {"names": ["bob"]}, "admins": {}});
+    assert_eq!(
+        c.put("/team%2F_replicator/_security", &sec.to_string())
+            .status,
+        200
+    );
+    let mine = json!({"source": "http://bob:pw@127.0.0.1:1/a", "target": "b"});
+    assert_eq!(
+        bob.put("/team%2F_replicator/bobs-own", &mine.to_string())
+            .status,
+        201
+    );
+    assert_eq!(c.get("/team%2F_replicator/bobs-own").json()["owner"], "bob");
+    let alices = json!({"source": "x-src", "target": "y", "owner": "alice"});
+    assert_eq!(
+        c.put("/team%2F_replicator/alices", &alices.to_string())
+            .status,
+        201
+    );
+    let mut theirs = c.get("/team%2F_replicator/alices").json();
+    theirs["target"] = json!("elsewhere");
+    bob.put("/team%2F_replicator/alices", &theirs.to_string())
+        .error(403, "forbidden");
 }
 
 #[test]
