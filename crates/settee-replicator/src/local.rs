@@ -40,15 +40,21 @@ impl LocalDb {
 
     /// Opens the database (off the async threads), checking that the user may use it.
     async fn open(&self) -> Result<Arc<Database>> {
-        let node = self.node.clone();
-        let name = self.name.clone();
-        let db = tokio::task::spawn_blocking(move || node.catalog.get(&name))
-            .await
-            .map_err(|_| Error::Unreachable("opening a database failed".into()))?
-            .map_err(|e| match e {
-                settee_db::Error::NoDatabase => Error::DbNotFound(self.name.clone()),
-                e => e.into(),
-            })?;
+        // Open already (the usual case): no blocking task for the lookup.
+        let db = match self.node.catalog.get_open(&self.name) {
+            Some(db) => db,
+            None => {
+                let node = self.node.clone();
+                let name = self.name.clone();
+                tokio::task::spawn_blocking(move || node.catalog.get(&name))
+                    .await
+                    .map_err(|_| Error::Unreachable("opening a database failed".into()))?
+                    .map_err(|e| match e {
+                        settee_db::Error::NoDatabase => Error::DbNotFound(self.name.clone()),
+                        e => e.into(),
+                    })?
+            }
+        };
         settee_node::security::check_member(self.user.as_ref(), &db).map_err(|e| match e {
             settee_node::Error::Forbidden(_) => Error::Peer {
                 status: 403,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 use settee_auth::User;
+use settee_config::registry;
 use settee_db::{ChangesOptions, Database, DocOptions, Durability, EditMode, NewDoc, SeqVector};
 use settee_node::{is_replicator_db, Node};
 use tokio::sync::{watch, Notify};
@@ -33,8 +34,6 @@ pub enum JobState {
     Running,
     /// Failed with a transient error; retried after a backoff.
     Crashing,
-    /// Could not be started for a reason that may go away (a filter that cannot be read).
-    Error,
     /// A one-shot replication that finished.
     Completed,
     /// Could not be run at all (a malformed document).
@@ -48,7 +47,6 @@ impl JobState {
             JobState::Pending => "pending",
             JobState::Running => "running",
             JobState::Crashing => "crashing",
-            JobState::Error => "error",
             JobState::Completed => "completed",
             JobState::Failed => "failed",
         }
@@ -247,25 +245,19 @@ impl Replicator {
         tokio::spawn(async move { me.discover_loop().await });
     }
 
-    fn section(&self) -> BTreeMap<String, String> {
-        let config = self.node.config.read().expect("config lock");
-        config
-            .section("replicator")
-            .map(|kv| kv.iter().cloned().collect())
-            .unwrap_or_default()
+    /// A `[replicator]` number (the registry's default when unset or unreadable).
+    fn number(&self, setting: &settee_config::Setting) -> u64 {
+        self.node.config.read().expect("config lock").value(setting)
     }
 
-    /// How many events a job's history keeps (`[replicator] max_history`, 20).
+    /// How many events a job's history keeps (`[replicator] max_history`).
     fn max_history(&self) -> usize {
-        self.section()
-            .get("max_history")
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(20)
+        self.number(&registry::REPLICATOR_MAX_HISTORY) as usize
     }
 
     /// The job settings `[replicator]` gives.
     pub fn settings(&self) -> Settings {
-        Settings::from_section(&self.section())
+        Settings::from_config(&self.node.config.read().expect("config lock"))
     }
 
     fn server_uuid(&self) -> String {
@@ -391,16 +383,9 @@ impl Replicator {
 
     /// Starts what may start, and rotates running jobs when others wait.
     fn schedule(self: &Arc<Self>) {
-        let section = self.section();
-        let num = |k: &str, d: u64| {
-            section
-                .get(k)
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(d)
-        };
-        let max_jobs = num("max_jobs", 500) as usize;
-        let interval = Duration::from_millis(num("interval", 60_000));
-        let max_churn = num("max_churn", 20) as usize;
+        let max_jobs = self.number(&registry::REPLICATOR_MAX_JOBS) as usize;
+        let interval = Duration::from_millis(self.number(&registry::REPLICATOR_INTERVAL));
+        let max_churn = self.number(&registry::REPLICATOR_MAX_CHURN) as usize;
         let now = Instant::now();
         let jobs: Vec<Arc<Entry>> = self.jobs.lock().expect("jobs").values().cloned().collect();
         let mut running: Vec<&Arc<Entry>> = jobs
@@ -756,7 +741,7 @@ impl Replicator {
         let s = e.status.lock().expect("status");
         let (source, target) = e.endpoints();
         let info = match s.state {
-            JobState::Crashing | JobState::Error | JobState::Failed => {
+            JobState::Crashing | JobState::Failed => {
                 json!({"error": s.reason})
             }
             JobState::Pending if s.reason.is_none() => Value::Null,

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use settee_config::registry as r;
+use settee_config::Config;
+
 use crate::endpoint::Filter;
 use crate::error::{Error, Result};
 
@@ -55,51 +58,26 @@ pub struct Settings {
 }
 
 impl Default for Settings {
+    /// The defaults of `[replicator]` (the configuration registry's).
     fn default() -> Settings {
-        Settings {
-            http_connections: 20,
-            connection_timeout: Duration::from_millis(30_000),
-            retries_per_request: 5,
-            worker_processes: 4,
-            worker_batch_size: 500,
-            checkpoint_interval: Duration::from_millis(30_000),
-            use_checkpoints: true,
-            use_bulk_get: true,
-        }
+        Settings::from_config(&Config::default())
     }
 }
 
 impl Settings {
-    /// The settings `[replicator]` gives (keys as in CouchDB), defaults elsewhere.
-    pub fn from_section(section: &BTreeMap<String, String>) -> Settings {
-        let mut s = Settings::default();
-        let num = |k: &str| section.get(k).and_then(|v| v.trim().parse::<u64>().ok());
-        let flag = |k: &str| section.get(k).map(|v| v.trim() == "true");
-        if let Some(n) = num("http_connections") {
-            s.http_connections = n.max(1) as usize;
+    /// The settings `[replicator]` gives, the registry's defaults elsewhere.
+    pub fn from_config(config: &Config) -> Settings {
+        let n = |setting| config.value::<u64>(setting);
+        Settings {
+            http_connections: n(&r::REPLICATOR_HTTP_CONNECTIONS).max(1) as usize,
+            connection_timeout: Duration::from_millis(n(&r::REPLICATOR_CONNECTION_TIMEOUT)),
+            retries_per_request: n(&r::REPLICATOR_RETRIES_PER_REQUEST) as u32,
+            worker_processes: n(&r::REPLICATOR_WORKER_PROCESSES).max(1) as usize,
+            worker_batch_size: n(&r::REPLICATOR_WORKER_BATCH_SIZE).max(1) as usize,
+            checkpoint_interval: Duration::from_millis(n(&r::REPLICATOR_CHECKPOINT_INTERVAL)),
+            use_checkpoints: config.value(&r::REPLICATOR_USE_CHECKPOINTS),
+            use_bulk_get: config.value(&r::REPLICATOR_USE_BULK_GET),
         }
-        if let Some(n) = num("connection_timeout") {
-            s.connection_timeout = Duration::from_millis(n);
-        }
-        if let Some(n) = num("retries_per_request") {
-            s.retries_per_request = n as u32;
-        }
-        if let Some(n) = num("worker_processes") {
-            s.worker_processes = n.max(1) as usize;
-        }
-        if let Some(n) = num("worker_batch_size") {
-            s.worker_batch_size = n.max(1) as usize;
-        }
-        if let Some(n) = num("checkpoint_interval") {
-            s.checkpoint_interval = Duration::from_millis(n);
-        }
-        if let Some(b) = flag("use_checkpoints") {
-            s.use_checkpoints = b;
-        }
-        if let Some(b) = flag("use_bulk_get") {
-            s.use_bulk_get = b;
-        }
-        s
     }
 }
 
