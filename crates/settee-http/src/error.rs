@@ -96,6 +96,7 @@ impl From<settee_mango::Error> for HttpError {
             settee_mango::Error::Selector(reason) => HttpError::bad_request(reason),
             settee_mango::Error::Query { error, reason } => HttpError::new(400, error, reason),
             settee_mango::Error::Db(e) => HttpError::from(&e),
+            settee_mango::Error::Views(e) => HttpError::from(&e),
         }
     }
 }

@@ -1,23 +1,25 @@
-//! Mango over HTTP: `POST /{db}/_find` and `GET /{db}/_index`. Parsing, planning and running
-//! the query are `settee-mango`'s; this reads the body and the settings, and renders.
+//! Mango over HTTP: `POST /{db}/_find` and `/_explain`, and the indexes at `/{db}/_index`
+//! (list, create, delete, bulk delete). Parsing, planning and running queries, and what an
+//! index's design document holds, are `settee-mango`'s; this reads bodies and settings,
+//! writes design documents through the node, and renders.
 
 use std::sync::Arc;
 
 use hyper::Method;
-use serde_json::json;
-use settee_mango::{FindQuery, FindSettings};
+use serde_json::{json, Map, Value};
+use settee_db::{Database, DocOptions, Durability, EditMode, NewDoc};
+use settee_mango::{FindQuery, FindSettings, NewIndex};
 
 use settee_config::registry as setting;
 
-use crate::db::{join_error, open};
+use crate::db::open;
 use crate::error::{HttpError, HttpResult};
 use crate::reply::{self, Response};
 use crate::request::Req;
 use crate::server::State;
 
-/// `POST /{db}/_find`.
-pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
-    let db = open(state, name)?;
+/// The `_find` body of a request, with the server's defaults.
+async fn query(state: &Arc<State>, req: &mut Req) -> HttpResult<(FindQuery, FindSettings)> {
     if req.method != Method::POST {
         return Err(HttpError::method_not_allowed("POST"));
     }
@@ -33,29 +35,243 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             },
         )
     };
-    let query = FindQuery::parse(&body, default_limit)?;
-    let stats = query.execution_stats;
-    let snap = db.snapshot();
-    let found = tokio::task::spawn_blocking(move || settee_mango::find(&snap, query, settings))
-        .await
-        .map_err(join_error)??;
-    Ok(reply::json(200, &found.to_json(stats)))
+    Ok((FindQuery::parse(&body, default_limit)?, settings))
 }
 
-/// `GET /{db}/_index`: the database's indexes.
-pub fn index(state: &State, req: &Req, name: &str) -> HttpResult<Response> {
-    match req.method {
-        Method::GET | Method::HEAD => {
-            let db = open(state, name)?;
-            let indexes: Vec<_> = settee_mango::indexes(&db.snapshot())
-                .iter()
-                .map(|i| i.definition())
-                .collect();
-            Ok(reply::json(
-                200,
-                &json!({"total_rows": indexes.len(), "indexes": indexes}),
-            ))
+/// `POST /{db}/_find`: the documents are sent as they are found.
+pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let (query, settings) = query(state, req).await?;
+    let prepared = settee_mango::prepare(&state.node.views, &db, query, settings).await?;
+    let (resp, mut sink) = reply::channel(200, "application/json");
+    // Headers wait for the first bytes, so that a query failing early fails the request.
+    let ready = sink.hold();
+    tokio::task::spawn_blocking(move || {
+        let mut first = true;
+        let mut gone = sink.write(b"{\"docs\":[\n").is_err();
+        let summary = prepared.run(&mut |doc| {
+            let mut line = Vec::with_capacity(256);
+            if !first {
+                line.extend_from_slice(b",\n");
+            }
+            first = false;
+            serde_json::to_writer(&mut line, &doc).expect("JSON");
+            gone |= sink.write(&line).is_err();
+            !gone
+        });
+        match summary {
+            Ok(summary) => {
+                let tail =
+                    serde_json::to_string(&summary.tail(prepared.execution_stats())).expect("JSON");
+                let _ = sink.write(b"\n],\n");
+                let _ = sink.write(&tail.as_bytes()[1..]);
+                let _ = sink.flush();
+            }
+            Err(e) => {
+                if !sink.fail(HttpError::from(e)) {
+                    tracing::error!("a query failed while its answer was sent");
+                }
+            }
         }
-        _ => Err(crate::node::unbuilt(req, "_index", "GET,POST")),
+    });
+    if let Ok(Err(e)) = ready.await {
+        return Err(e);
     }
+    Ok(resp)
+}
+
+/// `POST /{db}/_explain`.
+pub async fn explain(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let (mut query, settings) = query(state, req).await?;
+    // Explaining reads no index: it is not brought up to date.
+    query.update = false;
+    let prepared = settee_mango::prepare(&state.node.views, &db, query, settings).await?;
+    Ok(reply::json(200, &prepared.explain()))
+}
+
+/// `/{db}/_index` and below.
+pub async fn index(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let rest: Vec<String> = req.segments[2..].to_vec();
+    match (&req.method, rest.as_slice()) {
+        (&Method::GET | &Method::HEAD, []) => list(state, req, name),
+        (&Method::POST, []) => create(state, req, name).await,
+        (_, []) => Err(HttpError::method_not_allowed("GET,POST")),
+        (&Method::POST, [bulk]) if bulk == "_bulk_delete" => bulk_delete(state, req, name).await,
+        (_, [bulk]) if bulk == "_bulk_delete" => Err(HttpError::method_not_allowed("POST")),
+        (&Method::DELETE, _) => match index_path(&rest) {
+            Some((ddoc, name_)) => delete(state, req, name, &ddoc, &name_).await,
+            None => Err(HttpError::bad_request("Invalid index path")),
+        },
+        _ => Err(HttpError::method_not_allowed("DELETE")),
+    }
+}
+
+/// The design document and index name of `…/_index/{ddoc}/json/{name}` (the design
+/// document with or without `_design/`).
+fn index_path(rest: &[String]) -> Option<(String, String)> {
+    match rest {
+        [d, ddoc, kind, name] if d == "_design" && kind == "json" => {
+            Some((format!("_design/{ddoc}"), name.clone()))
+        }
+        [ddoc, kind, name] if kind == "json" => Some((settee_mango::ddoc_id(ddoc), name.clone())),
+        _ => None,
+    }
+}
+
+/// `GET /{db}/_index`, with `skip` and `limit`.
+fn list(state: &State, req: &Req, name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    let all = settee_mango::indexes(&db.snapshot())?;
+    let total = all.len();
+    let skip = req.query.u64("skip")?.unwrap_or(0) as usize;
+    let limit = req.query.u64("limit")?.map_or(usize::MAX, |l| l as usize);
+    let page: Vec<Value> = all.into_iter().skip(skip).take(limit).collect();
+    Ok(reply::json(
+        200,
+        &json!({"total_rows": total, "indexes": page}),
+    ))
+}
+
+/// The current body of design document `id`, if it exists.
+fn current_ddoc(db: &Database, id: &str) -> HttpResult<Option<Value>> {
+    match db.snapshot().open_doc(id, None, &DocOptions::default()) {
+        Ok(bytes) => Ok(Some(settee_json::deep::from_slice(&bytes).map_err(
+            |_| HttpError::from(&settee_db::Error::Corrupted("a design document")),
+        )?)),
+        Err(settee_db::Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(HttpError::from(&e)),
+    }
+}
+
+/// Writes design document `id` as the request's user.
+async fn save_ddoc(
+    state: &Arc<State>,
+    req: &Req,
+    db: &Arc<Database>,
+    id: &str,
+    body: Value,
+) -> HttpResult<()> {
+    let doc = NewDoc::from_json(body, Some(id), String::new, &state.node.limits)?;
+    (state.node)
+        .update_doc(
+            req.user.as_ref(),
+            db,
+            doc,
+            EditMode::Interactive,
+            Durability::Durable,
+        )
+        .await?;
+    Ok(())
+}
+
+/// `POST /{db}/_index`.
+async fn create(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    req.require_json()?;
+    let body = req.json_object(state.max_request).await?;
+    let new = NewIndex::parse(&body, false)?;
+    let id = new.index.ddoc.clone();
+    let current = current_ddoc(&db, &id)?;
+    let updated =
+        settee_mango::add_to_ddoc(current.as_ref(), &new.index, &new.def, new.partitioned)?;
+    let result = if current.as_ref() == Some(&updated) {
+        "exists"
+    } else {
+        save_ddoc(state, req, &db, &id, updated).await?;
+        "created"
+    };
+    Ok(reply::json(
+        200,
+        &json!({"result": result, "id": id, "name": new.index.name}),
+    ))
+}
+
+/// Removes index `index` from design document `ddoc` (deleting the design document when it
+/// held nothing else).
+async fn remove_index(
+    state: &Arc<State>,
+    req: &Req,
+    db: &Arc<Database>,
+    ddoc: &str,
+    index: Option<&str>,
+) -> HttpResult<()> {
+    let not_found = || HttpError::new(404, "not_found", "Index not found");
+    let current = current_ddoc(db, ddoc)?.ok_or_else(not_found)?;
+    let names: Vec<String> = match index {
+        Some(n) => vec![n.to_string()],
+        None => settee_mango::from_ddoc(ddoc, &current, false)
+            .into_iter()
+            .map(|i| i.name)
+            .collect(),
+    };
+    if names.is_empty() {
+        return Err(not_found());
+    }
+    let mut body = Some(current.clone());
+    for n in &names {
+        let Some(b) = body.as_ref() else { break };
+        body = settee_mango::remove_from_ddoc(b, n).map_err(|_| not_found())?;
+    }
+    let body = body.unwrap_or_else(
+        || json!({"_rev": current.get("_rev").cloned().unwrap_or(Value::Null), "_deleted": true}),
+    );
+    save_ddoc(state, req, db, ddoc, body).await
+}
+
+/// `DELETE /{db}/_index/{ddoc}/json/{name}`.
+async fn delete(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    ddoc: &str,
+    index: &str,
+) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    remove_index(state, req, &db, ddoc, Some(index)).await?;
+    Ok(reply::json(200, &json!({"ok": true})))
+}
+
+/// `POST /{db}/_index/_bulk_delete`: every index of each design document named.
+async fn bulk_delete(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+    let db = open(state, name)?;
+    req.require_json()?;
+    let body = req.json_object(state.max_request).await?;
+    let ids = bulk_delete_ids(&body)?;
+    let (mut success, mut fail) = (Vec::new(), Vec::new());
+    for id in ids {
+        let id = settee_mango::ddoc_id(&id);
+        match remove_index(state, req, &db, &id, None).await {
+            Ok(()) => success.push(json!({"id": id, "ok": true})),
+            Err(e) => fail.push(json!({"id": id, "error": e.error})),
+        }
+    }
+    Ok(reply::json(200, &json!({"success": success, "fail": fail})))
+}
+
+/// The design documents a bulk delete names.
+fn bulk_delete_ids(body: &Map<String, Value>) -> HttpResult<Vec<String>> {
+    if let Some(k) = body.keys().find(|k| !matches!(k.as_str(), "docids" | "w")) {
+        return Err(HttpError::new(
+            400,
+            "invalid_key",
+            format!("Invalid key {k} for this request."),
+        ));
+    }
+    let ids = body.get("docids").ok_or_else(|| {
+        HttpError::new(400, "missing_required_key", "Missing required key: docids")
+    })?;
+    ids.as_array()
+        .and_then(|a| {
+            a.iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+        })
+        .ok_or_else(|| {
+            HttpError::new(
+                400,
+                "invalid_bulk_docids",
+                "Bulk delete requires an array of non-null docids",
+            )
+        })
 }

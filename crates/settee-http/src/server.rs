@@ -792,9 +792,10 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             "_local documents do not accept attachments.",
         )),
         "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name)).await,
-        "_index" if rest == 2 => crate::find::index(state, req, name),
-        "_find" | "_index" | "_explain" | "_shards" | "_sync_shards" | "_partition"
-        | "_all_docs" | "_design_docs" | "_local_docs" | "_search_cleanup" | "_nouveau_cleanup" => {
+        "_explain" if rest == 2 => Box::pin(crate::find::explain(state, req, name)).await,
+        "_index" => Box::pin(crate::find::index(state, req, name)).await,
+        "_find" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs"
+        | "_design_docs" | "_local_docs" | "_search_cleanup" | "_nouveau_cleanup" => {
             Err(unbuilt_db_endpoint(req, &second, &req.segments[2..]))
         }
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
@@ -824,8 +825,6 @@ async fn doc_route(
 /// methods of CouchDB's handler for it.
 fn unbuilt_db_endpoint(req: &Req, endpoint: &str, rest: &[String]) -> HttpError {
     let methods = match (endpoint, rest.len()) {
-        ("_index", 1) if rest[0] == "_bulk_delete" => "POST",
-        ("_index", _) => "DELETE",
         ("_shards", _) | ("_partition", _) => "GET",
         _ => "POST",
     };

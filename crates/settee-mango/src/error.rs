@@ -19,6 +19,9 @@ pub enum Error {
     /// The database failed while the query read it.
     #[error(transparent)]
     Db(#[from] settee_db::Error),
+    /// An index failed to open, update or read.
+    #[error(transparent)]
+    Views(#[from] settee_views::Error),
 }
 
 impl Error {

@@ -1,17 +1,23 @@
-//! `_find`: a query run on the index that serves it, matched, skipped, limited, projected,
-//! with CouchDB's bookmark, warnings and `execution_stats`.
+//! `_find` and `_explain`: a query planned on the database's indexes, the chosen index
+//! brought up to date (unless `update: false`), then its candidates read in order, matched,
+//! skipped, limited and projected, each result handed on as it is found, with CouchDB's
+//! bookmark, warnings and `execution_stats`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
-use settee_db::DbSnapshot;
+use serde_json::{json, Map, Value};
+use settee_db::{Database, DbSnapshot, DocOptions};
+use settee_store::Snapshot;
+use settee_views::{Index as ViewIndex, Views};
 
-use crate::index::{indexes, Index};
-use crate::query::encode_bookmark;
-use crate::{FindQuery, Result};
-
-/// What CouchDB says when a query runs on the `_all_docs` index.
-const NO_INDEX: &str = "No matching index found, create an index to optimize query time.";
+use crate::def::JsonIndex;
+use crate::index::{all_docs_cursor, json_indexes, parse};
+use crate::plan::{plan, Chosen, Plan};
+use crate::project::{project_one, put_path};
+use crate::query::{encode_bookmark, Bookmark};
+use crate::selector::Range;
+use crate::{scan, Error, FindQuery, Result};
 
 /// What CouchDB adds when a query reads many more documents than it returns.
 const SCANNED_MANY: &str =
@@ -25,93 +31,304 @@ pub struct FindSettings {
     pub scan_warning_threshold: u64,
 }
 
-/// A page of results.
+/// How a query went, for the end of its answer.
 #[derive(Debug)]
-pub struct Found {
-    /// The documents, projected to the query's `fields`.
-    pub docs: Vec<Value>,
+pub struct Summary {
     /// Where the next page starts.
     pub bookmark: String,
     /// CouchDB's warnings, one a line.
     pub warnings: Vec<String>,
+    /// Index rows read.
+    pub keys_examined: u64,
     /// Documents read.
     pub docs_examined: u64,
+    /// Documents returned.
+    pub returned: u64,
     /// How long the query ran, in milliseconds.
     pub execution_time_ms: f64,
 }
 
-impl Found {
-    /// The `_find` answer as CouchDB gives it, with `execution_stats` when `stats`.
-    pub fn to_json(&self, stats: bool) -> Value {
-        let mut out = json!({"docs": self.docs, "bookmark": self.bookmark,
-            "warning": self.warnings.join("\n")});
+impl Summary {
+    /// The members after `docs` in CouchDB's answer: `bookmark`, `warning` (when there is
+    /// one) and, when `stats`, `execution_stats`.
+    pub fn tail(&self, stats: bool) -> Map<String, Value> {
+        let mut out = Map::new();
+        out.insert("bookmark".into(), json!(self.bookmark));
+        if !self.warnings.is_empty() {
+            out.insert("warning".into(), json!(self.warnings.join("\n")));
+        }
         if stats {
-            out["execution_stats"] = json!({
-                "total_keys_examined": 0,
-                "total_docs_examined": self.docs_examined,
-                "total_quorum_docs_examined": 0,
-                "results_returned": self.docs.len(),
-                "execution_time_ms": self.execution_time_ms,
-            });
+            out.insert(
+                "execution_stats".into(),
+                json!({
+                    "total_keys_examined": self.keys_examined,
+                    "total_docs_examined": self.docs_examined,
+                    "total_quorum_docs_examined": 0,
+                    "results_returned": self.returned,
+                    "execution_time_ms": self.execution_time_ms,
+                }),
+            );
         }
         out
     }
 }
 
-/// Runs `query` on `snap` (blocking: it reads documents).
-pub fn find(snap: &DbSnapshot, query: FindQuery, settings: FindSettings) -> Result<Found> {
-    let started = Instant::now();
-    let mut warnings: Vec<String> = query.use_index_warning.iter().cloned().collect();
-    // Only the special index exists yet; it serves every query a sort has not refused.
-    let index = indexes(snap)
-        .into_iter()
-        .next()
-        .expect("the _all_docs index");
-    warnings.push(NO_INDEX.to_string());
-    let (docs, docs_examined, last) = run(index.as_ref(), snap, &query)?;
-    let docs = crate::project::project(docs, query.fields.as_deref());
-    let returned = docs.len() as u64;
-    let threshold = settings.scan_warning_threshold;
-    if threshold > 0 && docs_examined / returned.max(1) > threshold {
-        warnings.push(SCANNED_MANY.to_string());
+/// A page of results, gathered.
+#[derive(Debug)]
+pub struct Found {
+    /// The documents, projected to the query's `fields`.
+    pub docs: Vec<Value>,
+    /// How the query went.
+    pub summary: Summary,
+}
+
+impl Found {
+    /// The `_find` answer as CouchDB gives it, with `execution_stats` when `stats`.
+    pub fn to_json(&self, stats: bool) -> Value {
+        let mut out = Map::new();
+        out.insert("docs".into(), Value::Array(self.docs.clone()));
+        out.extend(self.summary.tail(stats));
+        Value::Object(out)
     }
-    Ok(Found {
-        docs,
-        // As CouchDB: a page that moved nothing answers the bookmark it was given.
-        bookmark: last.map_or(query.bookmark, |id| encode_bookmark(&id)),
-        warnings,
-        docs_examined,
-        execution_time_ms: started.elapsed().as_secs_f64() * 1000.0,
+}
+
+/// A planned query, its index up to date, ready to run.
+pub struct Prepared {
+    query: FindQuery,
+    plan: Plan,
+    snap: DbSnapshot,
+    view: Option<(Arc<ViewIndex>, usize, Snapshot)>,
+    settings: FindSettings,
+    started: Instant,
+    db_name: String,
+}
+
+/// Plans `query` on `db` and brings the chosen index up to date (as the query asks).
+pub async fn prepare(
+    views: &Views,
+    db: &Arc<Database>,
+    query: FindQuery,
+    settings: FindSettings,
+) -> Result<Prepared> {
+    let started = Instant::now();
+    let snap = db.snapshot();
+    let (query, plan) = tokio::task::spawn_blocking(move || {
+        let indexes = json_indexes(&snap)?;
+        let plan = plan(&indexes, &query)?;
+        Ok::<_, Error>((query, plan))
+    })
+    .await
+    .map_err(|_| Error::Db(settee_db::Error::Corrupted("a query planner panicked")))??;
+    let view = match &plan.chosen {
+        Chosen::AllDocs => None,
+        Chosen::Json(index, _) => Some(open_view(views, db, index, query.update).await?),
+    };
+    Ok(Prepared {
+        query,
+        plan,
+        snap: db.snapshot(),
+        view,
+        settings,
+        started,
+        db_name: db.name().to_string(),
     })
 }
 
-/// The documents the selector matches among the index's candidates, after `skip` of them
-/// and at most `limit`; how many documents were read, and the id of the last one passed.
-fn run(
-    index: &dyn Index,
-    snap: &DbSnapshot,
-    q: &FindQuery,
-) -> Result<(Vec<Value>, u64, Option<String>)> {
-    let (mut docs, mut examined, mut skipped, mut last) = (Vec::new(), 0u64, 0u64, None);
-    if q.limit == 0 {
-        return Ok((docs, examined, last));
+/// The view behind a JSON index, brought up to date when `update`.
+async fn open_view(
+    views: &Views,
+    db: &Arc<Database>,
+    index: &JsonIndex,
+    update: bool,
+) -> Result<(Arc<ViewIndex>, usize, Snapshot)> {
+    let name = index.ddoc.trim_start_matches(settee_db::DESIGN_PREFIX);
+    let ddoc = Views::design_doc(&db.snapshot(), name)?;
+    let (view, _) = ddoc
+        .view(&index.name)
+        .ok_or_else(|| Error::query("no_usable_index", "Index not found"))?;
+    let vindex = views.index(db, &ddoc)?;
+    if update {
+        views.refresh(db, &vindex).await?;
     }
-    for candidate in index.cursor(snap, q)? {
-        let (id, doc) = candidate?;
-        examined += 1;
-        if !q.selector.matches(&doc) {
-            continue;
+    let snap = vindex.snapshot();
+    Ok((vindex, view, snap))
+}
+
+/// Plans and runs `query`, gathering the page.
+pub async fn find(
+    views: &Views,
+    db: &Arc<Database>,
+    query: FindQuery,
+    settings: FindSettings,
+) -> Result<Found> {
+    let prepared = prepare(views, db, query, settings).await?;
+    tokio::task::spawn_blocking(move || {
+        let mut docs = Vec::new();
+        let summary = prepared.run(&mut |doc| {
+            docs.push(doc);
+            true
+        })?;
+        Ok(Found { docs, summary })
+    })
+    .await
+    .map_err(|_| Error::Db(settee_db::Error::Corrupted("a query panicked")))?
+}
+
+/// Where a run has got: rows and documents read, matches passed, the last row passed.
+#[derive(Default)]
+struct Progress {
+    keys: u64,
+    docs: u64,
+    skipped: u64,
+    returned: u64,
+    last: Option<Bookmark>,
+}
+
+impl Prepared {
+    /// Whether the query asks for `execution_stats`.
+    pub fn execution_stats(&self) -> bool {
+        self.query.execution_stats
+    }
+
+    /// Runs the query (blocking: it reads the index and documents), handing each result to
+    /// `emit` in order; `emit` answers false to stop (its client has gone).
+    pub fn run(&self, emit: &mut dyn FnMut(Value) -> bool) -> Result<Summary> {
+        let mut p = Progress::default();
+        if self.query.limit > 0 {
+            match (&self.plan.chosen, &self.view) {
+                (Chosen::Json(index, ranges), Some((vindex, view, isnap))) => {
+                    let rows = self.rows(vindex, *view, isnap, ranges)?;
+                    self.run_json(index, rows, &mut p, emit)?
+                }
+                _ => self.run_all_docs(&mut p, emit)?,
+            }
+        }
+        let mut warnings = self.plan.warnings.clone();
+        let threshold = self.settings.scan_warning_threshold;
+        if threshold > 0 && p.docs / p.returned.max(1) > threshold {
+            warnings.push(SCANNED_MANY.to_string());
+        }
+        Ok(Summary {
+            // As CouchDB: a page that moved nothing answers the bookmark it was given.
+            bookmark: p
+                .last
+                .as_ref()
+                .map_or(self.query.bookmark.clone(), encode_bookmark),
+            warnings,
+            keys_examined: p.keys,
+            docs_examined: p.docs,
+            returned: p.returned,
+            execution_time_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// Offers a candidate: matched, skipped or emitted; whether to go on.
+    fn offer(
+        &self,
+        doc: Value,
+        at: Bookmark,
+        p: &mut Progress,
+        emit: &mut dyn FnMut(Value) -> bool,
+    ) -> bool {
+        if !self.query.selector.matches(&doc) {
+            return true;
         }
         // Skipped matches move the bookmark too, as in CouchDB.
-        last = Some(id);
-        if skipped < q.skip {
-            skipped += 1;
-            continue;
+        p.last = Some(at);
+        if p.skipped < self.query.skip {
+            p.skipped += 1;
+            return true;
         }
-        docs.push(doc);
-        if docs.len() as u64 >= q.limit {
-            break;
+        p.returned += 1;
+        emit(project_one(doc, self.query.fields.as_deref())) && p.returned < self.query.limit
+    }
+
+    fn run_all_docs(&self, p: &mut Progress, emit: &mut dyn FnMut(Value) -> bool) -> Result<()> {
+        for candidate in all_docs_cursor(&self.snap, &self.query)? {
+            let (id, doc) = candidate?;
+            p.docs += 1;
+            if !self.offer(doc, Bookmark { key: None, id }, p, emit) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The index rows in the selector's ranges, in the query's order, after its bookmark.
+    fn rows(
+        &self,
+        vindex: &ViewIndex,
+        view: usize,
+        isnap: &Snapshot,
+        ranges: &[Option<Range>],
+    ) -> Result<impl Iterator<Item = settee_views::Result<settee_views::MapRow>>> {
+        let (low, high) = scan::bounds(ranges);
+        let after = self.query.after.as_ref().filter(|b| b.key.is_some());
+        let (start, end) = scan::walk(low, high, self.query.descending, after);
+        Ok(settee_views::query::map_rows_between(
+            vindex,
+            isnap,
+            view,
+            start,
+            end,
+            self.query.descending,
+        )?)
+    }
+
+    fn run_json(
+        &self,
+        index: &JsonIndex,
+        rows: impl Iterator<Item = settee_views::Result<settee_views::MapRow>>,
+        p: &mut Progress,
+        emit: &mut dyn FnMut(Value) -> bool,
+    ) -> Result<()> {
+        let columns = index.columns();
+        let opts = DocOptions {
+            conflicts: self.query.conflicts,
+            ..DocOptions::default()
+        };
+        for row in rows {
+            let row = row?;
+            p.keys += 1;
+            let key: Value = serde_json::from_str(&row.key)
+                .map_err(|_| settee_db::Error::Corrupted("an index key is not JSON"))?;
+            let doc = if self.plan.covering {
+                covered(&columns, &key, &row.id)
+            } else {
+                match self.snap.open_doc(&row.id, None, &opts) {
+                    Ok(bytes) => {
+                        p.docs += 1;
+                        parse(&bytes)?
+                    }
+                    // Gone since the index was updated (`update: false`).
+                    Err(settee_db::Error::NotFound(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            let at = Bookmark {
+                key: Some(key),
+                id: row.id,
+            };
+            if !self.offer(doc, at, p, emit) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `POST /{db}/_explain`'s answer.
+    pub fn explain(&self) -> Value {
+        crate::explain::explain(&self.db_name, &self.query, &self.plan)
+    }
+}
+
+/// A document made from an index row alone: the indexed fields and `_id`.
+fn covered(columns: &[Vec<String>], key: &Value, id: &str) -> Value {
+    let mut doc = json!({ "_id": id });
+    if let Value::Array(values) = key {
+        for (path, v) in columns.iter().zip(values) {
+            put_path(&mut doc, path, v.clone());
         }
     }
-    Ok((docs, examined, last))
+    doc
 }

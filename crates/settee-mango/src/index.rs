@@ -1,70 +1,78 @@
-//! The seam between a query and the indexes that can answer it: an [`Index`] says what it is
-//! (as `GET /{db}/_index` lists it), whether it can serve a query, and gives a cursor over
-//! candidate documents in its order. CouchDB's special `_all_docs` index is the first; JSON
-//! indexes come behind the same seam.
+//! The indexes of a database as Mango sees them: CouchDB's special `_all_docs` index, and
+//! the JSON indexes of every `query` design document.
 
 use serde_json::{json, Value};
 use settee_db::{AllDocsOptions, DbSnapshot, DocOptions, DESIGN_PREFIX};
 
+use crate::def::{from_ddoc, JsonIndex};
+use crate::query::Bookmark;
 use crate::{FindQuery, Result};
 
-/// Candidate documents for a query, in the index's order: each document's id and body.
+/// Candidate documents for a query, in an index's order: each document's id and body.
 pub type Cursor<'a> = Box<dyn Iterator<Item = Result<(String, Value)>> + 'a>;
 
-/// An index a query can run on.
-pub trait Index: Send + Sync {
-    /// The index's entry in `GET /{db}/_index`.
-    fn definition(&self) -> Value;
-
-    /// Candidate documents for `query` from `snap`: a superset of those its selector
-    /// matches, in the index's order (reversed when the query is descending), starting after
-    /// its bookmark. Design documents are never candidates.
-    fn cursor<'a>(&self, snap: &'a DbSnapshot, query: &FindQuery) -> Result<Cursor<'a>>;
+/// `_all_docs` as `GET /{db}/_index` lists it.
+pub fn all_docs_json() -> Value {
+    json!({"ddoc": null, "name": "_all_docs", "type": "special",
+        "def": {"fields": [{"_id": "asc"}]}})
 }
 
-/// The indexes of a database, in the order `GET /{db}/_index` lists them.
-pub fn indexes(_snap: &DbSnapshot) -> Vec<Box<dyn Index>> {
-    vec![Box::new(AllDocs)]
-}
-
-/// CouchDB's special index: every document by id.
-pub struct AllDocs;
-
-impl Index for AllDocs {
-    fn definition(&self) -> Value {
-        json!({"ddoc": null, "name": "_all_docs", "type": "special",
-            "def": {"fields": [{"_id": "asc"}]}})
+/// The JSON indexes of the database, by design document and then name.
+pub fn json_indexes(snap: &DbSnapshot) -> Result<Vec<JsonIndex>> {
+    let opts = AllDocsOptions {
+        start: Some(DESIGN_PREFIX.to_string()),
+        end: Some("_design0".to_string()),
+        inclusive_end: false,
+        include_docs: true,
+        ..AllDocsOptions::default()
+    };
+    let mut out = Vec::new();
+    for row in snap.all_docs(opts)? {
+        let row = row?;
+        let Some(doc) = row.doc else { continue };
+        let Ok(doc) = parse(&doc) else { continue };
+        out.extend(from_ddoc(&row.id, &doc, false));
     }
+    Ok(out)
+}
 
-    fn cursor<'a>(&self, snap: &'a DbSnapshot, query: &FindQuery) -> Result<Cursor<'a>> {
-        let opts = AllDocsOptions {
-            start: query.after.clone(),
-            include_docs: true,
-            descending: query.descending,
-            doc: DocOptions {
-                conflicts: query.conflicts,
-                ..DocOptions::default()
-            },
-            ..AllDocsOptions::default()
+/// Every index, as `GET /{db}/_index` lists them: `_all_docs` first.
+pub fn indexes(snap: &DbSnapshot) -> Result<Vec<Value>> {
+    let mut out = vec![all_docs_json()];
+    out.extend(json_indexes(snap)?.iter().map(JsonIndex::to_json));
+    Ok(out)
+}
+
+/// Candidate documents for `query` from `_all_docs`: every document but design documents,
+/// by id (reversed when descending), after the query's bookmark.
+pub(crate) fn all_docs_cursor<'a>(snap: &'a DbSnapshot, query: &FindQuery) -> Result<Cursor<'a>> {
+    let after = query.after.as_ref().map(|b: &Bookmark| b.id.clone());
+    let opts = AllDocsOptions {
+        start: after.clone(),
+        include_docs: true,
+        descending: query.descending,
+        doc: DocOptions {
+            conflicts: query.conflicts,
+            ..DocOptions::default()
+        },
+        ..AllDocsOptions::default()
+    };
+    let rows = snap.all_docs(opts)?;
+    Ok(Box::new(rows.filter_map(move |row| {
+        let row = match row {
+            Ok(row) => row,
+            Err(e) => return Some(Err(e.into())),
         };
-        let after = query.after.clone();
-        let rows = snap.all_docs(opts)?;
-        Ok(Box::new(rows.filter_map(move |row| {
-            let row = match row {
-                Ok(row) => row,
-                Err(e) => return Some(Err(e.into())),
-            };
-            if row.id.starts_with(DESIGN_PREFIX) || after.as_deref() == Some(row.id.as_str()) {
-                return None;
-            }
-            let bytes = row.doc?;
-            Some(parse(&bytes).map(|doc| (row.id, doc)))
-        })))
-    }
+        if row.id.starts_with(DESIGN_PREFIX) || after.as_deref() == Some(row.id.as_str()) {
+            return None;
+        }
+        let bytes = row.doc?;
+        Some(parse(&bytes).map(|doc| (row.id, doc)))
+    })))
 }
 
 /// A stored document as JSON.
-fn parse(bytes: &[u8]) -> Result<Value> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Value> {
     settee_json::deep::from_slice(bytes)
         .map_err(|_| settee_db::Error::Corrupted("a stored document is not valid JSON").into())
 }

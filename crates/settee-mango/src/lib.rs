@@ -1,21 +1,32 @@
 //! Mango, CouchDB's declarative queries: selectors, parsed once and matched against
-//! documents exactly as CouchDB matches them (also used by `_changes?filter=_selector`), and
-//! `_find` run on an index behind the [`Index`] seam (CouchDB's special `_all_docs` index
-//! today; JSON indexes come behind the same seam).
+//! documents exactly as CouchDB matches them (also used by `_changes?filter=_selector` and
+//! the replicator), JSON indexes (views of `query` design documents, mapped natively), the
+//! planner that chooses among them, and `_find`/`_explain` run on the chosen index.
 //!
-//! This crate reads databases through `settee-db` snapshots; it knows nothing of HTTP.
+//! This crate reads databases through `settee-db` snapshots and indexes through
+//! `settee-views`; it knows nothing of HTTP.
 
 #![deny(missing_docs)]
 
+mod create;
+mod def;
 mod error;
+mod explain;
 mod find;
 mod index;
+mod native;
+mod plan;
 mod project;
 mod query;
+mod scan;
 mod selector;
 
+pub use create::NewIndex;
+pub use def::{add_to_ddoc, ddoc_id, from_ddoc, remove_from_ddoc, JsonIndex};
 pub use error::{Error, Result};
-pub use find::{find, FindSettings, Found};
-pub use index::{indexes, AllDocs, Cursor, Index};
-pub use query::FindQuery;
-pub use selector::{field, field_path, Selector};
+pub use find::{find, prepare, FindSettings, Found, Prepared, Summary};
+pub use index::{all_docs_json, indexes, json_indexes};
+pub use native::native_languages;
+pub use plan::{Candidate, Chosen, Plan};
+pub use query::{Bookmark, FindQuery};
+pub use selector::{dotted, field, field_path, Range, Selector};

@@ -2,27 +2,23 @@
 
 use serde_json::{Map, Value};
 
-/// Each document cut down to `fields` (dotted paths into nested objects), when given.
-pub(crate) fn project(docs: Vec<Value>, fields: Option<&[String]>) -> Vec<Value> {
+/// A document cut down to `fields` (dotted paths into nested objects), when given.
+pub(crate) fn project_one(doc: Value, fields: Option<&[String]>) -> Value {
     let Some(fields) = fields.filter(|f| !f.is_empty()) else {
-        return docs;
+        return doc;
     };
-    let paths: Vec<Vec<String>> = fields.iter().map(|name| crate::field_path(name)).collect();
-    docs.into_iter()
-        .map(|doc| {
-            let mut out = Value::Object(Map::new());
-            for path in &paths {
-                if let Some(v) = crate::field(&doc, path) {
-                    put_path(&mut out, path, v.clone());
-                }
-            }
-            out
-        })
-        .collect()
+    let mut out = Value::Object(Map::new());
+    for name in fields {
+        let path = crate::field_path(name);
+        if let Some(v) = crate::field(&doc, &path) {
+            put_path(&mut out, &path, v.clone());
+        }
+    }
+    out
 }
 
 /// Sets `value` at `path` in `out`, making the objects on the way.
-fn put_path(out: &mut Value, path: &[String], value: Value) {
+pub(crate) fn put_path(out: &mut Value, path: &[String], value: Value) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };
@@ -46,19 +42,19 @@ mod tests {
     #[test]
     fn fields_are_cut_along_dotted_paths() {
         let doc = json!({"_id": "a", "name": {"first": "Ann", "last": "Lee"}, "age": 3});
-        let cut = project(
-            vec![doc],
+        let cut = project_one(
+            doc,
             Some(&[
                 "_id".to_string(),
                 "name.first".to_string(),
                 "nope.x".to_string(),
             ]),
         );
-        assert_eq!(cut, vec![json!({"_id": "a", "name": {"first": "Ann"}})]);
-        let cut = project(
-            vec![json!({"a.b": 1, "t": [5, 6]})],
+        assert_eq!(cut, json!({"_id": "a", "name": {"first": "Ann"}}));
+        let cut = project_one(
+            json!({"a.b": 1, "t": [5, 6]}),
             Some(&["a\\.b".to_string(), "t.1".to_string()]),
         );
-        assert_eq!(cut, vec![json!({"a.b": 1, "t": {"1": 6}})]);
+        assert_eq!(cut, json!({"a.b": 1, "t": {"1": 6}}));
     }
 }

@@ -2,9 +2,9 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use serde_json::{Map, Value};
-use settee_db::DESIGN_PREFIX;
+use serde_json::{json, Map, Value};
 
+use crate::def::ddoc_id;
 use crate::{Error, Result, Selector};
 
 /// The keys a `_find` body may have, as CouchDB lists them.
@@ -26,28 +26,53 @@ const FIND_KEYS: &[&str] = &[
     "allow_fallback",
 ];
 
+/// Where a query resumes: after the row of this key (views) and document id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bookmark {
+    /// The row's key in a JSON index; `None` for `_all_docs`.
+    pub key: Option<Value>,
+    /// The document id.
+    pub id: String,
+}
+
 /// A parsed `_find` body.
 pub struct FindQuery {
     /// Which documents.
     pub selector: Selector,
+    /// The selector as given.
+    pub selector_json: Value,
     /// At most this many (`limit`).
     pub limit: u64,
     /// After passing over this many matches (`skip`).
     pub skip: u64,
     /// Only these fields of each document (dotted paths), when given.
     pub fields: Option<Vec<String>>,
+    /// `sort`: the fields, in order (dotted names).
+    pub sort: Vec<String>,
     /// In descending order of the index.
     pub descending: bool,
-    /// The id of the last document an earlier page returned (its `bookmark`).
-    pub after: Option<String>,
+    /// `use_index`: a design document, and perhaps an index name.
+    pub use_index: Option<(String, Option<String>)>,
+    /// `use_index` as given (`[]` when absent), for `_explain`.
+    pub use_index_json: Value,
+    /// `allow_fallback`: whether another index may serve a query `use_index` cannot.
+    pub allow_fallback: bool,
+    /// Where an earlier page ended (its `bookmark`).
+    pub after: Option<Bookmark>,
     /// The bookmark given, answered again by a page that moves nothing (`nil` for none).
     pub bookmark: String,
     /// With each document's `_conflicts`.
     pub conflicts: bool,
     /// Whether the answer reports `execution_stats`.
     pub execution_stats: bool,
-    /// The warning about a `use_index` that could not be followed, if any.
-    pub use_index_warning: Option<String>,
+    /// Whether the index is brought up to date first (`update`, `stale`).
+    pub update: bool,
+    /// `stable` (`stale: "ok"` implies it).
+    pub stable: bool,
+    /// `r`, as given (accepted; there is one copy of every document).
+    pub r: u64,
+    /// `partition`: only this partition's documents (`""` for none).
+    pub partition: String,
 }
 
 impl FindQuery {
@@ -60,17 +85,14 @@ impl FindQuery {
                 format!("Invalid key {k} for this request."),
             ));
         }
-        let flag = |key: &str| match body.get(key) {
-            None => Ok(false),
+        let flag = |key: &str, default: bool| match body.get(key) {
+            None => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
             Some(v) => Err(Error::query(
                 "invalid_boolean",
                 format!("Invalid boolean value: {v}"),
             )),
         };
-        for key in ["update", "stable"] {
-            flag(key)?;
-        }
         let raw = body.get("selector").ok_or_else(|| {
             Error::query("missing_required_key", "Missing required key: selector")
         })?;
@@ -114,72 +136,99 @@ impl FindQuery {
             Some(v @ Value::String(b)) => Some(decode_bookmark(b).ok_or_else(|| bad_bookmark(v))?),
             Some(other) => return Err(bad_bookmark(other)),
         };
+        let sort = match body.get("sort") {
+            None => Vec::new(),
+            Some(v) => sort_specs(v)?,
+        };
+        let stale_ok = match body.get("stale") {
+            None => false,
+            Some(Value::String(s)) if s == "ok" => true,
+            Some(v) => {
+                return Err(Error::query(
+                    "invalid_stale_value",
+                    format!("Invalid stale value: {v}"),
+                ))
+            }
+        };
+        let partition = match body.get("partition") {
+            None => String::new(),
+            Some(Value::String(p)) => p.clone(),
+            Some(v) => {
+                return Err(Error::query(
+                    "invalid_partition",
+                    format!("Invalid partition: {v}"),
+                ))
+            }
+        };
+        let r = match body.get("r") {
+            None => 1,
+            Some(v) => v.as_u64().filter(|r| *r > 0).ok_or_else(|| {
+                Error::query(
+                    "invalid_pos_integer",
+                    format!("{v} is not an integer greater than zero"),
+                )
+            })?,
+        };
+        let (use_index, use_index_json) = use_index(body.get("use_index"))?;
         Ok(FindQuery {
             limit: count("limit", default_limit)?,
             skip: count("skip", 0)?,
             fields,
-            descending: sort_descending(body.get("sort"), raw)?,
+            descending: sort.first().is_some_and(|(_, desc)| *desc),
+            sort: sort.into_iter().map(|(f, _)| f).collect(),
             selector,
+            selector_json: raw.clone(),
+            use_index,
+            use_index_json,
+            allow_fallback: flag("allow_fallback", true)?,
             after,
-            conflicts: flag("conflicts")?,
-            execution_stats: flag("execution_stats")?,
+            conflicts: flag("conflicts", false)?,
+            execution_stats: flag("execution_stats", false)?,
+            update: flag("update", true)? && !stale_ok,
+            stable: flag("stable", false)? || stale_ok,
+            r,
+            partition,
             bookmark: body
                 .get("bookmark")
                 .and_then(Value::as_str)
                 .filter(|b| !b.is_empty())
                 .unwrap_or("nil")
                 .to_string(),
-            use_index_warning: use_index_warning(body.get("use_index")),
         })
     }
 }
 
-/// CouchDB's warning for a `use_index` that names an index other than `_all_docs`.
-fn use_index_warning(use_index: Option<&Value>) -> Option<String> {
-    let ddoc = |d: &str| {
-        if d.starts_with(DESIGN_PREFIX) {
-            d.to_string()
-        } else {
-            format!("{DESIGN_PREFIX}{d}")
-        }
-    };
-    match use_index? {
-        Value::String(d) if !d.is_empty() => Some(format!(
-            "{} was not used because it does not contain a valid index for this query.",
-            ddoc(d)
-        )),
-        Value::Array(a) => match a.as_slice() {
-            [Value::String(d)] => Some(format!(
-                "{} was not used because it does not contain a valid index for this query.",
-                ddoc(d)
-            )),
-            [Value::String(d), Value::String(v)] => Some(format!(
-                "{}, {v} was not used because it is not a valid index for this query.",
-                ddoc(d)
-            )),
-            _ => None,
+/// `use_index`: a design document name (with or without `_design/`), or `[ddoc]`, or
+/// `[ddoc, index]`; and the value as `_explain` shows it.
+fn use_index(v: Option<&Value>) -> Result<(Option<(String, Option<String>)>, Value)> {
+    let bad = |v: &Value| Error::query("invalid_index_name", format!("Invalid index name: {v}"));
+    let ddoc = |d: &str| ddoc_id(d);
+    match v {
+        None => Ok((None, json!([]))),
+        Some(Value::String(d)) if d.is_empty() => Ok((None, json!([]))),
+        Some(Value::String(d)) => Ok((Some((ddoc(d), None)), json!([d]))),
+        Some(v @ Value::Array(a)) => match a.as_slice() {
+            [] => Ok((None, json!([]))),
+            [Value::String(d)] => Ok((Some((ddoc(d), None)), v.clone())),
+            [Value::String(d), Value::String(n)] => {
+                Ok((Some((ddoc(d), Some(n.clone()))), v.clone()))
+            }
+            _ => Err(bad(v)),
         },
-        _ => None,
+        Some(v) => Err(bad(v)),
     }
 }
 
-/// The direction a `sort` asks for. Without indexes only `_id` can be sorted by, and only
-/// when the selector bounds `_id` (CouchDB's special index is usable then alone).
-fn sort_descending(sort: Option<&Value>, selector: &Value) -> Result<bool> {
-    let no_index = || {
-        Error::query(
-            "no_usable_index",
-            "No index exists for this sort, try indexing by the sort fields.",
-        )
-    };
-    let Some(sort) = sort else { return Ok(false) };
+/// A `sort` (or an index's `fields`): names or `{"name": "asc"|"desc"}`, one direction
+/// for all, as CouchDB reads them.
+pub(crate) fn sort_specs(sort: &Value) -> Result<Vec<(String, bool)>> {
     let Value::Array(fields) = sort else {
         return Err(Error::query(
             "invalid_sort_json",
             format!("Sort must be an array of sort specs, not: {sort}"),
         ));
     };
-    let mut descending = None;
+    let mut out: Vec<(String, bool)> = Vec::with_capacity(fields.len());
     for field in fields {
         let bad_field =
             || Error::query("invalid_sort_field", format!("Invalid sort field: {field}"));
@@ -195,26 +244,20 @@ fn sort_descending(sort: Option<&Value>, selector: &Value) -> Result<bool> {
             }
             _ => return Err(bad_field()),
         };
-        if descending.is_some_and(|d| d != desc) {
+        if out.first().is_some_and(|(_, d)| *d != desc) {
             return Err(Error::query(
                 "unsupported_mixed_sort",
                 "Sorts currently only support a single direction for all fields.",
             ));
         }
-        if name != "_id" {
-            return Err(no_index());
-        }
-        descending = Some(desc);
+        out.push((name.to_string(), desc));
     }
-    if descending.is_some() && !bounds_id(selector) {
-        return Err(no_index());
-    }
-    Ok(descending.unwrap_or(false))
+    Ok(out)
 }
 
 /// Whether a selector bounds `_id` where CouchDB's special index can use it: at its top or
 /// in a top-level `$and`, by equality or a range operator.
-fn bounds_id(selector: &Value) -> bool {
+pub(crate) fn bounds_id(selector: &Value) -> bool {
     let Some(m) = selector.as_object() else {
         return false;
     };
@@ -232,18 +275,32 @@ fn bounds_id(selector: &Value) -> bool {
     })
 }
 
-/// The id a bookmark of ours carries.
-pub(crate) fn decode_bookmark(b: &str) -> Option<String> {
+/// Where a bookmark of ours resumes.
+pub(crate) fn decode_bookmark(b: &str) -> Option<Bookmark> {
     let bytes = URL_SAFE_NO_PAD.decode(b).ok()?;
     match serde_json::from_slice::<Value>(&bytes).ok()? {
-        Value::Array(a) if a.len() == 1 => a[0].as_str().map(str::to_string),
+        Value::Array(mut a) if a.len() == 1 => Some(Bookmark {
+            key: None,
+            id: a.pop()?.as_str()?.to_string(),
+        }),
+        Value::Array(mut a) if a.len() == 2 => {
+            let id = a.pop()?.as_str()?.to_string();
+            Some(Bookmark {
+                key: Some(a.pop()?),
+                id,
+            })
+        }
         _ => None,
     }
 }
 
-/// The bookmark of a page whose last returned document was `id`.
-pub(crate) fn encode_bookmark(id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&serde_json::json!([id])).expect("json"))
+/// The bookmark of a page whose last returned row was `at`.
+pub(crate) fn encode_bookmark(at: &Bookmark) -> String {
+    let v = match &at.key {
+        None => json!([at.id]),
+        Some(k) => json!([k, at.id]),
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&v).expect("json"))
 }
 
 #[cfg(test)]
@@ -260,29 +317,26 @@ mod tests {
     }
 
     #[test]
-    fn only_id_sorts_without_an_index() {
-        let by_id = json!({"_id": {"$gt": null}});
-        assert!(!sort_descending(None, &json!({})).unwrap());
-        assert!(sort_descending(Some(&json!([{"_id": "desc"}])), &by_id).unwrap());
-        assert!(!sort_descending(Some(&json!(["_id"])), &json!({"$and": [{"_id": "x"}]})).unwrap());
-        let error = |sort: Value, selector: &Value| {
-            named(sort_descending(Some(&sort), selector).unwrap_err()).0
-        };
+    fn sorts_are_read_as_couchdb_reads_them() {
         assert_eq!(
-            error(json!(["_id"]), &json!({"n": 1})),
-            "no_usable_index",
-            "the selector must bound _id"
-        );
-        assert_eq!(error(json!(["age"]), &by_id), "no_usable_index");
-        assert_eq!(
-            error(json!([{"_id": "sideways"}]), &by_id),
-            "invalid_sort_field"
+            sort_specs(&json!(["a", {"b.c": "asc"}])).unwrap(),
+            vec![("a".to_string(), false), ("b.c".to_string(), false)]
         );
         assert_eq!(
-            error(json!(["_id", {"_id": "desc"}]), &by_id),
+            sort_specs(&json!([{"a": "desc"}])).unwrap(),
+            vec![("a".to_string(), true)]
+        );
+        let error = |sort: Value| named(sort_specs(&sort).unwrap_err()).0;
+        assert_eq!(error(json!([{"_id": "sideways"}])), "invalid_sort_field");
+        assert_eq!(
+            error(json!(["_id", {"_id": "desc"}])),
             "unsupported_mixed_sort"
         );
-        assert_eq!(error(json!("_id"), &by_id), "invalid_sort_json");
+        assert_eq!(error(json!("_id")), "invalid_sort_json");
+        assert_eq!(error(json!([5])), "invalid_sort_field");
+        assert!(bounds_id(&json!({"_id": {"$gt": null}})));
+        assert!(bounds_id(&json!({"$and": [{"_id": "x"}]})));
+        assert!(!bounds_id(&json!({"n": 1})));
     }
 
     #[test]
@@ -321,15 +375,28 @@ mod tests {
             None
         );
         assert_eq!(
-            use_index_warning(Some(&json!(["d", "v"]))).unwrap(),
-            "_design/d, v was not used because it is not a valid index for this query."
+            use_index(Some(&json!(["d", "v"]))).unwrap().0,
+            Some(("_design/d".to_string(), Some("v".to_string())))
+        );
+        assert_eq!(
+            use_index(Some(&json!("_design/d"))).unwrap().0,
+            Some(("_design/d".to_string(), None))
+        );
+        assert_eq!(
+            named(use_index(Some(&json!(5))).unwrap_err()).0,
+            "invalid_index_name"
         );
     }
 
     #[test]
     fn bookmarks_round_trip_and_refuse_anything_else() {
         let b = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!(["doc7"])).unwrap());
-        assert_eq!(decode_bookmark(&b).as_deref(), Some("doc7"));
+        assert_eq!(decode_bookmark(&b).unwrap().id, "doc7");
+        let at = Bookmark {
+            key: Some(json!([1, "x"])),
+            id: "d".into(),
+        };
+        assert_eq!(decode_bookmark(&encode_bookmark(&at)), Some(at));
         assert_eq!(decode_bookmark("!!"), None);
         assert_eq!(decode_bookmark(&URL_SAFE_NO_PAD.encode(b"{}")), None);
     }

@@ -227,6 +227,246 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
     })
 }
 
+/// Where a selector confines one field, as far as an index scan can use it: bounds
+/// (inclusive or not) from `$eq`, `$lt`…`$gte` and `$beginsWith` at the top of the selector.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Range {
+    /// The lowest value, and whether it is included.
+    pub low: Option<(Value, bool)>,
+    /// The highest value, and whether it is included.
+    pub high: Option<(Value, bool)>,
+}
+
+impl Range {
+    /// Whether the field is held to one value (`$eq`).
+    pub fn is_constant(&self) -> bool {
+        matches!((&self.low, &self.high), (Some((l, true)), Some((h, true)))
+            if collate::compare(l, h) == Ordering::Equal)
+    }
+
+    fn narrow_low(&mut self, v: &Value, inclusive: bool) {
+        let replace = match &self.low {
+            None => true,
+            Some((old, old_inc)) => match collate::compare(v, old) {
+                Ordering::Greater => true,
+                Ordering::Equal => *old_inc && !inclusive,
+                Ordering::Less => false,
+            },
+        };
+        if replace {
+            self.low = Some((v.clone(), inclusive));
+        }
+    }
+
+    fn narrow_high(&mut self, v: &Value, inclusive: bool) {
+        let replace = match &self.high {
+            None => true,
+            Some((old, old_inc)) => match collate::compare(v, old) {
+                Ordering::Less => true,
+                Ordering::Equal => *old_inc && !inclusive,
+                Ordering::Greater => false,
+            },
+        };
+        if replace {
+            self.high = Some((v.clone(), inclusive));
+        }
+    }
+}
+
+/// The highest code point, ending the range of strings that begin with a prefix (as
+/// CouchDB bounds `$beginsWith`).
+const LAST_CHAR: char = '\u{10FFFF}';
+
+impl Selector {
+    /// Whether the selector is `{}`.
+    pub fn is_empty(&self) -> bool {
+        matches!(&self.0, Node::All(parts) if parts.is_empty())
+    }
+
+    /// The conditions at the top of the selector (through `$and`), by field.
+    fn top_fields(&self) -> Vec<(&[String], &Cond)> {
+        fn walk<'a>(n: &'a Node, out: &mut Vec<(&'a [String], &'a Cond)>) {
+            match n {
+                Node::All(parts) => parts.iter().for_each(|p| walk(p, out)),
+                Node::Field(path, c) => out.push((path, c)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, &mut out);
+        out
+    }
+
+    /// Whether every document the selector matches has `field` (CouchDB's
+    /// `has_required_fields`): a condition on it other than `$exists: false` at the top, or
+    /// in every branch of an `$or`.
+    pub fn requires(&self, field: &[String]) -> bool {
+        node_requires(&self.0, field)
+    }
+
+    /// The range the selector's top-level conditions confine `field` to, `None` when none
+    /// of them is one an index scan can use.
+    pub fn range(&self, field: &[String]) -> Option<Range> {
+        let mut range = Range::default();
+        let mut any = false;
+        for (path, c) in self.top_fields() {
+            if path == field {
+                any |= narrow(&mut range, c);
+            }
+        }
+        any.then_some(range)
+    }
+
+    /// The fields (dotted, as written in selectors) an index scan could narrow, in the
+    /// order they appear.
+    pub fn indexable_fields(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (path, c) in self.top_fields() {
+            let name = dotted(path);
+            if narrow(&mut Range::default(), c) && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    /// Every field the selector reads, dotted (`$elemMatch` and its kin read the whole
+    /// array field).
+    pub fn fields(&self) -> Vec<String> {
+        fn walk(n: &Node, out: &mut Vec<String>) {
+            match n {
+                Node::All(p) | Node::Any(p) | Node::None(p) => p.iter().for_each(|p| walk(p, out)),
+                Node::Not(inner) => walk(inner, out),
+                Node::Field(path, _) => {
+                    let name = dotted(path);
+                    if !out.contains(&name) {
+                        out.push(name);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, &mut out);
+        out
+    }
+
+    /// The selector normalised as CouchDB shows it in `_explain`: every condition as
+    /// `{"field": {"$op": arg}}`, several joined with `$and`.
+    pub fn to_json(&self) -> Value {
+        node_json(&self.0)
+    }
+}
+
+/// A field path written back as a selector names it (dots inside names escaped).
+pub fn dotted(path: &[String]) -> String {
+    path.iter()
+        .map(|p| p.replace('.', "\\."))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn node_requires(n: &Node, field: &[String]) -> bool {
+    match n {
+        Node::All(parts) => parts.iter().any(|p| node_requires(p, field)),
+        Node::Any(parts) => !parts.is_empty() && parts.iter().all(|p| node_requires(p, field)),
+        Node::Field(path, c) => path == field && cond_requires(c),
+        Node::None(_) | Node::Not(_) => false,
+    }
+}
+
+fn cond_requires(c: &Cond) -> bool {
+    match c {
+        Cond::Exists(want) => *want,
+        Cond::Not(_) | Cond::Neither(_) => false,
+        Cond::Both(cs) => cs.iter().any(cond_requires),
+        Cond::Either(cs) => !cs.is_empty() && cs.iter().all(cond_requires),
+        _ => true,
+    }
+}
+
+/// Narrows `r` by `c`; whether `c` is a condition an index scan can use.
+fn narrow(r: &mut Range, c: &Cond) -> bool {
+    match c {
+        Cond::Cmp(Ordering::Equal, _, v) => {
+            r.narrow_low(v, true);
+            r.narrow_high(v, true);
+            true
+        }
+        Cond::Cmp(Ordering::Less, inc, v) => {
+            r.narrow_high(v, *inc);
+            true
+        }
+        Cond::Cmp(Ordering::Greater, inc, v) => {
+            r.narrow_low(v, *inc);
+            true
+        }
+        Cond::BeginsWith(p) => {
+            r.narrow_low(&Value::String(p.clone()), true);
+            r.narrow_high(&Value::String(format!("{p}{LAST_CHAR}")), true);
+            true
+        }
+        Cond::Both(cs) => cs.iter().fold(false, |any, c| narrow(r, c) | any),
+        _ => false,
+    }
+}
+
+fn node_json(n: &Node) -> Value {
+    let list = |parts: &[Node]| Value::Array(parts.iter().map(node_json).collect());
+    let one = |k: &str, v: Value| Value::Object(Map::from_iter([(k.to_string(), v)]));
+    match n {
+        Node::All(parts) if parts.len() == 1 => node_json(&parts[0]),
+        Node::All(parts) if parts.is_empty() => Value::Object(Map::new()),
+        Node::All(parts) => one("$and", list(parts)),
+        Node::Any(parts) => one("$or", list(parts)),
+        Node::None(parts) => one("$nor", list(parts)),
+        Node::Not(inner) => one("$not", node_json(inner)),
+        Node::Field(path, Cond::Both(cs)) if !path.is_empty() => one(
+            "$and",
+            Value::Array(
+                cs.iter()
+                    .map(|c| one(&dotted(path), cond_json(c)))
+                    .collect(),
+            ),
+        ),
+        Node::Field(path, c) => {
+            if path.is_empty() {
+                cond_json(c)
+            } else {
+                one(&dotted(path), cond_json(c))
+            }
+        }
+    }
+}
+
+fn cond_json(c: &Cond) -> Value {
+    let one = |k: &str, v: Value| Value::Object(Map::from_iter([(k.to_string(), v)]));
+    let conds = |cs: &[Cond]| Value::Array(cs.iter().map(cond_json).collect());
+    match c {
+        Cond::Cmp(Ordering::Equal, _, v) => one("$eq", v.clone()),
+        Cond::Cmp(Ordering::Less, false, v) => one("$lt", v.clone()),
+        Cond::Cmp(Ordering::Less, true, v) => one("$lte", v.clone()),
+        Cond::Cmp(Ordering::Greater, false, v) => one("$gt", v.clone()),
+        Cond::Cmp(Ordering::Greater, true, v) => one("$gte", v.clone()),
+        Cond::Ne(v) => one("$ne", v.clone()),
+        Cond::Exists(b) => one("$exists", Value::Bool(*b)),
+        Cond::Type(t) => one("$type", Value::String(t.to_string())),
+        Cond::In(vs) => one("$in", Value::Array(vs.clone())),
+        Cond::Nin(vs) => one("$nin", Value::Array(vs.clone())),
+        Cond::Size(n) => one("$size", Value::from(*n)),
+        Cond::Mod(d, r) => one("$mod", Value::from(vec![*d, *r])),
+        Cond::Regex(re) => one("$regex", Value::String(re.as_str().to_string())),
+        Cond::BeginsWith(p) => one("$beginsWith", Value::String(p.clone())),
+        Cond::AllOf(vs) => one("$all", Value::Array(vs.clone())),
+        Cond::ElemMatch(n) => one("$elemMatch", node_json(n)),
+        Cond::AllMatch(n) => one("$allMatch", node_json(n)),
+        Cond::KeyMapMatch(n) => one("$keyMapMatch", node_json(n)),
+        Cond::Not(inner) => one("$not", cond_json(inner)),
+        Cond::Both(cs) => one("$and", conds(cs)),
+        Cond::Either(cs) => one("$or", conds(cs)),
+        Cond::Neither(cs) => one("$nor", conds(cs)),
+    }
+}
+
 fn node_matches(node: &Node, doc: &Value) -> bool {
     match node {
         Node::All(parts) => parts.iter().all(|p| node_matches(p, doc)),

@@ -75,6 +75,7 @@ impl Node {
             reduce_limit: reduce_limit(&config),
             store: catalog.store_options().clone(),
             servers,
+            natives: settee_mango::native_languages(),
         });
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential");
         let node = Node {

@@ -22,7 +22,7 @@ pub struct IndexOptions {
 pub struct ViewDef {
     /// The view's name.
     pub name: String,
-    /// Map function source.
+    /// Map function source; for the `query` language, the map object as JSON text.
     pub map: String,
     /// Reduce function, if the view has one.
     pub reduce: Option<Reduce>,
@@ -70,7 +70,7 @@ impl DesignDoc {
                         lib = view.clone();
                         continue;
                     }
-                    views.push(parse_view(name, view)?);
+                    views.push(parse_view(name, view, &language)?);
                 }
             }
             Some(_) => return Err(bad("`views` field must have object type")),
@@ -136,17 +136,28 @@ fn parse_options(options: Option<&Value>) -> Result<IndexOptions> {
     })
 }
 
-fn parse_view(name: &str, view: &Value) -> Result<ViewDef> {
+/// The language whose map members are JSON objects (Mango's indexes), not source text.
+pub const QUERY_LANGUAGE: &str = "query";
+
+fn parse_view(name: &str, view: &Value, language: &str) -> Result<ViewDef> {
     let bad = |m: String| Error::InvalidDesignDoc(m);
     let Some(view) = view.as_object() else {
         return Err(bad(format!("`views.{name}` field must have object type")));
     };
     let map = match view.get("map") {
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(def)) if language == QUERY_LANGUAGE => {
+            serde_json::to_string(def).expect("JSON")
+        }
+        Some(Value::String(s)) if language != QUERY_LANGUAGE => s.clone(),
         Some(_) => {
+            let kind = if language == QUERY_LANGUAGE {
+                "object"
+            } else {
+                "string"
+            };
             return Err(bad(format!(
-                "`views.{name}.map` field must have string type"
-            )))
+                "`views.{name}.map` field must have {kind} type"
+            )));
         }
         None => return Err(bad(format!("View `{name}` must contain map function"))),
     };

@@ -16,6 +16,7 @@ use settee_queryserver::QueryServers;
 use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
 use crate::index::{Emitted, Index, IndexMeta, Mapped};
+use crate::native::{NativeLanguages, NativeMap};
 
 /// Most documents in one batch.
 const BATCH_DOCS: usize = 2000;
@@ -35,13 +36,16 @@ struct Change {
     doc: Option<Vec<u8>>,
 }
 
+/// Where map functions run: JavaScript engines, query server processes, native languages.
+pub(crate) struct Mappers<'a> {
+    pub pool: &'a Arc<Pool>,
+    pub servers: &'a QueryServers,
+    pub natives: &'a NativeLanguages,
+}
+
 /// Runs one update of `index` to the database's current position.
-pub(crate) fn update(
-    index: &Index,
-    db: &Arc<Database>,
-    pool: &Arc<Pool>,
-    servers: &QueryServers,
-) -> Result<()> {
+pub(crate) fn update(index: &Index, db: &Arc<Database>, mappers: &Mappers) -> Result<()> {
+    let (pool, servers) = (mappers.pool, mappers.servers);
     let snap = db.snapshot();
     let start = index.meta()?;
     let target = snap.seq()?;
@@ -77,6 +81,10 @@ pub(crate) fn update(
         },
     )?;
     let program = Arc::new(MapProgram::of(&ddoc, index.signature()));
+    let native = mappers.natives.get(&ddoc.language).map(|lang| {
+        let maps: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
+        lang.compile(&maps)
+    });
     let mut writing: Option<settee_store::Pending<(), Error>> = None;
     let mut mapping: Option<(Mapping, SeqVector, u64)> = None;
     let mut done = 0u64;
@@ -85,7 +93,9 @@ pub(crate) fn update(
         let batch = next_batch(&mut changes, &ddoc)?;
         let next = (!batch.is_empty()).then(|| {
             let n = batch.len() as u64;
-            let started = if ddoc.language == "javascript" {
+            let started = if let Some(native) = &native {
+                Mapping::Done(map_native(native.as_ref(), pool.workers(), batch))
+            } else if ddoc.language == "javascript" {
                 Mapping::start(pool, &program, batch)
             } else {
                 Mapping::Done(map_external(
@@ -309,6 +319,55 @@ fn map_external_part(
     }
     out.push(']');
     decode_rows(&out, part, &program.collations)
+}
+
+/// Maps a batch with a native program, on up to `workers` threads.
+fn map_native(native: &dyn NativeMap, workers: usize, batch: Vec<Change>) -> Result<Vec<Mapped>> {
+    let parts = split(batch, workers);
+    let mapped: Vec<Vec<Mapped>> = std::thread::scope(|scope| {
+        let running: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || map_native_part(native, part)))
+            .collect();
+        running
+            .into_iter()
+            .map(|t| t.join().unwrap_or_default())
+            .collect()
+    });
+    Ok(mapped.into_iter().flatten().collect())
+}
+
+fn map_native_part(native: &dyn NativeMap, part: Vec<Change>) -> Vec<Mapped> {
+    part.into_iter()
+        .map(|c| {
+            let doc = c
+                .doc
+                .as_deref()
+                .and_then(|d| settee_json::deep::from_slice::<serde_json::Value>(d).ok());
+            let rows = doc.map(|doc| {
+                native
+                    .map(&doc)
+                    .into_iter()
+                    .map(|rows| {
+                        rows.into_iter()
+                            .filter_map(|(k, v)| emitted(&k, &v))
+                            .collect()
+                    })
+                    .collect()
+            });
+            Mapped { id: c.id, rows }
+        })
+        .collect()
+}
+
+/// A native row as the index stores it; `None` for a key too deep to encode.
+fn emitted(key: &serde_json::Value, value: &serde_json::Value) -> Option<Emitted> {
+    let key_json = key.to_string();
+    Some(Emitted {
+        key: viewkey::encoded_json(&key_json, viewkey::Collation::Unicode)?,
+        key_json,
+        value_json: value.to_string(),
+    })
 }
 
 type EmittedJson<'a> = Vec<Vec<(&'a RawValue, &'a RawValue)>>;

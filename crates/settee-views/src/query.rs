@@ -235,6 +235,45 @@ pub fn map_rows(
     Ok(rows.skip(skip).take(limit))
 }
 
+/// The map rows of view `view` between two bounds on stored row keys (encoded key, then
+/// document id), in walk order: `start` is where the walk begins (the high end when
+/// `descending`). For callers that build their own bounds, as Mango does from a selector.
+pub fn map_rows_between(
+    index: &Index,
+    snap: &Snapshot,
+    view: usize,
+    start: Bound,
+    end: Bound,
+    descending: bool,
+) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
+    let c = index.ddoc().views[view].collation;
+    let direction = if descending {
+        Direction::Backward
+    } else {
+        Direction::Forward
+    };
+    let range = snap.range(
+        1 + view,
+        RangeOptions {
+            start,
+            end,
+            direction,
+            skip: 0,
+            limit: None,
+        },
+    )?;
+    Ok(range.map(move |entry| {
+        let entry = entry?;
+        let (_, id) = viewkey::split_row_key(entry.key(), c).ok_or(Error::Corrupted("row key"))?;
+        let (key, value) = row::split_value(entry.value())?;
+        Ok(MapRow {
+            id,
+            key: key.to_string(),
+            value: value.to_string(),
+        })
+    }))
+}
+
 /// The ranges map rows are read from, in walk order: CouchDB reads `keys` from the last
 /// when descending.
 fn map_ranges(q: &ViewQuery, c: Collation) -> Vec<RangeOptions> {

@@ -13,6 +13,7 @@ use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::indexer::{self, covers};
+use crate::native::NativeLanguages;
 use crate::reduce::{Runner, ViewReducer};
 
 /// How views run.
@@ -28,6 +29,8 @@ pub struct ViewsConfig {
     pub store: StoreOptions,
     /// External query servers, for design documents in other languages.
     pub servers: Arc<QueryServers>,
+    /// Languages mapped natively (Mango's `query`).
+    pub natives: NativeLanguages,
 }
 
 /// The open indexes of one database, kept with the database so they close with it.
@@ -40,6 +43,7 @@ struct DbIndexes {
 pub struct Views {
     pool: Arc<Pool>,
     servers: Arc<QueryServers>,
+    natives: Arc<NativeLanguages>,
     store: StoreOptions,
     reduce_limit: AtomicBool,
 }
@@ -61,6 +65,7 @@ impl Views {
         Views {
             pool: Arc::new(Pool::new(config.workers, config.limits)),
             servers: config.servers,
+            natives: Arc::new(config.natives),
             store: config.store,
             reduce_limit: AtomicBool::new(config.reduce_limit),
         }
@@ -93,7 +98,7 @@ impl Views {
     /// The index for `ddoc`'s views in `db`, opened on first use and shared by every design
     /// document with the same signature.
     pub fn index(&self, db: &Arc<Database>, ddoc: &DesignDoc) -> Result<Arc<Index>> {
-        let runner = if ddoc.language == "javascript" {
+        let runner = if ddoc.language == "javascript" || self.natives.contains_key(&ddoc.language) {
             let pool = self.pool.clone();
             Runner::Js(Arc::new(move || pool.limits()))
         } else if self.servers.has(&ddoc.language) {
@@ -161,16 +166,22 @@ impl Views {
         st.running = true;
         st.started += 1;
         let run = st.started;
-        let (db, index, pool, servers) = (
+        let (db, index, pool, servers, natives) = (
             db.clone(),
             index.clone(),
             self.pool.clone(),
             self.servers.clone(),
+            self.natives.clone(),
         );
         std::thread::Builder::new()
             .name("settee-indexer".into())
             .spawn(move || {
-                let result = indexer::update(&index, &db, &pool, &servers);
+                let mappers = indexer::Mappers {
+                    pool: &pool,
+                    servers: &servers,
+                    natives: &natives,
+                };
+                let result = indexer::update(&index, &db, &mappers);
                 if let Err(e) = &result {
                     tracing::warn!(
                         db = db.name(),

@@ -376,6 +376,7 @@ fn view_queries_match_brute_force() {
         reduce_limit: true,
         store: catalog.store_options().clone(),
         servers: Default::default(),
+        natives: Default::default(),
     });
     let mut runner = TestRunner::new(Config {
         cases: 48,

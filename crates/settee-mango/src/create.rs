@@ -1,0 +1,215 @@
+//! `POST /{db}/_index`: the request read with CouchDB's rules, the index it defines, and the
+//! name CouchDB would give it when the request names none.
+
+use serde_json::{Map, Value};
+use settee_json::Term;
+use sha1::{Digest, Sha1};
+
+use crate::def::{ddoc_id, JsonIndex};
+use crate::{Error, Result, Selector};
+
+/// The keys a `POST /{db}/_index` body may have.
+const INDEX_KEYS: &[&str] = &["index", "type", "name", "ddoc", "w", "partitioned"];
+
+/// A parsed index creation request.
+#[derive(Debug, Clone)]
+pub struct NewIndex {
+    /// The index.
+    pub index: JsonIndex,
+    /// The definition as given (`options.def` of the view).
+    pub def: Value,
+    /// `partitioned`, when the request set it.
+    pub partitioned: Option<bool>,
+}
+
+impl NewIndex {
+    /// Reads a request body; `db_partitioned` is the database's default.
+    pub fn parse(body: &Map<String, Value>, db_partitioned: bool) -> Result<NewIndex> {
+        if let Some(k) = body.keys().find(|k| !INDEX_KEYS.contains(&k.as_str())) {
+            return Err(Error::query(
+                "invalid_key",
+                format!("Invalid key {k} for this request."),
+            ));
+        }
+        let def = body
+            .get("index")
+            .ok_or_else(|| Error::query("missing_required_key", "Missing required key: index"))?;
+        let Value::Object(def_map) = def else {
+            return Err(Error::query(
+                "invalid_index_json",
+                format!("Invalid index definition: {def}"),
+            ));
+        };
+        match body.get("type") {
+            None => {}
+            Some(Value::String(t)) if t == "json" => {}
+            Some(Value::String(t)) => {
+                return Err(Error::query(
+                    "invalid_index_type",
+                    format!("Invalid type for index: {t}"),
+                ))
+            }
+            Some(v) => return Err(not_string(v)),
+        }
+        let text = |key: &str| match body.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+            Some(v) => Err(Error::query(
+                "invalid_index_name",
+                format!("Invalid index name: {v}"),
+            )),
+        };
+        let (name, ddoc) = (text("name")?, text("ddoc")?);
+        if let Some(w) = body.get("w") {
+            if w.as_u64().is_none_or(|w| w == 0) {
+                return Err(Error::query(
+                    "invalid_pos_integer",
+                    format!("{w} is not an integer greater than zero"),
+                ));
+            }
+        }
+        let partitioned = match body.get("partitioned") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(v) => {
+                return Err(Error::query(
+                    "invalid_partitioned_value",
+                    format!("Invalid partitioned value: {v}"),
+                ))
+            }
+        };
+        let (fields, partial) = definition(def_map)?;
+        let auto = auto_name(def, body);
+        Ok(NewIndex {
+            index: JsonIndex {
+                ddoc: ddoc_id(ddoc.as_deref().unwrap_or(&auto)),
+                name: name.unwrap_or(auto),
+                fields,
+                partial,
+                partitioned: partitioned.unwrap_or(db_partitioned),
+            },
+            def: def.clone(),
+            partitioned,
+        })
+    }
+}
+
+fn not_string(v: &Value) -> Error {
+    Error::query("invalid_string", format!("Invalid string: {v}"))
+}
+
+/// `index`'s fields (sort specs, one direction for all) and partial filter.
+fn definition(def: &Map<String, Value>) -> Result<(Vec<(String, bool)>, Option<Value>)> {
+    if let Some(k) = def.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "fields" | "partial_filter_selector" | "selector"
+        )
+    }) {
+        return Err(Error::query(
+            "invalid_key",
+            format!("Invalid key {k} for this request."),
+        ));
+    }
+    let fields = def
+        .get("fields")
+        .ok_or_else(|| Error::query("missing_required_key", "Missing required key: fields"))?;
+    let fields = crate::query::sort_specs(fields)?;
+    if fields.is_empty() {
+        return Err(Error::query(
+            "invalid_sort_json",
+            "Sort must be an array of sort specs, not: []",
+        ));
+    }
+    let partial = match def
+        .get("partial_filter_selector")
+        .or_else(|| def.get("selector"))
+    {
+        None => None,
+        Some(Value::Object(m)) if m.is_empty() => None,
+        Some(p @ Value::Object(_)) => {
+            Selector::parse(p).map_err(|e| Error::Selector(format!("Invalid selector: {e}")))?;
+            Some(p.clone())
+        }
+        Some(v) => {
+            return Err(Error::query(
+                "invalid_selector_json",
+                format!("Selector must be a JSON object, not: {v}"),
+            ))
+        }
+    };
+    Ok((fields, partial))
+}
+
+/// The name CouchDB derives for an index (and its design document) the request does not
+/// name: the hex SHA-1 of `term_to_binary({Def, Opts})`, `Opts` being the request's options
+/// with their defaults, sorted. Equal requests get equal names on both servers, so an
+/// application creating its indexes on start finds them `exists` after a replication.
+fn auto_name(def: &Value, body: &Map<String, Value>) -> String {
+    let atom = |a: &str| Term::Atom(a.to_string());
+    let given = |key: &str, default: Term| body.get(key).map_or(default, |v| Term::Json(v.clone()));
+    // Sorted by option name, as `lists:usort` leaves them.
+    let opts = [
+        ("ddoc", given("ddoc", atom("auto_name"))),
+        ("def", Term::Json(def.clone())),
+        ("name", given("name", atom("auto_name"))),
+        ("partitioned", given("partitioned", atom("db_default"))),
+        (
+            "type",
+            given("type", Term::Json(Value::String("json".into()))),
+        ),
+        ("w", given("w", Term::Int(2))),
+    ];
+    let opts = opts
+        .into_iter()
+        .map(|(k, v)| Term::Tuple(vec![atom(k), v]))
+        .collect();
+    let term = Term::Tuple(vec![Term::Json(def.clone()), Term::List(opts)]);
+    let digest = Sha1::digest(term.to_binary());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(body: Value) -> Result<NewIndex> {
+        NewIndex::parse(body.as_object().unwrap(), false)
+    }
+
+    #[test]
+    fn unnamed_indexes_get_the_names_couchdb_gives_them() {
+        let i = parse(json!({"index": {"fields": ["foo"]}})).unwrap().index;
+        assert_eq!(i.name, "a138cce43c361000dcca40cb1fbb8c6776e04ba0");
+        assert_eq!(i.ddoc, "_design/a138cce43c361000dcca40cb1fbb8c6776e04ba0");
+        let i = parse(json!({"index": {"fields": ["foo", "bar"]}}))
+            .unwrap()
+            .index;
+        assert_eq!(i.name, "971942d23dced916c0af06d6197ed4156ffc21e0");
+        let i = parse(json!({"index": {"fields": [{"foo": "desc"}]}}))
+            .unwrap()
+            .index;
+        assert_eq!(i.name, "e5cbb09901111370181d5bdea1f8845837b10c96");
+        assert_eq!(i.fields, vec![("foo".to_string(), true)]);
+        let i = parse(json!({"index": {"fields": ["bar"]}, "ddoc": "myddoc"}))
+            .unwrap()
+            .index;
+        assert_eq!(
+            (i.ddoc.as_str(), i.name.as_str()),
+            ("_design/myddoc", "ea31ca2030bcfaed6d66f838f49e3ffc9f4e2785")
+        );
+        let i = parse(json!({"index": {"fields": ["qux"]}, "name": "quxidx"}))
+            .unwrap()
+            .index;
+        assert_eq!(i.ddoc, "_design/a4fc66754c1ab612071e33f56f513f4ef894bca9");
+        let i = parse(json!({"index": {"fields": ["t1"]}, "type": "json", "ddoc": "typedd"}))
+            .unwrap()
+            .index;
+        assert_eq!(i.name, "63db65c3a4a98393916b553e596a92b4b1a8c9a9");
+        let i = parse(json!({"index": {"fields": ["p2"]}, "partitioned": false, "ddoc": "pfdd"}))
+            .unwrap()
+            .index;
+        assert_eq!(i.name, "d00cde1bc16e74bcdfd64fda2ec94288946ef2c7");
+    }
+}

@@ -1,0 +1,261 @@
+//! Choosing the index a query runs on, as CouchDB chooses: among the JSON indexes whose
+//! fields the selector requires (sort fields excepted) and whose order can give the sort,
+//! the one whose leading fields the selector narrows most, then the one with the fewest
+//! fields, then by design document and name. Indexes with a partial filter serve only
+//! queries that name them in `use_index`. With no usable index, CouchDB's special `_all_docs`
+//! index serves the query (with a warning), unless a sort or `allow_fallback` forbids it.
+
+use std::cmp::Ordering;
+
+use serde_json::{json, Value};
+
+use crate::def::JsonIndex;
+use crate::selector::Range;
+use crate::{field_path, Error, FindQuery, Result};
+
+/// What CouchDB says when a query runs on the `_all_docs` index.
+pub const NO_INDEX: &str = "No matching index found, create an index to optimize query time.";
+
+/// The index a query runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chosen {
+    /// CouchDB's special index: every document by id.
+    AllDocs,
+    /// A JSON index, with the selector's range on each of its fields (in order).
+    Json(JsonIndex, Vec<Option<Range>>),
+}
+
+/// Why an index was or was not chosen, as `_explain` lists it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The index (`None`: `_all_docs`).
+    pub index: Option<JsonIndex>,
+    /// Whether it could serve the query.
+    pub usable: bool,
+    /// CouchDB's names for why it was not chosen.
+    pub reasons: Vec<&'static str>,
+    /// Its place among the usable indexes (1 is the chosen one), 0 when unusable.
+    pub ranking: usize,
+    /// Whether it holds every field the query needs.
+    pub covering: bool,
+}
+
+/// A query's plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The index it runs on.
+    pub chosen: Chosen,
+    /// Warnings for the answer.
+    pub warnings: Vec<String>,
+    /// Whether the chosen index answers without reading documents.
+    pub covering: bool,
+    /// Every index considered, for `_explain`.
+    pub candidates: Vec<Candidate>,
+}
+
+/// Chooses the index for `q` among the database's JSON indexes.
+pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
+    let named = |i: &JsonIndex| match &q.use_index {
+        None => false,
+        Some((ddoc, name)) => i.ddoc == *ddoc && name.as_ref().is_none_or(|n| *n == i.name),
+    };
+    let mut candidates: Vec<Candidate> = indexes
+        .iter()
+        .map(|i| {
+            let mut reasons = unusable_reasons(i, q);
+            if i.partial.is_some() && !named(i) && reasons.is_empty() {
+                reasons.push("is_partial");
+            }
+            Candidate {
+                covering: covers(i, q),
+                usable: reasons.is_empty(),
+                index: Some(i.clone()),
+                reasons,
+                ranking: 0,
+            }
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    let wanted: Vec<usize> = (0..candidates.len())
+        .filter(|&c| candidates[c].usable && named(candidates[c].index.as_ref().expect("json")))
+        .collect();
+    let pool: Vec<usize> = if !wanted.is_empty() {
+        wanted
+    } else {
+        if let Some((ddoc, name)) = &q.use_index {
+            if !q.allow_fallback {
+                return Err(Error::query(
+                    "no_usable_index",
+                    "The index specified with \"use_index\" is not usable for the query.",
+                ));
+            }
+            warnings.push(match name {
+                None => format!(
+                    "{ddoc} was not used because it does not contain a valid index for this query."
+                ),
+                Some(n) => {
+                    format!(
+                        "{ddoc}, {n} was not used because it is not a valid index for this query."
+                    )
+                }
+            });
+        }
+        (0..candidates.len())
+            .filter(|&c| candidates[c].usable)
+            .collect()
+    };
+    let mut ranked: Vec<usize> = pool;
+    ranked.sort_by(|&a, &b| {
+        let (a, b) = (&candidates[a], &candidates[b]);
+        better(
+            a.index.as_ref().expect("json"),
+            b.index.as_ref().expect("json"),
+            q,
+        )
+    });
+    for (place, &c) in ranked.iter().enumerate() {
+        candidates[c].ranking = place + 1;
+        if place > 0 {
+            let best = candidates[ranked[0]].index.clone().expect("json");
+            let this = candidates[c].index.clone().expect("json");
+            candidates[c].reasons.push(why_not(&best, &this, q));
+        }
+    }
+    for c in candidates.iter_mut().filter(|c| c.usable && c.ranking == 0) {
+        c.reasons.push("excluded_by_user");
+    }
+    let chosen = match ranked.first() {
+        Some(&best) => {
+            let index = candidates[best].index.clone().expect("json");
+            let ranges = index
+                .columns()
+                .iter()
+                .map(|c| q.selector.range(c))
+                .collect();
+            Chosen::Json(index, ranges)
+        }
+        None => {
+            all_docs_allowed(q)?;
+            warnings.push(NO_INDEX.to_string());
+            Chosen::AllDocs
+        }
+    };
+    let covering = matches!(&chosen, Chosen::Json(i, _) if covers(i, q));
+    Ok(Plan {
+        chosen,
+        warnings,
+        covering,
+        candidates,
+    })
+}
+
+/// Whether `_all_docs` may serve `q`: only `_id` sorts, with `_id` bounded, and only when
+/// falling back is allowed.
+fn all_docs_allowed(q: &FindQuery) -> Result<()> {
+    if !q.sort.is_empty()
+        && (q.sort.iter().any(|f| f != "_id") || !crate::query::bounds_id(&q.selector_json))
+    {
+        return Err(Error::query(
+            "no_usable_index",
+            "No index exists for this sort, try indexing by the sort fields.",
+        ));
+    }
+    if !q.allow_fallback && !q.selector.is_empty() && q.use_index.is_none() {
+        return Err(Error::query(
+            "no_usable_index",
+            "No usable index exists for this query.",
+        ));
+    }
+    Ok(())
+}
+
+/// CouchDB's reasons an index cannot serve `q` (none when it can).
+fn unusable_reasons(i: &JsonIndex, q: &FindQuery) -> Vec<&'static str> {
+    let columns = i.columns();
+    let sort: Vec<Vec<String>> = q.sort.iter().map(|f| field_path(f)).collect();
+    let mut out = Vec::new();
+    let fields_ok = columns.iter().all(|c| {
+        sort.contains(c)
+            || matches!(c.as_slice(), [f] if f == "_id" || f == "_rev")
+            || q.selector.requires(c)
+    });
+    if !fields_ok {
+        out.push("field_mismatch");
+    }
+    if !can_use_sort(&columns, &sort, q) {
+        out.push("sort_order_mismatch");
+    }
+    out
+}
+
+/// Whether the index's order gives the sort: the sort fields are a prefix of the index's
+/// fields after the fields the selector holds constant.
+fn can_use_sort(columns: &[Vec<String>], sort: &[Vec<String>], q: &FindQuery) -> bool {
+    let mut cols = columns;
+    loop {
+        match (cols.first(), sort.first()) {
+            (_, None) => return true,
+            (None, Some(_)) => return false,
+            (Some(c), Some(s)) if c == s => return cols.starts_with(sort),
+            (Some(c), _) => {
+                if !q.selector.range(c).is_some_and(|r| r.is_constant()) {
+                    return false;
+                }
+                cols = &cols[1..];
+            }
+        }
+    }
+}
+
+/// How many leading fields of the index the selector narrows.
+fn prefix(i: &JsonIndex, q: &FindQuery) -> usize {
+    i.columns()
+        .iter()
+        .take_while(|c| q.selector.range(c).is_some())
+        .count()
+}
+
+/// `a` before `b` when `a` is the better index for `q`.
+fn better(a: &JsonIndex, b: &JsonIndex, q: &FindQuery) -> Ordering {
+    prefix(b, q)
+        .cmp(&prefix(a, q))
+        .then(a.fields.len().cmp(&b.fields.len()))
+        .then_with(|| a.ddoc.cmp(&b.ddoc))
+        .then_with(|| a.name.cmp(&b.name))
+}
+
+/// CouchDB's reason a usable index lost to `best`.
+fn why_not(best: &JsonIndex, this: &JsonIndex, q: &FindQuery) -> &'static str {
+    if prefix(this, q) < prefix(best, q) {
+        "less_overlap"
+    } else if this.fields.len() > best.fields.len() {
+        "too_many_fields"
+    } else {
+        "alphabetically_comes_after"
+    }
+}
+
+/// Whether index `i` holds every field `q` reads and returns, so that its rows answer
+/// without reading documents (CouchDB 3.4+): `fields` given, each an indexed field or
+/// `_id`, the selector reading only such fields, and no `_conflicts` asked for.
+pub fn covers(i: &JsonIndex, q: &FindQuery) -> bool {
+    let columns: Vec<&str> = i.fields.iter().map(|(f, _)| f.as_str()).collect();
+    let held = |f: &str| f == "_id" || columns.contains(&f);
+    let Some(fields) = q.fields.as_ref().filter(|f| !f.is_empty()) else {
+        return false;
+    };
+    !q.conflicts && fields.iter().all(|f| held(f)) && q.selector.fields().iter().all(|f| held(f))
+}
+
+impl Candidate {
+    /// The candidate as `_explain`'s `index_candidates` lists it.
+    pub fn to_json(&self) -> Value {
+        let index = match &self.index {
+            Some(i) => i.to_json(),
+            None => crate::index::all_docs_json(),
+        };
+        let reasons: Vec<Value> = self.reasons.iter().map(|r| json!({"name": r})).collect();
+        json!({"index": index, "analysis": {"usable": self.usable, "reasons": reasons,
+            "ranking": self.ranking, "covering": self.covering}})
+    }
+}
