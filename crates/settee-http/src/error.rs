@@ -97,6 +97,11 @@ impl From<settee_mango::Error> for HttpError {
             settee_mango::Error::Query { error, reason } => HttpError::new(400, error, reason),
             settee_mango::Error::Db(e) => HttpError::from(&e),
             settee_mango::Error::Views(e) => HttpError::from(&e),
+            settee_mango::Error::Status {
+                status,
+                error,
+                reason,
+            } => HttpError::new(status, error, reason),
         }
     }
 }

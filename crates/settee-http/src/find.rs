@@ -47,12 +47,13 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     // Headers wait for the first bytes, so that a query failing early fails the request.
     let ready = sink.hold();
     tokio::task::spawn_blocking(move || {
+        // CouchDB's framing: a document a line, then each member after `docs` on its own.
         let mut first = true;
-        let mut gone = sink.write(b"{\"docs\":[\n").is_err();
+        let mut gone = sink.write(b"{\"docs\":[\r\n").is_err();
         let summary = prepared.run(&mut |doc| {
             let mut line = Vec::with_capacity(256);
             if !first {
-                line.extend_from_slice(b",\n");
+                line.extend_from_slice(b",\r\n");
             }
             first = false;
             serde_json::to_writer(&mut line, &doc).expect("JSON");
@@ -61,10 +62,16 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         });
         match summary {
             Ok(summary) => {
-                let tail =
-                    serde_json::to_string(&summary.tail(prepared.execution_stats())).expect("JSON");
-                let _ = sink.write(b"\n],\n");
-                let _ = sink.write(&tail.as_bytes()[1..]);
+                let mut tail = String::from(if first { "],\r\n" } else { "\r\n],\r\n" });
+                let members = summary.tail(prepared.execution_stats());
+                for (i, (k, v)) in members.iter().enumerate() {
+                    if i > 0 {
+                        tail.push_str(",\r\n");
+                    }
+                    tail.push_str(&format!("{}: {v}", Value::String(k.clone())));
+                }
+                tail.push_str("}\r\n");
+                let _ = sink.write(tail.as_bytes());
                 let _ = sink.flush();
             }
             Err(e) => {
@@ -83,11 +90,8 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
 /// `POST /{db}/_explain`.
 pub async fn explain(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let (mut query, settings) = query(state, req).await?;
-    // Explaining reads no index: it is not brought up to date.
-    query.update = false;
-    let prepared = settee_mango::prepare(&state.node.views, &db, query, settings).await?;
-    Ok(reply::json(200, &prepared.explain()))
+    let (query, _) = query(state, req).await?;
+    Ok(reply::json(200, &settee_mango::explain(&db, query).await?))
 }
 
 /// `/{db}/_index` and below.
@@ -101,7 +105,10 @@ pub async fn index(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<
         (_, [bulk]) if bulk == "_bulk_delete" => Err(HttpError::method_not_allowed("POST")),
         (&Method::DELETE, _) => match index_path(&rest) {
             Some((ddoc, name_)) => delete(state, req, name, &ddoc, &name_).await,
-            None => Err(HttpError::bad_request("Invalid index path")),
+            None => {
+                open(state, name)?;
+                Err(HttpError::new(404, "not_found", "missing"))
+            }
         },
         _ => Err(HttpError::method_not_allowed("DELETE")),
     }
@@ -124,8 +131,23 @@ fn list(state: &State, req: &Req, name: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     let all = settee_mango::indexes(&db.snapshot())?;
     let total = all.len();
-    let skip = req.query.u64("skip")?.unwrap_or(0) as usize;
-    let limit = req.query.u64("limit")?.map_or(usize::MAX, |l| l as usize);
+    // CouchDB answers a bad `skip` or `limit` with this 500.
+    let bad = || {
+        HttpError::new(
+            500,
+            "invalid_list_index_params",
+            "Index parameter ranges: limit > 1, skip > 0",
+        )
+    };
+    let number = |name: &str| match req.query.get(name) {
+        None => Ok(None),
+        Some(v) => v.parse::<usize>().map(Some).map_err(|_| bad()),
+    };
+    let skip = number("skip")?.unwrap_or(0);
+    let limit = match number("limit")? {
+        Some(0) => return Err(bad()),
+        l => l.unwrap_or(usize::MAX),
+    };
     let page: Vec<Value> = all.into_iter().skip(skip).take(limit).collect();
     Ok(reply::json(
         200,
@@ -196,7 +218,7 @@ async fn remove_index(
     ddoc: &str,
     index: Option<&str>,
 ) -> HttpResult<()> {
-    let not_found = || HttpError::new(404, "not_found", "Index not found");
+    let not_found = || HttpError::new(404, "not_found", "missing");
     let current = current_ddoc(db, ddoc)?.ok_or_else(not_found)?;
     let names: Vec<String> = match index {
         Some(n) => vec![n.to_string()],
@@ -246,6 +268,9 @@ async fn bulk_delete(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResul
             Err(e) => fail.push(json!({"id": id, "error": e.error})),
         }
     }
+    // Latest first, as CouchDB lists them.
+    success.reverse();
+    fail.reverse();
     Ok(reply::json(200, &json!({"success": success, "fail": fail})))
 }
 
@@ -258,20 +283,40 @@ fn bulk_delete_ids(body: &Map<String, Value>) -> HttpResult<Vec<String>> {
             format!("Invalid key {k} for this request."),
         ));
     }
+    if let Some(w) = body.get("w") {
+        if w.as_u64().is_none_or(|w| w == 0) {
+            return Err(HttpError::new(
+                400,
+                "invalid_pos_integer",
+                format!(
+                    "{} is not an integer greater than zero",
+                    settee_mango::erl_w(w)
+                ),
+            ));
+        }
+    }
     let ids = body.get("docids").ok_or_else(|| {
         HttpError::new(400, "missing_required_key", "Missing required key: docids")
     })?;
-    ids.as_array()
-        .and_then(|a| {
-            a.iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
+    let Value::Array(ids) = ids else {
+        return Err(HttpError::new(
+            400,
+            "invalid_bulk_docs",
+            format!(
+                "Bulk Delete requires an array of non-null docids. Docids: {}",
+                settee_mango::erl_w(ids)
+            ),
+        ));
+    };
+    ids.iter()
+        .map(|v| {
+            v.as_str().map(str::to_string).ok_or_else(|| {
+                HttpError::new(
+                    400,
+                    "invalid_index_name",
+                    format!("Invalid index name: {}", settee_mango::erl_w(v)),
+                )
+            })
         })
-        .ok_or_else(|| {
-            HttpError::new(
-                400,
-                "invalid_bulk_docids",
-                "Bulk delete requires an array of non-null docids",
-            )
-        })
+        .collect()
 }

@@ -6,6 +6,7 @@ use settee_json::Term;
 use sha1::{Digest, Sha1};
 
 use crate::def::{ddoc_id, JsonIndex};
+use crate::erl;
 use crate::{Error, Result, Selector};
 
 /// The keys a `POST /{db}/_index` body may have.
@@ -36,16 +37,23 @@ impl NewIndex {
             .ok_or_else(|| Error::query("missing_required_key", "Missing required key: index"))?;
         let Value::Object(def_map) = def else {
             return Err(Error::query(
-                "invalid_index_json",
-                format!("Invalid index definition: {def}"),
+                "invalid_index",
+                format!("JSON indexes must be an object, not: {}", erl::w(def)),
             ));
         };
         match body.get("type") {
             None => {}
             Some(Value::String(t)) if t == "json" => {}
+            Some(Value::String(t)) if t == "text" || t == "nouveau" => {
+                return Err(Error::Status {
+                    status: 503,
+                    error: "required index service unavailable",
+                    reason: t.clone(),
+                })
+            }
             Some(Value::String(t)) => {
                 return Err(Error::query(
-                    "invalid_index_type",
+                    "invalid_index",
                     format!("Invalid type for index: {t}"),
                 ))
             }
@@ -54,22 +62,31 @@ impl NewIndex {
         let text = |key: &str| match body.get(key) {
             None => Ok(None),
             Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-            Some(v) => Err(Error::query(
-                "invalid_index_name",
-                format!("Invalid index name: {v}"),
+            Some(Value::String(_)) => Err(Error::query(
+                "invalid_empty_string",
+                "Index name or ddoc cannot be empty string",
             )),
+            Some(v) => Err(not_string(v)),
         };
         let (name, ddoc) = (text("name")?, text("ddoc")?);
         if let Some(w) = body.get("w") {
             if w.as_u64().is_none_or(|w| w == 0) {
                 return Err(Error::query(
                     "invalid_pos_integer",
-                    format!("{w} is not an integer greater than zero"),
+                    format!("{} is not an integer greater than zero", erl::w(w)),
                 ));
             }
         }
         let partitioned = match body.get("partitioned") {
             None => None,
+            Some(Value::Bool(true)) if !db_partitioned => {
+                return Err(Error::Status {
+                    status: 500,
+                    error: "error_saving_ddoc",
+                    reason: "Unknown error while saving the design document: invalid_design_doc"
+                        .into(),
+                })
+            }
             Some(Value::Bool(b)) => Some(*b),
             Some(v) => {
                 return Err(Error::query(
@@ -95,7 +112,7 @@ impl NewIndex {
 }
 
 fn not_string(v: &Value) -> Error {
-    Error::query("invalid_string", format!("Invalid string: {v}"))
+    Error::query("invalid_string", format!("Invalid string: {}", erl::w(v)))
 }
 
 /// `index`'s fields (sort specs, one direction for all) and partial filter.
@@ -114,23 +131,15 @@ fn definition(def: &Map<String, Value>) -> Result<(Vec<(String, bool)>, Option<V
     let fields = def
         .get("fields")
         .ok_or_else(|| Error::query("missing_required_key", "Missing required key: fields"))?;
+    // `[]` is accepted, as CouchDB accepts it: an index of every document.
     let fields = crate::query::sort_specs(fields)?;
-    if fields.is_empty() {
-        return Err(Error::query(
-            "invalid_sort_json",
-            "Sort must be an array of sort specs, not: []",
-        ));
-    }
     let partial = match def
         .get("partial_filter_selector")
         .or_else(|| def.get("selector"))
     {
         None => None,
         Some(Value::Object(m)) if m.is_empty() => None,
-        Some(p @ Value::Object(_)) => {
-            Selector::parse(p).map_err(|e| Error::Selector(format!("Invalid selector: {e}")))?;
-            Some(p.clone())
-        }
+        Some(p @ Value::Object(_)) => Some(Selector::parse(p)?.to_json()),
         Some(v) => {
             return Err(Error::query(
                 "invalid_selector_json",

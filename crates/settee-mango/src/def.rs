@@ -74,9 +74,6 @@ pub fn read_map(map: &Value) -> Option<(Vec<(String, bool)>, Option<Value>)> {
             _ => None,
         })
         .collect::<Option<Vec<_>>>()?;
-    if fields.is_empty() {
-        return None;
-    }
     let partial = match def.get("partial_filter_selector") {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) if m.is_empty() => None,

@@ -16,6 +16,17 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A refusal CouchDB answers with another status than 400 (503 for an index type this
+    /// server does not have, 500 where CouchDB fails saving a design document).
+    #[error("{reason}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// CouchDB's error name.
+        error: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// The database failed while the query read it.
     #[error(transparent)]
     Db(#[from] settee_db::Error),

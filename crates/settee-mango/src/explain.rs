@@ -14,39 +14,30 @@ pub fn explain(db: &str, q: &FindQuery, plan: &Plan) -> Value {
     let index = match &plan.chosen {
         Chosen::AllDocs => crate::index::all_docs_json(),
         Chosen::Json(i, _) => i.to_json(),
+        Chosen::Nothing => Value::Null,
     };
-    let fields = match &q.fields {
-        Some(f) if !f.is_empty() => json!(f),
-        _ => json!("all_fields"),
-    };
-    let mut candidates: Vec<Value> = plan.candidates.iter().map(|c| c.to_json()).collect();
-    if !matches!(plan.chosen, Chosen::AllDocs) {
-        candidates.push(json!({"index": crate::index::all_docs_json(), "analysis": {
-            "usable": true, "reasons": [{"name": "unfavored_type"}], "ranking": 1,
-            "covering": null}}));
+    let candidates: Vec<Value> = plan.candidates.iter().map(|c| c.to_json()).collect();
+    let (indexable, unindexable) = q.selector.field_hints();
+    let mut out = Map::new();
+    out.insert("dbname".into(), json!(db));
+    out.insert("index".into(), index);
+    out.insert("partitioned".into(), json!(false));
+    out.insert("selector".into(), q.selector.to_json());
+    out.insert("opts".into(), opts(q));
+    out.insert("limit".into(), json!(q.limit));
+    out.insert("skip".into(), json!(q.skip));
+    out.insert("fields".into(), json!(q.fields.clone().unwrap_or_default()));
+    out.insert("index_candidates".into(), Value::Array(candidates));
+    out.insert(
+        "selector_hints".into(),
+        json!([{"type": "json", "indexable_fields": indexable,
+            "unindexable_fields": unindexable}]),
+    );
+    if plan.chosen != Chosen::Nothing {
+        out.insert("mrargs".into(), mrargs(q, plan));
+        out.insert("covering".into(), json!(plan.covering));
     }
-    let indexable = q.selector.indexable_fields();
-    let unindexable: Vec<String> = q
-        .selector
-        .fields()
-        .into_iter()
-        .filter(|f| !indexable.contains(f))
-        .collect();
-    json!({
-        "dbname": db,
-        "index": index,
-        "partitioned": false,
-        "selector": q.selector.to_json(),
-        "opts": opts(q),
-        "limit": q.limit,
-        "skip": q.skip,
-        "fields": fields,
-        "mrargs": mrargs(q, plan),
-        "covering": plan.covering,
-        "index_candidates": candidates,
-        "selector_hints": [{"type": "json", "indexable_fields": indexable,
-            "unindexable_fields": unindexable}],
-    })
+    Value::Object(out)
 }
 
 /// The query's options as CouchDB lists them.
@@ -73,61 +64,59 @@ fn opts(q: &FindQuery) -> Value {
     })
 }
 
-/// The view arguments of the scan.
+/// The view arguments of the scan, as CouchDB shows them.
 fn mrargs(q: &FindQuery, plan: &Plan) -> Value {
-    let direction = if q.descending { "rev" } else { "fwd" };
-    match &plan.chosen {
-        Chosen::AllDocs => json!({
-            "include_docs": true, "view_type": "map", "reduce": false, "partition": null,
-            "start_key": null, "end_key": "<MAX>", "direction": direction,
-            "stable": q.stable, "update": q.update.to_string(), "conflicts": "undefined",
-        }),
-        Chosen::Json(_, ranges) => {
-            let (mut start, mut end) = (start_key(ranges), end_key(ranges));
-            if q.descending {
-                std::mem::swap(&mut start, &mut end);
-            }
-            json!({
-                "include_docs": !plan.covering, "view_type": "map", "reduce": false,
-                "partition": null, "start_key": start, "end_key": end,
-                "direction": direction, "stable": q.stable, "update": q.update.to_string(),
-                "conflicts": "undefined",
-            })
-        }
+    let (mut start, mut end) = match &plan.chosen {
+        Chosen::Json(_, ranges) => (start_key(ranges), end_key(ranges)),
+        _ => id_keys(q),
+    };
+    if q.descending {
+        std::mem::swap(&mut start, &mut end);
     }
+    let conflicts = if q.conflicts {
+        json!(true)
+    } else {
+        json!("undefined")
+    };
+    json!({
+        "include_docs": !plan.covering, "view_type": "map", "reduce": false,
+        "partition": null, "start_key": start, "end_key": end,
+        "direction": if q.descending { "rev" } else { "fwd" },
+        "stable": q.stable, "update": q.update, "conflicts": conflicts,
+    })
+}
+
+/// `_all_docs`'s keys: the selector's bounds on `_id`.
+fn id_keys(q: &FindQuery) -> (Value, Value) {
+    let id = q.selector.range(&["_id".to_string()]).unwrap_or_default();
+    (
+        id.low.map_or(Value::Null, |(v, _)| v),
+        id.high.map_or(json!(MAX), |(v, _)| v),
+    )
+}
+
+/// How CouchDB writes the end of a key range.
+const MAX: &str = "<MAX>";
+
+/// The fields of the index the selector narrows, in order (CouchDB's prefix).
+fn prefix(ranges: &[Option<Range>]) -> impl Iterator<Item = &Range> {
+    ranges.iter().map_while(Option::as_ref)
 }
 
 /// The lowest key the scan reads, as CouchDB writes it.
 fn start_key(ranges: &[Option<Range>]) -> Value {
-    let mut out = Vec::new();
-    for r in ranges {
-        match r.as_ref().and_then(|r| r.low.as_ref()) {
-            Some((v, inclusive)) => {
-                out.push(v.clone());
-                if !inclusive {
-                    break;
-                }
-            }
-            None => break,
-        }
-    }
-    Value::Array(out)
+    Value::Array(
+        prefix(ranges)
+            .map_while(|r| r.low.as_ref().map(|(v, _)| v.clone()))
+            .collect(),
+    )
 }
 
-/// The highest key the scan reads, as CouchDB writes it (`"<MAX>"` for no bound).
+/// The highest key the scan reads, as CouchDB writes it.
 fn end_key(ranges: &[Option<Range>]) -> Value {
-    let mut out = Vec::new();
-    for r in ranges {
-        match r.as_ref().and_then(|r| r.high.as_ref()) {
-            Some((v, inclusive)) => {
-                out.push(v.clone());
-                if !inclusive {
-                    return Value::Array(out);
-                }
-            }
-            None => break,
-        }
-    }
-    out.push(json!("<MAX>"));
+    let mut out: Vec<Value> = prefix(ranges)
+        .map_while(|r| r.high.as_ref().map(|(v, _)| v.clone()))
+        .collect();
+    out.push(json!(MAX));
     Value::Array(out)
 }

@@ -49,14 +49,11 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The members after `docs` in CouchDB's answer: `bookmark`, `warning` (when there is
-    /// one) and, when `stats`, `execution_stats`.
+    /// The members after `docs` in CouchDB's answer, in its order: `bookmark`, then
+    /// `execution_stats` when `stats`, then `warning` when there is one.
     pub fn tail(&self, stats: bool) -> Map<String, Value> {
         let mut out = Map::new();
         out.insert("bookmark".into(), json!(self.bookmark));
-        if !self.warnings.is_empty() {
-            out.insert("warning".into(), json!(self.warnings.join("\n")));
-        }
         if stats {
             out.insert(
                 "execution_stats".into(),
@@ -68,6 +65,9 @@ impl Summary {
                     "execution_time_ms": self.execution_time_ms,
                 }),
             );
+        }
+        if !self.warnings.is_empty() {
+            out.insert("warning".into(), json!(self.warnings.join("\n")));
         }
         out
     }
@@ -100,7 +100,6 @@ pub struct Prepared {
     view: Option<(Arc<ViewIndex>, usize, Snapshot)>,
     settings: FindSettings,
     started: Instant,
-    db_name: String,
 }
 
 /// Plans `query` on `db` and brings the chosen index up to date (as the query asks).
@@ -111,17 +110,13 @@ pub async fn prepare(
     settings: FindSettings,
 ) -> Result<Prepared> {
     let started = Instant::now();
-    let snap = db.snapshot();
-    let (query, plan) = tokio::task::spawn_blocking(move || {
-        let indexes = json_indexes(&snap)?;
-        let plan = plan(&indexes, &query)?;
-        Ok::<_, Error>((query, plan))
-    })
-    .await
-    .map_err(|_| Error::Db(settee_db::Error::Corrupted("a query planner panicked")))??;
+    let (query, mut plan) = planned(db, query).await?;
+    if let Some(refusal) = plan.refusal.take() {
+        return Err(refusal);
+    }
     let view = match &plan.chosen {
-        Chosen::AllDocs => None,
         Chosen::Json(index, _) => Some(open_view(views, db, index, query.update).await?),
+        _ => None,
     };
     Ok(Prepared {
         query,
@@ -130,8 +125,31 @@ pub async fn prepare(
         view,
         settings,
         started,
-        db_name: db.name().to_string(),
     })
+}
+
+/// `query` planned on the indexes of `db` as they are now.
+async fn planned(db: &Arc<Database>, query: FindQuery) -> Result<(FindQuery, Plan)> {
+    if !query.partition.is_empty() {
+        return Err(Error::query(
+            "query_parse_error",
+            "`partition` parameter is not supported on this db",
+        ));
+    }
+    let snap = db.snapshot();
+    tokio::task::spawn_blocking(move || {
+        let indexes = json_indexes(&snap)?;
+        let plan = plan(&indexes, &query)?;
+        Ok::<_, Error>((query, plan))
+    })
+    .await
+    .map_err(|_| Error::Db(settee_db::Error::Corrupted("a query planner panicked")))?
+}
+
+/// `POST /{db}/_explain`'s answer for `query`.
+pub async fn explain(db: &Arc<Database>, query: FindQuery) -> Result<Value> {
+    let (query, plan) = planned(db, query).await?;
+    Ok(crate::explain::explain(db.name(), &query, &plan))
 }
 
 /// The view behind a JSON index, brought up to date when `update`.
@@ -218,7 +236,8 @@ impl Prepared {
             keys_examined: p.keys,
             docs_examined: p.docs,
             returned: p.returned,
-            execution_time_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            // Milliseconds to the microsecond, as CouchDB writes them.
+            execution_time_ms: (self.started.elapsed().as_secs_f64() * 1e6).round() / 1000.0,
         })
     }
 
@@ -314,11 +333,6 @@ impl Prepared {
             }
         }
         Ok(())
-    }
-
-    /// `POST /{db}/_explain`'s answer.
-    pub fn explain(&self) -> Value {
-        crate::explain::explain(&self.db_name, &self.query, &self.plan)
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod create;
 mod def;
+mod erl;
 mod error;
 mod explain;
 mod find;
@@ -23,8 +24,9 @@ mod selector;
 
 pub use create::NewIndex;
 pub use def::{add_to_ddoc, ddoc_id, from_ddoc, remove_from_ddoc, JsonIndex};
+pub use erl::w as erl_w;
 pub use error::{Error, Result};
-pub use find::{find, prepare, FindSettings, Found, Prepared, Summary};
+pub use find::{explain, find, prepare, FindSettings, Found, Prepared, Summary};
 pub use index::{all_docs_json, indexes, json_indexes};
 pub use native::native_languages;
 pub use plan::{Candidate, Chosen, Plan};

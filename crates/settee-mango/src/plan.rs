@@ -19,6 +19,9 @@ pub const NO_INDEX: &str = "No matching index found, create an index to optimize
 /// The index a query runs on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Chosen {
+    /// None can give the sort asked for (`_find` refuses the query; `_explain` shows
+    /// `"index": null`).
+    Nothing,
     /// CouchDB's special index: every document by id.
     AllDocs,
     /// A JSON index, with the selector's range on each of its fields (in order).
@@ -41,7 +44,7 @@ pub struct Candidate {
 }
 
 /// A query's plan.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Plan {
     /// The index it runs on.
     pub chosen: Chosen,
@@ -51,6 +54,16 @@ pub struct Plan {
     pub covering: bool,
     /// Every index considered, for `_explain`.
     pub candidates: Vec<Candidate>,
+    /// Why the query cannot run, when it cannot.
+    pub refusal: Option<Error>,
+}
+
+/// CouchDB's name for an index `use_index` names.
+fn named_index(ddoc: &str, name: Option<&String>) -> String {
+    match name {
+        None => ddoc.to_string(),
+        Some(n) => format!("{ddoc}, {n}"),
+    }
 }
 
 /// Chooses the index for `q` among the database's JSON indexes.
@@ -85,8 +98,11 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
         if let Some((ddoc, name)) = &q.use_index {
             if !q.allow_fallback {
                 return Err(Error::query(
-                    "no_usable_index",
-                    "The index specified with \"use_index\" is not usable for the query.",
+                    "invalid_index",
+                    format!(
+                        "{} specified by `use_index` could not be found or it is not suitable.",
+                        named_index(ddoc, name.as_ref())
+                    ),
                 ));
             }
             warnings.push(match name {
@@ -113,20 +129,20 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
             q,
         )
     });
-    for (place, &c) in ranked.iter().enumerate() {
-        candidates[c].ranking = place + 1;
-        if place > 0 {
-            let best = candidates[ranked[0]].index.clone().expect("json");
-            let this = candidates[c].index.clone().expect("json");
-            candidates[c].reasons.push(why_not(&best, &this, q));
-        }
+    for (place, &c) in ranked.iter().enumerate().skip(1) {
+        let best = candidates[ranked[0]].index.clone().expect("json");
+        let this = candidates[c].index.clone().expect("json");
+        candidates[c].ranking = place;
+        candidates[c].reasons.push(why_not(&best, &this, q));
     }
     for c in candidates.iter_mut().filter(|c| c.usable && c.ranking == 0) {
         c.reasons.push("excluded_by_user");
     }
+    let all_docs = all_docs_allowed(q);
+    let mut refusal = None;
     let chosen = match ranked.first() {
         Some(&best) => {
-            let index = candidates[best].index.clone().expect("json");
+            let index = candidates.remove(best).index.expect("json");
             let ranges = index
                 .columns()
                 .iter()
@@ -134,23 +150,61 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
                 .collect();
             Chosen::Json(index, ranges)
         }
-        None => {
-            all_docs_allowed(q)?;
+        None if all_docs.is_ok() => {
+            if !q.allow_fallback && q.use_index.is_none() {
+                return Err(Error::query(
+                    "invalid_index",
+                    "You must specify an index with the `use_index` parameter.",
+                ));
+            }
             warnings.push(NO_INDEX.to_string());
             Chosen::AllDocs
         }
+        None => {
+            refusal = all_docs.err();
+            Chosen::Nothing
+        }
     };
     let covering = matches!(&chosen, Chosen::Json(i, _) if covers(i, q));
+    let mut candidates = order_for_explain(candidates);
+    if chosen != Chosen::AllDocs {
+        let usable = refusal.is_none() && all_docs_allowed(q).is_ok();
+        let usable_json = ranked.len().saturating_sub(1);
+        candidates.push(Candidate {
+            index: None,
+            usable,
+            reasons: vec![if usable {
+                "unfavored_type"
+            } else {
+                "field_mismatch"
+            }],
+            ranking: if usable { usable_json + 1 } else { 1 },
+            covering: false,
+        });
+    }
+    let usable_others = candidates.iter().filter(|c| c.usable).count();
+    for c in candidates.iter_mut().filter(|c| !c.usable) {
+        c.ranking = usable_others + 1;
+    }
     Ok(Plan {
         chosen,
         warnings,
         covering,
         candidates,
+        refusal,
     })
 }
 
-/// Whether `_all_docs` may serve `q`: only `_id` sorts, with `_id` bounded, and only when
-/// falling back is allowed.
+/// The candidates as `_explain` lists them: by design document and name, last first.
+fn order_for_explain(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
+    candidates.sort_by(|a, b| {
+        let key = |c: &Candidate| c.index.as_ref().map(|i| (i.ddoc.clone(), i.name.clone()));
+        key(b).cmp(&key(a))
+    });
+    candidates
+}
+
+/// Whether `_all_docs` can give the sort `q` asks for: only `_id`, with `_id` bounded.
 fn all_docs_allowed(q: &FindQuery) -> Result<()> {
     if !q.sort.is_empty()
         && (q.sort.iter().any(|f| f != "_id") || !crate::query::bounds_id(&q.selector_json))
@@ -158,12 +212,6 @@ fn all_docs_allowed(q: &FindQuery) -> Result<()> {
         return Err(Error::query(
             "no_usable_index",
             "No index exists for this sort, try indexing by the sort fields.",
-        ));
-    }
-    if !q.allow_fallback && !q.selector.is_empty() && q.use_index.is_none() {
-        return Err(Error::query(
-            "no_usable_index",
-            "No usable index exists for this query.",
         ));
     }
     Ok(())
@@ -179,10 +227,10 @@ fn unusable_reasons(i: &JsonIndex, q: &FindQuery) -> Vec<&'static str> {
             || matches!(c.as_slice(), [f] if f == "_id" || f == "_rev")
             || q.selector.requires(c)
     });
+    // The first reason only, as CouchDB names it.
     if !fields_ok {
         out.push("field_mismatch");
-    }
-    if !can_use_sort(&columns, &sort, q) {
+    } else if !can_use_sort(&columns, &sort, q) {
         out.push("sort_order_mismatch");
     }
     out
@@ -250,12 +298,12 @@ pub fn covers(i: &JsonIndex, q: &FindQuery) -> bool {
 impl Candidate {
     /// The candidate as `_explain`'s `index_candidates` lists it.
     pub fn to_json(&self) -> Value {
-        let index = match &self.index {
-            Some(i) => i.to_json(),
-            None => crate::index::all_docs_json(),
+        let (index, covering) = match &self.index {
+            Some(i) => (i.to_json(), json!(self.covering)),
+            None => (crate::index::all_docs_json(), Value::Null),
         };
         let reasons: Vec<Value> = self.reasons.iter().map(|r| json!({"name": r})).collect();
         json!({"index": index, "analysis": {"usable": self.usable, "reasons": reasons,
-            "ranking": self.ranking, "covering": self.covering}})
+            "ranking": self.ranking, "covering": covering}})
     }
 }

@@ -5,6 +5,7 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use crate::def::ddoc_id;
+use crate::erl;
 use crate::{Error, Result, Selector};
 
 /// The keys a `_find` body may have, as CouchDB lists them.
@@ -90,7 +91,7 @@ impl FindQuery {
             Some(Value::Bool(b)) => Ok(*b),
             Some(v) => Err(Error::query(
                 "invalid_boolean",
-                format!("Invalid boolean value: {v}"),
+                format!("Invalid boolean value: {}", erl::w(v)),
             )),
         };
         let raw = body.get("selector").ok_or_else(|| {
@@ -102,14 +103,16 @@ impl FindQuery {
                 format!("Selector must be a JSON object, not: {raw}"),
             ));
         }
-        let selector =
-            Selector::parse(raw).map_err(|e| Error::Selector(format!("Invalid selector: {e}")))?;
+        let selector = Selector::parse(raw)?;
         let count = |key: &str, default: u64| match body.get(key) {
             None => Ok(default),
             Some(v) => v.as_u64().ok_or_else(|| {
                 Error::query(
                     "invalid_non_neg_integer",
-                    format!("{v} is not an integer greater than or equal to zero"),
+                    format!(
+                        "{} is not an integer greater than or equal to zero",
+                        erl::w(v)
+                    ),
                 )
             }),
         };
@@ -117,14 +120,20 @@ impl FindQuery {
             None => None,
             Some(Value::Array(a)) => Some(
                 a.iter()
-                    .map(|f| f.as_str().map(str::to_string))
-                    .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| Error::query("invalid_field", "Fields must be strings"))?,
+                    .map(|f| {
+                        f.as_str().map(str::to_string).ok_or_else(|| {
+                            Error::query(
+                                "invalid_field",
+                                format!("Invalid JSON for field spec: {}", erl::w(f)),
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?,
             ),
-            Some(_) => {
+            Some(v) => {
                 return Err(Error::query(
                     "invalid_fields",
-                    "Fields must be a list of strings",
+                    format!("Fields must be an array of strings, not: {}", erl::w(v)),
                 ))
             }
         };
@@ -132,7 +141,7 @@ impl FindQuery {
             |b: &Value| Error::query("invalid_bookmark", format!("Invalid bookmark value: {b}"));
         let after = match body.get("bookmark") {
             None | Some(Value::Null) => None,
-            Some(Value::String(b)) if b.is_empty() || b == "nil" => None,
+            Some(Value::String(b)) if b.is_empty() => None,
             Some(v @ Value::String(b)) => Some(decode_bookmark(b).ok_or_else(|| bad_bookmark(v))?),
             Some(other) => return Err(bad_bookmark(other)),
         };
@@ -165,7 +174,7 @@ impl FindQuery {
             Some(v) => v.as_u64().filter(|r| *r > 0).ok_or_else(|| {
                 Error::query(
                     "invalid_pos_integer",
-                    format!("{v} is not an integer greater than zero"),
+                    format!("{} is not an integer greater than zero", erl::w(v)),
                 )
             })?,
         };
@@ -201,7 +210,12 @@ impl FindQuery {
 /// `use_index`: a design document name (with or without `_design/`), or `[ddoc]`, or
 /// `[ddoc, index]`; and the value as `_explain` shows it.
 fn use_index(v: Option<&Value>) -> Result<(Option<(String, Option<String>)>, Value)> {
-    let bad = |v: &Value| Error::query("invalid_index_name", format!("Invalid index name: {v}"));
+    let bad = |v: &Value| {
+        Error::query(
+            "invalid_index_name",
+            format!("Invalid index name: {}", erl::w(v)),
+        )
+    };
     let ddoc = |d: &str| ddoc_id(d);
     match v {
         None => Ok((None, json!([]))),
@@ -225,13 +239,17 @@ pub(crate) fn sort_specs(sort: &Value) -> Result<Vec<(String, bool)>> {
     let Value::Array(fields) = sort else {
         return Err(Error::query(
             "invalid_sort_json",
-            format!("Sort must be an array of sort specs, not: {sort}"),
+            format!("Sort must be an array of sort specs, not: {}", erl::p(sort)),
         ));
     };
     let mut out: Vec<(String, bool)> = Vec::with_capacity(fields.len());
     for field in fields {
-        let bad_field =
-            || Error::query("invalid_sort_field", format!("Invalid sort field: {field}"));
+        let bad_field = || {
+            Error::query(
+                "invalid_sort_field",
+                format!("Invalid sort field: {}", erl::p(field)),
+            )
+        };
         let (name, desc) = match field {
             Value::String(f) if !f.is_empty() => (f.as_str(), false),
             Value::Object(o) if o.len() == 1 => {

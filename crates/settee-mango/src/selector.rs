@@ -14,6 +14,22 @@ fn bad<T>(msg: impl Into<String>) -> Result<T, Error> {
     Err(Error::Selector(msg.into()))
 }
 
+/// CouchDB's refusal of an operator's argument.
+fn bad_arg<T>(op: &str, arg: &Value) -> Result<T, Error> {
+    Err(Error::query(
+        "bad_arg",
+        format!("Bad argument for operator {op}: {}", crate::erl::w(arg)),
+    ))
+}
+
+/// CouchDB's refusal of an operator it does not know.
+fn bad_op<T>(op: &str) -> Result<T, Error> {
+    Err(Error::query(
+        "invalid_operator",
+        format!("Invalid operator: {op}"),
+    ))
+}
+
 /// A parsed selector.
 #[derive(Debug, Clone)]
 pub struct Selector(Node);
@@ -95,13 +111,13 @@ fn object(m: &Map<String, Value>, prefix: &[String], elem: bool) -> Result<Node,
 
 fn list(v: &Value, op: &str, prefix: &[String], elem: bool) -> Result<Vec<Node>, Error> {
     let Value::Array(items) = v else {
-        return bad(format!("{op} requires an array of selectors"));
+        return bad_arg(op, v);
     };
     items
         .iter()
         .map(|i| match i {
             Value::Object(m) => object(m, prefix, elem),
-            _ => bad(format!("{op} requires an array of selectors")),
+            _ => bad_arg(op, v),
         })
         .collect()
 }
@@ -113,11 +129,9 @@ fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Err
         "$nor" => Ok(Node::None(list(v, k, prefix, elem)?)),
         "$not" => match v {
             Value::Object(m) => Ok(Node::Not(Box::new(object(m, prefix, elem)?))),
-            _ => bad("$not requires a selector"),
+            _ => bad_arg("$not", v),
         },
-        op if op.starts_with('$') && prefix.is_empty() && !elem => {
-            bad(format!("Invalid operator: {op}"))
-        }
+        op if op.starts_with('$') && prefix.is_empty() && !elem => bad_op(op),
         op if op.starts_with('$') => Ok(Node::Field(prefix.to_vec(), cond(op, v)?)),
         name => {
             let mut path = prefix.to_vec();
@@ -148,11 +162,11 @@ fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Err
 fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
     let values = |what: &str| match arg {
         Value::Array(a) => Ok(a.clone()),
-        _ => bad(format!("{what} requires an array")),
+        _ => bad_arg(what, arg),
     };
     let sub = |what: &str| match arg {
         Value::Object(m) => Ok(Box::new(object(m, &[], true)?)),
-        _ => bad(format!("{what} requires a selector")),
+        _ => bad_arg(what, arg),
     };
     let conds = |what: &str| match arg {
         Value::Array(a) => a
@@ -162,10 +176,10 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
                     let (op, v) = m.iter().next().expect("one");
                     cond(op, v)
                 }
-                _ => bad(format!("{what} requires operator objects")),
+                _ => bad_arg(what, arg),
             })
             .collect::<Result<Vec<_>, _>>(),
-        _ => bad(format!("{what} requires an array")),
+        _ => bad_arg(what, arg),
     };
     Ok(match op {
         "$eq" => Cond::Cmp(Ordering::Equal, true, arg.clone()),
@@ -174,10 +188,7 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         "$lte" => Cond::Cmp(Ordering::Less, true, arg.clone()),
         "$gt" => Cond::Cmp(Ordering::Greater, false, arg.clone()),
         "$gte" => Cond::Cmp(Ordering::Greater, true, arg.clone()),
-        "$exists" => Cond::Exists(
-            arg.as_bool()
-                .ok_or_else(|| Error::Selector("$exists requires a boolean".into()))?,
-        ),
+        "$exists" => Cond::Exists(arg.as_bool().map_or_else(|| bad_arg("$exists", arg), Ok)?),
         "$type" => Cond::Type(match arg.as_str() {
             Some("null") => "null",
             Some("boolean") => "boolean",
@@ -185,29 +196,29 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
             Some("string") => "string",
             Some("array") => "array",
             Some("object") => "object",
-            _ => return bad("$type requires one of null, boolean, number, string, array, object"),
+            // Any other name is accepted, as CouchDB accepts it, and matches nothing.
+            Some(_) => "",
+            None => return bad_arg("$type", arg),
         }),
         "$in" => Cond::In(values("$in")?),
         "$nin" => Cond::Nin(values("$nin")?),
         "$all" => Cond::AllOf(values("$all")?),
-        "$size" => Cond::Size(
-            arg.as_u64()
-                .ok_or_else(|| Error::Selector("$size requires a non-negative integer".into()))?,
-        ),
+        "$size" => Cond::Size(arg.as_u64().map_or_else(|| bad_arg("$size", arg), Ok)?),
         "$mod" => match arg.as_array().map(Vec::as_slice) {
             Some([d, r]) => match (d.as_i64(), r.as_i64()) {
-                (Some(d), Some(r)) if d != 0 => Cond::Mod(d, r),
-                _ => return bad("$mod requires two integers, the divisor not 0"),
+                // A divisor of 0 is accepted, as CouchDB accepts it, and matches nothing.
+                (Some(d), Some(r)) => Cond::Mod(d, r),
+                _ => return bad_arg("$mod", arg),
             },
-            _ => return bad("$mod requires [divisor, remainder]"),
+            _ => return bad_arg("$mod", arg),
         },
         "$regex" => match arg.as_str().map(regex::Regex::new) {
             Some(Ok(re)) => Cond::Regex(re),
-            _ => return bad("$regex requires a valid regular expression"),
+            _ => return bad_arg("$regex", arg),
         },
         "$beginsWith" => Cond::BeginsWith(
             arg.as_str()
-                .ok_or_else(|| Error::Selector("$beginsWith requires a string".into()))?
+                .map_or_else(|| bad_op("$beginsWith"), Ok)?
                 .to_string(),
         ),
         "$elemMatch" => Cond::ElemMatch(sub("$elemMatch")?),
@@ -218,12 +229,12 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
                 let (op, v) = m.iter().next().expect("one");
                 Cond::Not(Box::new(cond(op, v)?))
             }
-            _ => return bad("$not requires an operator object"),
+            _ => return bad_arg("$not", arg),
         },
         "$and" => Cond::Both(conds("$and")?),
         "$or" => Cond::Either(conds("$or")?),
         "$nor" => Cond::Neither(conds("$nor")?),
-        other => return bad(format!("Invalid operator: {other}")),
+        other => return bad_op(other),
     })
 }
 
@@ -317,17 +328,25 @@ impl Selector {
         any.then_some(range)
     }
 
-    /// The fields (dotted, as written in selectors) an index scan could narrow, in the
-    /// order they appear.
-    pub fn indexable_fields(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for (path, c) in self.top_fields() {
-            let name = dotted(path);
-            if narrow(&mut Range::default(), c) && !out.contains(&name) {
-                out.push(name);
-            }
-        }
-        out
+    /// The fields an index could narrow (conditions at the top of the selector by a
+    /// comparison, `$beginsWith` or `$exists`) and the others, each sorted, as `_explain`'s
+    /// `selector_hints` name them.
+    pub fn field_hints(&self) -> (Vec<String>, Vec<String>) {
+        let mut indexable: Vec<String> = self
+            .top_fields()
+            .into_iter()
+            .filter(|(_, c)| narrow(&mut Range::default(), c) || matches!(c, Cond::Exists(_)))
+            .map(|(path, _)| dotted(path))
+            .collect();
+        indexable.sort();
+        indexable.dedup();
+        let mut others: Vec<String> = self
+            .fields()
+            .into_iter()
+            .filter(|f| !indexable.contains(f))
+            .collect();
+        others.sort();
+        (indexable, others)
     }
 
     /// Every field the selector reads, dotted (`$elemMatch` and its kin read the whole
