@@ -820,12 +820,6 @@ func TestFind(t *testing.T) {
 
 	// Indexes.
 	err = db.CreateIndex(ctx, "by-age", "age-idx", map[string]any{"fields": []string{"age"}})
-	if isSettee(t, client) {
-		// Settee has no Mango indexes yet: POST /{db}/_index answers 501 not_implemented. Issue 30
-		// will change this; this branch then goes and the CouchDB branch below covers both.
-		wantStatus(t, err, http.StatusNotImplemented, "CreateIndex on Settee")
-		return
-	}
 	must(t, err, "CreateIndex")
 	idx, err := db.GetIndexes(ctx)
 	must(t, err, "GetIndexes")

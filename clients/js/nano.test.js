@@ -430,21 +430,25 @@ test('mango: db.find without an index (selector, fields, sort by _id, limit/skip
   await rejectsWith(db.find({ selector: { n: { $bogus: 1 } } }), 400);
 });
 
-test('mango: db.createIndex (Settee: 501 not_implemented until issue 30)', async (t) => {
+test('mango: db.createIndex, find through it, db.index listing and deletion', async (t) => {
   const { db } = await freshDb(t, 'nano-index');
-  await db.insert({ n: 1 }, 'one');
+  await db.bulk({ docs: [{ _id: 'one', n: 1 }, { _id: 'three', n: 3 }, { _id: 'two', n: 2 }, { _id: 'none' }] });
   const definition = { index: { fields: ['n'] }, name: 'n-index' };
-  if (await isSettee()) {
-    // Settee has no Mango JSON indexes yet. Issue 30 will make this work; then this branch
-    // must change to expect the CouchDB answer below.
-    await rejectsWith(db.createIndex(definition), 501, 'not_implemented');
-  } else {
-    const made = await db.createIndex(definition);
-    assert.equal(made.result, 'created');
-    assert.equal(made.name, 'n-index');
-    const found = await db.find({ selector: { n: { $gt: 0 } }, sort: [{ n: 'asc' }], use_index: made.id });
-    assert.deepEqual(found.docs.map((d) => d._id), ['one']);
-  }
+  const made = await db.createIndex(definition);
+  assert.equal(made.result, 'created');
+  assert.equal(made.name, 'n-index');
+  assert.match(made.id, /^_design\//);
+  assert.equal((await db.createIndex(definition)).result, 'exists');
+  const found = await db.find({ selector: { n: { $gt: 1 } }, sort: [{ n: 'desc' }], use_index: made.id });
+  assert.deepEqual(found.docs.map((d) => d._id), ['three', 'two']);
+  assert.equal(found.warning, undefined, 'an index served the query');
+  const sorted = await db.find({ selector: {}, sort: ['n'], fields: ['_id', 'n'] });
+  assert.deepEqual(sorted.docs, [{ _id: 'one', n: 1 }, { _id: 'two', n: 2 }, { _id: 'three', n: 3 }]);
+  const listed = await db.server.request({ db: db.config.db, path: '_index' });
+  assert.deepEqual(listed.indexes.map((i) => i.name), ['_all_docs', 'n-index']);
+  assert.deepEqual(listed.indexes[1].def, { fields: [{ n: 'asc' }] });
+  await db.server.request({ db: db.config.db, method: 'DELETE', path: `_index/${made.id}/json/n-index` });
+  await rejectsWith(db.find({ selector: {}, sort: ['n'] }), 400, 'no_usable_index');
 });
 
 test('attachments: db.attachment.insert/get/destroy, stubs, attachments=true', async (t) => {

@@ -310,24 +310,24 @@ test('pouchdb-find over HTTP: remote.find without an index', async (t) => {
   assert.ok(indexes.indexes.some((i) => i.name === '_all_docs' && i.type === 'special'));
 });
 
-test('pouchdb-find over HTTP: remote.createIndex (Settee: 501 not_implemented until issue 30)', async (t) => {
+test('pouchdb-find over HTTP: remote.createIndex, find, getIndexes, deleteIndex', async (t) => {
   const { remote } = pair(t, 'pouch-index');
-  await remote.put({ _id: 'x', n: 1 });
-  const definition = { index: { fields: ['n'] }, name: 'by-n' };
-  if (await isSettee()) {
-    // Settee has no Mango JSON indexes yet. Issue 30 will make this work; then this branch
-    // must change to expect the CouchDB answer below.
-    await assert.rejects(remote.createIndex(definition), (e) => {
-      assert.equal(e.status, 501);
-      assert.equal(e.error, 'not_implemented');
-      return true;
-    });
-  } else {
-    const made = await remote.createIndex(definition);
-    assert.equal(made.result, 'created');
-    const found = await remote.find({ selector: { n: { $gt: 0 } }, sort: ['n'], use_index: 'by-n' });
-    assert.deepEqual(found.docs.map((d) => d._id), ['x']);
-  }
+  await remote.bulkDocs([{ _id: 'x', n: 1 }, { _id: 'y', n: 5 }, { _id: 'z', n: 3 }, { _id: 'w', m: 1 }]);
+  const definition = { index: { fields: ['n'] }, name: 'by-n', ddoc: 'by-n' };
+  const made = await remote.createIndex(definition);
+  assert.equal(made.result, 'created');
+  assert.equal((await remote.createIndex(definition)).result, 'exists');
+  const found = await remote.find({ selector: { n: { $gt: 0 } }, sort: ['n'], use_index: 'by-n' });
+  assert.deepEqual(found.docs.map((d) => d._id), ['x', 'z', 'y']);
+  const down = await remote.find({ selector: { n: { $lt: 5 } }, sort: [{ n: 'desc' }], limit: 1 });
+  assert.deepEqual(down.docs.map((d) => d._id), ['z']);
+  const explained = await remote.explain({ selector: { n: 3 } });
+  assert.equal(explained.index.name, 'by-n');
+  const indexes = await remote.getIndexes();
+  const mine = indexes.indexes.find((i) => i.name === 'by-n');
+  assert.equal(mine.ddoc, '_design/by-n');
+  await remote.deleteIndex(mine);
+  assert.deepEqual((await remote.getIndexes()).indexes.map((i) => i.name), ['_all_docs']);
 });
 
 // While the server is killed, requests PouchDB has in flight fail with a reset or refused

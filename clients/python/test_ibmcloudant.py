@@ -404,13 +404,6 @@ def post_index(ctx):
     res = result(ctx.service.get_indexes_information(db=db), 200)
     assert res["total_rows"] == 1 and res["indexes"][0]["name"] == "_all_docs", res
     index = IndexDefinition(fields=[IndexField(age="asc")])
-    if ctx.settee:
-        # Settee does not build Mango indexes yet: POST /{db}/_index answers
-        # 501 not_implemented. Issue 30 will change this; then this branch goes away
-        # and Settee must pass the CouchDB branch below.
-        api_error(lambda: ctx.service.post_index(db=db, index=index, ddoc="idx", name="by-age", type="json"),
-                  501, "not_implemented")
-        return
     res = result(ctx.service.post_index(db=db, index=index, ddoc="idx", name="by-age", type="json"), 200)
     assert res["result"] == "created" and res["name"] == "by-age", res
     names = [i["name"] for i in result(ctx.service.get_indexes_information(db=db), 200)["indexes"]]

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use settee_json::Term;
 use sha1::{Digest, Sha1};
 
-use crate::def::{ddoc_id, JsonIndex};
+use crate::def::{ddoc_id, Fields, JsonIndex};
 use crate::erl;
 use crate::{Error, Result, Selector};
 
@@ -116,7 +116,7 @@ fn not_string(v: &Value) -> Error {
 }
 
 /// `index`'s fields (sort specs, one direction for all) and partial filter.
-fn definition(def: &Map<String, Value>) -> Result<(Vec<(String, bool)>, Option<Value>)> {
+fn definition(def: &Map<String, Value>) -> Result<(Fields, Option<Value>)> {
     if let Some(k) = def.keys().find(|k| {
         !matches!(
             k.as_str(),

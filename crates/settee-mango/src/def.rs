@@ -8,6 +8,9 @@ use settee_views::QUERY_LANGUAGE;
 
 use crate::{field_path, Error, Result, Selector};
 
+/// An index's fields in key order (dotted names), with whether each is `desc`.
+pub type Fields = Vec<(String, bool)>;
+
 /// One JSON index: a view of a `query` design document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JsonIndex {
@@ -15,8 +18,8 @@ pub struct JsonIndex {
     pub ddoc: String,
     /// The view's name.
     pub name: String,
-    /// The indexed fields in key order (dotted names), with whether each is `desc`.
-    pub fields: Vec<(String, bool)>,
+    /// The indexed fields.
+    pub fields: Fields,
     /// Documents must match this to be indexed (`partial_filter_selector`), when not `{}`.
     pub partial: Option<Value>,
     /// Whether the index holds one partition's rows per query (partitioned databases).
@@ -62,7 +65,7 @@ impl JsonIndex {
 
 /// A view's `map` member read as a JSON index: its fields and partial filter, or `None`
 /// when it is not one (CouchDB skips such views).
-pub fn read_map(map: &Value) -> Option<(Vec<(String, bool)>, Option<Value>)> {
+pub fn read_map(map: &Value) -> Option<(Fields, Option<Value>)> {
     let def = map.as_object()?;
     let fields = def
         .get("fields")?

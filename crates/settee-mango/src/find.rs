@@ -262,14 +262,27 @@ impl Prepared {
         emit(project_one(doc, self.query.fields.as_deref())) && p.returned < self.query.limit
     }
 
+    /// After a page filled up: CouchDB reads the row after it too, and counts it.
+    fn count_one_more<T>(&self, rows: &mut impl Iterator<Item = T>, p: &mut Progress) {
+        if p.returned >= self.query.limit && rows.next().is_some() {
+            p.keys += 1;
+            p.docs += u64::from(!self.plan.covering);
+        }
+    }
+
     fn run_all_docs(&self, p: &mut Progress, emit: &mut dyn FnMut(Value) -> bool) -> Result<()> {
-        for candidate in all_docs_cursor(&self.snap, &self.query)? {
+        let mut rows = all_docs_cursor(&self.snap, &self.query)?;
+        for candidate in rows.by_ref() {
             let (id, doc) = candidate?;
+            // Design documents are read and counted, never returned.
+            p.keys += 1;
             p.docs += 1;
+            let Some(doc) = doc else { continue };
             if !self.offer(doc, Bookmark { key: None, id }, p, emit) {
                 break;
             }
         }
+        self.count_one_more(&mut rows, p);
         Ok(())
     }
 
@@ -306,7 +319,8 @@ impl Prepared {
             conflicts: self.query.conflicts,
             ..DocOptions::default()
         };
-        for row in rows {
+        let mut rows = rows;
+        for row in rows.by_ref() {
             let row = row?;
             p.keys += 1;
             let key: Value = serde_json::from_str(&row.key)
@@ -332,6 +346,7 @@ impl Prepared {
                 break;
             }
         }
+        self.count_one_more(&mut rows, p);
         Ok(())
     }
 }

@@ -8,8 +8,9 @@ use crate::def::{from_ddoc, JsonIndex};
 use crate::query::Bookmark;
 use crate::{FindQuery, Result};
 
-/// Candidate documents for a query, in an index's order: each document's id and body.
-pub type Cursor<'a> = Box<dyn Iterator<Item = Result<(String, Value)>> + 'a>;
+/// Candidate documents for a query, in an index's order: each document's id and body
+/// (`None` for a design document, which is read but never a result).
+pub type Cursor<'a> = Box<dyn Iterator<Item = Result<(String, Option<Value>)>> + 'a>;
 
 /// `_all_docs` as `GET /{db}/_index` lists it.
 pub fn all_docs_json() -> Value {
@@ -43,8 +44,8 @@ pub fn indexes(snap: &DbSnapshot) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-/// Candidate documents for `query` from `_all_docs`: every document but design documents,
-/// by id (reversed when descending), after the query's bookmark.
+/// Candidate documents for `query` from `_all_docs`: every document by id (reversed when
+/// descending), after the query's bookmark.
 pub(crate) fn all_docs_cursor<'a>(snap: &'a DbSnapshot, query: &FindQuery) -> Result<Cursor<'a>> {
     let after = query.after.as_ref().map(|b: &Bookmark| b.id.clone());
     let opts = AllDocsOptions {
@@ -63,11 +64,14 @@ pub(crate) fn all_docs_cursor<'a>(snap: &'a DbSnapshot, query: &FindQuery) -> Re
             Ok(row) => row,
             Err(e) => return Some(Err(e.into())),
         };
-        if row.id.starts_with(DESIGN_PREFIX) || after.as_deref() == Some(row.id.as_str()) {
+        if after.as_deref() == Some(row.id.as_str()) {
             return None;
         }
+        if row.id.starts_with(DESIGN_PREFIX) {
+            return Some(Ok((row.id, None)));
+        }
         let bytes = row.doc?;
-        Some(parse(&bytes).map(|doc| (row.id, doc)))
+        Some(parse(&bytes).map(|doc| (row.id, Some(doc))))
     })))
 }
 

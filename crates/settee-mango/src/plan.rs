@@ -75,12 +75,14 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
     let mut candidates: Vec<Candidate> = indexes
         .iter()
         .map(|i| {
-            let mut reasons = unusable_reasons(i, q);
-            if i.partial.is_some() && !named(i) && reasons.is_empty() {
-                reasons.push("is_partial");
-            }
+            // A partial index serves only the queries that name it, whatever their fields.
+            let reasons = if i.partial.is_some() && !named(i) {
+                vec!["is_partial"]
+            } else {
+                unusable_reasons(i, q)
+            };
             Candidate {
-                covering: covers(i, q),
+                covering: holds_fields(i, q),
                 usable: reasons.is_empty(),
                 index: Some(i.clone()),
                 reasons,
@@ -135,8 +137,12 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
         candidates[c].ranking = place;
         candidates[c].reasons.push(why_not(&best, &this, q));
     }
+    let honoured = ranked
+        .first()
+        .is_some_and(|&c| named(candidates[c].index.as_ref().expect("json")));
     for c in candidates.iter_mut().filter(|c| c.usable && c.ranking == 0) {
         c.reasons.push("excluded_by_user");
+        c.ranking = 1;
     }
     let all_docs = all_docs_allowed(q);
     let mut refusal = None;
@@ -170,21 +176,29 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
     if chosen != Chosen::AllDocs {
         let usable = refusal.is_none() && all_docs_allowed(q).is_ok();
         let usable_json = ranked.len().saturating_sub(1);
+        let (reason, ranking) = match (usable, honoured) {
+            (false, _) => ("field_mismatch", 1),
+            (true, true) => ("excluded_by_user", 1),
+            (true, false) => ("unfavored_type", usable_json + 1),
+        };
         candidates.push(Candidate {
             index: None,
             usable,
-            reasons: vec![if usable {
-                "unfavored_type"
-            } else {
-                "field_mismatch"
-            }],
-            ranking: if usable { usable_json + 1 } else { 1 },
+            reasons: vec![reason],
+            ranking,
             covering: false,
         });
     }
-    let usable_others = candidates.iter().filter(|c| c.usable).count();
+    // Unusable indexes rank after the usable ones, those left out for their partial filter
+    // last, as CouchDB ranks them.
+    let last_usable = candidates
+        .iter()
+        .filter(|c| c.usable)
+        .map(|c| c.ranking)
+        .max()
+        .unwrap_or(0);
     for c in candidates.iter_mut().filter(|c| !c.usable) {
-        c.ranking = usable_others + 1;
+        c.ranking = last_usable + 1 + usize::from(c.reasons == ["is_partial"]);
     }
     Ok(Plan {
         chosen,
@@ -263,18 +277,26 @@ fn prefix(i: &JsonIndex, q: &FindQuery) -> usize {
         .count()
 }
 
-/// `a` before `b` when `a` is the better index for `q`.
+/// How many of the fields the selector gives a range the index's leading fields leave
+/// out (CouchDB's prefix difference; fewer is better).
+fn overlap_gap(i: &JsonIndex, q: &FindQuery) -> usize {
+    q.selector.ranged_fields().saturating_sub(prefix(i, q))
+}
+
+/// `a` before `b` when `a` is the better index for `q`: the smaller prefix difference,
+/// then fewer fields, then by design document and name.
 fn better(a: &JsonIndex, b: &JsonIndex, q: &FindQuery) -> Ordering {
-    prefix(b, q)
-        .cmp(&prefix(a, q))
+    overlap_gap(a, q)
+        .cmp(&overlap_gap(b, q))
         .then(a.fields.len().cmp(&b.fields.len()))
         .then_with(|| a.ddoc.cmp(&b.ddoc))
         .then_with(|| a.name.cmp(&b.name))
 }
 
-/// CouchDB's reason a usable index lost to `best`.
+/// CouchDB's reason a usable index lost to `best`: `less_overlap` for any index that
+/// leaves out a ranged field, else more fields, else the name.
 fn why_not(best: &JsonIndex, this: &JsonIndex, q: &FindQuery) -> &'static str {
-    if prefix(this, q) < prefix(best, q) {
+    if overlap_gap(this, q) > 0 {
         "less_overlap"
     } else if this.fields.len() > best.fields.len() {
         "too_many_fields"
@@ -287,12 +309,21 @@ fn why_not(best: &JsonIndex, this: &JsonIndex, q: &FindQuery) -> &'static str {
 /// without reading documents (CouchDB 3.4+): `fields` given, each an indexed field or
 /// `_id`, the selector reading only such fields, and no `_conflicts` asked for.
 pub fn covers(i: &JsonIndex, q: &FindQuery) -> bool {
-    let columns: Vec<&str> = i.fields.iter().map(|(f, _)| f.as_str()).collect();
-    let held = |f: &str| f == "_id" || columns.contains(&f);
+    holds_fields(i, q) && q.selector.fields().iter().all(|f| held(i, f))
+}
+
+/// Whether index `i` holds every field `q` returns (how `_explain`'s candidates judge
+/// covering: by `fields` alone).
+fn holds_fields(i: &JsonIndex, q: &FindQuery) -> bool {
     let Some(fields) = q.fields.as_ref().filter(|f| !f.is_empty()) else {
         return false;
     };
-    !q.conflicts && fields.iter().all(|f| held(f)) && q.selector.fields().iter().all(|f| held(f))
+    !q.conflicts && fields.iter().all(|f| held(i, f))
+}
+
+/// Whether field `f` is `_id` or one of the index's.
+fn held(i: &JsonIndex, f: &str) -> bool {
+    f == "_id" || i.fields.iter().any(|(c, _)| c == f)
 }
 
 impl Candidate {

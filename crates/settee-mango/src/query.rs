@@ -27,6 +27,9 @@ const FIND_KEYS: &[&str] = &[
     "allow_fallback",
 ];
 
+/// `use_index`: a design document, and perhaps an index name.
+pub type UseIndex = (String, Option<String>);
+
 /// Where a query resumes: after the row of this key (views) and document id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bookmark {
@@ -53,7 +56,7 @@ pub struct FindQuery {
     /// In descending order of the index.
     pub descending: bool,
     /// `use_index`: a design document, and perhaps an index name.
-    pub use_index: Option<(String, Option<String>)>,
+    pub use_index: Option<UseIndex>,
     /// `use_index` as given (`[]` when absent), for `_explain`.
     pub use_index_json: Value,
     /// `allow_fallback`: whether another index may serve a query `use_index` cannot.
@@ -209,7 +212,7 @@ impl FindQuery {
 
 /// `use_index`: a design document name (with or without `_design/`), or `[ddoc]`, or
 /// `[ddoc, index]`; and the value as `_explain` shows it.
-fn use_index(v: Option<&Value>) -> Result<(Option<(String, Option<String>)>, Value)> {
+fn use_index(v: Option<&Value>) -> Result<(Option<UseIndex>, Value)> {
     let bad = |v: &Value| {
         Error::query(
             "invalid_index_name",

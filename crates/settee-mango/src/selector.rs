@@ -284,9 +284,10 @@ impl Range {
     }
 }
 
-/// The highest code point, ending the range of strings that begin with a prefix (as
-/// CouchDB bounds `$beginsWith`).
-const LAST_CHAR: char = '\u{10FFFF}';
+/// The character that collates above every other (ICU gives U+FFFF the highest primary
+/// weight), ending the range of strings that begin with a prefix, as CouchDB bounds
+/// `$beginsWith`.
+const LAST_CHAR: char = '\u{FFFF}';
 
 impl Selector {
     /// Whether the selector is `{}`.
@@ -326,6 +327,17 @@ impl Selector {
             }
         }
         any.then_some(range)
+    }
+
+    /// How many fields the selector gives a range (CouchDB's `field_ranges`).
+    pub fn ranged_fields(&self) -> usize {
+        let mut seen: Vec<&[String]> = Vec::new();
+        for (path, c) in self.top_fields() {
+            if narrow(&mut Range::default(), c) && !seen.contains(&path) {
+                seen.push(path);
+            }
+        }
+        seen.len()
     }
 
     /// The fields an index could narrow (conditions at the top of the selector by a
@@ -403,7 +415,7 @@ fn cond_requires(c: &Cond) -> bool {
     }
 }
 
-/// Narrows `r` by `c`; whether `c` is a condition an index scan can use.
+/// Narrows `r` by `c`; whether `c` is a condition CouchDB gives the field a range for.
 fn narrow(r: &mut Range, c: &Cond) -> bool {
     match c {
         Cond::Cmp(Ordering::Equal, _, v) => {
@@ -424,6 +436,9 @@ fn narrow(r: &mut Range, c: &Cond) -> bool {
             r.narrow_high(&Value::String(format!("{p}{LAST_CHAR}")), true);
             true
         }
+        // A range over every value: the index is read whole, but it counts as narrowing
+        // the field when CouchDB weighs indexes against each other.
+        Cond::Exists(true) => true,
         Cond::Both(cs) => cs.iter().fold(false, |any, c| narrow(r, c) | any),
         _ => false,
     }
@@ -439,7 +454,9 @@ fn node_json(n: &Node) -> Value {
         Node::Any(parts) => one("$or", list(parts)),
         Node::None(parts) => one("$nor", list(parts)),
         Node::Not(inner) => one("$not", node_json(inner)),
-        Node::Field(path, Cond::Both(cs)) if !path.is_empty() => one(
+        // Conditions on an array element itself are shown under an empty field name, as
+        // CouchDB shows them.
+        Node::Field(path, Cond::Both(cs)) => one(
             "$and",
             Value::Array(
                 cs.iter()
@@ -447,13 +464,7 @@ fn node_json(n: &Node) -> Value {
                     .collect(),
             ),
         ),
-        Node::Field(path, c) => {
-            if path.is_empty() {
-                cond_json(c)
-            } else {
-                one(&dotted(path), cond_json(c))
-            }
-        }
+        Node::Field(path, c) => one(&dotted(path), cond_json(c)),
     }
 }
 
@@ -675,10 +686,26 @@ mod tests {
             json!({"a": {"$foo": 1}}),
             json!({"a": {"$in": 5}}),
             json!({"a": {"$regex": "("}}),
-            json!({"a": {"$mod": [0, 1]}}),
+            json!({"a": {"$mod": [2]}}),
             json!({"$and": 3}),
         ] {
             assert!(Selector::parse(&bad).is_err(), "{bad}");
+        }
+        let named = |sel: Value| match Selector::parse(&sel) {
+            Err(Error::Query { error, reason }) => (error, reason),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            named(json!({"a": {"$size": "x"}})),
+            ("bad_arg", "Bad argument for operator $size: <<120>>".into())
+        );
+        assert_eq!(
+            named(json!({"a": {"$beginsWith": 5}})).0,
+            "invalid_operator"
+        );
+        // What CouchDB accepts and matches nothing with.
+        for odd in [json!({"a": {"$mod": [0, 1]}}), json!({"a": {"$type": "x"}})] {
+            assert!(!Selector::parse(&odd).unwrap().matches(&json!({"a": 1})));
         }
     }
 }

@@ -143,7 +143,8 @@ async fn queries_match_page_and_project_as_couchdb_does() {
         json!({"selector": {"age": 33}, "execution_stats": true}),
     )
     .await;
-    assert_eq!(one.summary.docs_examined, 50);
+    // Every row read counts, the design document's too, as CouchDB counts them.
+    assert_eq!(one.summary.docs_examined, 51);
     assert!(one
         .summary
         .warnings
@@ -155,7 +156,7 @@ async fn queries_match_page_and_project_as_couchdb_does() {
             stats["total_docs_examined"].clone(),
             stats["results_returned"].clone()
         ),
-        (json!(50), json!(1))
+        (json!(51), json!(1))
     );
 }
 
@@ -182,13 +183,13 @@ fn malformed_queries_get_couchdbs_errors() {
             json!({"selector": {}, "conflicts": "yes"}),
             "invalid_boolean",
         ),
-        (json!({"selector": {"a": {"$exists": 1}}}), "bad_request"),
+        (json!({"selector": {"a": {"$exists": 1}}}), "bad_arg"),
     ];
     for (body, error) in cases {
         assert_eq!(refusal(body.clone()).0, error, "{body}");
     }
     let (_, reason) = refusal(json!({"selector": {"a": {"$exists": 1}}}));
-    assert!(reason.starts_with("Invalid selector: "), "{reason}");
+    assert_eq!(reason, "Bad argument for operator $exists: 1");
     let mut map = Map::new();
     map.insert("selector".into(), json!({}));
     map.insert("use_index".into(), json!("by_age"));
@@ -218,5 +219,5 @@ async fn sorts_without_an_index_are_refused_and_use_index_warns() {
         "_design/by_age was not used because it does not contain a valid index for this query."
     );
     let body = json!({"selector": {"age": 3}, "use_index": "by_age", "allow_fallback": false});
-    assert_eq!(planning_refusal(&views, &db, body).await, "no_usable_index");
+    assert_eq!(planning_refusal(&views, &db, body).await, "invalid_index");
 }
