@@ -30,6 +30,8 @@ pub struct Plan {
     pub c10k: Option<workloads::c10k::Params>,
     /// Replication: one-shot copies and continuous lag.
     pub replication: Option<workloads::replication::Params>,
+    /// Mango: index build, equality and range queries, a full scan.
+    pub mango: Option<workloads::mango::Params>,
     /// No progress bars (for `--json`).
     pub quiet: bool,
 }
@@ -92,6 +94,14 @@ pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Out
             workloads::replication::run(target, p, bar)
                 .await
                 .map_err(|e| e.context("replication"))?,
+        );
+    }
+    if let Some(p) = plan.mango {
+        let bar = bar(format!("mango on {}", target.display), plan.quiet);
+        out.extend(
+            workloads::mango::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("mango"))?,
         );
     }
     Ok(out)

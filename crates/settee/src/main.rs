@@ -119,7 +119,7 @@ struct BenchArgs {
     #[arg(long)]
     requests: Option<usize>,
     /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count),
-    /// `fabric` (fabric_bench), `c10k`, `replication` (not in the default set).
+    /// `fabric` (fabric_bench), `c10k`, `replication` and `mango` (not in the default set).
     #[arg(long, default_value = "reads,views,fabric,c10k", value_delimiter = ',')]
     workloads: Vec<String>,
     /// View indexing: score documents [default: 20,000; published 100,000].
@@ -128,6 +128,9 @@ struct BenchArgs {
     /// Replication: small documents copied [default: 10,000; published 100,000].
     #[arg(long)]
     replication_docs: Option<usize>,
+    /// Mango: score documents [default: 100,000; published 1,000,000].
+    #[arg(long)]
+    mango_docs: Option<usize>,
     /// View indexing: large score documents, 0 to skip [default: 1,000; published 20,000].
     #[arg(long)]
     large_docs: Option<usize>,
@@ -296,14 +299,14 @@ fn serve(
 fn bench(args: BenchArgs) -> Result<(), String> {
     use settee_bench::client::Target;
     use settee_bench::report;
-    use settee_bench::workloads::{c10k, fabric, reads, replication, views};
+    use settee_bench::workloads::{c10k, fabric, mango, reads, replication, views};
     let targets: Vec<Target> = std::iter::once(&args.url)
         .chain(args.compare.as_ref())
         .map(|u| Target::parse(u))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let wants = |w: &str| args.workloads.iter().any(|x| x == w);
-    const KNOWN: [&str; 5] = ["reads", "views", "fabric", "c10k", "replication"];
+    const KNOWN: [&str; 6] = ["reads", "views", "fabric", "c10k", "replication", "mango"];
     if let Some(unknown) = args.workloads.iter().find(|w| !KNOWN.contains(&w.as_str())) {
         return Err(format!(
             "unknown workload `{unknown}` (known: {})",
@@ -358,6 +361,17 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             };
             replication::Params {
                 docs: args.replication_docs.unwrap_or(p.docs),
+                ..p
+            }
+        }),
+        mango: wants("mango").then(|| {
+            let p = if args.published {
+                mango::Params::FULL
+            } else {
+                mango::Params::SMALL
+            };
+            mango::Params {
+                docs: args.mango_docs.unwrap_or(p.docs),
                 ..p
             }
         }),

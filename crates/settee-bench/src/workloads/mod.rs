@@ -2,6 +2,7 @@
 
 pub mod c10k;
 pub mod fabric;
+pub mod mango;
 pub mod reads;
 pub mod replication;
 pub mod views;
