@@ -6,14 +6,14 @@ use std::sync::Arc;
 use hyper::header::LOCATION;
 use hyper::Method;
 use serde_json::{json, Value};
-use settee_db::{AllDocsOptions, Database, DocOptions, DocRow, DESIGN_PREFIX};
+use settee_db::{AllDocsOptions, Database, DbSnapshot, DocOptions, DocRow, DESIGN_PREFIX};
 
 use settee_config::registry as setting;
 
 use crate::access;
 use crate::error::{HttpError, HttpResult};
-use crate::reply::{self, Response, Sink};
-use crate::request::Req;
+use crate::reply::{self, Out, Response};
+use crate::request::{Query, Req};
 use crate::server::State;
 
 /// `PUT/GET/HEAD/DELETE/POST /{db}`.
@@ -148,94 +148,211 @@ pub async fn all_docs(
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
     let q = &req.query.with_body(body.as_ref(), &["keys"]);
-    let range = q.key_range()?;
-    if keys.as_ref().is_some_and(|k| !k.is_empty())
-        && (range.start_key.is_some() || range.end_key.is_some())
-    {
-        return Err(HttpError::query_parse(
-            "`keys` is incompatible with `key`, `start_key` and `end_key`",
-        ));
-    }
-    let (start, end) = range.id_bounds();
-    let mut opts = AllDocsOptions {
-        start,
-        end,
-        inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
-        descending: q.flag("descending")?,
-        skip: q.u64("skip")?.unwrap_or(0),
-        limit: q.u64("limit")?,
-        include_docs: q.flag("include_docs")?,
-        doc: DocOptions {
-            conflicts: q.flag("conflicts")?,
-            attachments: q.flag("attachments")?,
-            att_encoding_info: q.flag("att_encoding_info")?,
-            ..Default::default()
-        },
-        local: which == "_local_docs",
-    };
-    if which == "_design_docs" {
-        clamp_to_design(&mut opts);
-    }
-    let update_seq = q.flag("update_seq")?;
+    let plan = AllDocsPlan::read(q, keys, which)?;
     let snap = db.snapshot();
-    // CouchDB counts the rows of the namespace asked for; local documents are not counted.
-    let total = match which {
-        "_local_docs" => None,
-        "_design_docs" => Some(snap.design_doc_count()?),
-        _ => Some(snap.counts()?.live),
-    };
-    let null = || "null".to_string();
-    let seq = match (update_seq, &total, &keys) {
-        (false, _, _) => None,
-        (true, None, _) | (true, _, Some(_)) => Some(null()),
-        (true, Some(_), None) => Some(format!("\"{}\"", snap.seq()?.encode())),
-    };
-    let total_text = total.map_or_else(null, |t| t.to_string());
-    if let Some(mut keys) = keys {
-        // As CouchDB: `_design_docs` leaves out keys that name no design document.
-        if which == "_design_docs" {
-            keys.retain(|k| k.as_str().is_none_or(|id| id.starts_with(DESIGN_PREFIX)));
-        }
-        return Ok(keyed_rows(
-            snap,
-            keys,
-            opts,
-            Head {
-                total: total_text,
-                offset: null(),
-                seq,
-            },
-        ));
-    }
-    let offset = match total {
-        None => null(),
-        Some(t) => t
-            .min(snap.offset_of(opts.start.as_deref(), opts.descending)? + opts.skip)
-            .to_string(),
-    };
-    let head = Head {
-        total: total_text,
-        offset,
-        seq,
-    };
-    let rows = snap.all_docs(opts)?;
+    let head = plan.head(&snap, which)?;
+    let rows = plan.rows(&snap)?;
     Ok(reply::stream(200, move |sink| {
-        sink.write(head.text().as_bytes())?;
-        let mut first = true;
-        for row in rows {
-            let row = match row {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(error = %e, "reading _all_docs");
-                    break;
-                }
-            };
-            sink.write(if first { b"" } else { b",\r\n" })?;
-            first = false;
-            write_row(sink, &row)?;
-        }
-        sink.write(b"\r\n]}\n")
+        plan.write(sink, &snap, &head, rows)?;
+        sink.write(b"\n")
     }))
+}
+
+/// `POST /{db}/_all_docs/queries`, `_design_docs/queries` and `_local_docs/queries`: each
+/// query object's members as that query's parameters (the query string's are defaults),
+/// every query checked before any is answered.
+pub async fn all_docs_queries(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    which: &str,
+) -> HttpResult<Response> {
+    if req.method != Method::POST {
+        return Err(HttpError::method_not_allowed("POST"));
+    }
+    let db = open(state, name)?;
+    req.require_json()?;
+    let body = req.json_object(state.max_request).await?;
+    let Some(queries) = body.get("queries") else {
+        return Err(HttpError::bad_request(
+            "POST body must include `queries` parameter.",
+        ));
+    };
+    let Value::Array(queries) = queries else {
+        return Err(HttpError::bad_request("`queries` member must be an array."));
+    };
+    let mut plans = Vec::with_capacity(queries.len());
+    for q in queries {
+        let Value::Object(members) = q else {
+            return Err(HttpError::bad_request("Each query must be an object."));
+        };
+        let keys = match members.get("keys") {
+            None => None,
+            Some(Value::Array(k)) => Some(k.clone()),
+            Some(_) => {
+                return Err(HttpError::query_parse(
+                    "`keys` must be an array of strings.",
+                ))
+            }
+        };
+        let params = req.query.overridden_by(members, &["keys"]);
+        plans.push(AllDocsPlan::read(&params, keys, which)?);
+    }
+    let snap = db.snapshot();
+    let mut out = b"{\"results\":[\r\n".to_vec();
+    for (i, plan) in plans.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",\r\n");
+        }
+        let head = plan.head(&snap, which)?;
+        let rows = plan.rows(&snap)?;
+        let _ = plan.write(&mut out, &snap, &head, rows);
+    }
+    out.extend_from_slice(b"\r\n]}\n");
+    Ok(reply::json_bytes(200, out))
+}
+
+/// One `_all_docs`-like query, its parameters checked.
+struct AllDocsPlan {
+    opts: AllDocsOptions,
+    keys: Option<Vec<Value>>,
+    update_seq: bool,
+}
+
+impl AllDocsPlan {
+    /// Reads the parameters of `which` (`_all_docs`, `_design_docs`, `_local_docs`).
+    fn read(q: &Query, mut keys: Option<Vec<Value>>, which: &str) -> HttpResult<AllDocsPlan> {
+        let range = q.key_range()?;
+        if keys.as_ref().is_some_and(|k| !k.is_empty())
+            && (range.start_key.is_some() || range.end_key.is_some())
+        {
+            return Err(HttpError::query_parse(
+                "`keys` is incompatible with `key`, `start_key` and `end_key`",
+            ));
+        }
+        let (start, end) = range.id_bounds();
+        let mut opts = AllDocsOptions {
+            start,
+            end,
+            inclusive_end: q.bool("inclusive_end")?.unwrap_or(true),
+            descending: q.flag("descending")?,
+            skip: q.u64("skip")?.unwrap_or(0),
+            limit: q.u64("limit")?,
+            include_docs: q.flag("include_docs")?,
+            doc: DocOptions {
+                conflicts: q.flag("conflicts")?,
+                attachments: q.flag("attachments")?,
+                att_encoding_info: q.flag("att_encoding_info")?,
+                ..Default::default()
+            },
+            local: which == "_local_docs",
+        };
+        if which == "_design_docs" {
+            clamp_to_design(&mut opts);
+            // As CouchDB: `_design_docs` leaves out keys that name no design document.
+            if let Some(keys) = keys.as_mut() {
+                keys.retain(|k| k.as_str().is_none_or(|id| id.starts_with(DESIGN_PREFIX)));
+            }
+        }
+        Ok(AllDocsPlan {
+            opts,
+            keys,
+            update_seq: q.flag("update_seq")?,
+        })
+    }
+
+    /// `total_rows` (CouchDB counts the rows of the namespace asked for; local documents
+    /// are not counted), `offset` and `update_seq`.
+    fn head(&self, snap: &DbSnapshot, which: &str) -> HttpResult<Head> {
+        let total = match which {
+            "_local_docs" => None,
+            "_design_docs" => Some(snap.design_doc_count()?),
+            _ => Some(snap.counts()?.live),
+        };
+        let null = || "null".to_string();
+        let seq = match (self.update_seq, &total, &self.keys) {
+            (false, _, _) => None,
+            (true, None, _) | (true, _, Some(_)) => Some(null()),
+            (true, Some(_), None) => Some(format!("\"{}\"", snap.seq()?.encode())),
+        };
+        let offset = match (total, &self.keys) {
+            (None, _) | (_, Some(_)) => null(),
+            (Some(t), None) => t
+                .min(snap.offset_of(self.opts.start.as_deref(), self.opts.descending)? + self.opts.skip)
+                .to_string(),
+        };
+        Ok(Head {
+            total: total.map_or_else(null, |t| t.to_string()),
+            offset,
+            seq,
+        })
+    }
+
+    /// The rows of a range query (none for a `keys` query, whose rows are looked up).
+    fn rows(&self, snap: &DbSnapshot) -> HttpResult<Option<settee_db::AllDocs>> {
+        Ok(match self.keys {
+            Some(_) => None,
+            None => Some(snap.all_docs(self.opts.clone())?),
+        })
+    }
+
+    /// Writes the answer: the head, then every row.
+    fn write(
+        &self,
+        out: &mut impl Out,
+        snap: &DbSnapshot,
+        head: &Head,
+        rows: Option<settee_db::AllDocs>,
+    ) -> Result<(), crate::reply::Gone> {
+        out.put(head.text().as_bytes())?;
+        match (&self.keys, rows) {
+            (Some(keys), _) => self.write_keyed(out, snap, keys)?,
+            (None, Some(rows)) => {
+                let mut first = true;
+                for row in rows {
+                    let row = match row {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::error!(error = %e, "reading _all_docs");
+                            break;
+                        }
+                    };
+                    out.put(if first { b"" } else { b",\r\n" })?;
+                    first = false;
+                    write_row(out, &row)?;
+                }
+            }
+            (None, None) => {}
+        }
+        out.put(b"\r\n]}")
+    }
+
+    /// `keys` rows in request order, deleted documents shown as CouchDB does.
+    fn write_keyed(
+        &self,
+        out: &mut impl Out,
+        snap: &DbSnapshot,
+        keys: &[Value],
+    ) -> Result<(), crate::reply::Gone> {
+        let opts = &self.opts;
+        let keys: Vec<&Value> = if opts.descending {
+            keys.iter().rev().collect()
+        } else {
+            keys.iter().collect()
+        };
+        let limit = opts.limit.map_or(usize::MAX, |l| l as usize);
+        for (i, key) in keys
+            .into_iter()
+            .skip(opts.skip as usize)
+            .take(limit)
+            .enumerate()
+        {
+            out.put(if i == 0 { b"" } else { b",\r\n" })?;
+            let row = keyed_row(snap, key, opts);
+            out.put(&serde_json::to_vec(&row).expect("json"))?;
+        }
+        Ok(())
+    }
 }
 
 /// What an `_all_docs` answer starts with, each value as JSON text.
@@ -277,50 +394,21 @@ fn clamp_to_design(opts: &mut AllDocsOptions) {
     }
 }
 
-fn write_row(sink: &mut Sink, row: &DocRow) -> Result<(), crate::reply::Gone> {
-    let mut out = Vec::with_capacity(96 + row.doc.as_ref().map_or(0, Vec::len));
-    out.extend_from_slice(b"{\"id\":");
-    settee_json::body::write_str(&mut out, &row.id);
-    out.extend_from_slice(b",\"key\":");
-    settee_json::body::write_str(&mut out, &row.id);
-    out.extend_from_slice(b",\"value\":{\"rev\":\"");
-    out.extend_from_slice(row.rev.to_string().as_bytes());
-    out.extend_from_slice(b"\"}");
+fn write_row(out: &mut impl Out, row: &DocRow) -> Result<(), crate::reply::Gone> {
+    let mut line = Vec::with_capacity(96 + row.doc.as_ref().map_or(0, Vec::len));
+    line.extend_from_slice(b"{\"id\":");
+    settee_json::body::write_str(&mut line, &row.id);
+    line.extend_from_slice(b",\"key\":");
+    settee_json::body::write_str(&mut line, &row.id);
+    line.extend_from_slice(b",\"value\":{\"rev\":\"");
+    line.extend_from_slice(row.rev.to_string().as_bytes());
+    line.extend_from_slice(b"\"}");
     if let Some(doc) = &row.doc {
-        out.extend_from_slice(b",\"doc\":");
-        out.extend_from_slice(doc);
+        line.extend_from_slice(b",\"doc\":");
+        line.extend_from_slice(doc);
     }
-    out.push(b'}');
-    sink.write(&out)
-}
-
-/// `_all_docs` with `keys`: rows in request order, deleted documents shown as CouchDB does.
-fn keyed_rows(
-    snap: settee_db::DbSnapshot,
-    keys: Vec<Value>,
-    opts: AllDocsOptions,
-    head: Head,
-) -> Response {
-    reply::stream(200, move |sink| {
-        sink.write(head.text().as_bytes())?;
-        let keys: Vec<&Value> = if opts.descending {
-            keys.iter().rev().collect()
-        } else {
-            keys.iter().collect()
-        };
-        let limit = opts.limit.map_or(usize::MAX, |l| l as usize);
-        for (i, key) in keys
-            .into_iter()
-            .skip(opts.skip as usize)
-            .take(limit)
-            .enumerate()
-        {
-            sink.write(if i == 0 { b"" } else { b",\r\n" })?;
-            let row = keyed_row(&snap, key, &opts);
-            sink.write(&serde_json::to_vec(&row).expect("json"))?;
-        }
-        sink.write(b"\r\n]}\n")
-    })
+    line.push(b'}');
+    out.put(&line)
 }
 
 fn keyed_row(snap: &settee_db::DbSnapshot, key: &Value, opts: &AllDocsOptions) -> Value {

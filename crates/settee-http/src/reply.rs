@@ -195,6 +195,25 @@ impl Sink {
     }
 }
 
+/// Where rows go: a streamed response or a buffer (for answers made of several results).
+pub trait Out {
+    /// Appends bytes; fails once a streamed response's client has gone.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone>;
+}
+
+impl Out for Sink {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.write(bytes)
+    }
+}
+
+impl Out for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
 /// A streamed response and the sink that feeds it.
 pub fn channel(status: u16, content_type: &'static str) -> (Response, Sink) {
     channel_sized(status, content_type, None)

@@ -41,6 +41,23 @@ impl Query {
     /// string's, as CouchDB reads them: the query string wins where both give an option,
     /// and range options fold in this order. Keys stay JSON text, as in a query string;
     /// other strings (`startkey_docid`, say) are their text.
+    /// The query string with `members` (a `queries` element) in place of the parameters
+    /// they name, as CouchDB reads each of several queries; `leave_out` are not parameters.
+    pub fn overridden_by(
+        &self,
+        members: &serde_json::Map<String, Value>,
+        leave_out: &[&str],
+    ) -> Query {
+        let own = Query(
+            self.0
+                .iter()
+                .filter(|(k, _)| !members.contains_key(k) && !leave_out.contains(&k.as_str()))
+                .cloned()
+                .collect(),
+        );
+        own.with_body(Some(members), leave_out)
+    }
+
     pub fn with_body(
         &self,
         body: Option<&serde_json::Map<String, Value>>,

@@ -728,6 +728,11 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_all_docs" | "_design_docs" | "_local_docs" if rest == 2 => {
             Box::pin(db::all_docs(state, req, name, &second)).await
         }
+        "_all_docs" | "_design_docs" | "_local_docs"
+            if rest == 3 && req.segments[2] == "queries" =>
+        {
+            Box::pin(db::all_docs_queries(state, req, name, &second)).await
+        }
         "_bulk_docs" if rest == 2 => Box::pin(bulk::bulk_docs(state, req, name)).await,
         "_bulk_get" if rest == 2 => Box::pin(bulk::bulk_get(state, req, name)).await,
         "_revs_diff" if rest == 2 => Box::pin(bulk::revs_diff(state, req, name, false)).await,
@@ -794,8 +799,8 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name)).await,
         "_explain" if rest == 2 => Box::pin(crate::find::explain(state, req, name)).await,
         "_index" => Box::pin(crate::find::index(state, req, name)).await,
-        "_find" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_all_docs"
-        | "_design_docs" | "_local_docs" | "_search_cleanup" | "_nouveau_cleanup" => {
+        "_find" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_search_cleanup"
+        | "_nouveau_cleanup" => {
             Err(unbuilt_db_endpoint(req, &second, &req.segments[2..]))
         }
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):

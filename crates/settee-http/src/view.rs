@@ -15,7 +15,7 @@ use settee_views::{query, DesignDoc, Index, MapRow, Views};
 
 use crate::db::open;
 use crate::error::{HttpError, HttpResult};
-use crate::reply::{self, Gone, Response, Sink};
+use crate::reply::{self, Gone, Out, Response};
 use crate::request::{Query, Req};
 use crate::server::State;
 
@@ -239,24 +239,6 @@ fn query_params(url: &Query, members: &serde_json::Map<String, Value>) -> Query 
         pairs.push((k.clone(), text));
     }
     Query(pairs)
-}
-
-/// Where rows go: a streamed response or a buffer.
-trait Out {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone>;
-}
-
-impl Out for Sink {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone> {
-        self.write(bytes)
-    }
-}
-
-impl Out for Vec<u8> {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), Gone> {
-        self.extend_from_slice(bytes);
-        Ok(())
-    }
 }
 
 fn map_head(index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<String> {
