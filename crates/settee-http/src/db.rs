@@ -171,21 +171,9 @@ pub async fn all_docs_queries(
         return Err(HttpError::method_not_allowed("POST"));
     }
     let db = open(state, name)?;
-    req.require_json()?;
-    let body = req.json_object(state.max_request).await?;
-    let Some(queries) = body.get("queries") else {
-        return Err(HttpError::bad_request(
-            "POST body must include `queries` parameter.",
-        ));
-    };
-    let Value::Array(queries) = queries else {
-        return Err(HttpError::bad_request("`queries` member must be an array."));
-    };
+    let queries = req.queries(state.max_request).await?;
     let mut plans = Vec::with_capacity(queries.len());
-    for q in queries {
-        let Value::Object(members) = q else {
-            return Err(HttpError::bad_request("Each query must be an object."));
-        };
+    for members in &queries {
         let keys = match members.get("keys") {
             None => None,
             Some(Value::Array(k)) => Some(k.clone()),
@@ -278,7 +266,10 @@ impl AllDocsPlan {
         let offset = match (total, &self.keys) {
             (None, _) | (_, Some(_)) => null(),
             (Some(t), None) => t
-                .min(snap.offset_of(self.opts.start.as_deref(), self.opts.descending)? + self.opts.skip)
+                .min(
+                    snap.offset_of(self.opts.start.as_deref(), self.opts.descending)?
+                        + self.opts.skip,
+                )
                 .to_string(),
         };
         Ok(Head {

@@ -290,6 +290,28 @@ impl Req {
         crate::request::parse_json(&bytes)
     }
 
+    /// The `queries` of a POST to a `…/queries` endpoint: each query's parameters, refused
+    /// as CouchDB refuses a body without them.
+    pub async fn queries(&mut self, max: usize) -> HttpResult<Vec<serde_json::Map<String, Value>>> {
+        self.require_json()?;
+        let body = self.json_object(max).await?;
+        let Some(queries) = body.get("queries") else {
+            return Err(HttpError::bad_request(
+                "POST body must include `queries` parameter.",
+            ));
+        };
+        let Value::Array(queries) = queries else {
+            return Err(HttpError::bad_request("`queries` member must be an array."));
+        };
+        queries
+            .iter()
+            .map(|q| match q {
+                Value::Object(members) => Ok(members.clone()),
+                _ => Err(HttpError::bad_request("Each query must be an object.")),
+            })
+            .collect()
+    }
+
     /// Reads the body as a JSON object.
     pub async fn json_object(
         &mut self,

@@ -800,9 +800,7 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_explain" if rest == 2 => Box::pin(crate::find::explain(state, req, name)).await,
         "_index" => Box::pin(crate::find::index(state, req, name)).await,
         "_find" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_search_cleanup"
-        | "_nouveau_cleanup" => {
-            Err(unbuilt_db_endpoint(req, &second, &req.segments[2..]))
-        }
+        | "_nouveau_cleanup" => Err(unbuilt_db_endpoint(req, &second, &req.segments[2..])),
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.
         _ if rest == 2 => doc_route(state, req, name, &second).await,

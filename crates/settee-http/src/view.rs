@@ -155,13 +155,7 @@ pub async fn queries(
         return Err(HttpError::method_not_allowed("POST"));
     }
     let db = open(state, name)?;
-    req.require_json()?;
-    let body = req.json_object(state.max_request).await?;
-    let Some(queries) = body.get("queries").cloned() else {
-        return Err(HttpError::bad_request(
-            "POST body must include `queries` parameter.",
-        ));
-    };
+    let queries = req.queries(state.max_request).await?;
     Box::pin(many(state, &db, req, ddoc, view, queries)).await
 }
 
@@ -172,17 +166,11 @@ async fn many(
     req: &Req,
     ddoc: &str,
     view: &str,
-    queries: Value,
+    queries: Vec<serde_json::Map<String, Value>>,
 ) -> HttpResult<Response> {
-    let Value::Array(queries) = queries else {
-        return Err(HttpError::bad_request("`queries` member must be an array."));
-    };
     let (ddoc, index) = design(state, db, ddoc)?;
     let mut plans = Vec::with_capacity(queries.len());
-    for q in &queries {
-        let Value::Object(members) = q else {
-            return Err(HttpError::bad_request("Each query must be an object."));
-        };
+    for members in &queries {
         let params = query_params(&req.query, members);
         let keys = members.get("keys").cloned();
         plans.push(plan(&ddoc, view, &params, keys)?);

@@ -213,16 +213,10 @@ pub fn map_rows(
     } else {
         (q.skip as usize, q.limit)
     };
-    let rows = parts.into_iter().flatten().map(move |entry| {
-        let entry = entry?;
-        let (_, id) = viewkey::split_row_key(entry.key(), c).ok_or(Error::Corrupted("row key"))?;
-        let (key, value) = row::split_value(entry.value())?;
-        Ok(MapRow {
-            id,
-            key: key.to_string(),
-            value: value.to_string(),
-        })
-    });
+    let rows = parts
+        .into_iter()
+        .flatten()
+        .map(move |entry| map_row(entry?, c));
     let rows: Box<dyn Iterator<Item = Result<MapRow>> + Send> = if q.descending {
         Box::new(DupsAscending {
             rows: rows.peekable(),
@@ -262,16 +256,18 @@ pub fn map_rows_between(
             limit: None,
         },
     )?;
-    Ok(range.map(move |entry| {
-        let entry = entry?;
-        let (_, id) = viewkey::split_row_key(entry.key(), c).ok_or(Error::Corrupted("row key"))?;
-        let (key, value) = row::split_value(entry.value())?;
-        Ok(MapRow {
-            id,
-            key: key.to_string(),
-            value: value.to_string(),
-        })
-    }))
+    Ok(range.map(move |entry| map_row(entry?, c)))
+}
+
+/// A stored row as a map row.
+fn map_row(entry: settee_store::Entry, c: Collation) -> Result<MapRow> {
+    let (_, id) = viewkey::split_row_key(entry.key(), c).ok_or(Error::Corrupted("row key"))?;
+    let (key, value) = row::split_value(entry.value())?;
+    Ok(MapRow {
+        id,
+        key: key.to_string(),
+        value: value.to_string(),
+    })
 }
 
 /// The ranges map rows are read from, in walk order: CouchDB reads `keys` from the last

@@ -396,7 +396,13 @@ fn queries_use_json_indexes_and_follow_writes_and_restarts() {
     assert!(tasks.as_array().is_some(), "{tasks}");
     let info = c.get("/db/_design/n/_info").json();
     assert_eq!(info["view_index"]["language"], "query", "{info}");
-    assert_eq!(ids(&find(&c, json!({"selector": {"n": {"$gte": 999}}, "update": false}))), ["p005"]);
+    assert_eq!(
+        ids(&find(
+            &c,
+            json!({"selector": {"n": {"$gte": 999}}, "update": false})
+        )),
+        ["p005"]
+    );
     // The index is a view: _view reads its rows and its _count.
     let rows = c.get("/db/_design/n/_view/n?reduce=false&limit=2").json();
     assert_eq!(
@@ -712,8 +718,17 @@ fn the_planner_weighs_indexes_as_couchdb_does() {
 fn several_all_docs_queries_in_one_request() {
     let s = TestServer::start();
     let c = s.admin();
-    load(&c, "aq", &[json!({"_id": "a", "v": 1}), json!({"_id": "b", "v": 2}),
-        json!({"_id": "c", "v": 3}), json!({"_id": "_design/x"}), json!({"_id": "_design/y"})]);
+    load(
+        &c,
+        "aq",
+        &[
+            json!({"_id": "a", "v": 1}),
+            json!({"_id": "b", "v": 2}),
+            json!({"_id": "c", "v": 3}),
+            json!({"_id": "_design/x"}),
+            json!({"_id": "_design/y"}),
+        ],
+    );
     c.put("/aq/_local/l1", r#"{"v":1}"#);
     c.put("/aq/_local/l2", r#"{"v":2}"#);
     let ask = |path: &str, body: Value| {
@@ -737,19 +752,32 @@ fn several_all_docs_queries_in_one_request() {
     assert_eq!(all.as_array().unwrap().len(), 4);
     assert_eq!(all[0]["offset"], Value::Null);
     assert_eq!(all[0]["rows"][0]["doc"]["v"], 1);
-    assert_eq!(all[0]["rows"][1], json!({"key": "zz", "error": "not_found"}));
-    assert_eq!((all[1]["total_rows"].clone(), all[1]["offset"].clone()), (json!(5), json!(3)));
+    assert_eq!(
+        all[0]["rows"][1],
+        json!({"key": "zz", "error": "not_found"})
+    );
+    assert_eq!(
+        (all[1]["total_rows"].clone(), all[1]["offset"].clone()),
+        (json!(5), json!(3))
+    );
     assert_eq!(rows(&all[1]), ["b", "c"]);
     assert_eq!(rows(&all[2]), ["c", "b"]);
     assert_eq!(rows(&all[3]), ["_design/x", "_design/y", "a", "b", "c"]);
     // The query string gives defaults; each query's own members win.
-    let defaults = ask("/aq/_all_docs/queries?limit=1", json!({"queries": [{}, {"limit": 2}]}));
+    let defaults = ask(
+        "/aq/_all_docs/queries?limit=1",
+        json!({"queries": [{}, {"limit": 2}]}),
+    );
     assert_eq!((rows(&defaults[0]).len(), rows(&defaults[1]).len()), (1, 2));
     let design = ask(
         "/aq/_design_docs/queries",
         json!({"queries": [{"keys": ["_design/x", "_design/zz", "a"]}, {"limit": 1, "skip": 1}]}),
     );
-    assert_eq!(rows(&design[0]), ["_design/x", "_design/zz"], "non-design keys are left out");
+    assert_eq!(
+        rows(&design[0]),
+        ["_design/x", "_design/zz"],
+        "non-design keys are left out"
+    );
     assert_eq!(rows(&design[1]), ["_design/y"]);
     assert_eq!(design[1]["total_rows"], 2);
     let local = ask(
@@ -759,12 +787,27 @@ fn several_all_docs_queries_in_one_request() {
     assert_eq!(local[0]["total_rows"], Value::Null);
     assert_eq!(local[0]["rows"][1]["doc"]["v"], 2);
     assert_eq!(rows(&local[1]), ["_local/l2"]);
-    assert_eq!(ask("/aq/_all_docs/queries", json!({"queries": []})), json!([]));
+    assert_eq!(
+        ask("/aq/_all_docs/queries", json!({"queries": []})),
+        json!([])
+    );
     // Refusals, before any query is answered.
     for (body, error, reason) in [
-        (json!({}), "bad_request", "POST body must include `queries` parameter."),
-        (json!({"queries": {"keys": ["a"]}}), "bad_request", "`queries` member must be an array."),
-        (json!({"queries": [{"keys": "a"}]}), "query_parse_error", "`keys` must be an array of strings."),
+        (
+            json!({}),
+            "bad_request",
+            "POST body must include `queries` parameter.",
+        ),
+        (
+            json!({"queries": {"keys": ["a"]}}),
+            "bad_request",
+            "`queries` member must be an array.",
+        ),
+        (
+            json!({"queries": [{"keys": "a"}]}),
+            "query_parse_error",
+            "`keys` must be an array of strings.",
+        ),
     ] {
         assert_eq!(
             c.post("/aq/_all_docs/queries", &body.to_string()).json(),
@@ -773,5 +816,6 @@ fn several_all_docs_queries_in_one_request() {
     }
     c.post("/aq/_all_docs/queries", r#"{"queries":[{"limit":"x"}]}"#)
         .error(400, "query_parse_error");
-    c.get("/aq/_all_docs/queries").error(405, "method_not_allowed");
+    c.get("/aq/_all_docs/queries")
+        .error(405, "method_not_allowed");
 }

@@ -144,8 +144,7 @@ async fn build(target: &Target, n: usize, e: &Expected) -> Result<Outcome> {
             )
             .await?;
         let timed_out = answer.status == 500
-            && serde_json::from_slice::<Value>(&answer.body)
-                .is_ok_and(|e| e["error"] == "timeout");
+            && serde_json::from_slice::<Value>(&answer.body).is_ok_and(|e| e["error"] == "timeout");
         if !timed_out {
             break answer;
         }
