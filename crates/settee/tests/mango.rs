@@ -538,6 +538,9 @@ fn find_and_explain_refuse_as_couchdb_refuses() {
             "{body}"
         );
     }
+    // A huge limit is a limit like any other.
+    let huge = c.post("/db/_find", r#"{"selector":{"age":10},"limit":999999999999,"fields":["_id"]}"#);
+    assert_eq!(huge.json()["docs"], json!([{"_id": "d05"}]));
     // An impossible sort: _find refuses, _explain shows no index.
     let explained = c
         .post("/db/_explain", r#"{"selector":{"age":5},"sort":["tags"]}"#)
