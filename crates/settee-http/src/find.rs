@@ -220,12 +220,15 @@ async fn remove_index(
 ) -> HttpResult<()> {
     let not_found = || HttpError::new(404, "not_found", "missing");
     let current = current_ddoc(db, ddoc)?.ok_or_else(not_found)?;
+    // Only JSON indexes: a view of another language is not an index.
+    let indexes: Vec<String> = settee_mango::from_ddoc(ddoc, &current, false)
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
     let names: Vec<String> = match index {
-        Some(n) => vec![n.to_string()],
-        None => settee_mango::from_ddoc(ddoc, &current, false)
-            .into_iter()
-            .map(|i| i.name)
-            .collect(),
+        Some(n) if indexes.iter().any(|i| i == n) => vec![n.to_string()],
+        Some(_) => return Err(not_found()),
+        None => indexes,
     };
     if names.is_empty() {
         return Err(not_found());

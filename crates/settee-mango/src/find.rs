@@ -110,12 +110,13 @@ pub async fn prepare(
     settings: FindSettings,
 ) -> Result<Prepared> {
     let started = Instant::now();
-    let (query, mut plan) = planned(db, query).await?;
+    let snap = db.snapshot();
+    let (query, mut plan) = planned(&snap, query).await?;
     if let Some(refusal) = plan.refusal.take() {
         return Err(refusal);
     }
     let view = match &plan.chosen {
-        Chosen::Json(index, _) => Some(open_view(views, db, index, query.update).await?),
+        Chosen::Json(index, _) => Some(open_view(views, db, &snap, index, query.update).await?),
         _ => None,
     };
     Ok(Prepared {
@@ -128,15 +129,15 @@ pub async fn prepare(
     })
 }
 
-/// `query` planned on the indexes of `db` as they are now.
-async fn planned(db: &Arc<Database>, query: FindQuery) -> Result<(FindQuery, Plan)> {
+/// `query` planned on the indexes of a database as `snap` has them.
+async fn planned(snap: &DbSnapshot, query: FindQuery) -> Result<(FindQuery, Plan)> {
     if !query.partition.is_empty() {
         return Err(Error::query(
             "query_parse_error",
             "`partition` parameter is not supported on this db",
         ));
     }
-    let snap = db.snapshot();
+    let snap = snap.clone();
     tokio::task::spawn_blocking(move || {
         let indexes = json_indexes(&snap)?;
         let plan = plan(&indexes, &query)?;
@@ -148,19 +149,25 @@ async fn planned(db: &Arc<Database>, query: FindQuery) -> Result<(FindQuery, Pla
 
 /// `POST /{db}/_explain`'s answer for `query`.
 pub async fn explain(db: &Arc<Database>, query: FindQuery) -> Result<Value> {
-    let (query, plan) = planned(db, query).await?;
+    let (query, plan) = planned(&db.snapshot(), query).await?;
     Ok(crate::explain::explain(db.name(), &query, &plan))
 }
 
-/// The view behind a JSON index, brought up to date when `update`.
+/// The view behind a JSON index, brought up to date when `update`. Its design document is
+/// read from the snapshot the query was planned on, so the index opened is the one planned
+/// (one redefined since has another signature, so another index).
 async fn open_view(
     views: &Views,
     db: &Arc<Database>,
+    snap: &DbSnapshot,
     index: &JsonIndex,
     update: bool,
 ) -> Result<(Arc<ViewIndex>, usize, Snapshot)> {
-    let name = index.ddoc.trim_start_matches(settee_db::DESIGN_PREFIX);
-    let ddoc = Views::design_doc(&db.snapshot(), name)?;
+    let name = index
+        .ddoc
+        .strip_prefix(settee_db::DESIGN_PREFIX)
+        .unwrap_or(&index.ddoc);
+    let ddoc = Views::design_doc(snap, name)?;
     let (view, _) = ddoc
         .view(&index.name)
         .ok_or_else(|| Error::query("no_usable_index", "Index not found"))?;
@@ -323,7 +330,7 @@ impl Prepared {
         for row in rows.by_ref() {
             let row = row?;
             p.keys += 1;
-            let key: Value = serde_json::from_str(&row.key)
+            let key: Value = settee_json::deep::from_slice(row.key.as_bytes())
                 .map_err(|_| settee_db::Error::Corrupted("an index key is not JSON"))?;
             let doc = if self.plan.covering {
                 covered(&columns, &key, &row.id)

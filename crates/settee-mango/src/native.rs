@@ -30,7 +30,7 @@ impl NativeLanguage for QueryLanguage {
         let views = maps
             .iter()
             .map(|text| {
-                let def = serde_json::from_str::<Value>(text).ok()?;
+                let def = settee_json::deep::from_slice::<Value>(text.as_bytes()).ok()?;
                 let (fields, partial) = read_map(&def)?;
                 Some(JsonMap {
                     fields: fields.iter().map(|(f, _)| field_path(f)).collect(),

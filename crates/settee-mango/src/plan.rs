@@ -149,10 +149,16 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
     let chosen = match ranked.first() {
         Some(&best) => {
             let index = candidates.remove(best).index.expect("json");
+            // Selectors compare `_id` byte by byte but index keys collate it: bounds on it
+            // would not hold every match, so an `_id` field is read whole.
             let ranges = index
                 .columns()
                 .iter()
-                .map(|c| q.selector.range(c))
+                .map(|c| {
+                    (c.as_slice() != ["_id"])
+                        .then(|| q.selector.range(c))
+                        .flatten()
+                })
                 .collect();
             Chosen::Json(index, ranges)
         }

@@ -299,7 +299,7 @@ pub(crate) fn bounds_id(selector: &Value) -> bool {
 /// Where a bookmark of ours resumes.
 pub(crate) fn decode_bookmark(b: &str) -> Option<Bookmark> {
     let bytes = URL_SAFE_NO_PAD.decode(b).ok()?;
-    match serde_json::from_slice::<Value>(&bytes).ok()? {
+    match settee_json::deep::from_slice::<Value>(&bytes).ok()? {
         Value::Array(mut a) if a.len() == 1 => Some(Bookmark {
             key: None,
             id: a.pop()?.as_str()?.to_string(),

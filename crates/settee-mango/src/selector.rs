@@ -69,7 +69,7 @@ impl Selector {
     /// Parses a selector object.
     pub fn parse(v: &Value) -> Result<Selector, Error> {
         match v {
-            Value::Object(m) => Ok(Selector(object(m, &[], false)?)),
+            Value::Object(m) => Ok(Selector(object(m, &mut Vec::new(), false)?)),
             _ => bad("Selector must be a JSON object"),
         }
     }
@@ -97,19 +97,24 @@ pub fn field_path(name: &str) -> Vec<String> {
 
 /// A selector object under `prefix`: every member must hold. `elem` allows bare operators
 /// (they apply to an array element itself, inside `$elemMatch` and its kin).
-fn object(m: &Map<String, Value>, prefix: &[String], elem: bool) -> Result<Node, Error> {
-    let mut parts = Vec::with_capacity(m.len());
-    for (k, v) in m {
-        parts.push(member(k, v, prefix, elem)?);
-    }
-    Ok(if parts.len() == 1 {
-        parts.pop().expect("one")
-    } else {
-        Node::All(parts)
+/// The path is one vector grown and shrunk on the way down (a copy per level would make
+/// deeply nested selectors cost the square of their depth), and deep recursion moves to
+/// new stack segments.
+fn object(m: &Map<String, Value>, prefix: &mut Vec<String>, elem: bool) -> Result<Node, Error> {
+    settee_json::deep::grow(|| {
+        let mut parts = Vec::with_capacity(m.len());
+        for (k, v) in m {
+            parts.push(member(k, v, prefix, elem)?);
+        }
+        Ok(if parts.len() == 1 {
+            parts.pop().expect("one")
+        } else {
+            Node::All(parts)
+        })
     })
 }
 
-fn list(v: &Value, op: &str, prefix: &[String], elem: bool) -> Result<Vec<Node>, Error> {
+fn list(v: &Value, op: &str, prefix: &mut Vec<String>, elem: bool) -> Result<Vec<Node>, Error> {
     let Value::Array(items) = v else {
         return bad_arg(op, v);
     };
@@ -122,7 +127,7 @@ fn list(v: &Value, op: &str, prefix: &[String], elem: bool) -> Result<Vec<Node>,
         .collect()
 }
 
-fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Error> {
+fn member(k: &str, v: &Value, prefix: &mut Vec<String>, elem: bool) -> Result<Node, Error> {
     match k {
         "$and" => Ok(Node::All(list(v, k, prefix, elem)?)),
         "$or" => Ok(Node::Any(list(v, k, prefix, elem)?)),
@@ -134,28 +139,35 @@ fn member(k: &str, v: &Value, prefix: &[String], elem: bool) -> Result<Node, Err
         op if op.starts_with('$') && prefix.is_empty() && !elem => bad_op(op),
         op if op.starts_with('$') => Ok(Node::Field(prefix.to_vec(), cond(op, v)?)),
         name => {
-            let mut path = prefix.to_vec();
-            path.extend(field_path(name));
-            match v {
-                Value::Object(m) if m.keys().any(|k| k.starts_with('$')) => {
-                    let conds = m
-                        .iter()
-                        .map(|(op, arg)| cond(op, arg))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let c = if conds.len() == 1 {
-                        conds.into_iter().next().expect("one")
-                    } else {
-                        Cond::Both(conds)
-                    };
-                    Ok(Node::Field(path, c))
-                }
-                Value::Object(m) if !m.is_empty() => object(m, &path, false),
-                other => Ok(Node::Field(
-                    path,
-                    Cond::Cmp(Ordering::Equal, true, other.clone()),
-                )),
-            }
+            let len = prefix.len();
+            prefix.extend(field_path(name));
+            let node = named(v, prefix);
+            prefix.truncate(len);
+            node
         }
+    }
+}
+
+/// The condition on the field at `path`: operators, a nested selector, or a value.
+fn named(v: &Value, path: &mut Vec<String>) -> Result<Node, Error> {
+    match v {
+        Value::Object(m) if m.keys().any(|k| k.starts_with('$')) => {
+            let conds = m
+                .iter()
+                .map(|(op, arg)| cond(op, arg))
+                .collect::<Result<Vec<_>, _>>()?;
+            let c = if conds.len() == 1 {
+                conds.into_iter().next().expect("one")
+            } else {
+                Cond::Both(conds)
+            };
+            Ok(Node::Field(path.clone(), c))
+        }
+        Value::Object(m) if !m.is_empty() => object(m, path, false),
+        other => Ok(Node::Field(
+            path.clone(),
+            Cond::Cmp(Ordering::Equal, true, other.clone()),
+        )),
     }
 }
 
@@ -165,7 +177,7 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         _ => bad_arg(what, arg),
     };
     let sub = |what: &str| match arg {
-        Value::Object(m) => Ok(Box::new(object(m, &[], true)?)),
+        Value::Object(m) => Ok(Box::new(object(m, &mut Vec::new(), true)?)),
         _ => bad_arg(what, arg),
     };
     let conds = |what: &str| match arg {

@@ -63,7 +63,8 @@ impl DesignDoc {
             None | Some(Value::Null) => {}
             Some(Value::Object(members)) => {
                 for (name, view) in members {
-                    if name == "lib" {
+                    // `lib` holds CommonJS modules, except among Mango's indexes.
+                    if name == "lib" && language != QUERY_LANGUAGE {
                         if !view.is_object() {
                             return Err(bad("`views.lib` field must have object type"));
                         }
@@ -171,7 +172,8 @@ fn parse_view(name: &str, view: &Value, language: &str) -> Result<ViewDef> {
         }
     };
     let collation = match view.get("options").and_then(|o| o.get("collation")) {
-        Some(Value::String(c)) if c == "raw" => Collation::Raw,
+        // Mango's indexes are always in CouchDB's default order, whatever their options say.
+        Some(Value::String(c)) if c == "raw" && language != QUERY_LANGUAGE => Collation::Raw,
         _ => Collation::Unicode,
     };
     Ok(ViewDef {

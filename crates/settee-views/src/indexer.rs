@@ -334,19 +334,33 @@ fn map_external_part(
     decode_rows(&out, part, &program.collations)
 }
 
-/// Maps a batch with a native program, on up to `workers` threads.
+/// Stack of a native mapping thread: documents may nest as deep as
+/// [`settee_json::deep::MAX_DEPTH`], and copying an indexed value recurses per level.
+const NATIVE_STACK: usize = 64 << 20;
+
+/// Maps a batch with a native program, on up to `workers` threads. A thread that fails
+/// fails the update (retried later): its documents are never passed over.
 fn map_native(native: &dyn NativeMap, workers: usize, batch: Vec<Change>) -> Result<Vec<Mapped>> {
     let parts = split(batch, workers);
-    let mapped: Vec<Vec<Mapped>> = std::thread::scope(|scope| {
-        let running: Vec<_> = parts
+    let failed = || Error::Corrupted("a native mapping thread failed");
+    let mapped = std::thread::scope(|scope| {
+        let running = parts
             .into_iter()
-            .map(|part| scope.spawn(move || map_native_part(native, part)))
-            .collect();
-        running
-            .into_iter()
-            .map(|t| t.join().unwrap_or_default())
-            .collect()
-    });
+            .map(|part| {
+                std::thread::Builder::new()
+                    .name("settee-mapper".into())
+                    .stack_size(NATIVE_STACK)
+                    .spawn_scoped(scope, move || map_native_part(native, part))
+            })
+            .collect::<std::io::Result<Vec<_>>>();
+        match running {
+            Ok(threads) => threads
+                .into_iter()
+                .map(|t| t.join().map_err(|_| failed()))
+                .collect::<Result<Vec<_>>>(),
+            Err(_) => Err(failed()),
+        }
+    })?;
     Ok(mapped.into_iter().flatten().collect())
 }
 
@@ -358,15 +372,22 @@ fn map_native_part(native: &dyn NativeMap, part: Vec<Change>) -> Vec<Mapped> {
                 .as_deref()
                 .and_then(|d| settee_json::deep::from_slice::<serde_json::Value>(d).ok());
             let rows = doc.map(|doc| {
-                native
+                let rows = native
                     .map(&doc)
                     .into_iter()
                     .map(|rows| {
                         rows.into_iter()
-                            .filter_map(|(k, v)| emitted(&k, &v))
+                            .filter_map(|(k, v)| {
+                                let row = emitted(&k, &v);
+                                settee_json::deep::dispose(k);
+                                row
+                            })
                             .collect()
                     })
-                    .collect()
+                    .collect();
+                // Dropped without recursing, however deep.
+                settee_json::deep::dispose(doc);
+                rows
             });
             Mapped { id: c.id, rows }
         })
@@ -375,7 +396,9 @@ fn map_native_part(native: &dyn NativeMap, part: Vec<Change>) -> Vec<Mapped> {
 
 /// A native row as the index stores it; `None` for a key too deep to encode.
 fn emitted(key: &serde_json::Value, value: &serde_json::Value) -> Option<Emitted> {
-    let key_json = key.to_string();
+    let mut text = Vec::new();
+    settee_json::deep::write(&mut text, key);
+    let key_json = String::from_utf8(text).ok()?;
     Some(Emitted {
         key: viewkey::encoded_json(&key_json, viewkey::Collation::Unicode)?,
         key_json,

@@ -175,6 +175,8 @@ impl Views {
         );
         std::thread::Builder::new()
             .name("settee-indexer".into())
+            // Native maps compile selectors, which recurse per level of nesting.
+            .stack_size(16 << 20)
             .spawn(move || {
                 let mappers = indexer::Mappers {
                     pool: &pool,

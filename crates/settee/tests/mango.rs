@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Client, ReferenceCouch, Resp, TestServer};
+use common::{Client, ReferenceCouch, Resp, TestServer, ADMIN};
 use serde_json::{json, Value};
 
 /// The documents of the comparisons: some fields missing, arrays, nested objects.
@@ -539,7 +539,10 @@ fn find_and_explain_refuse_as_couchdb_refuses() {
         );
     }
     // A huge limit is a limit like any other.
-    let huge = c.post("/db/_find", r#"{"selector":{"age":10},"limit":999999999999,"fields":["_id"]}"#);
+    let huge = c.post(
+        "/db/_find",
+        r#"{"selector":{"age":10},"limit":999999999999,"fields":["_id"]}"#,
+    );
     assert_eq!(huge.json()["docs"], json!([{"_id": "d05"}]));
     // An impossible sort: _find refuses, _explain shows no index.
     let explained = c
@@ -662,6 +665,40 @@ fn mango_answers_match_couchdb() {
             "d15", "d16", "d17", "d18",
         ];
         assert_eq!(seen, want);
+    }
+    // Index design documents replicate both ways and serve queries on arrival.
+    let settee_url = s
+        .url
+        .replacen("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1), 1);
+    let couch_url = couch.url.replacen("http://", "http://admin:admin@", 1);
+    for (source, target, from, to, copy) in [
+        (&theirs, &ours, &couch_url, &settee_url, "from-couchdb"),
+        (&ours, &theirs, &settee_url, &couch_url, "from-settee"),
+    ] {
+        let job = json!({"source": format!("{from}/f1"), "target": format!("{to}/{copy}"),
+            "create_target": true});
+        // The target's replicator pulls.
+        let r = target.post("/_replicate", &job.to_string());
+        assert_eq!(r.status, 200, "{job}: {}", r.text);
+        assert_eq!(
+            target.get(&format!("/{copy}/_index")).json(),
+            source.get("/f1/_index").json(),
+            "{copy}"
+        );
+        let q = json!({"selector": {"age": {"$gt": 5}, "name": {"$gt": "a"}}, "fields": ["_id"]});
+        let mut here = target
+            .post(&format!("/{copy}/_explain"), &q.to_string())
+            .json();
+        let mut there = source.post("/f1/_explain", &q.to_string()).json();
+        assert_eq!(here["index"]["name"], "agename", "{copy}");
+        here["dbname"] = Value::Null;
+        there["dbname"] = Value::Null;
+        assert_eq!(here, there, "{copy}");
+        let found = target
+            .post(&format!("/{copy}/_find"), &q.to_string())
+            .json();
+        let want = source.post("/f1/_find", &q.to_string()).json();
+        assert_eq!(comparable(found), comparable(want), "{copy}");
     }
     // Deleting an index: the same answers, the same design document left behind.
     let (a, b) = both(
@@ -821,4 +858,82 @@ fn several_all_docs_queries_in_one_request() {
         .error(400, "query_parse_error");
     c.get("/aq/_all_docs/queries")
         .error(405, "method_not_allowed");
+}
+
+#[test]
+fn deep_documents_odd_names_and_other_views_do_not_break_indexes() {
+    let s = TestServer::start();
+    let c = s.admin();
+    load(&c, "db", &[]);
+    // A document nested thousands of levels deep, indexed and found (serde's own limit is
+    // 128 levels; the server's threads must not overflow either).
+    let mut deep = json!(1);
+    for _ in 0..3000 {
+        deep = json!({ "a": deep });
+    }
+    c.put("/db/deep", &json!({"a": deep, "n": 1}).to_string());
+    c.put("/db/flat", r#"{"a":2,"n":2}"#);
+    c.post(
+        "/db/_index",
+        r#"{"index":{"fields":["a"]},"ddoc":"a","name":"lib"}"#,
+    );
+    let r = c.post(
+        "/db/_find",
+        r#"{"selector":{"a":{"$exists":true}},"fields":["_id"],"sort":["a"]}"#,
+    );
+    assert_eq!(r.status, 200, "{}", &r.text[..r.text.len().min(300)]);
+    assert_eq!(
+        ids(&r.json()),
+        ["flat", "deep"],
+        "an index named lib is an index"
+    );
+    let page = c
+        .post(
+            "/db/_find",
+            r#"{"selector":{"a":{"$exists":true}},"limit":1,"sort":[{"a":"desc"}],"fields":["_id"]}"#,
+        )
+        .json();
+    let next = json!({"selector": {"a": {"$exists": true}}, "limit": 1, "sort": [{"a": "desc"}],
+        "bookmark": page["bookmark"], "fields": ["_id"]});
+    assert_eq!(
+        ids(&c.post("/db/_find", &next.to_string()).json()),
+        ["flat"],
+        "a deep key's bookmark"
+    );
+    assert_eq!(c.get("/").status, 200, "the server is up");
+    // `_id` in an index: selectors compare ids byte by byte, the index collates them.
+    c.put("/db/A", r#"{"type":"x"}"#);
+    c.put("/db/b", r#"{"type":"x"}"#);
+    c.post(
+        "/db/_index",
+        r#"{"index":{"fields":["type","_id"]},"ddoc":"tid","name":"tid"}"#,
+    );
+    let found = c
+        .post(
+            "/db/_find",
+            r#"{"selector":{"type":"x","_id":{"$gt":"B"}},"use_index":"tid"}"#,
+        )
+        .json();
+    assert_eq!(ids(&found), ["b"], "{found}");
+    let found = c
+        .post(
+            "/db/_find",
+            r#"{"selector":{"type":"x","_id":{"$lt":"B"}},"use_index":"tid"}"#,
+        )
+        .json();
+    assert_eq!(ids(&found), ["A"], "{found}");
+    // Deleting "an index" that is a JavaScript view is refused; the view stays.
+    c.put(
+        "/db/_design/js",
+        r#"{"views":{"v":{"map":"function(doc){ emit(doc._id) }"}}}"#,
+    );
+    c.delete("/db/_index/js/json/v").error(404, "not_found");
+    assert!(c.get("/db/_design/js").json()["views"]["v"].is_object());
+    // A query design document asking for raw collation is read in CouchDB's order anyway.
+    c.put("/db/_design/raw", r#"{"language":"query","views":{"r":{"map":{"fields":{"n":"asc"}},"reduce":"_count","options":{"collation":"raw","def":{"fields":["n"]}}}}}"#);
+    let r = c.post(
+        "/db/_find",
+        r#"{"selector":{"n":{"$gt":0}},"use_index":"raw","fields":["_id"]}"#,
+    );
+    assert_eq!(ids(&r.json()), ["deep", "flat"], "{}", r.text);
 }
