@@ -62,8 +62,11 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         });
         match summary {
             Ok(summary) => {
-                let mut tail = String::from(if first { "],\r\n" } else { "\r\n],\r\n" });
                 let members = summary.tail(prepared.execution_stats());
+                let mut tail = String::from(if first { "]" } else { "\r\n]" });
+                if !members.is_empty() {
+                    tail.push_str(",\r\n");
+                }
                 for (i, (k, v)) in members.iter().enumerate() {
                     if i > 0 {
                         tail.push_str(",\r\n");

@@ -46,6 +46,8 @@ pub struct Summary {
     pub returned: u64,
     /// How long the query ran, in milliseconds.
     pub execution_time_ms: f64,
+    /// The selector can match nothing: CouchDB answers such a query with its `docs` alone.
+    pub unsatisfiable: bool,
 }
 
 impl Summary {
@@ -53,6 +55,9 @@ impl Summary {
     /// `execution_stats` when `stats`, then `warning` when there is one.
     pub fn tail(&self, stats: bool) -> Map<String, Value> {
         let mut out = Map::new();
+        if self.unsatisfiable {
+            return out;
+        }
         out.insert("bookmark".into(), json!(self.bookmark));
         if stats {
             out.insert(
@@ -219,7 +224,8 @@ impl Prepared {
     /// `emit` in order; `emit` answers false to stop (its client has gone).
     pub fn run(&self, emit: &mut dyn FnMut(Value) -> bool) -> Result<Summary> {
         let mut p = Progress::default();
-        if self.query.limit > 0 {
+        let unsatisfiable = self.query.selector.matches_nothing();
+        if self.query.limit > 0 && !unsatisfiable {
             match (&self.plan.chosen, &self.view) {
                 (Chosen::Json(index, ranges), Some((vindex, view, isnap))) => {
                     let rows = self.rows(vindex, *view, isnap, ranges)?;
@@ -245,6 +251,7 @@ impl Prepared {
             returned: p.returned,
             // Milliseconds to the microsecond, as CouchDB writes them.
             execution_time_ms: (self.started.elapsed().as_secs_f64() * 1e6).round() / 1000.0,
+            unsatisfiable,
         })
     }
 

@@ -38,8 +38,6 @@ pub struct Selector(Node);
 enum Node {
     All(Vec<Node>),
     Any(Vec<Node>),
-    None(Vec<Node>),
-    Not(Box<Node>),
     Field(Vec<String>, Cond),
 }
 
@@ -62,7 +60,6 @@ enum Cond {
     Not(Box<Cond>),
     Both(Vec<Cond>),
     Either(Vec<Cond>),
-    Neither(Vec<Cond>),
 }
 
 impl Selector {
@@ -129,11 +126,17 @@ fn list(v: &Value, op: &str, prefix: &mut Vec<String>, elem: bool) -> Result<Vec
 
 fn member(k: &str, v: &Value, prefix: &mut Vec<String>, elem: bool) -> Result<Node, Error> {
     match k {
+        // An explicit empty `$and` or `$nor` matches nothing, as in CouchDB (only `{}` matches
+        // everything).
+        "$and" | "$nor" if v.as_array().is_some_and(Vec::is_empty) => Ok(Node::Any(Vec::new())),
         "$and" => Ok(Node::All(list(v, k, prefix, elem)?)),
         "$or" => Ok(Node::Any(list(v, k, prefix, elem)?)),
-        "$nor" => Ok(Node::None(list(v, k, prefix, elem)?)),
+        // Negations are pushed down to the fields as CouchDB normalises them.
+        "$nor" => Ok(Node::All(
+            list(v, k, prefix, elem)?.into_iter().map(negate).collect(),
+        )),
         "$not" => match v {
-            Value::Object(m) => Ok(Node::Not(Box::new(object(m, prefix, elem)?))),
+            Value::Object(m) => Ok(negate(object(m, prefix, elem)?)),
             _ => bad_arg("$not", v),
         },
         op if op.starts_with('$') && prefix.is_empty() && !elem => bad_op(op),
@@ -239,13 +242,13 @@ fn cond(op: &str, arg: &Value) -> Result<Cond, Error> {
         "$not" => match arg {
             Value::Object(m) if m.len() == 1 => {
                 let (op, v) = m.iter().next().expect("one");
-                Cond::Not(Box::new(cond(op, v)?))
+                negate_cond(cond(op, v)?)
             }
             _ => return bad_arg("$not", arg),
         },
         "$and" => Cond::Both(conds("$and")?),
         "$or" => Cond::Either(conds("$or")?),
-        "$nor" => Cond::Neither(conds("$nor")?),
+        "$nor" => Cond::Both(conds("$nor")?.into_iter().map(negate_cond).collect()),
         other => return bad_op(other),
     })
 }
@@ -302,6 +305,11 @@ impl Range {
 const LAST_CHAR: char = '\u{FFFF}';
 
 impl Selector {
+    /// Whether the selector can match nothing (an empty `$or`, `$and` or `$nor`).
+    pub fn matches_nothing(&self) -> bool {
+        matches!(&self.0, Node::Any(parts) if parts.is_empty())
+    }
+
     /// Whether the selector is `{}`.
     pub fn is_empty(&self) -> bool {
         matches!(&self.0, Node::All(parts) if parts.is_empty())
@@ -378,8 +386,7 @@ impl Selector {
     pub fn fields(&self) -> Vec<String> {
         fn walk(n: &Node, out: &mut Vec<String>) {
             match n {
-                Node::All(p) | Node::Any(p) | Node::None(p) => p.iter().for_each(|p| walk(p, out)),
-                Node::Not(inner) => walk(inner, out),
+                Node::All(p) | Node::Any(p) => p.iter().for_each(|p| walk(p, out)),
                 Node::Field(path, _) => {
                     let name = dotted(path);
                     if !out.contains(&name) {
@@ -413,14 +420,12 @@ fn node_requires(n: &Node, field: &[String]) -> bool {
         Node::All(parts) => parts.iter().any(|p| node_requires(p, field)),
         Node::Any(parts) => !parts.is_empty() && parts.iter().all(|p| node_requires(p, field)),
         Node::Field(path, c) => path == field && cond_requires(c),
-        Node::None(_) | Node::Not(_) => false,
     }
 }
 
 fn cond_requires(c: &Cond) -> bool {
     match c {
         Cond::Exists(want) => *want,
-        Cond::Not(_) | Cond::Neither(_) => false,
         Cond::Both(cs) => cs.iter().any(cond_requires),
         Cond::Either(cs) => !cs.is_empty() && cs.iter().all(cond_requires),
         _ => true,
@@ -464,8 +469,6 @@ fn node_json(n: &Node) -> Value {
         Node::All(parts) if parts.is_empty() => Value::Object(Map::new()),
         Node::All(parts) => one("$and", list(parts)),
         Node::Any(parts) => one("$or", list(parts)),
-        Node::None(parts) => one("$nor", list(parts)),
-        Node::Not(inner) => one("$not", node_json(inner)),
         // Conditions on an array element itself are shown under an empty field name, as
         // CouchDB shows them.
         Node::Field(path, Cond::Both(cs)) => one(
@@ -505,7 +508,6 @@ fn cond_json(c: &Cond) -> Value {
         Cond::Not(inner) => one("$not", cond_json(inner)),
         Cond::Both(cs) => one("$and", conds(cs)),
         Cond::Either(cs) => one("$or", conds(cs)),
-        Cond::Neither(cs) => one("$nor", conds(cs)),
     }
 }
 
@@ -513,12 +515,49 @@ fn node_matches(node: &Node, doc: &Value) -> bool {
     match node {
         Node::All(parts) => parts.iter().all(|p| node_matches(p, doc)),
         Node::Any(parts) => parts.iter().any(|p| node_matches(p, doc)),
-        Node::None(parts) => !parts.iter().any(|p| node_matches(p, doc)),
-        Node::Not(inner) => !node_matches(inner, doc),
         Node::Field(path, c) => match field(doc, path) {
             Some(at) => cond_matches(c, at, path.len() == 1 && path[0] == "_id"),
-            None => matches!(c, Cond::Exists(false)),
+            None => missing_matches(c),
         },
+    }
+}
+
+/// Whether a condition holds of a missing field: only `$exists: false` does.
+fn missing_matches(c: &Cond) -> bool {
+    match c {
+        Cond::Exists(want) => !want,
+        Cond::Both(cs) => cs.iter().all(missing_matches),
+        Cond::Either(cs) => cs.iter().any(missing_matches),
+        _ => false,
+    }
+}
+
+/// The negation of a selector, as CouchDB normalises `$not` and `$nor`: De Morgan through
+/// `$and` and `$or`, down to each field's condition.
+fn negate(n: Node) -> Node {
+    match n {
+        Node::All(parts) => Node::Any(parts.into_iter().map(negate).collect()),
+        Node::Any(parts) => Node::All(parts.into_iter().map(negate).collect()),
+        Node::Field(path, c) => Node::Field(path, negate_cond(c)),
+    }
+}
+
+/// The negation of a field's condition: comparisons, `$in`/`$nin` and `$exists` turned
+/// around, any other operator kept under `$not` (which, like every condition but
+/// `$exists: false`, needs the field).
+fn negate_cond(c: Cond) -> Cond {
+    match c {
+        Cond::Cmp(Ordering::Equal, _, v) => Cond::Ne(v),
+        Cond::Ne(v) => Cond::Cmp(Ordering::Equal, true, v),
+        Cond::Cmp(Ordering::Less, inclusive, v) => Cond::Cmp(Ordering::Greater, !inclusive, v),
+        Cond::Cmp(Ordering::Greater, inclusive, v) => Cond::Cmp(Ordering::Less, !inclusive, v),
+        Cond::In(vs) => Cond::Nin(vs),
+        Cond::Nin(vs) => Cond::In(vs),
+        Cond::Exists(want) => Cond::Exists(!want),
+        Cond::Not(inner) => *inner,
+        Cond::Both(cs) => Cond::Either(cs.into_iter().map(negate_cond).collect()),
+        Cond::Either(cs) => Cond::Both(cs.into_iter().map(negate_cond).collect()),
+        other => Cond::Not(Box::new(other)),
     }
 }
 
@@ -563,10 +602,14 @@ fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
             .is_some_and(|m| m == *r),
         Cond::Regex(re) => v.as_str().is_some_and(|s| re.is_match(s)),
         Cond::BeginsWith(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
-        Cond::AllOf(args) => v.as_array().is_some_and(|items| {
-            args.iter()
-                .all(|a| items.iter().any(|i| cmp(i, a, raw) == Ordering::Equal))
-        }),
+        // `$all: []` matches nothing, as in CouchDB.
+        Cond::AllOf(args) => {
+            !args.is_empty()
+                && v.as_array().is_some_and(|items| {
+                    args.iter()
+                        .all(|a| items.iter().any(|i| cmp(i, a, raw) == Ordering::Equal))
+                })
+        }
         Cond::ElemMatch(sel) => v.as_array().is_some_and(|items| {
             items
                 .iter()
@@ -584,7 +627,6 @@ fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
         Cond::Not(inner) => !cond_matches(inner, v, raw),
         Cond::Both(cs) => cs.iter().all(|c| cond_matches(c, v, raw)),
         Cond::Either(cs) => cs.iter().any(|c| cond_matches(c, v, raw)),
-        Cond::Neither(cs) => !cs.iter().any(|c| cond_matches(c, v, raw)),
     }
 }
 
@@ -687,6 +729,41 @@ mod tests {
         assert!(
             m(json!({"a\\.b": 1}), json!({"a.b": 1})),
             "escaped dots name one field"
+        );
+    }
+
+    #[test]
+    fn negation_and_empty_lists_as_couchdb_reads_them() {
+        // Checked against CouchDB 3.5 with documents `has` {a: 1, t: [1, 2]}, `other`
+        // {a: 2, t: []} and `none` {b: 1, t: "x"}.
+        let docs = [
+            ("has", json!({"a": 1, "t": [1, 2]})),
+            ("other", json!({"a": 2, "t": []})),
+            ("none", json!({"b": 1, "t": "x"})),
+        ];
+        let found = |sel: Value| -> Vec<&str> {
+            let s = Selector::parse(&sel).unwrap();
+            docs.iter()
+                .filter(|(_, d)| s.matches(d))
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        assert_eq!(found(json!({"$not": {"a": 1}})), ["other"]);
+        assert_eq!(found(json!({"$nor": [{"a": 1}]})), ["other"]);
+        assert!(found(json!({"$or": []})).is_empty());
+        assert!(found(json!({"$and": []})).is_empty());
+        assert!(found(json!({"$nor": []})).is_empty());
+        assert!(found(json!({"t": {"$all": []}})).is_empty());
+        assert_eq!(found(json!({"a": {"$not": {"$eq": 1}}})), ["other"]);
+        assert_eq!(found(json!({"$not": {"a": {"$exists": true}}})), ["none"]);
+        assert_eq!(found(json!({"a": {"$not": {"$exists": true}}})), ["none"]);
+        assert_eq!(found(json!({"a": {"$nin": [1]}})), ["other"]);
+        assert!(found(json!({"$not": {"$or": [{"a": 1}, {"b": 1}]}})).is_empty());
+        assert_eq!(found(json!({"$or": [{"a": 1}, {"b": 1}]})), ["has", "none"]);
+        assert_eq!(
+            found(json!({})).len(),
+            3,
+            "an empty selector matches everything"
         );
     }
 

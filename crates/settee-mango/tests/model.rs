@@ -122,6 +122,10 @@ impl Query {
             .iter()
             .map(|c| json!({ c.field: { c.op: c.arg } }))
             .collect();
+        // No conditions: `{}` (an empty `$and` matches nothing, as in CouchDB).
+        if parts.is_empty() {
+            return json!({});
+        }
         json!({ "$and": parts })
     }
 

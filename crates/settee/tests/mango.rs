@@ -636,6 +636,11 @@ fn mango_answers_match_couchdb() {
         json!({"selector": {"age": {"$foo": 1}}}),
         json!({"selector": {"tags": {"$elemMatch": {"$eq": "t2"}}}}),
         json!({"selector": {"age": {"$gte": 10, "$lte": 20}}, "sort": [{"age": "desc"}]}),
+        json!({"selector": {"$not": {"name": "bob"}}}),
+        json!({"selector": {"$nor": [{"age": 4}, {"nested.x": 3}]}}),
+        json!({"selector": {"$not": {"$or": [{"age": 4}, {"name": "zoe"}]}}}),
+        json!({"selector": {"tags": {"$all": []}}}),
+        json!({"selector": {"age": {"$not": {"$exists": true}}}}),
     ];
     for q in &queries {
         let (a, b) = both(&ours, &theirs, "POST", "/f1/_find", Some(q));
@@ -646,6 +651,16 @@ fn mango_answers_match_couchdb() {
         );
         let (a, b) = both(&ours, &theirs, "POST", "/f1/_explain", Some(q));
         assert_eq!((a.status, a.json()), (b.status, b.json()), "_explain {q}");
+    }
+    // Selectors that match nothing: CouchDB answers with the (empty) documents alone.
+    for q in [
+        json!({"selector": {"$or": []}, "execution_stats": true}),
+        json!({"selector": {"$and": []}}),
+        json!({"selector": {"$nor": []}}),
+    ] {
+        let (a, b) = both(&ours, &theirs, "POST", "/f1/_find", Some(&q));
+        assert_eq!((a.status, a.json()), (b.status, b.json()), "_find {q}");
+        assert_eq!(a.json(), json!({"docs": []}));
     }
     // Paging through an index by bookmark gives the same documents on both.
     for c in [&ours, &theirs] {
