@@ -39,9 +39,16 @@ fn rank(v: &Value) -> u8 {
 }
 
 /// A number's value for ordering (numbers beyond f64 keep their sign and magnitude order).
+/// `-0.0` is `0`, as in CouchDB and in encoded view keys.
 fn number(n: &Number) -> f64 {
-    n.as_f64()
-        .unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0))
+    let x = n
+        .as_f64()
+        .unwrap_or_else(|| n.to_string().parse().unwrap_or(0.0));
+    if x == 0.0 {
+        0.0
+    } else {
+        x
+    }
 }
 
 /// Compares two JSON values with CouchDB's default collation.
@@ -123,6 +130,12 @@ mod tests {
     #[test]
     fn numbers_compare_by_value_and_strings_by_uca() {
         assert_eq!(compare(&json!(1), &json!(1.0)), Ordering::Equal);
+        assert_eq!(compare(&json!(-0.0), &json!(0)), Ordering::Equal);
+        assert_eq!(
+            compare(&json!(-0.0), &json!(-1e-300)),
+            Ordering::Greater,
+            "only zero loses its sign"
+        );
         assert_eq!(compare(&json!(-5), &json!(2.5)), Ordering::Less);
         assert_eq!(
             compare(

@@ -38,6 +38,7 @@ fn value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         (-3i64..4).prop_map(Value::from),
         Just(json!(1.5)),
+        Just(json!(-0.0)),
         prop::sample::select(vec!["", "a", "A", "ab", "b", "B", "é"]).prop_map(Value::from),
         Just(json!([1])),
         Just(json!([1, "a"])),
