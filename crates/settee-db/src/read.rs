@@ -453,11 +453,6 @@ impl DbSnapshot {
         if since.0.len() != self.shards.len() {
             return Err(Error::BadSequence);
         }
-        let direction = if opts.descending {
-            Direction::Backward
-        } else {
-            Direction::Forward
-        };
         let ranges = self
             .shards
             .iter()
@@ -471,16 +466,7 @@ impl DbSnapshot {
                         Bound::Unbounded,
                     )
                 };
-                s.range(
-                    BY_SEQ,
-                    RangeOptions {
-                        start,
-                        end,
-                        direction,
-                        skip: 0,
-                        limit: None,
-                    },
-                )
+                s.range(BY_SEQ, RangeOptions::between(start, end, opts.descending))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let position = if opts.descending {

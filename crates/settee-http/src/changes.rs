@@ -9,7 +9,7 @@ use std::time::Duration;
 use hyper::header::ETAG;
 use hyper::Method;
 use serde_json::Value;
-use settee_db::{ChangeRow, ChangesOptions, Database, DbSnapshot, DocOptions, SeqVector};
+use settee_db::{ChangeRow, ChangesOptions, Database, DbSnapshot, SeqVector};
 use tokio::time::Instant;
 
 use crate::db::open;
@@ -176,12 +176,7 @@ fn params(
         descending,
         limit: q.u64("limit")?,
         include_docs: q.flag("include_docs")?,
-        doc: DocOptions {
-            conflicts: q.flag("conflicts")?,
-            attachments: q.flag("attachments")?,
-            att_encoding_info: q.flag("att_encoding_info")?,
-            ..Default::default()
-        },
+        doc: q.doc_options()?,
         all_leaves: q.get("style") == Some("all_docs"),
         doc_ids: None,
         design_only: false,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hyper::header::LOCATION;
 use hyper::Method;
 use serde_json::{json, Value};
-use settee_db::{AllDocsOptions, Database, DbSnapshot, DocOptions, DocRow, DESIGN_PREFIX};
+use settee_db::{AllDocsOptions, Database, DbSnapshot, DocRow, DESIGN_PREFIX};
 
 use settee_config::registry as setting;
 
@@ -227,12 +227,7 @@ impl AllDocsPlan {
             skip: q.u64("skip")?.unwrap_or(0),
             limit: q.u64("limit")?,
             include_docs: q.flag("include_docs")?,
-            doc: DocOptions {
-                conflicts: q.flag("conflicts")?,
-                attachments: q.flag("attachments")?,
-                att_encoding_info: q.flag("att_encoding_info")?,
-                ..Default::default()
-            },
+            doc: q.doc_options()?,
             local: which == "_local_docs",
         };
         if which == "_design_docs" {

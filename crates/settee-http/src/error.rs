@@ -79,6 +79,7 @@ impl From<settee_node::Error> for HttpError {
             N::Db(e) => HttpError::from(&*e),
             N::Views(e) => HttpError::from(&*e),
             N::QueryServer(e) => HttpError::from(&*e),
+            N::Mango(e) => HttpError::from(&*e),
             N::Unauthorized(reason) => HttpError::new(401, "unauthorized", reason),
             N::Forbidden(reason) => HttpError::new(403, "forbidden", reason),
             N::NotFound(reason) => HttpError::not_found(reason),
@@ -92,16 +93,24 @@ impl From<settee_node::Error> for HttpError {
 
 impl From<settee_mango::Error> for HttpError {
     fn from(e: settee_mango::Error) -> HttpError {
+        HttpError::from(&e)
+    }
+}
+
+impl From<&settee_mango::Error> for HttpError {
+    fn from(e: &settee_mango::Error) -> HttpError {
         match e {
-            settee_mango::Error::Selector(reason) => HttpError::bad_request(reason),
-            settee_mango::Error::Query { error, reason } => HttpError::new(400, error, reason),
-            settee_mango::Error::Db(e) => HttpError::from(&e),
-            settee_mango::Error::Views(e) => HttpError::from(&e),
+            settee_mango::Error::Selector(reason) => HttpError::bad_request(reason.clone()),
+            settee_mango::Error::Query { error, reason } => {
+                HttpError::new(400, error, reason.clone())
+            }
+            settee_mango::Error::Db(e) => HttpError::from(e),
+            settee_mango::Error::Views(e) => HttpError::from(e),
             settee_mango::Error::Status {
                 status,
                 error,
                 reason,
-            } => HttpError::new(status, error, reason),
+            } => HttpError::new(*status, error, reason.clone()),
         }
     }
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use hyper::Method;
 use serde_json::{json, Map, Value};
-use settee_db::{Database, DocOptions, Durability, EditMode, NewDoc};
 use settee_mango::{FindQuery, FindSettings, NewIndex};
 
 use settee_config::registry as setting;
@@ -158,93 +157,20 @@ fn list(state: &State, req: &Req, name: &str) -> HttpResult<Response> {
     ))
 }
 
-/// The current body of design document `id`, if it exists.
-fn current_ddoc(db: &Database, id: &str) -> HttpResult<Option<Value>> {
-    match db.snapshot().open_doc(id, None, &DocOptions::default()) {
-        Ok(bytes) => Ok(Some(settee_json::deep::from_slice(&bytes).map_err(
-            |_| HttpError::from(&settee_db::Error::Corrupted("a design document")),
-        )?)),
-        Err(settee_db::Error::NotFound(_)) => Ok(None),
-        Err(e) => Err(HttpError::from(&e)),
-    }
-}
-
-/// Writes design document `id` as the request's user.
-async fn save_ddoc(
-    state: &Arc<State>,
-    req: &Req,
-    db: &Arc<Database>,
-    id: &str,
-    body: Value,
-) -> HttpResult<()> {
-    let doc = NewDoc::from_json(body, Some(id), String::new, &state.node.limits)?;
-    (state.node)
-        .update_doc(
-            req.user.as_ref(),
-            db,
-            doc,
-            EditMode::Interactive,
-            Durability::Durable,
-        )
-        .await?;
-    Ok(())
-}
-
 /// `POST /{db}/_index`.
 async fn create(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
     let db = open(state, name)?;
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
     let new = NewIndex::parse(&body, false)?;
-    let id = new.index.ddoc.clone();
-    let current = current_ddoc(&db, &id)?;
-    let updated =
-        settee_mango::add_to_ddoc(current.as_ref(), &new.index, &new.def, new.partitioned)?;
-    let result = if current.as_ref() == Some(&updated) {
-        "exists"
-    } else {
-        save_ddoc(state, req, &db, &id, updated).await?;
-        "created"
-    };
+    let created = (state.node)
+        .create_index(req.user.as_ref(), &db, &new)
+        .await?;
+    let result = if created { "created" } else { "exists" };
     Ok(reply::json(
         200,
-        &json!({"result": result, "id": id, "name": new.index.name}),
+        &json!({"result": result, "id": new.index.ddoc, "name": new.index.name}),
     ))
-}
-
-/// Removes index `index` from design document `ddoc` (deleting the design document when it
-/// held nothing else).
-async fn remove_index(
-    state: &Arc<State>,
-    req: &Req,
-    db: &Arc<Database>,
-    ddoc: &str,
-    index: Option<&str>,
-) -> HttpResult<()> {
-    let not_found = || HttpError::new(404, "not_found", "missing");
-    let current = current_ddoc(db, ddoc)?.ok_or_else(not_found)?;
-    // Only JSON indexes: a view of another language is not an index.
-    let indexes: Vec<String> = settee_mango::from_ddoc(ddoc, &current, false)
-        .into_iter()
-        .map(|i| i.name)
-        .collect();
-    let names: Vec<String> = match index {
-        Some(n) if indexes.iter().any(|i| i == n) => vec![n.to_string()],
-        Some(_) => return Err(not_found()),
-        None => indexes,
-    };
-    if names.is_empty() {
-        return Err(not_found());
-    }
-    let mut body = Some(current.clone());
-    for n in &names {
-        let Some(b) = body.as_ref() else { break };
-        body = settee_mango::remove_from_ddoc(b, n).map_err(|_| not_found())?;
-    }
-    let body = body.unwrap_or_else(
-        || json!({"_rev": current.get("_rev").cloned().unwrap_or(Value::Null), "_deleted": true}),
-    );
-    save_ddoc(state, req, db, ddoc, body).await
 }
 
 /// `DELETE /{db}/_index/{ddoc}/json/{name}`.
@@ -256,7 +182,9 @@ async fn delete(
     index: &str,
 ) -> HttpResult<Response> {
     let db = open(state, name)?;
-    remove_index(state, req, &db, ddoc, Some(index)).await?;
+    (state.node)
+        .delete_indexes(req.user.as_ref(), &db, ddoc, Some(index))
+        .await?;
     Ok(reply::json(200, &json!({"ok": true})))
 }
 
@@ -269,9 +197,12 @@ async fn bulk_delete(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResul
     let (mut success, mut fail) = (Vec::new(), Vec::new());
     for id in ids {
         let id = settee_mango::ddoc_id(&id);
-        match remove_index(state, req, &db, &id, None).await {
+        match (state.node)
+            .delete_indexes(req.user.as_ref(), &db, &id, None)
+            .await
+        {
             Ok(()) => success.push(json!({"id": id, "ok": true})),
-            Err(e) => fail.push(json!({"id": id, "error": e.error})),
+            Err(e) => fail.push(json!({"id": id, "error": HttpError::from(e).error})),
         }
     }
     // Latest first, as CouchDB lists them.

@@ -112,6 +112,16 @@ impl Query {
         Ok(self.bool(key)?.unwrap_or(false))
     }
 
+    /// How documents are rendered, from `conflicts`, `attachments` and `att_encoding_info`.
+    pub fn doc_options(&self) -> HttpResult<settee_db::DocOptions> {
+        Ok(settee_db::DocOptions {
+            conflicts: self.flag("conflicts")?,
+            attachments: self.flag("attachments")?,
+            att_encoding_info: self.flag("att_encoding_info")?,
+            ..Default::default()
+        })
+    }
+
     /// A non-negative integer parameter.
     pub fn u64(&self, key: &str) -> HttpResult<Option<u64>> {
         match self.get(key) {

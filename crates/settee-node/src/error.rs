@@ -16,6 +16,9 @@ pub enum Error {
     /// An external query server failed.
     #[error(transparent)]
     QueryServer(Arc<settee_queryserver::Error>),
+    /// A Mango index request was refused, or a query failed.
+    #[error(transparent)]
+    Mango(Arc<settee_mango::Error>),
     /// The caller must authenticate (CouchDB's `unauthorized`).
     #[error("{0}")]
     Unauthorized(String),
@@ -56,6 +59,12 @@ impl From<settee_db::Error> for Error {
 impl From<settee_views::Error> for Error {
     fn from(e: settee_views::Error) -> Error {
         Error::Views(Arc::new(e))
+    }
+}
+
+impl From<settee_mango::Error> for Error {
+    fn from(e: settee_mango::Error) -> Error {
+        Error::Mango(Arc::new(e))
     }
 }
 

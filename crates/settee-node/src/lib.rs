@@ -14,6 +14,7 @@ mod background;
 mod config;
 mod design;
 mod error;
+mod indexes;
 mod peruser;
 mod policy;
 mod read;

@@ -89,16 +89,16 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, mappers: &Mappers) -> Re
         let maps: Vec<&str> = ddoc.views.iter().map(|v| v.map.as_str()).collect();
         lang.compile(&maps)
     });
+    let max_docs = if native.is_some() {
+        NATIVE_BATCH_DOCS
+    } else {
+        BATCH_DOCS
+    };
     let mut writing: Option<settee_store::Pending<(), Error>> = None;
     let mut mapping: Option<(Mapping, SeqVector, u64)> = None;
     let mut done = 0u64;
     loop {
         // The next batch is read while the engines map the one before it.
-        let max_docs = if native.is_some() {
-            NATIVE_BATCH_DOCS
-        } else {
-            BATCH_DOCS
-        };
         let batch = next_batch(&mut changes, &ddoc, max_docs)?;
         let next = (!batch.is_empty()).then(|| {
             let n = batch.len() as u64;

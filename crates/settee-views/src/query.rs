@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use settee_json::viewkey::{self, Collation};
-use settee_store::{Bound, Direction, Group, RangeOptions, Snapshot};
+use settee_store::{Bound, Group, RangeOptions, Snapshot};
 
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -130,18 +130,7 @@ fn range_of(
         (Some(k), true) => Bound::Included(row_bound(k, eid, c, !back)),
         (Some(k), false) => Bound::Excluded(row_bound(k, eid, c, back)),
     };
-    let direction = if back {
-        Direction::Backward
-    } else {
-        Direction::Forward
-    };
-    RangeOptions {
-        start,
-        end,
-        direction,
-        skip: 0,
-        limit: None,
-    }
+    RangeOptions::between(start, end, back)
 }
 
 /// The ranges a query reads, in order: one per key of `keys`, or the start/end range.
@@ -241,21 +230,7 @@ pub fn map_rows_between(
     descending: bool,
 ) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
     let c = index.ddoc().views[view].collation;
-    let direction = if descending {
-        Direction::Backward
-    } else {
-        Direction::Forward
-    };
-    let range = snap.range(
-        1 + view,
-        RangeOptions {
-            start,
-            end,
-            direction,
-            skip: 0,
-            limit: None,
-        },
-    )?;
+    let range = snap.range(1 + view, RangeOptions::between(start, end, descending))?;
     Ok(range.map(move |entry| map_row(entry?, c)))
 }
 

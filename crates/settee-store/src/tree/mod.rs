@@ -314,6 +314,24 @@ pub struct RangeOptions {
     pub limit: Option<u64>,
 }
 
+impl RangeOptions {
+    /// Every entry from `start` to `end`, walking backward (from the upper end) when
+    /// `backward`.
+    pub fn between(start: Bound, end: Bound, backward: bool) -> RangeOptions {
+        RangeOptions {
+            start,
+            end,
+            direction: if backward {
+                Direction::Backward
+            } else {
+                Direction::Forward
+            },
+            skip: 0,
+            limit: None,
+        }
+    }
+}
+
 /// A count and a reducer value over some entries.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Reduction {
