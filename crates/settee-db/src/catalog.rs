@@ -48,6 +48,17 @@ impl Default for CatalogOptions {
     }
 }
 
+/// How one database is created.
+#[derive(Clone, Debug, Default)]
+pub struct Creation {
+    /// Number of shards (the catalog's default when `None`).
+    pub q: Option<usize>,
+    /// Whether it is partitioned (`?partitioned=true`).
+    pub partitioned: bool,
+    /// Its security object (JSON text), on disk before the database is visible.
+    pub security: Option<Vec<u8>>,
+}
+
 /// The databases of a data directory.
 pub struct Catalog {
     root: PathBuf,
@@ -195,7 +206,13 @@ impl Catalog {
 
     /// Creates a database with `q` shards (the default when `None`) and no security object.
     pub fn create(&self, name: &str, q: Option<usize>) -> Result<Arc<Database>> {
-        self.create_secured(name, q, Vec::new())
+        self.create_with(
+            name,
+            Creation {
+                q,
+                ..Creation::default()
+            },
+        )
     }
 
     /// Creates a database whose security object (JSON text) is `security` from its first
@@ -206,6 +223,20 @@ impl Catalog {
         q: Option<usize>,
         security: Vec<u8>,
     ) -> Result<Arc<Database>> {
+        let (partitioned, security) = (false, Some(security));
+        self.create_with(
+            name,
+            Creation {
+                q,
+                partitioned,
+                security,
+            },
+        )
+    }
+
+    /// Creates a database as `how` says; it becomes visible under its name only once all of
+    /// it is on disk.
+    pub fn create_with(&self, name: &str, how: Creation) -> Result<Arc<Database>> {
         validate_name(name)?;
         let turn = self.turns.take(name);
         let path = self.path(name);
@@ -217,10 +248,12 @@ impl Catalog {
             .root
             .join(format!(".new-{}-{stamp}", std::process::id()));
         std::fs::create_dir(&tmp).map_err(Error::io("create database"))?;
+        let security = how.security.unwrap_or_default();
         let built = Database::create(
             &tmp,
             name,
-            q.unwrap_or(self.options.q).max(1),
+            how.q.unwrap_or(self.options.q).max(1),
+            how.partitioned,
             &self.options.store,
             &self.tasks,
         )

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use settee_store::{Durability, StoreOptions};
 use tokio::sync::watch;
 
-use crate::doc::{is_local, NewDoc};
+use crate::doc::{is_local, partition_of, NewDoc};
 use crate::error::{Error, Result};
 use crate::read::DbSnapshot;
 use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
@@ -53,6 +53,8 @@ pub struct Database {
     lease: Arc<()>,
     /// Set once the database is deleted: writes through handles taken before fail.
     retired: AtomicBool,
+    /// Whether the database is partitioned (read from its first shard when opened).
+    partitioned: bool,
 }
 
 impl Database {
@@ -61,14 +63,20 @@ impl Database {
         dir: &Path,
         name: &str,
         q: usize,
+        partitioned: bool,
         options: &StoreOptions,
         tasks: &Arc<Tasks>,
     ) -> Result<Database> {
         let (changed, options) = notifying(options);
-        let shards = (0..q)
+        let shards: Vec<Shard> = (0..q)
             .map(|i| Shard::open(&shard_file(dir, i), options.clone(), true))
             .collect::<Result<_>>()?;
-        Ok(Database::new(dir, name, shards, tasks, changed))
+        if partitioned {
+            for shard in &shards {
+                shard.update_meta(|m| m.partitioned = true).wait()?;
+            }
+        }
+        Database::new(dir, name, shards, tasks, changed)
     }
 
     /// Opens the database stored in `dir`.
@@ -90,7 +98,7 @@ impl Database {
         if shards.is_empty() {
             return Err(Error::NoDatabase);
         }
-        Ok(Database::new(dir, name, shards, tasks, changed))
+        Database::new(dir, name, shards, tasks, changed)
     }
 
     fn new(
@@ -99,11 +107,12 @@ impl Database {
         shards: Vec<Shard>,
         tasks: &Arc<Tasks>,
         changed: Arc<watch::Sender<u64>>,
-    ) -> Database {
+    ) -> Result<Database> {
+        let partitioned = ShardMeta::decode(shards[0].snapshot().meta())?.partitioned;
         let (compacting, tasks) = (Arc::new(AtomicBool::new(false)), tasks.clone());
         let (dir, extensions) = (dir.to_path_buf(), Mutex::new(HashMap::new()));
         let (lease, retired) = (Arc::new(()), AtomicBool::new(false));
-        Database {
+        Ok(Database {
             name: name.to_string(),
             shards,
             changed,
@@ -113,7 +122,8 @@ impl Database {
             extensions,
             lease,
             retired,
-        }
+            partitioned,
+        })
     }
 
     /// The database's directory, where layers above keep their files (view indexes), so
@@ -175,10 +185,16 @@ impl Database {
             .sum()
     }
 
-    /// The shard holding `id`: CouchDB's placement, the CRC-32 of the id on a ring of `q`
-    /// equal ranges.
+    /// The shard holding `id`: CouchDB's placement, the CRC-32 of the id (of its partition
+    /// in a partitioned database) on a ring of `q` equal ranges.
     pub fn shard_for(&self, id: &str) -> usize {
-        shard_index(id, self.shards.len())
+        shard_index(placement(id, self.partitioned), self.shards.len())
+    }
+
+    /// Whether the database is partitioned: its documents' ids are `partition:id` and each
+    /// partition lives in one shard.
+    pub fn partitioned(&self) -> bool {
+        self.partitioned
     }
 
     /// A consistent view of every shard, for reading.
@@ -186,6 +202,7 @@ impl Database {
         DbSnapshot::new(
             self.shards.iter().map(Shard::snapshot).collect(),
             self.lease.clone(),
+            self.partitioned,
         )
     }
 
@@ -372,6 +389,15 @@ impl Database {
         self.shards
             .iter()
             .try_for_each(|s| s.store().flush().map_err(Error::from))
+    }
+}
+
+/// What decides where `id` is placed: its partition in a partitioned database (so that a
+/// partition is one shard's), the whole id otherwise.
+pub(crate) fn placement(id: &str, partitioned: bool) -> &str {
+    match partitioned.then(|| partition_of(id)).flatten() {
+        Some(p) => p,
+        None => id,
     }
 }
 

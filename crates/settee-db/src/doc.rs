@@ -46,6 +46,46 @@ pub fn validate_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The partition a document id names in a partitioned database: what comes before its
+/// first colon. Design and local documents belong to no partition.
+pub fn partition_of(id: &str) -> Option<&str> {
+    if id.starts_with(DESIGN_PREFIX) || is_local(id) {
+        return None;
+    }
+    id.split_once(':').map(|(p, _)| p)
+}
+
+/// Checks an id written to a partitioned database by CouchDB's rules: `partition:id` with a
+/// valid partition and a valid id after the colon; design and local documents are exempt.
+pub fn validate_partitioned_id(id: &str) -> Result<()> {
+    if id.starts_with(DESIGN_PREFIX) || is_local(id) {
+        return Ok(());
+    }
+    let Some((partition, rest)) = id.split_once(':') else {
+        return Err(Error::IllegalDocId(
+            "Doc id must be of form partition:id".into(),
+        ));
+    };
+    validate_partition(partition)?;
+    validate_id(rest)
+}
+
+/// Checks a partition name (of an id, or of a `/{db}/_partition/{p}` path) by CouchDB's
+/// rules.
+pub fn validate_partition(partition: &str) -> Result<()> {
+    let bad = |reason: &str| Err(Error::IllegalPartition(reason.to_string()));
+    if partition.is_empty() {
+        return bad("Partition must not be empty");
+    }
+    if partition.starts_with('_') {
+        return bad("Partition must not start with an underscore");
+    }
+    if partition.contains(':') {
+        return bad("Partition must not contain a colon");
+    }
+    Ok(())
+}
+
 /// Whether an id names a local document.
 pub fn is_local(id: &str) -> bool {
     id.starts_with(LOCAL_PREFIX)

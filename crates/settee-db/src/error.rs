@@ -27,6 +27,9 @@ pub enum Error {
     /// An invalid document id.
     #[error("{0}")]
     IllegalDocId(String),
+    /// An invalid partition name (of a document id or a `_partition` path).
+    #[error("{0}")]
+    IllegalPartition(String),
     /// A document body over `max_document_size`; carries the document id.
     #[error("{0}")]
     DocumentTooLarge(String),
@@ -74,6 +77,7 @@ impl Error {
             Error::BadRequest(s) => Error::BadRequest(s.clone()),
             Error::DocValidation(s) => Error::DocValidation(s.clone()),
             Error::IllegalDocId(s) => Error::IllegalDocId(s.clone()),
+            Error::IllegalPartition(s) => Error::IllegalPartition(s.clone()),
             Error::DocumentTooLarge(s) => Error::DocumentTooLarge(s.clone()),
             Error::MissingStub(a, b) => Error::MissingStub(a.clone(), b.clone()),
             Error::NoAttachment => Error::NoAttachment,

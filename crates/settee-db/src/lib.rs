@@ -30,13 +30,18 @@ mod upload;
 pub use att::{
     check_att_name, decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK,
 };
-pub use catalog::{database_dir, validate_name, Catalog, CatalogOptions, SYSTEM_DATABASES};
+pub use catalog::{
+    database_dir, validate_name, Catalog, CatalogOptions, Creation, SYSTEM_DATABASES,
+};
 pub use database::{shard_index, Database};
-pub use doc::{is_local, validate_id, DocLimits, NewDoc, DESIGN_PREFIX, LOCAL_PREFIX};
+pub use doc::{
+    is_local, partition_of, validate_id, validate_partition, validate_partitioned_id, DocLimits,
+    NewDoc, DESIGN_PREFIX, LOCAL_PREFIX,
+};
 pub use error::{Error, Result};
 pub use read::{
-    sends_data, AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions, DbSnapshot, DocFilter,
-    DocOptions, DocRow, FilterError, DESIGN_END,
+    partition_range, sends_data, AllDocs, AllDocsOptions, ChangeRow, Changes, ChangesOptions,
+    DbSnapshot, DocFilter, DocOptions, DocRow, FilterError, DESIGN_END,
 };
 pub use record::{Body, Counts, DocRecord, RevInfo};
 pub use revtree::{Merged, RevNode, RevTree};

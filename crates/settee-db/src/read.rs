@@ -39,20 +39,46 @@ pub struct DocOptions {
 #[derive(Clone)]
 pub struct DbSnapshot {
     shards: Vec<Snapshot>,
+    /// Whether the database is partitioned (documents placed by partition).
+    partitioned: bool,
     /// Tells the database a snapshot is alive (see `Database::in_use`).
     _lease: std::sync::Arc<()>,
 }
 
 impl DbSnapshot {
-    pub(crate) fn new(shards: Vec<Snapshot>, lease: std::sync::Arc<()>) -> DbSnapshot {
+    pub(crate) fn new(
+        shards: Vec<Snapshot>,
+        lease: std::sync::Arc<()>,
+        partitioned: bool,
+    ) -> DbSnapshot {
         DbSnapshot {
             shards,
+            partitioned,
             _lease: lease,
         }
     }
 
     fn shard(&self, id: &str) -> &Snapshot {
-        &self.shards[shard_index(id, self.shards.len())]
+        let key = crate::database::placement(id, self.partitioned);
+        &self.shards[shard_index(key, self.shards.len())]
+    }
+
+    /// Whether the database is partitioned.
+    pub fn partitioned(&self) -> bool {
+        self.partitioned
+    }
+
+    /// Live and deleted document counts and sizes of one partition (ids `{p}:…`), from the
+    /// trees' reductions without visiting its documents.
+    pub fn partition_counts(&self, partition: &str) -> Result<Counts> {
+        let (lo, hi) = partition_range(partition);
+        let (lo, hi) = (
+            Bound::Included(lo.into_bytes()),
+            Bound::Excluded(hi.into_bytes()),
+        );
+        self.shards.iter().try_fold(Counts::default(), |total, s| {
+            Ok(total.add(Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value)))
+        })
     }
 
     /// The database sequence.
@@ -598,6 +624,11 @@ pub struct DocRow {
     pub rev: Rev,
     /// The document, when asked for.
     pub doc: Option<Vec<u8>>,
+}
+
+/// The ids of partition `p` are those in `[p:, p;)` (`;` follows `:`).
+pub fn partition_range(p: &str) -> (String, String) {
+    (format!("{p}:"), format!("{p};"))
 }
 
 /// The first id past every design document id (`_design/` with its `/` stepped up).

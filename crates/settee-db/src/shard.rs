@@ -54,6 +54,9 @@ pub struct ShardMeta {
     /// above derive from design documents (validation functions) stays good while it does
     /// not move, so a write need not look at them. Files from before it read as 0.
     pub design_changes: u64,
+    /// Whether the database is partitioned (`PUT /{db}?partitioned=true`): set when it is
+    /// created and never changed. Files from before it read as `false`.
+    pub partitioned: bool,
 }
 
 impl Default for ShardMeta {
@@ -65,6 +68,7 @@ impl Default for ShardMeta {
             security: Vec::new(),
             purged_infos_limit: 1000,
             design_changes: 0,
+            partitioned: false,
         }
     }
 }
@@ -78,6 +82,7 @@ impl ShardMeta {
         put_bytes(&mut out, &self.security);
         put_varint(&mut out, self.purged_infos_limit);
         put_varint(&mut out, self.design_changes);
+        put_varint(&mut out, u64::from(self.partitioned));
         out
     }
 
@@ -122,6 +127,7 @@ impl ShardMeta {
             r.varint()?,
         );
         let design_changes = if r.is_empty() { 0 } else { r.varint()? };
+        let partitioned = !r.is_empty() && r.varint()? == 1;
         Ok(ShardMeta {
             update_seq,
             purge_seq,
@@ -129,6 +135,7 @@ impl ShardMeta {
             security,
             purged_infos_limit,
             design_changes,
+            partitioned,
         })
     }
 }
@@ -681,6 +688,7 @@ mod tests {
             security: b"{}".to_vec(),
             purged_infos_limit: 9,
             design_changes: 4,
+            partitioned: true,
         };
         assert_eq!(ShardMeta::decode(&meta.encode()).unwrap(), meta);
         assert_eq!(ShardMeta::design_changes_in(&meta.encode()).unwrap(), 4);
@@ -696,6 +704,17 @@ mod tests {
             ShardMeta::decode(&older).unwrap(),
             ShardMeta {
                 design_changes: 0,
+                partitioned: false,
+                ..meta.clone()
+            }
+        );
+        // The layout before the partitioned flag: a database that is not partitioned.
+        let mut counted = older.clone();
+        put_varint(&mut counted, 4);
+        assert_eq!(
+            ShardMeta::decode(&counted).unwrap(),
+            ShardMeta {
+                partitioned: false,
                 ..meta
             }
         );

@@ -21,11 +21,15 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     match req.method {
         Method::PUT => {
             access::server_admin(req)?;
-            let q = creation_options(req)?;
+            let (q, partitioned) = creation_options(req, name)?;
             let st = state.clone();
             let n = name.to_string();
-            let security = state.node.default_security();
-            tokio::task::spawn_blocking(move || st.node.catalog.create_secured(&n, q, security))
+            let how = settee_db::Creation {
+                q,
+                partitioned,
+                security: Some(state.node.default_security()),
+            };
+            tokio::task::spawn_blocking(move || st.node.catalog.create_with(&n, how))
                 .await
                 .map_err(join_error)??;
             let location = crate::node::absolute_uri(
@@ -96,7 +100,7 @@ pub fn db_info(db: &Database) -> HttpResult<Value> {
         "purge_seq": purge,
         "update_seq": snap.seq()?.encode(),
         "sizes": {"file": file, "external": counts.external, "active": active},
-        "props": {},
+        "props": if db.partitioned() { json!({"partitioned": true}) } else { json!({}) },
         "doc_del_count": counts.deleted,
         "doc_count": counts.live,
         "disk_format_version": 8,
@@ -148,7 +152,7 @@ pub async fn all_docs(
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
     let q = &req.query.with_body(body.as_ref(), &["keys"]);
-    let plan = AllDocsPlan::read(q, keys, which)?;
+    let plan = AllDocsPlan::read(q, keys, which, db.partitioned())?;
     let snap = db.snapshot();
     let head = plan.head(&snap, which)?;
     let rows = plan.rows(&snap)?;
@@ -184,7 +188,7 @@ pub async fn all_docs_queries(
             }
         };
         let params = req.query.overridden_by(members, &["keys"]);
-        plans.push(AllDocsPlan::read(&params, keys, which)?);
+        plans.push(AllDocsPlan::read(&params, keys, which, db.partitioned())?);
     }
     let snap = db.snapshot();
     let mut out = b"{\"results\":[\r\n".to_vec();
@@ -208,8 +212,20 @@ struct AllDocsPlan {
 }
 
 impl AllDocsPlan {
-    /// Reads the parameters of `which` (`_all_docs`, `_design_docs`, `_local_docs`).
-    fn read(q: &Query, mut keys: Option<Vec<Value>>, which: &str) -> HttpResult<AllDocsPlan> {
+    /// Reads the parameters of `which` (`_all_docs`, `_design_docs`, `_local_docs`) in a
+    /// database that is `partitioned` or not.
+    fn read(
+        q: &Query,
+        mut keys: Option<Vec<Value>>,
+        which: &str,
+        partitioned: bool,
+    ) -> HttpResult<AllDocsPlan> {
+        let partition = crate::partition::param(q)?;
+        if partition.is_some() && !partitioned {
+            return Err(HttpError::query_parse(
+                "`partition` parameter is not supported on this db",
+            ));
+        }
         let range = q.key_range()?;
         if keys.as_ref().is_some_and(|k| !k.is_empty())
             && (range.start_key.is_some() || range.end_key.is_some())
@@ -230,8 +246,16 @@ impl AllDocsPlan {
             doc: q.doc_options()?,
             local: which == "_local_docs",
         };
+        if let Some(p) = partition.filter(|_| which == "_all_docs") {
+            let (lo, hi) = settee_db::partition_range(p);
+            clamp(&mut opts, lo, hi);
+        }
         if which == "_design_docs" {
-            clamp_to_design(&mut opts);
+            clamp(
+                &mut opts,
+                DESIGN_PREFIX.to_string(),
+                settee_db::DESIGN_END.to_string(),
+            );
             // As CouchDB: `_design_docs` leaves out keys that name no design document.
             if let Some(keys) = keys.as_mut() {
                 keys.retain(|k| k.as_str().is_none_or(|id| id.starts_with(DESIGN_PREFIX)));
@@ -362,8 +386,8 @@ impl Head {
     }
 }
 
-fn clamp_to_design(opts: &mut AllDocsOptions) {
-    let (lo, hi) = (DESIGN_PREFIX.to_string(), settee_db::DESIGN_END.to_string());
+/// Narrows a range of ids to `[lo, hi)` (the design documents, or one partition).
+fn clamp(opts: &mut AllDocsOptions, lo: String, hi: String) {
     let (start, end) = if opts.descending {
         (&mut opts.end, &mut opts.start)
     } else {
@@ -507,20 +531,21 @@ pub async fn meta(
     }
 }
 
-/// Checks a database creation's options in CouchDB's order and with its texts, and gives
-/// its shard count `q`: `n` is checked (one copy is all there is, whatever it says), and so
-/// are `engine` and `partitioned`, which Settee does not have.
-fn creation_options(req: &Req) -> HttpResult<Option<usize>> {
+/// Checks the options of creating database `name` in CouchDB's order and with its texts,
+/// and gives its shard count `q` and whether it is partitioned: `n` is checked (one copy is
+/// all there is, whatever it says), and so is `engine`, which Settee does not have.
+fn creation_options(req: &Req, name: &str) -> HttpResult<(Option<usize>, bool)> {
     positive_int(req, "n")?;
     let q = positive_int(req, "q")?.map(|q| q as usize);
     if req.query.get("engine").is_some_and(|e| e != "couch") {
         return Err(HttpError::bad_request("invalid_engine_extension"));
     }
     match req.query.get("partitioned") {
-        None | Some("false") => Ok(q),
-        Some("true") => Err(HttpError::bad_request(
-            "Partitioned feature is not enabled.",
-        )),
+        None | Some("false") => Ok((q, false)),
+        Some("true") if name.starts_with('_') => {
+            Err(HttpError::bad_request("Cannot partition a system database"))
+        }
+        Some("true") => Ok((q, true)),
         Some(_) => Err(HttpError::bad_request("Invalid `partitioned` parameter")),
     }
 }

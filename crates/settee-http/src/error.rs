@@ -133,6 +133,7 @@ impl From<&DbError> for HttpError {
             DbError::BadRequest(r) => HttpError::bad_request(r.clone()),
             DbError::DocValidation(r) => HttpError::new(400, "doc_validation", r.clone()),
             DbError::IllegalDocId(r) => HttpError::new(400, "illegal_docid", r.clone()),
+            DbError::IllegalPartition(r) => HttpError::new(400, "illegal_partition", r.clone()),
             DbError::DocumentTooLarge(id) => HttpError::new(413, "document_too_large", id.clone()),
             DbError::AttachmentTooLarge(id) => {
                 HttpError::new(413, "attachment_too_large", id.clone())

@@ -17,8 +17,13 @@ use crate::reply::{self, Response};
 use crate::request::Req;
 use crate::server::State;
 
-/// The `_find` body of a request, with the server's defaults.
-async fn query(state: &Arc<State>, req: &mut Req) -> HttpResult<(FindQuery, FindSettings)> {
+/// The `_find` body of a request, with the server's defaults, on `partition` when the path
+/// names one.
+async fn query(
+    state: &Arc<State>,
+    req: &mut Req,
+    partition: Option<&str>,
+) -> HttpResult<(FindQuery, FindSettings)> {
     if req.method != Method::POST {
         return Err(HttpError::method_not_allowed("POST"));
     }
@@ -34,13 +39,29 @@ async fn query(state: &Arc<State>, req: &mut Req) -> HttpResult<(FindQuery, Find
             },
         )
     };
-    Ok((FindQuery::parse(&body, default_limit)?, settings))
+    let mut query = FindQuery::parse(&body, default_limit)?;
+    if let Some(p) = partition {
+        // Not CouchDB's answer (a 500): a body naming another partition is refused.
+        if !query.partition.is_empty() && query.partition != p {
+            return Err(HttpError::bad_request(
+                "Conflicting value for `partition` in the request body",
+            ));
+        }
+        query.partition = p.to_string();
+    }
+    Ok((query, settings))
 }
 
-/// `POST /{db}/_find`: the documents are sent as they are found.
-pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+/// `POST /{db}/_find` (and `/{db}/_partition/{p}/_find`): the documents are sent as they are
+/// found.
+pub async fn find(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    partition: Option<&str>,
+) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let (query, settings) = query(state, req).await?;
+    let (query, settings) = query(state, req, partition).await?;
     let prepared = settee_mango::prepare(&state.node.views, &db, query, settings).await?;
     let (resp, mut sink) = reply::channel(200, "application/json");
     // Headers wait for the first bytes, so that a query failing early fails the request.
@@ -89,10 +110,15 @@ pub async fn find(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
     Ok(resp)
 }
 
-/// `POST /{db}/_explain`.
-pub async fn explain(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Response> {
+/// `POST /{db}/_explain` (and `/{db}/_partition/{p}/_explain`).
+pub async fn explain(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    partition: Option<&str>,
+) -> HttpResult<Response> {
     let db = open(state, name)?;
-    let (query, _) = query(state, req).await?;
+    let (query, _) = query(state, req, partition).await?;
     Ok(reply::json(200, &settee_mango::explain(&db, query).await?))
 }
 
@@ -162,7 +188,7 @@ async fn create(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Res
     let db = open(state, name)?;
     req.require_json()?;
     let body = req.json_object(state.max_request).await?;
-    let new = NewIndex::parse(&body, false)?;
+    let new = NewIndex::parse(&body, db.partitioned())?;
     let created = (state.node)
         .create_index(req.user.as_ref(), &db, &new)
         .await?;

@@ -27,6 +27,7 @@ mod form;
 mod multipart;
 mod node;
 mod openrevs;
+mod partition;
 mod replicate;
 mod reply;
 mod request;

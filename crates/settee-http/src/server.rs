@@ -796,10 +796,11 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_local" if rest >= 4 => Err(HttpError::bad_request(
             "_local documents do not accept attachments.",
         )),
-        "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name)).await,
-        "_explain" if rest == 2 => Box::pin(crate::find::explain(state, req, name)).await,
+        "_find" if rest == 2 => Box::pin(crate::find::find(state, req, name, None)).await,
+        "_explain" if rest == 2 => Box::pin(crate::find::explain(state, req, name, None)).await,
         "_index" => Box::pin(crate::find::index(state, req, name)).await,
-        "_find" | "_explain" | "_shards" | "_sync_shards" | "_partition" | "_search_cleanup"
+        "_partition" => Box::pin(crate::partition::route(state, req, name)).await,
+        "_find" | "_explain" | "_shards" | "_sync_shards" | "_search_cleanup"
         | "_nouveau_cleanup" => Err(unbuilt_db_endpoint(req, &second, &req.segments[2..])),
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.

@@ -106,6 +106,7 @@ pub async fn view(
     };
     // As CouchDB: a POST body's members are query options, the query string winning.
     let query = single_keys_as_key(req.query.with_body(body.as_ref(), &[]));
+    crate::partition::param(&query)?;
     let (ddoc, index) = design(state, &db, ddoc)?;
     let plan = plan(&ddoc, view, &query, None)?;
     let snap = ready(state, &db, &index, plan.update).await?;
@@ -173,6 +174,7 @@ async fn many(
     for members in &queries {
         let params = query_params(&req.query, members);
         let keys = members.get("keys").cloned();
+        crate::partition::param(&params)?;
         plans.push(plan(&ddoc, view, &params, keys)?);
     }
     let update = if plans.iter().any(|p| p.update == Update::Now) {
@@ -410,7 +412,7 @@ pub fn cleanup(db: &Arc<Database>) -> HttpResult<()> {
         let Ok(doc) = settee_json::deep::from_slice::<Value>(&body) else {
             continue;
         };
-        if let Ok(d) = DesignDoc::parse(&id, &doc) {
+        if let Ok(d) = DesignDoc::parse(&id, &doc, db.partitioned()) {
             keep.insert(d.signature());
         }
     }

@@ -169,12 +169,29 @@ pub fn add_to_ddoc(
         .as_object_mut()
         .expect("an object")
         .insert(index.name.clone(), view);
-    if let Some(p) = partitioned {
-        let options = doc
-            .entry("options")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(o) = options {
-            o.insert("partitioned".into(), json!(p));
+    // As CouchDB: the request's `partitioned` must be what the design document says (both
+    // silent counts as agreeing); only a new design document takes it.
+    let stored = doc.get("options").and_then(|o| o.get("partitioned"));
+    if stored != partitioned.map(Value::Bool).as_ref() {
+        match (body, partitioned) {
+            (None, Some(p)) => {
+                let options = doc
+                    .entry("options")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(o) = options {
+                    o.insert("partitioned".into(), json!(p));
+                }
+            }
+            (None, None) => {}
+            (Some(_), _) => {
+                return Err(Error::query(
+                    "invalid_partitioned_option",
+                    format!(
+                        "Requested partitioned option does not match existing value on design document {}",
+                        index.ddoc
+                    ),
+                ))
+            }
         }
     }
     Ok(Value::Object(doc))

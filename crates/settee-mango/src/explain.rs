@@ -10,7 +10,7 @@ use crate::selector::Range;
 use crate::FindQuery;
 
 /// The explanation of `q`'s plan on database `db`.
-pub fn explain(db: &str, q: &FindQuery, plan: &Plan) -> Value {
+pub fn explain(db: &settee_db::Database, q: &FindQuery, plan: &Plan) -> Value {
     let index = match &plan.chosen {
         Chosen::AllDocs => crate::index::all_docs_json(),
         Chosen::Json(i, _) => i.to_json(),
@@ -19,9 +19,9 @@ pub fn explain(db: &str, q: &FindQuery, plan: &Plan) -> Value {
     let candidates: Vec<Value> = plan.candidates.iter().map(|c| c.to_json()).collect();
     let (indexable, unindexable) = q.selector.field_hints();
     let mut out = Map::new();
-    out.insert("dbname".into(), json!(db));
+    out.insert("dbname".into(), json!(db.name()));
     out.insert("index".into(), index);
-    out.insert("partitioned".into(), json!(false));
+    out.insert("partitioned".into(), json!(db.partitioned()));
     out.insert("selector".into(), q.selector.to_json());
     out.insert("opts".into(), opts(q));
     out.insert("limit".into(), json!(q.limit));
@@ -80,7 +80,8 @@ fn mrargs(q: &FindQuery, plan: &Plan) -> Value {
     };
     json!({
         "include_docs": !plan.covering, "view_type": "map", "reduce": false,
-        "partition": null, "start_key": start, "end_key": end,
+        "partition": Some(&q.partition).filter(|p| !p.is_empty()),
+        "start_key": start, "end_key": end,
         "direction": if q.descending { "rev" } else { "fwd" },
         "stable": q.stable, "update": q.update, "conflicts": conflicts,
     })

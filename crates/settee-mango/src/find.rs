@@ -136,7 +136,7 @@ pub async fn prepare(
 
 /// `query` planned on the indexes of a database as `snap` has them.
 async fn planned(snap: &DbSnapshot, query: FindQuery) -> Result<(FindQuery, Plan)> {
-    if !query.partition.is_empty() {
+    if !query.partition.is_empty() && !snap.partitioned() {
         return Err(Error::query(
             "query_parse_error",
             "`partition` parameter is not supported on this db",
@@ -145,7 +145,7 @@ async fn planned(snap: &DbSnapshot, query: FindQuery) -> Result<(FindQuery, Plan
     let snap = snap.clone();
     tokio::task::spawn_blocking(move || {
         let indexes = json_indexes(&snap)?;
-        let plan = plan(&indexes, &query)?;
+        let plan = plan(&indexes, &query, snap.partitioned())?;
         Ok::<_, Error>((query, plan))
     })
     .await
@@ -155,7 +155,7 @@ async fn planned(snap: &DbSnapshot, query: FindQuery) -> Result<(FindQuery, Plan
 /// `POST /{db}/_explain`'s answer for `query`.
 pub async fn explain(db: &Arc<Database>, query: FindQuery) -> Result<Value> {
     let (query, plan) = planned(&db.snapshot(), query).await?;
-    Ok(crate::explain::explain(db.name(), &query, &plan))
+    Ok(crate::explain::explain(db, &query, &plan))
 }
 
 /// The view behind a JSON index, brought up to date when `update`. Its design document is
@@ -315,9 +315,9 @@ impl Prepared {
             vindex,
             isnap,
             view,
-            start,
-            end,
+            (start, end),
             self.query.descending,
+            Some(self.query.partition.as_str()).filter(|p| !p.is_empty()),
         )?)
     }
 

@@ -32,7 +32,7 @@ pub fn json_indexes(snap: &DbSnapshot) -> Result<Vec<JsonIndex>> {
         let row = row?;
         let Some(doc) = row.doc else { continue };
         let Ok(doc) = parse(&doc) else { continue };
-        out.extend(from_ddoc(&row.id, &doc, false));
+        out.extend(from_ddoc(&row.id, &doc, snap.partitioned()));
     }
     Ok(out)
 }
@@ -45,11 +45,26 @@ pub fn indexes(snap: &DbSnapshot) -> Result<Vec<Value>> {
 }
 
 /// Candidate documents for `query` from `_all_docs`: every document by id (reversed when
-/// descending), after the query's bookmark.
+/// descending; of its partition only for a partition query), after the query's bookmark.
 pub(crate) fn all_docs_cursor<'a>(snap: &'a DbSnapshot, query: &FindQuery) -> Result<Cursor<'a>> {
     let after = query.after.as_ref().map(|b: &Bookmark| b.id.clone());
+    // A partition query reads that partition's ids only.
+    let (start, end) = match query.partition.as_str() {
+        "" => (after.clone(), None),
+        p => {
+            let (low, high) = settee_db::partition_range(p);
+            let (first, last) = if query.descending {
+                (high, low)
+            } else {
+                (low, high)
+            };
+            (Some(after.clone().unwrap_or(first)), Some(last))
+        }
+    };
     let opts = AllDocsOptions {
-        start: after.clone(),
+        start,
+        end,
+        inclusive_end: query.descending,
         include_docs: true,
         descending: query.descending,
         doc: DocOptions {

@@ -66,8 +66,9 @@ fn named_index(ddoc: &str, name: Option<&String>) -> String {
     }
 }
 
-/// Chooses the index for `q` among the database's JSON indexes.
-pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
+/// Chooses the index for `q` among the JSON indexes of a database (`partitioned` or not).
+/// A partition query uses partitioned indexes only, any other query global ones only.
+pub fn plan(indexes: &[JsonIndex], q: &FindQuery, partitioned: bool) -> Result<Plan> {
     let named = |i: &JsonIndex| match &q.use_index {
         None => false,
         Some((ddoc, name)) => i.ddoc == *ddoc && name.as_ref().is_none_or(|n| *n == i.name),
@@ -76,7 +77,9 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
         .iter()
         .map(|i| {
             // A partial index serves only the queries that name it, whatever their fields.
-            let reasons = if i.partial.is_some() && !named(i) {
+            let reasons = if i.partitioned == q.partition.is_empty() {
+                vec!["scope_mismatch"]
+            } else if i.partial.is_some() && !named(i) {
                 vec!["is_partial"]
             } else {
                 unusable_reasons(i, q)
@@ -144,7 +147,7 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
         c.reasons.push("excluded_by_user");
         c.ranking = 1;
     }
-    let all_docs = all_docs_allowed(q);
+    let all_docs = all_docs_allowed(q, partitioned);
     let mut refusal = None;
     let chosen = match ranked.first() {
         Some(&best) => {
@@ -180,7 +183,7 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery) -> Result<Plan> {
     let covering = matches!(&chosen, Chosen::Json(i, _) if covers(i, q));
     let mut candidates = order_for_explain(candidates);
     if chosen != Chosen::AllDocs {
-        let usable = refusal.is_none() && all_docs_allowed(q).is_ok();
+        let usable = refusal.is_none() && all_docs_allowed(q, partitioned).is_ok();
         let usable_json = ranked.len().saturating_sub(1);
         let (reason, ranking) = match (usable, honoured) {
             (false, _) => ("field_mismatch", 1),
@@ -224,14 +227,20 @@ fn order_for_explain(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
     candidates
 }
 
-/// Whether `_all_docs` can give the sort `q` asks for: only `_id`, with `_id` bounded.
-fn all_docs_allowed(q: &FindQuery) -> Result<()> {
+/// Whether `_all_docs` can give the sort `q` asks for: only `_id`, with `_id` bounded. The
+/// refusal names the kind of index missing in a `partitioned` database, as CouchDB's does.
+fn all_docs_allowed(q: &FindQuery, partitioned: bool) -> Result<()> {
     if !q.sort.is_empty()
         && (q.sort.iter().any(|f| f != "_id") || !crate::query::bounds_id(&q.selector_json))
     {
+        let kind = match (partitioned, q.partition.is_empty()) {
+            (false, _) => "",
+            (true, false) => " partitioned",
+            (true, true) => " global",
+        };
         return Err(Error::query(
             "no_usable_index",
-            "No index exists for this sort, try indexing by the sort fields.",
+            format!("No{kind} index exists for this sort, try indexing by the sort fields."),
         ));
     }
     Ok(())

@@ -2,15 +2,15 @@
 //! views are `invalid_design_doc`, functions that do not compile are `compilation_error`.
 
 use serde_json::Value;
-use settee_db::{NewDoc, DESIGN_PREFIX};
+use settee_db::{Database, NewDoc, DESIGN_PREFIX};
 use settee_views::{DesignDoc, Reduce};
 
 use crate::error::{join_error, Error, Result};
 use crate::Node;
 
-/// One answer per document of `docs`: why a design document may not be saved, `None` for
-/// documents that may.
-pub(crate) async fn check(node: &Node, docs: &[NewDoc]) -> Vec<Option<Error>> {
+/// One answer per document of `docs` for `db`: why a design document may not be saved,
+/// `None` for documents that may.
+pub(crate) async fn check(node: &Node, db: &Database, docs: &[NewDoc]) -> Vec<Option<Error>> {
     let mut out = vec![None; docs.len()];
     for (i, doc) in docs.iter().enumerate() {
         if doc.deleted || !doc.id.starts_with(DESIGN_PREFIX) {
@@ -19,7 +19,7 @@ pub(crate) async fn check(node: &Node, docs: &[NewDoc]) -> Vec<Option<Error>> {
         let Ok(body) = settee_json::deep::from_slice::<Value>(&doc.body) else {
             continue;
         };
-        out[i] = match DesignDoc::parse(&doc.id, &body) {
+        out[i] = match DesignDoc::parse(&doc.id, &body, db.partitioned()) {
             Err(e) => Some(Error::from(e)),
             Ok(ddoc) if ddoc.language == "javascript" && !ddoc.views.is_empty() => {
                 compile(node, ddoc).await.err()

@@ -1,7 +1,8 @@
 //! The one way documents are written. Every path that writes a document (PUT, POST,
 //! `_bulk_docs`, `new_edits=false`, COPY, attachment PUT and DELETE, form uploads, and later
 //! the replicator) calls [`Node::update_docs`], which runs, in order and for each document:
-//! the design-document checks, the users database's rules with password hashing,
+//! a partitioned database's id rules (for the whole write), the design-document checks, the
+//! users database's rules with password hashing,
 //! `_replicator` ownership and every `validate_doc_update`; saves what passed; then wakes the
 //! indexers and keeps per-user databases in step with the user documents written.
 
@@ -28,6 +29,12 @@ impl Node {
         mode: EditMode,
         durability: Durability,
     ) -> Result<Vec<Result<Rev>>> {
+        // As CouchDB: one id that breaks a partitioned database's rules refuses the write.
+        if db.partitioned() {
+            for doc in &docs {
+                settee_db::validate_partitioned_id(&doc.id)?;
+            }
+        }
         let refused = self.check_writes(user, db, &mut docs).await;
         let accepted: Vec<NewDoc> = docs
             .into_iter()
@@ -96,7 +103,7 @@ impl Node {
             Err(e) => return vec![Some(e); docs.len()],
         };
         let mut out = if admin {
-            crate::design::check(self, docs).await
+            crate::design::check(self, db, docs).await
         } else {
             design_writes_refused(user, db, docs)
         };

@@ -15,6 +15,9 @@ pub struct IndexOptions {
     pub include_design: bool,
     /// Give map functions `_local_seq` (`options.local_seq`).
     pub local_seq: bool,
+    /// Rows kept per partition, queried one partition at a time: the design document's
+    /// `options.partitioned`, which defaults to whether its database is partitioned.
+    pub partitioned: bool,
 }
 
 /// One view of a design document.
@@ -47,16 +50,17 @@ pub struct DesignDoc {
 }
 
 impl DesignDoc {
-    /// Reads the views of design document `id` from its JSON body; errors name what is
-    /// malformed, as CouchDB does when such a document is saved.
-    pub fn parse(id: &str, doc: &Value) -> Result<DesignDoc> {
+    /// Reads the views of design document `id` from its JSON body, in a database that is
+    /// partitioned or not (`partitioned_db`); errors name what is malformed, as CouchDB does
+    /// when such a document is saved.
+    pub fn parse(id: &str, doc: &Value, partitioned_db: bool) -> Result<DesignDoc> {
         let bad = |m: &str| Error::InvalidDesignDoc(m.to_string());
         let language = match doc.get("language") {
             None | Some(Value::Null) => "javascript".to_string(),
             Some(Value::String(s)) => s.clone(),
             Some(_) => return Err(bad("`language` must be a string")),
         };
-        let options = parse_options(doc.get("options"))?;
+        let options = parse_options(doc.get("options"), partitioned_db)?;
         let mut views = Vec::new();
         let mut lib = Value::Null;
         match doc.get("views") {
@@ -108,7 +112,7 @@ impl DesignDoc {
         let o = &self.options;
         // The `false` stands where a design-wide collation once was, so that the signatures
         // of indexes built before stay as they were.
-        let canonical = json!([
+        let mut canonical = json!([
             self.language,
             o.include_design,
             o.local_seq,
@@ -116,14 +120,24 @@ impl DesignDoc {
             self.lib,
             views
         ]);
+        // Partitioned rows are laid out differently; other signatures stay as they were.
+        if o.partitioned {
+            canonical
+                .as_array_mut()
+                .expect("an array")
+                .push(json!("partitioned"));
+        }
         let digest = Md5::digest(canonical.to_string().as_bytes());
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
-fn parse_options(options: Option<&Value>) -> Result<IndexOptions> {
+fn parse_options(options: Option<&Value>, partitioned_db: bool) -> Result<IndexOptions> {
     let Some(options) = options.filter(|o| !o.is_null()) else {
-        return Ok(IndexOptions::default());
+        return Ok(IndexOptions {
+            partitioned: partitioned_db,
+            ..IndexOptions::default()
+        });
     };
     let Some(options) = options.as_object() else {
         return Err(Error::InvalidDesignDoc(
@@ -131,9 +145,24 @@ fn parse_options(options: Option<&Value>) -> Result<IndexOptions> {
         ));
     };
     let flag = |name: &str| options.get(name).and_then(Value::as_bool).unwrap_or(false);
+    let partitioned = match options.get("partitioned") {
+        None => partitioned_db,
+        Some(Value::Bool(p)) => *p,
+        Some(_) => {
+            return Err(Error::InvalidDesignDoc(
+                "`options.partitioned` field must have boolean type".into(),
+            ))
+        }
+    };
+    if partitioned && !partitioned_db {
+        return Err(Error::InvalidDesignDoc(
+            "partitioned option cannot be true in a non-partitioned database.".into(),
+        ));
+    }
     Ok(IndexOptions {
         include_design: flag("include_design"),
         local_seq: flag("local_seq"),
+        partitioned,
     })
 }
 
@@ -198,7 +227,7 @@ mod tests {
             },
             "options": {"collation": "raw", "include_design": true}
         });
-        let d = DesignDoc::parse("_design/x", &doc).unwrap();
+        let d = DesignDoc::parse("_design/x", &doc, false).unwrap();
         assert_eq!(
             d.views.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
             ["a", "b"]
@@ -210,6 +239,7 @@ mod tests {
             IndexOptions {
                 include_design: true,
                 local_seq: false,
+                partitioned: false,
             }
         );
         // Collation is each view's own option, as CouchDB reads it.
@@ -224,7 +254,7 @@ mod tests {
         let a = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "other": 1});
         let b = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "validate_doc_update": "x"});
         let c = json!({"views": {"v": {"map": "function(doc){ emit(2) }"}}});
-        let sig = |id: &str, d: &Value| DesignDoc::parse(id, d).unwrap().signature();
+        let sig = |id: &str, d: &Value| DesignDoc::parse(id, d, false).unwrap().signature();
         assert_eq!(sig("_design/a", &a), sig("_design/b", &b));
         assert_ne!(sig("_design/a", &a), sig("_design/a", &c));
         let raw = json!({"views": {"v": {"map": "function(doc){ emit(1) }", "options": {"collation": "raw"}}}});
@@ -246,11 +276,41 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    DesignDoc::parse("_design/x", &doc),
+                    DesignDoc::parse("_design/x", &doc, false),
                     Err(Error::InvalidDesignDoc(_))
                 ),
                 "{doc}"
             );
         }
+    }
+
+    #[test]
+    fn partitioned_follows_the_database_unless_the_options_say() {
+        let plain = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}});
+        let global = json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}, "options": {"partitioned": false}});
+        let parse = |d: &Value, db: bool| DesignDoc::parse("_design/x", d, db);
+        assert!(parse(&plain, true).unwrap().options.partitioned);
+        assert!(!parse(&plain, false).unwrap().options.partitioned);
+        assert!(!parse(&global, true).unwrap().options.partitioned);
+        // Partitioned rows are another index; a global one in either database is the same.
+        let sig = |d: &Value, db: bool| parse(d, db).unwrap().signature();
+        assert_ne!(sig(&plain, true), sig(&plain, false));
+        assert_eq!(sig(&global, true), sig(&plain, false));
+        let refused = |d: Value, db: bool, reason: &str| {
+            assert!(
+                matches!(parse(&d, db), Err(Error::InvalidDesignDoc(r)) if r == reason),
+                "{d}"
+            )
+        };
+        refused(
+            json!({"options": {"partitioned": true}}),
+            false,
+            "partitioned option cannot be true in a non-partitioned database.",
+        );
+        refused(
+            json!({"options": {"partitioned": "yes"}}),
+            true,
+            "`options.partitioned` field must have boolean type",
+        );
     }
 }

@@ -22,7 +22,7 @@ impl Views {
         })?;
         let body = design_json(db, ddoc_name)?;
         json_key(&body, &["views", view_name])?;
-        let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &body)?;
+        let ddoc = DesignDoc::parse(&format!("_design/{ddoc_name}"), &body, db.partitioned())?;
         let (_, def) = ddoc
             .view(view_name)
             .ok_or(Error::NotFound("missing_named_view"))?;

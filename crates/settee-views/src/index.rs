@@ -264,6 +264,7 @@ impl Index {
     pub fn submit(&self, batch: Vec<Mapped>, meta: IndexMeta) -> Pending<(), Error> {
         let views = self.reducers.len();
         let key_version = self.key_version.clone();
+        let partitioned = self.ddoc.options.partitioned;
         self.store
             .submit(Durability::Durable, move |txn| -> Result<()> {
                 let mut per_view: Vec<Vec<Action>> = vec![Vec::new(); views];
@@ -277,11 +278,19 @@ impl Index {
                                 .push(Action::Delete(key));
                         }
                     }
-                    match doc.rows.filter(|rows| rows.iter().any(|r| !r.is_empty())) {
+                    // A partitioned index keeps rows of partitioned documents only.
+                    let prefix = match settee_db::partition_of(&doc.id) {
+                        Some(p) if partitioned => Some(crate::partition::prefix(p)),
+                        _ => None,
+                    };
+                    let rows = doc.rows.filter(|rows| {
+                        rows.iter().any(|r| !r.is_empty()) && (prefix.is_some() || !partitioned)
+                    });
+                    match rows {
                         Some(rows) => {
                             let mut entry = Vec::new();
                             for (view, emitted) in rows.into_iter().enumerate().take(views) {
-                                for (key, value) in row_actions(&doc.id, emitted) {
+                                for (key, value) in row_actions(&doc.id, emitted, &prefix) {
                                     put_varint(&mut entry, view as u64);
                                     put_bytes(&mut entry, &key);
                                     per_view[view].push(Action::Put(key, value));
@@ -306,7 +315,12 @@ impl Index {
 
 /// Row keys and stored values for one document's emits into one view; a key emitted more
 /// than once gets a running number so every emit is its own row.
-fn row_actions(id: &str, mut emitted: Vec<Emitted>) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// In a partitioned index each key starts with the document's partition `prefix`.
+fn row_actions(
+    id: &str,
+    mut emitted: Vec<Emitted>,
+    prefix: &Option<Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     // Equal keys in value order (Erlang term order), as CouchDB sorts a document's rows.
     emitted.sort_by(|a, b| a.key.cmp(&b.key).then_with(|| by_value(a, b)));
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(emitted.len());
@@ -317,7 +331,9 @@ fn row_actions(id: &str, mut emitted: Vec<Emitted>) -> Vec<(Vec<u8>, Vec<u8>)> {
         } else {
             0
         };
-        let mut key = Vec::with_capacity(e.key.len() + id.len() + 2);
+        let prefix = prefix.as_deref().unwrap_or_default();
+        let mut key = Vec::with_capacity(prefix.len() + e.key.len() + id.len() + 2);
+        key.extend_from_slice(prefix);
         key.extend_from_slice(&e.key);
         viewkey::push_doc_id(&mut key, id, dup);
         out.push((key, row::encode_value(&e.key_json, &e.value_json)));
@@ -388,6 +404,7 @@ mod tests {
         let ddoc = DesignDoc::parse(
             "_design/d",
             &serde_json::json!({"views": {"v": {"map": "function(doc){ emit(1) }"}}}),
+            false,
         )
         .unwrap();
         let old = open(dir.path(), &ddoc, "0-older-collator");

@@ -18,6 +18,7 @@ mod hll;
 mod index;
 mod indexer;
 mod native;
+pub mod partition;
 pub mod plan;
 mod projection;
 pub mod query;

@@ -132,11 +132,16 @@ pub fn plan<P: Params>(
         limit: q.u64("limit")?,
         keys,
         grouping,
+        partition: None,
     };
     check_range(&query, def.collation)?;
     let update = update_mode(q)?;
     q.bool("sorted")
         .map_err(|_| qpe::<P::Error>("Invalid value for `sorted`."))?;
+    let query = ViewQuery {
+        partition: partition(ddoc, q)?,
+        ..query
+    };
     let doc = DocOptions {
         conflicts: conflicts.unwrap_or(false),
         attachments: q.flag("attachments")?,
@@ -152,6 +157,25 @@ pub fn plan<P: Params>(
         update_seq: q.flag("update_seq")?,
         update,
     })
+}
+
+/// The partition a query reads: one is named exactly when the design document is
+/// partitioned.
+fn partition<P: Params>(ddoc: &DesignDoc, q: &P) -> Result<Option<String>, P::Error> {
+    let partition = match q.text("partition") {
+        None => None,
+        Some("") => return Err(qpe("Invalid value for `partition`.")),
+        Some(p) => Some(p.to_string()),
+    };
+    match (ddoc.options.partitioned, &partition) {
+        (true, None) => Err(qpe(
+            "`partition` parameter is mandatory for queries to this view.",
+        )),
+        (false, Some(_)) => Err(qpe(
+            "`partition` parameter is not supported in this design doc",
+        )),
+        _ => Ok(partition),
+    }
 }
 
 /// `group` and `group_level`, which only reduce views take.
@@ -268,7 +292,7 @@ mod tests {
         let doc = json!({"_id": "_design/d", "views": {
             "map": {"map": "function(doc) { emit(doc._id, 1); }"},
             "sum": {"map": "function(doc) { emit(doc._id, 1); }", "reduce": "_sum"}}});
-        DesignDoc::parse("_design/d", &doc).unwrap()
+        DesignDoc::parse("_design/d", &doc, false).unwrap()
     }
 
     fn try_plan(view: &str, params: &[(&'static str, &'static str)]) -> Result<Plan, String> {

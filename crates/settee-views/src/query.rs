@@ -44,6 +44,8 @@ pub struct ViewQuery {
     pub keys: Option<Vec<Value>>,
     /// How reduce rows are grouped.
     pub grouping: Grouping,
+    /// The partition read, for a partitioned view (`/{db}/_partition/{p}/…`, `partition`).
+    pub partition: Option<String>,
 }
 
 impl Default for ViewQuery {
@@ -59,6 +61,7 @@ impl Default for ViewQuery {
             limit: None,
             keys: None,
             grouping: Grouping::All,
+            partition: None,
         }
     }
 }
@@ -130,7 +133,15 @@ fn range_of(
         (Some(k), true) => Bound::Included(row_bound(k, eid, c, !back)),
         (Some(k), false) => Bound::Excluded(row_bound(k, eid, c, back)),
     };
-    RangeOptions::between(start, end, back)
+    match &q.partition {
+        Some(p) => {
+            let prefix = crate::partition::prefix(p);
+            let start = crate::partition::scoped(start, &prefix, back);
+            let end = crate::partition::scoped(end, &prefix, !back);
+            RangeOptions::between(start, end, back)
+        }
+        None => RangeOptions::between(start, end, back),
+    }
 }
 
 /// The ranges a query reads, in order: one per key of `keys`, or the start/end range.
@@ -185,6 +196,7 @@ pub fn map_rows(
     q: &ViewQuery,
 ) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
     let c = index.ddoc().views[view].collation;
+    let partitioned = index.ddoc().options.partitioned;
     let tree = 1 + view;
     let mut parts = Vec::new();
     // One ascending range: let the tree skip whole subtrees by their counts. (Descending,
@@ -205,7 +217,7 @@ pub fn map_rows(
     let rows = parts
         .into_iter()
         .flatten()
-        .map(move |entry| map_row(entry?, c));
+        .map(move |entry| map_row(entry?, c, partitioned));
     let rows: Box<dyn Iterator<Item = Result<MapRow>> + Send> = if q.descending {
         Box::new(DupsAscending {
             rows: rows.peekable(),
@@ -220,23 +232,45 @@ pub fn map_rows(
 
 /// The map rows of view `view` between two bounds on stored row keys (encoded key, then
 /// document id), in walk order: `start` is where the walk begins (the high end when
-/// `descending`). For callers that build their own bounds, as Mango does from a selector.
+/// `descending`). In a partitioned view the bounds are within `partition`'s rows. For
+/// callers that build their own bounds, as Mango does from a selector.
 pub fn map_rows_between(
     index: &Index,
     snap: &Snapshot,
     view: usize,
-    start: Bound,
-    end: Bound,
+    (start, end): (Bound, Bound),
     descending: bool,
+    partition: Option<&str>,
 ) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
     let c = index.ddoc().views[view].collation;
+    let partitioned = index.ddoc().options.partitioned;
+    let (start, end) = match partition.filter(|_| partitioned) {
+        Some(p) => {
+            let prefix = crate::partition::prefix(p);
+            (
+                crate::partition::scoped(start, &prefix, descending),
+                crate::partition::scoped(end, &prefix, !descending),
+            )
+        }
+        None => (start, end),
+    };
     let range = snap.range(1 + view, RangeOptions::between(start, end, descending))?;
-    Ok(range.map(move |entry| map_row(entry?, c)))
+    Ok(range.map(move |entry| map_row(entry?, c, partitioned)))
+}
+
+/// A stored row key without the partition prefix a partitioned view gives it.
+fn row_key(key: &[u8], partitioned: bool) -> Result<&[u8]> {
+    if partitioned {
+        crate::partition::strip(key).ok_or(Error::Corrupted("row key"))
+    } else {
+        Ok(key)
+    }
 }
 
 /// A stored row as a map row.
-fn map_row(entry: settee_store::Entry, c: Collation) -> Result<MapRow> {
-    let (_, id) = viewkey::split_row_key(entry.key(), c).ok_or(Error::Corrupted("row key"))?;
+fn map_row(entry: settee_store::Entry, c: Collation, partitioned: bool) -> Result<MapRow> {
+    let key = row_key(entry.key(), partitioned)?;
+    let (_, id) = viewkey::split_row_key(key, c).ok_or(Error::Corrupted("row key"))?;
     let (key, value) = row::split_value(entry.value())?;
     Ok(MapRow {
         id,
@@ -301,6 +335,7 @@ pub fn reduce_rows(
         .reducer(view)
         .ok_or_else(|| Error::QueryParse("Reduce is invalid for map-only views.".into()))?;
     let c = index.ddoc().views[view].collation;
+    let partitioned = index.ddoc().options.partitioned;
     let tree = 1 + view;
     let limit = q.limit.unwrap_or(u64::MAX);
     let mut skip = q.skip;
@@ -336,7 +371,10 @@ pub fn reduce_rows(
             });
             continue;
         }
-        let same = |a: &[u8], b: &[u8]| group_of(a, q.grouping, c) == group_of(b, q.grouping, c);
+        let same = |a: &[u8], b: &[u8]| {
+            let (a, b) = (row_key(a, partitioned).ok(), row_key(b, partitioned).ok());
+            a.and_then(|a| group_of(a, q.grouping, c)) == b.and_then(|b| group_of(b, q.grouping, c))
+        };
         let mut failed = None;
         snap.fold_groups(tree, &r, &same, &mut |g: Group| {
             if skip > 0 {

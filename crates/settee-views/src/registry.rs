@@ -92,7 +92,7 @@ impl Views {
         let body = snap.open_doc(&id, None, &DocOptions::default())?;
         let doc: serde_json::Value = settee_json::deep::from_slice(&body)
             .map_err(|_| Error::Corrupted("stored design document"))?;
-        DesignDoc::parse(&id, &doc)
+        DesignDoc::parse(&id, &doc, snap.partitioned())
     }
 
     /// The index for `ddoc`'s views in `db`, opened on first use and shared by every design

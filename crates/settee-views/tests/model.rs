@@ -2,6 +2,9 @@
 //! documents (written, then partly updated and deleted, so the index is updated
 //! incrementally) and random queries: ranges with and without document ids, both
 //! directions, inclusive and exclusive ends, skip, limit, keys, reductions and grouping.
+//! Half the databases are partitioned: their view is partitioned, and each query reads one
+//! partition (whose name is a prefix of another's), which must give exactly the model's
+//! answer over that partition's documents.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -9,7 +12,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use serde_json::{json, Value};
-use settee_db::{Catalog, CatalogOptions, Database, DocLimits, Durability, EditMode, NewDoc};
+use settee_db::{
+    Catalog, CatalogOptions, Creation, Database, DocLimits, Durability, EditMode, NewDoc,
+};
 use settee_json::collate;
 use settee_views::{query, Grouping, ViewQuery, Views, ViewsConfig};
 
@@ -252,7 +257,41 @@ fn view_query(q: &Q) -> ViewQuery {
         limit: q.limit,
         keys: q.keys.clone(),
         grouping: q.grouping,
+        partition: None,
     }
+}
+
+/// The partitions of a partitioned case ("a" is a prefix of "ab").
+const PARTITIONS: [&str; 3] = ["a", "b", "ab"];
+
+/// `dNN` as an id of a partitioned database: in partition `PARTITIONS[NN % 3]`.
+fn partitioned_id(id: &str) -> String {
+    let n: usize = id[1..].parse().expect("dNN");
+    format!("{}:{id}", PARTITIONS[n % 3])
+}
+
+/// The case with partitioned ids.
+fn partitioned_case(docs: &[Doc], qs: &[Q]) -> (Vec<Doc>, Vec<Q>) {
+    let docs = docs
+        .iter()
+        .map(|d| Doc {
+            id: partitioned_id(&d.id),
+            ..d.clone()
+        })
+        .collect();
+    let bound = |b: &Option<(Value, Option<String>)>| {
+        b.as_ref()
+            .map(|(k, id)| (k.clone(), id.as_deref().map(partitioned_id)))
+    };
+    let qs = qs
+        .iter()
+        .map(|q| Q {
+            start: bound(&q.start),
+            end: bound(&q.end),
+            ..q.clone()
+        })
+        .collect();
+    (docs, qs)
 }
 
 fn new_doc(body: Value) -> settee_db::Result<NewDoc> {
@@ -298,15 +337,26 @@ fn check(
     let index = views.index(db, &ddoc).expect("an index");
     rt.block_on(views.refresh(db, &index)).expect("updated");
     let snap = index.snapshot();
-    let rows = model_rows(docs);
+    let all_rows = model_rows(docs);
     let (map_view, sum_view) = (ddoc.view("map").unwrap().0, ddoc.view("sum").unwrap().0);
     prop_assert_eq!(
         query::total_rows(&snap, map_view).unwrap(),
-        rows.len() as u64
+        all_rows.len() as u64
     );
-    for q in qs {
+    prop_assert_eq!(ddoc.options.partitioned, db.partitioned());
+    for (i, q) in qs.iter().enumerate() {
+        let partition = db.partitioned().then(|| PARTITIONS[i % 3].to_string());
+        let rows: Vec<_> = match &partition {
+            Some(p) => all_rows
+                .iter()
+                .filter(|r| r.1.split_once(':').map(|s| s.0) == Some(p.as_str()))
+                .cloned()
+                .collect(),
+            None => all_rows.clone(),
+        };
         let vq = ViewQuery {
             grouping: Grouping::All,
+            partition: partition.clone(),
             ..view_query(q)
         };
         let got: Vec<(Value, String, i64)> = query::map_rows(&index, &snap, map_view, &vq)
@@ -329,7 +379,11 @@ fn check(
         if q.keys.is_some() && q.grouping != Grouping::Exact {
             continue;
         }
-        let got: Vec<(Value, i64)> = query::reduce_rows(&index, &snap, sum_view, &view_query(q))
+        let rq = ViewQuery {
+            partition,
+            ..view_query(q)
+        };
+        let got: Vec<(Value, i64)> = query::reduce_rows(&index, &snap, sum_view, &rq)
             .unwrap()
             .into_iter()
             .map(|r| {
@@ -393,7 +447,10 @@ fn view_queries_match_brute_force() {
     runner
         .run(&case, |(docs, qs, churn, bump)| {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            let db = catalog.create(&format!("m{n}"), Some(1 + n % 3)).unwrap();
+            let partitioned = n % 2 == 0;
+            let how = Creation { q: Some(1 + n % 3), partitioned, security: None };
+            let db = catalog.create_with(&format!("m{n}"), how).unwrap();
+            let (docs, qs) = if partitioned { partitioned_case(&docs, &qs) } else { (docs, qs) };
             let ddoc = json!({"_id": "_design/m", "views": {"map": {"map": MAP}, "sum": {"map": MAP, "reduce": "_sum"}}});
             rt.block_on(db.update(vec![new_doc(ddoc).unwrap()], EditMode::Interactive, Durability::Durable)).unwrap();
             write(&db, &rt, &docs, &[]);
