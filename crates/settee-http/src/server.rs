@@ -84,9 +84,8 @@ impl State {
                 "version": VERSION,
                 "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
                 "uuid": config.get("couchdb", "uuid"),
-                // Only what is there: partitioned databases, storage engines and resharding
-                // are not.
-                "features": ["scheduler"],
+                // Only what is there: storage engines and resharding are not.
+                "features": ["partitioned", "scheduler"],
                 "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
             });
             let secret = config.get("chttpd_auth", "secret").unwrap_or_default();
@@ -801,7 +800,7 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_index" => Box::pin(crate::find::index(state, req, name)).await,
         "_partition" => Box::pin(crate::partition::route(state, req, name)).await,
         "_find" | "_explain" | "_shards" | "_sync_shards" | "_search_cleanup"
-        | "_nouveau_cleanup" => Err(unbuilt_db_endpoint(req, &second, &req.segments[2..])),
+        | "_nouveau_cleanup" => Err(unbuilt_db_endpoint(req, &second)),
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.
         _ if rest == 2 => doc_route(state, req, name, &second).await,
@@ -827,11 +826,8 @@ async fn doc_route(
 
 /// A database endpoint Settee does not have, refused as [`node::unbuilt`] refuses, with the
 /// methods of CouchDB's handler for it.
-fn unbuilt_db_endpoint(req: &Req, endpoint: &str, rest: &[String]) -> HttpError {
-    let methods = match (endpoint, rest.len()) {
-        ("_shards", _) | ("_partition", _) => "GET",
-        _ => "POST",
-    };
+fn unbuilt_db_endpoint(req: &Req, endpoint: &str) -> HttpError {
+    let methods = if endpoint == "_shards" { "GET" } else { "POST" };
     node::unbuilt(req, endpoint, methods)
 }
 

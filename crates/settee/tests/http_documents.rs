@@ -35,7 +35,10 @@ fn database_lifecycle_and_errors() {
         ("q=x", "The `q` value should be a positive integer."),
         ("n=-1", "The `n` value should be a positive integer."),
         ("n=0&q=0", "The `n` value should be a positive integer."),
-        ("partitioned=true", "Partitioned feature is not enabled."),
+        (
+            "partitioned=true&q=0",
+            "The `q` value should be a positive integer.",
+        ),
         ("partitioned=yes", "Invalid `partitioned` parameter"),
         ("engine=rocks", "invalid_engine_extension"),
     ] {
