@@ -258,13 +258,19 @@ impl Endpoint for LocalDb {
             .get("q")
             .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
             .map(|q| q as usize);
+        let partitioned = params
+            .get("partitioned")
+            .is_some_and(|v| v.as_bool() == Some(true) || v.as_str() == Some("true"));
         let node = self.node.clone();
         let name = self.name.clone();
-        let security = node.default_security();
-        let made =
-            tokio::task::spawn_blocking(move || node.catalog.create_secured(&name, q, security))
-                .await
-                .map_err(|_| Error::Unreachable("creating a database failed".into()))?;
+        let how = settee_db::Creation {
+            q,
+            partitioned,
+            security: Some(node.default_security()),
+        };
+        let made = tokio::task::spawn_blocking(move || node.catalog.create_with(&name, how))
+            .await
+            .map_err(|_| Error::Unreachable("creating a database failed".into()))?;
         match made {
             Ok(_) | Err(settee_db::Error::DatabaseExists) => Ok(()),
             Err(e) => Err(e.into()),

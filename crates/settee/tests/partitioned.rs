@@ -557,3 +557,74 @@ fn partitioned_answers_match_couchdb() {
     let (a, b) = both(&ours, &theirs, "GET", "/pt", None);
     assert_eq!(a.json()["props"], b.json()["props"]);
 }
+
+/// A replication that creates its target with `create_target_params: {"partitioned": true}`
+/// makes a partitioned database; its partitioned design documents and indexes answer
+/// partition queries on arrival. With the reference CouchDB, both directions.
+#[test]
+fn partitioned_databases_replicate_with_their_design_documents() {
+    let s = TestServer::start();
+    let c = s.admin();
+    setup(&c);
+    let index = json!({"index": {"fields": ["v"]}, "ddoc": "pv", "name": "pv"});
+    assert_eq!(c.post("/pt/_index", &index.to_string()).status, 200);
+    let settee_url = s.url.replacen(
+        "http://",
+        &format!("http://{}:{}@", common::ADMIN.0, common::ADMIN.1),
+        1,
+    );
+    let couch =
+        ReferenceCouch::start("partitioned_databases_replicate_with_their_design_documents");
+    let couch_url = couch
+        .as_ref()
+        .map(|r| r.url.replacen("http://", "http://admin:admin@", 1));
+    let mut hops = vec![(settee_url.clone(), "pt", settee_url.clone(), "copy")];
+    if let Some(cu) = &couch_url {
+        // Settee to CouchDB, then CouchDB back to Settee.
+        hops.push((settee_url.clone(), "pt", cu.clone(), "there"));
+        hops.push((cu.clone(), "there", settee_url.clone(), "back"));
+    }
+    for (from, source, to, target) in hops {
+        let job = json!({"source": format!("{from}/{source}"), "target": format!("{to}/{target}"),
+            "create_target": true, "create_target_params": {"partitioned": true}});
+        let r = c.post("/_replicate", &job.to_string());
+        assert_eq!(r.status, 200, "{job}: {}", r.text);
+        if to != settee_url {
+            continue;
+        }
+        assert_eq!(
+            c.get(&format!("/{target}")).json()["props"],
+            json!({"partitioned": true})
+        );
+        assert_eq!(
+            c.get(&format!("/{target}/_partition/s1")).json()["doc_count"],
+            3
+        );
+        let count = c
+            .get(&format!("/{target}/_partition/s1/_design/v/_view/by_v"))
+            .json();
+        assert_eq!(
+            keys_and_values(&count),
+            [(json!(null), json!(3))],
+            "{target}"
+        );
+        let q = json!({"selector": {"v": {"$gt": 1}}});
+        let found = find(&c, &format!("/{target}/_partition/s1/_find"), q.clone());
+        assert_eq!(ids(&found, "docs"), ["s1:a", "s1:c:d"], "{target}");
+        let explained = find(&c, &format!("/{target}/_partition/s1/_explain"), q);
+        assert_eq!(explained["index"]["name"], "pv", "{target}");
+    }
+    if let (Some(couch), Some(_)) = (&couch, &couch_url) {
+        let theirs = couch.admin();
+        assert_eq!(
+            theirs.get("/there").json()["props"],
+            json!({"partitioned": true})
+        );
+        let found = find(
+            &theirs,
+            "/there/_partition/s1/_find",
+            json!({"selector": {"v": {"$gt": 1}}}),
+        );
+        assert_eq!(ids(&found, "docs"), ["s1:a", "s1:c:d"]);
+    }
+}
