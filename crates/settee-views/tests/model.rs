@@ -447,7 +447,7 @@ fn view_queries_match_brute_force() {
     runner
         .run(&case, |(docs, qs, churn, bump)| {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            let partitioned = n % 2 == 0;
+            let partitioned = n.is_multiple_of(2);
             let how = Creation { q: Some(1 + n % 3), partitioned, security: None };
             let db = catalog.create_with(&format!("m{n}"), how).unwrap();
             let (docs, qs) = if partitioned { partitioned_case(&docs, &qs) } else { (docs, qs) };
