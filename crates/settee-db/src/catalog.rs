@@ -337,12 +337,14 @@ impl Catalog {
     /// Opens the database at `path` during its name's turn and adds it to the open set,
     /// closing the least recently used ones beyond the limit.
     fn open_now(&self, turn: &Turn<'_>, path: &Path) -> Result<Arc<Database>> {
+        let timer = settee_metrics::Timer::start(settee_metrics::Metric::DbOpenTime);
         let db = Arc::new(Database::open(
             path,
             &turn.name,
             &self.options.store,
             &self.tasks,
         )?);
+        drop(timer);
         let used = AtomicU64::new(self.clock.fetch_add(1, Ordering::Relaxed) + 1);
         let closing = {
             let mut open = self.open.write().expect("open lock");

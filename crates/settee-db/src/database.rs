@@ -248,6 +248,15 @@ impl Database {
         let q = self.shards.len();
         let alone = matches!(&docs[..], [doc] if doc.is_small());
         let mut groups: Vec<(Vec<usize>, Vec<Arc<NewDoc>>)> = vec![(Vec::new(), Vec::new()); q * 2];
+        // What each edit is, for the node's statistics: 0 an edit, 1 a creation, 2 local.
+        let kinds: Vec<u8> = docs
+            .iter()
+            .map(|d| match (is_local(&d.id), d.revs.is_empty()) {
+                (true, _) => 2,
+                (false, true) => 1,
+                (false, false) => 0,
+            })
+            .collect();
         for (i, doc) in docs.into_iter().enumerate() {
             let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
             groups[g].0.push(i);
@@ -282,10 +291,12 @@ impl Database {
         if let Some(e) = failure {
             return Err(e);
         }
-        Ok(results
+        let results: Vec<EditResult> = results
             .into_iter()
             .map(|r| r.expect("every slot answered"))
-            .collect())
+            .collect();
+        count_writes(&kinds, &results);
+        Ok(results)
     }
 
     /// Purges leaf revisions of documents (`_purge`); answers with what was purged per id.
@@ -310,6 +321,12 @@ impl Database {
             let purged = shard.purge(docs).await?;
             out.extend(ids.into_iter().zip(purged));
         }
+        use settee_metrics::{add, inc, Metric};
+        let done = out.iter().filter(|(_, revs)| !revs.is_empty()).count() as u64;
+        inc(Metric::DatabasePurges);
+        add(Metric::DocumentPurgesTotal, out.len() as u64);
+        add(Metric::DocumentPurgesSuccess, done);
+        add(Metric::DocumentPurgesFailure, out.len() as u64 - done);
         Ok(out)
     }
 
@@ -390,6 +407,24 @@ impl Database {
             .iter()
             .try_for_each(|s| s.store().flush().map_err(Error::from))
     }
+}
+
+/// Counts the successful edits of one update in the node's statistics.
+fn count_writes(kinds: &[u8], results: &[EditResult]) {
+    use settee_metrics::{add, inc, Metric};
+    let mut counts = [0u64; 3];
+    for (k, r) in kinds.iter().zip(results) {
+        if r.is_ok() {
+            counts[*k as usize] += 1;
+        }
+    }
+    if counts.iter().all(|&c| c == 0) {
+        return;
+    }
+    inc(Metric::DatabaseWrites);
+    add(Metric::DocumentWrites, counts[0] + counts[1]);
+    add(Metric::DocumentInserts, counts[1]);
+    add(Metric::LocalDocumentWrites, counts[2]);
 }
 
 /// What decides where `id` is placed: its partition in a partitioned database (so that a

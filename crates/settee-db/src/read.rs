@@ -166,6 +166,7 @@ impl DbSnapshot {
     /// CouchDB's errors: `missing` for an unknown document or revision, `deleted` for a
     /// document whose winner is a tombstone.
     pub fn resolve(&self, id: &str, rev: Option<&Rev>) -> Result<(DocRecord, usize)> {
+        settee_metrics::inc(settee_metrics::Metric::DatabaseReads);
         let rec = self.record(id)?.ok_or(Error::NotFound("missing"))?;
         let i = match rev {
             Some(r) => rec
@@ -190,6 +191,7 @@ impl DbSnapshot {
     /// Like [`DbSnapshot::resolve`] for the winner, decoding only the winning revision: the
     /// record's tree is that one node. For reads that show no history or conflicts.
     pub fn resolve_winner(&self, id: &str) -> Result<(DocRecord, usize)> {
+        settee_metrics::inc(settee_metrics::Metric::DatabaseReads);
         let entry = self
             .shard(id)
             .get(BY_ID, id.as_bytes())?

@@ -203,10 +203,18 @@ impl Authenticator {
         header: &str,
         still_valid: impl FnOnce(&str, &str) -> Option<User>,
     ) -> Option<User> {
+        use settee_metrics::{inc, Metric};
         let key = self.hasher.hash_one(header);
         let verified = self.verified.read().expect("auth cache");
-        let (name, fingerprint) = verified.get(&key)?;
-        still_valid(name, fingerprint)
+        let found = verified
+            .get(&key)
+            .and_then(|(name, fingerprint)| still_valid(name, fingerprint));
+        inc(if found.is_some() {
+            Metric::AuthCacheHits
+        } else {
+            Metric::AuthCacheMisses
+        });
+        found
     }
 
     /// Verifies Basic credentials against `account` (slow by design: run it off the event

@@ -34,6 +34,8 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     if atomic {
         return Ok(not_atomic(&parsed));
     }
+    settee_metrics::inc(settee_metrics::Metric::HttpdBulkRequests);
+    settee_metrics::observe(settee_metrics::Metric::HttpdBulkDocs, parsed.len() as f64);
     // Each row names its document; a replicated edit's error row also names its revision.
     let ids: Vec<(String, Option<String>)> = parsed
         .iter()

@@ -336,7 +336,24 @@ fn failed(sink: &mut Sink, e: &settee_db::Error) -> Gone {
     Gone
 }
 
+/// Counts a client following a continuous feed for as long as it does.
+struct Following;
+
+impl Following {
+    fn start() -> Following {
+        settee_metrics::inc(settee_metrics::Metric::HttpdClientsRequestingChanges);
+        Following
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        settee_metrics::dec(settee_metrics::Metric::HttpdClientsRequestingChanges);
+    }
+}
+
 async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result<(), Gone> {
+    let _following = (feed == Feed::Continuous).then(Following::start);
     let mut rx = db.subscribe();
     if matches!(feed, Feed::Normal | Feed::Longpoll) {
         sink.write(b"{\"results\":[\n")?;

@@ -89,6 +89,7 @@ pub fn join_error(_: tokio::task::JoinError) -> HttpError {
 
 /// CouchDB's database information object.
 pub fn db_info(db: &Database) -> HttpResult<Value> {
+    let _timer = settee_metrics::Timer::start(settee_metrics::Metric::Dbinfo);
     let snap = db.snapshot();
     let counts = snap.counts()?;
     let file = db.file_size();
@@ -601,7 +602,10 @@ pub async fn maintenance(
                 .map_err(join_error)??;
             Ok(reply::json(202, &json!({"ok": true})))
         }
-        "_purge" => purge(state, req, &db).await,
+        "_purge" => {
+            settee_metrics::inc(settee_metrics::Metric::HttpdPurgeRequests);
+            purge(state, req, &db).await
+        }
         _ => Err(HttpError::not_found(format!("no {which} here"))),
     }
 }

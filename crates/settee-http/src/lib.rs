@@ -33,6 +33,7 @@ mod reply;
 mod request;
 mod server;
 mod settings;
+mod stats;
 mod tls;
 mod view;
 

@@ -286,9 +286,10 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         ["_node", node, ..] if !is_local(node) => {
             Err(HttpError::not_found(format!("no such node: {node}")))
         }
-        ["_node", _, what @ ("_stats" | "_system" | "_prometheus" | "_versions" | "_smoosh"), ..] => {
-            Err(unbuilt(req, what, "GET"))
-        }
+        ["_node", _, "_stats", ref rest @ ..] => crate::stats::stats(state, req, rest),
+        ["_node", _, "_prometheus"] => crate::stats::prometheus(state, req),
+        ["_node", _, "_system"] => crate::stats::system(state, req),
+        ["_node", _, what @ ("_versions" | "_smoosh"), ..] => Err(unbuilt(req, what, "GET")),
         ["_node", _, "_restart", ..] => Err(unbuilt(req, "_restart", "POST")),
         ["_scheduler", ref rest @ ..] => crate::replicate::scheduler(state, req, rest),
         ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),

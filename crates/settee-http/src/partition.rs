@@ -26,18 +26,27 @@ pub async fn route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<
     }
     let rest: Vec<String> = req.segments[3..].to_vec();
     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    use settee_metrics::{inc, Metric};
     match rest[..] {
         [] => info(req, &db, &p),
         ["_all_docs"] => {
+            inc(Metric::HttpdPartitionAllDocsRequests);
             scope(req, &p)?;
             Box::pin(crate::db::all_docs(state, req, name, "_all_docs")).await
         }
         ["_design", ddoc, "_view", view] => {
+            inc(Metric::HttpdPartitionViewRequests);
             scope(req, &p)?;
             Box::pin(crate::view::view(state, req, name, ddoc, view)).await
         }
-        ["_find"] => Box::pin(crate::find::find(state, req, name, Some(&p))).await,
-        ["_explain"] => Box::pin(crate::find::explain(state, req, name, Some(&p))).await,
+        ["_find"] => {
+            inc(Metric::HttpdPartitionFindRequests);
+            Box::pin(crate::find::find(state, req, name, Some(&p))).await
+        }
+        ["_explain"] => {
+            inc(Metric::HttpdPartitionExplainRequests);
+            Box::pin(crate::find::explain(state, req, name, Some(&p))).await
+        }
         _ => Err(HttpError::not_found("missing")),
     }
 }

@@ -500,6 +500,11 @@ async fn handle(
     tls: bool,
     conn: Arc<Conn>,
 ) -> Response {
+    let started = std::time::Instant::now();
+    settee_metrics::inc(settee_metrics::Metric::HttpdRequests);
+    if let Some(m) = settee_metrics::Metric::method(req.method().as_str()) {
+        settee_metrics::inc(m);
+    }
     let server_header = state.server_header.clone();
     let origin = req
         .headers()
@@ -569,6 +574,11 @@ async fn handle(
         }
     }
     tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
+    if let Some(m) = settee_metrics::Metric::status(resp.status().as_u16()) {
+        settee_metrics::inc(m);
+    }
+    let millis = started.elapsed().as_secs_f64() * 1000.0;
+    settee_metrics::observe(settee_metrics::Metric::RequestTime, millis);
     resp
 }
 

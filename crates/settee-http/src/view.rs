@@ -105,6 +105,7 @@ pub async fn view(
         _ => return Err(HttpError::method_not_allowed("GET,HEAD,POST")),
     };
     // As CouchDB: a POST body's members are query options, the query string winning.
+    settee_metrics::inc(settee_metrics::Metric::HttpdViewReads);
     let query = single_keys_as_key(req.query.with_body(body.as_ref(), &[]));
     crate::partition::param(&query)?;
     let (ddoc, index) = design(state, &db, ddoc)?;

@@ -211,6 +211,7 @@ struct Progress {
     docs: u64,
     skipped: u64,
     returned: u64,
+    evaluated: u64,
     last: Option<Bookmark>,
 }
 
@@ -236,9 +237,11 @@ impl Prepared {
         }
         let mut warnings = self.plan.warnings.clone();
         let threshold = self.settings.scan_warning_threshold;
-        if threshold > 0 && p.docs / p.returned.max(1) > threshold {
+        let scanned_many = threshold > 0 && p.docs / p.returned.max(1) > threshold;
+        if scanned_many {
             warnings.push(SCANNED_MANY.to_string());
         }
+        self.count(&p, scanned_many);
         Ok(Summary {
             // As CouchDB: a page that moved nothing answers the bookmark it was given.
             bookmark: p
@@ -255,6 +258,33 @@ impl Prepared {
         })
     }
 
+    /// Counts a finished run in the node's statistics.
+    fn count(&self, p: &Progress, scanned_many: bool) {
+        use settee_metrics::{add, inc, observe, Metric};
+        add(Metric::MangoKeysExamined, p.keys);
+        add(Metric::MangoDocsExamined, p.docs);
+        add(Metric::MangoResultsReturned, p.returned);
+        add(Metric::MangoEvaluateSelector, p.evaluated);
+        if self.plan.chosen == Chosen::AllDocs {
+            inc(Metric::MangoUnindexedQueries);
+        }
+        if scanned_many {
+            inc(Metric::MangoTooManyDocsScanned);
+        }
+        if self
+            .plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("use_index") || w.contains("was not used"))
+        {
+            inc(Metric::MangoQueryInvalidIndex);
+        }
+        observe(
+            Metric::MangoQueryTime,
+            self.started.elapsed().as_secs_f64() * 1000.0,
+        );
+    }
+
     /// Offers a candidate: matched, skipped or emitted; whether to go on.
     fn offer(
         &self,
@@ -263,6 +293,7 @@ impl Prepared {
         p: &mut Progress,
         emit: &mut dyn FnMut(Value) -> bool,
     ) -> bool {
+        p.evaluated += 1;
         if !self.query.selector.matches(&doc) {
             return true;
         }

@@ -22,6 +22,7 @@ mod replicator;
 pub mod security;
 pub mod smoosh;
 mod start;
+pub mod stats;
 mod users;
 mod uuids;
 mod validate;

@@ -47,6 +47,7 @@ impl Node {
     /// `user:password`, else with a random password), hashes plaintext admin passwords, and
     /// opens the data directory with the users and replicator databases.
     pub fn start(opts: &NodeOptions, admin: Option<String>) -> Result<Started, String> {
+        crate::stats::mark_start();
         let mut config = Config::load(&opts.config_path)
             .map_err(|e| format!("reading {}: {e}", opts.config_path.display()))?;
         let save_err = |e: std::io::Error| format!("writing {}: {e}", opts.config_path.display());

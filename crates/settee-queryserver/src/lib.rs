@@ -14,5 +14,5 @@ mod process;
 mod servers;
 
 pub use error::{Error, Result};
-pub use process::Process;
+pub use process::{alive, Process};
 pub use servers::{Lease, QueryServers};

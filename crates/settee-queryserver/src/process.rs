@@ -100,6 +100,7 @@ impl Process {
                     source,
                 })?;
         }
+        ALIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Process {
             child,
             command: command.into(),
@@ -323,7 +324,16 @@ impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        ALIVE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// Query server processes alive now (`_system`'s `os_proc_count`).
+static ALIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many query server processes are alive.
+pub fn alive() -> usize {
+    ALIVE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn map_doc_command(doc_json: &[u8]) -> Vec<u8> {

@@ -195,6 +195,7 @@ impl Job {
         ));
         let batches_rx = Arc::new(tokio::sync::Mutex::new(batches_rx));
         for _ in 0..self.spec.settings.worker_processes {
+            settee_metrics::inc(settee_metrics::Metric::CouchReplicatorWorkersStarted);
             tasks.spawn(self.clone().work(batches_rx.clone(), events_tx.clone()));
         }
         drop(events_tx);
@@ -445,6 +446,18 @@ impl Job {
 
     /// Writes the log to both sides when everything up to a newer sequence is written.
     async fn checkpoint(&self, logs: &mut Logs) -> Result<Option<ReplicationLog>> {
+        use settee_metrics::{inc, Metric};
+        let written = self.write_checkpoint(logs).await;
+        match &written {
+            Ok(Some(_)) => inc(Metric::CouchReplicatorCheckpointsSuccess),
+            Ok(None) => {}
+            Err(_) => inc(Metric::CouchReplicatorCheckpointsFailure),
+        }
+        written
+    }
+
+    /// [`Job::checkpoint`]'s work.
+    async fn write_checkpoint(&self, logs: &mut Logs) -> Result<Option<ReplicationLog>> {
         let (through, recorded) = {
             let s = self.stats.lock().expect("stats");
             (s.through_seq.clone(), s.checkpointed_source_seq.clone())

@@ -227,14 +227,24 @@ impl RemoteDb {
         body: Option<&(Vec<u8>, String)>,
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>)> {
-        let resp = self
-            .request(method, path, query, body, wait)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
-        Ok((status, bytes.to_vec()))
+        use settee_metrics::{inc, Metric};
+        inc(Metric::CouchReplicatorRequests);
+        let answer = async {
+            let resp = self
+                .request(method, path, query, body, wait)
+                .send()
+                .await
+                .map_err(|e| self.unreachable(&e))?;
+            let status = resp.status();
+            let bytes = resp.bytes().await.map_err(|e| self.unreachable(&e))?;
+            Ok((status, bytes.to_vec()))
+        }
+        .await;
+        inc(match &answer {
+            Ok((status, _)) if status.as_u16() < 500 => Metric::CouchReplicatorResponsesSuccess,
+            _ => Metric::CouchReplicatorResponsesFailure,
+        });
+        answer
     }
 
     fn request(

@@ -423,6 +423,7 @@ impl Replicator {
         {
             old.stop();
             old.set(JobState::Pending, "stopped", None);
+            settee_metrics::inc(settee_metrics::Metric::CouchReplicatorJobsStops);
             self.launch(new.clone());
         }
     }
@@ -439,6 +440,7 @@ impl Replicator {
             s.running_since = Some(Instant::now());
         }
         entry.set(JobState::Running, "started", None);
+        settee_metrics::inc(settee_metrics::Metric::CouchReplicatorJobsStarts);
         let me = self.clone();
         tokio::spawn(async move {
             let result = me.run_entry(&entry, stop_rx).await;
@@ -483,6 +485,7 @@ impl Replicator {
                 };
                 let (_, error, reason) = e.couch();
                 tracing::info!(error = %error, reason = %reason, retries = n, "replication crashed");
+                settee_metrics::inc(settee_metrics::Metric::CouchReplicatorJobsCrashes);
                 entry.set(
                     JobState::Crashing,
                     "crashed",
@@ -586,6 +589,7 @@ impl Replicator {
         let key = doc_key(db.name(), id);
         let old = self.jobs.lock().expect("jobs").remove(&key);
         if let Some(old) = old {
+            settee_metrics::inc(settee_metrics::Metric::CouchReplicatorJobsRemoves);
             old.retire();
         }
         let doc: Option<Map<String, Value>> = doc.and_then(|d| serde_json::from_slice(d).ok());
@@ -626,6 +630,7 @@ impl Replicator {
             }
         };
         self.jobs.lock().expect("jobs").insert(key, Arc::new(entry));
+        settee_metrics::inc(settee_metrics::Metric::CouchReplicatorJobsAdds);
         self.wake.notify_one();
     }
 
@@ -819,6 +824,21 @@ impl Replicator {
         shown["state"] = json!("initializing");
         shown["info"] = Value::Null;
         Some(shown)
+    }
+
+    /// Sets the scheduler's job gauges (`couch_replicator/jobs/…`) to what is there now.
+    pub fn count_jobs(&self) {
+        use settee_metrics::{set, Metric};
+        let jobs: Vec<Arc<Entry>> = self.jobs.lock().expect("jobs").values().cloned().collect();
+        let states: Vec<JobState> = jobs.iter().map(|e| e.state()).collect();
+        let count = |s: JobState| states.iter().filter(|&&x| x == s).count() as u64;
+        set(Metric::CouchReplicatorJobsTotal, states.len() as u64);
+        set(Metric::CouchReplicatorJobsRunning, count(JobState::Running));
+        set(Metric::CouchReplicatorJobsPending, count(JobState::Pending));
+        set(
+            Metric::CouchReplicatorJobsCrashed,
+            count(JobState::Crashing),
+        );
     }
 
     /// The running replications as `/_active_tasks` lists them.

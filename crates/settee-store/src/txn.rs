@@ -206,7 +206,12 @@ impl Appender {
         let bytes = header.encode();
         self.buf.extend_from_slice(&bytes);
         self.flush()?;
+        let synced = std::time::Instant::now();
         self.file.backend.sync().map_err(Error::io("sync"))?;
+        let micros = synced.elapsed().as_secs_f64() * 1e6;
+        settee_metrics::inc(settee_metrics::Metric::FsyncCount);
+        settee_metrics::observe(settee_metrics::Metric::FsyncTime, micros);
+        settee_metrics::inc(settee_metrics::Metric::Commits);
         self.committed_end = self.end();
         self.file.set_committed(self.committed_end);
         Ok(self.committed_end)

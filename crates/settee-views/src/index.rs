@@ -262,6 +262,12 @@ impl Index {
 
     /// Queues one batch of documents' new rows and the position they bring the index to.
     pub fn submit(&self, batch: Vec<Mapped>, meta: IndexMeta) -> Pending<(), Error> {
+        let mapped = batch.iter().filter_map(|d| d.rows.as_ref());
+        let (docs, emits) = mapped.fold((0u64, 0u64), |(d, e), rows| {
+            (d + 1, e + rows.iter().map(|r| r.len() as u64).sum::<u64>())
+        });
+        settee_metrics::add(settee_metrics::Metric::MrviewMapDoc, docs);
+        settee_metrics::add(settee_metrics::Metric::MrviewEmits, emits);
         let views = self.reducers.len();
         let key_version = self.key_version.clone();
         let partitioned = self.ddoc.options.partitioned;

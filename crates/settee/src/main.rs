@@ -160,13 +160,31 @@ struct BenchArgs {
     step_seconds: Option<u64>,
 }
 
+/// Counts each message logged by its level, as CouchDB's `couch_log/level/…` statistics.
+struct CountLevels;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountLevels {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        use settee_metrics::Metric;
+        settee_metrics::inc(match *event.metadata().level() {
+            tracing::Level::ERROR => Metric::CouchLogLevelError,
+            tracing::Level::WARN => Metric::CouchLogLevelWarning,
+            tracing::Level::INFO => Metric::CouchLogLevelInfo,
+            _ => Metric::CouchLogLevelDebug,
+        });
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(
             tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(CountLevels)
         .init();
     let result = match Cli::parse().command {
         Command::Serve {
