@@ -140,6 +140,24 @@ impl Conn {
         self.head_end.store(0, Ordering::Relaxed);
         self.head_tail.store(0, Ordering::Relaxed);
         self.state.store(WAITING, Ordering::Release);
+        if self.registry.draining.load(Ordering::Acquire) {
+            self.close_if_waiting();
+        }
+    }
+
+    /// Asks the connection to close if it waits for a request (one in a request is left
+    /// alone); whether it was asked.
+    fn close_if_waiting(&self) -> bool {
+        let asked = self
+            .state
+            .compare_exchange(WAITING, SHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if asked {
+            if let Some(w) = self.waker.lock().expect("waker lock").take() {
+                w.wake();
+            }
+        }
+        asked
     }
 
     /// Counts bytes read; while a request head is awaited, notes where it ends.
@@ -244,6 +262,8 @@ pub struct Connections {
     next_id: AtomicU64,
     closed: tokio::sync::Notify,
     budget: usize,
+    /// Set when the server stops: no connection waits for another request.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Connections {
@@ -255,7 +275,33 @@ impl Connections {
             next_id: AtomicU64::new(0),
             closed: tokio::sync::Notify::new(),
             budget,
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Stops keeping connections open, for a server that stops: those waiting for a request
+    /// close now, the others once their answer is sent. Waits until none is open or `limit`
+    /// has passed; whether every one closed.
+    pub async fn drain(&self, limit: Duration) -> bool {
+        self.draining.store(true, Ordering::Release);
+        let deadline = Instant::now() + limit;
+        loop {
+            let conns: Vec<Arc<Conn>> = {
+                let open = self.open.lock().expect("connections lock");
+                open.values().filter_map(std::sync::Weak::upgrade).collect()
+            };
+            if conns.is_empty() {
+                return true;
+            }
+            for c in &conns {
+                c.close_if_waiting();
+            }
+            drop(conns);
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// How many connections are open.
@@ -298,14 +344,7 @@ impl Connections {
         waiting.sort_unstable_by_key(|(order, _)| *order);
         for (_, victim) in waiting {
             // One that began a request since it was looked at is left alone.
-            if victim
-                .state
-                .compare_exchange(WAITING, SHED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                if let Some(w) = victim.waker.lock().expect("waker lock").take() {
-                    w.wake();
-                }
+            if victim.close_if_waiting() {
                 break;
             }
         }

@@ -434,8 +434,7 @@ async fn config(state: &State, req: &mut Req, rest: &[&str]) -> HttpResult<Respo
     match (&req.method, rest) {
         // Forgets the changes made in memory only, and takes in changes made to the file.
         (&Method::POST, ["_reload"]) => {
-            node.reload_config()?;
-            state.apply_config();
+            state.reload_config()?;
             Ok(reply::json(200, &json!({"ok": true})))
         }
         (_, ["_reload"]) => Err(HttpError::method_not_allowed("POST")),

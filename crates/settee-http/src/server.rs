@@ -117,6 +117,35 @@ impl State {
             .store(Arc::new(Settings::from_config(&config)));
     }
 
+    /// Takes in the configuration file again, as `POST /_node/_local/_config/_reload`
+    /// does (and SIGHUP).
+    pub fn reload_config(&self) -> HttpResult<()> {
+        self.node.reload_config()?;
+        self.apply_config();
+        Ok(())
+    }
+
+    /// Stops serving, for a server asked to stop (the listeners already closed): connections
+    /// waiting for a request close, requests being answered finish (for up to `limit`),
+    /// then what `batch=ok` left uncommitted is committed in every open database. Whether
+    /// every connection closed in time.
+    pub async fn shutdown(&self, limit: std::time::Duration) -> bool {
+        let drained = self.connections.drain(limit).await;
+        let node = self.node.clone();
+        let flushed = tokio::task::spawn_blocking(move || {
+            for db in node.catalog.open_databases() {
+                if let Err(e) = db.flush() {
+                    tracing::error!(db = db.name(), error = %e, "committing at shutdown failed");
+                }
+            }
+        })
+        .await;
+        if flushed.is_err() {
+            tracing::error!("committing at shutdown failed");
+        }
+        drained
+    }
+
     /// The account named `name` (a server admin, or a user of the users database).
     pub fn account(&self, name: &str) -> Option<auth::Account> {
         auth::account(

@@ -290,6 +290,7 @@ fn serve(
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async move {
+        let mut tls_server = None;
         if let Some((acceptor, tls_port)) = tls {
             let listener = tokio::net::TcpListener::bind((bind.as_str(), tls_port))
                 .await
@@ -300,7 +301,9 @@ fn serve(
                 settee_http::VERSION
             );
             let state = prepared.state.clone();
-            tokio::spawn(settee_http::serve_tls(listener, acceptor, state));
+            tls_server = Some(tokio::spawn(settee_http::serve_tls(
+                listener, acceptor, state,
+            )));
         }
         let listener = tokio::net::TcpListener::bind((bind.as_str(), port))
             .await
@@ -308,9 +311,49 @@ fn serve(
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("Settee {} listening on http://{addr}", settee_http::VERSION);
         // Replications start once the node answers (a job may replicate to itself).
-        prepared.state.replicator.start();
-        match settee_http::serve(listener, prepared.state).await {}
+        let state = prepared.state;
+        state.replicator.start();
+        tokio::select! {
+            never = settee_http::serve(listener, state.clone()) => match never {},
+            stop = stop_signal(&state) => stop?,
+        }
+        // Listeners are closed (the accept loops are gone); requests being answered finish.
+        if let Some(tls) = tls_server {
+            tls.abort();
+        }
+        if !state.shutdown(SHUTDOWN_LIMIT).await {
+            tracing::warn!("connections still open after {SHUTDOWN_LIMIT:?} were cut");
+        }
+        println!("Settee stopped");
+        Ok(())
     })
+}
+
+/// How long a stopping server lets the requests it is answering finish.
+const SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits for SIGTERM or SIGINT (the server then stops); SIGHUP meanwhile reloads the
+/// configuration file, as `POST /_node/_local/_config/_reload` does.
+async fn stop_signal(state: &settee_http::State) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind| signal(kind).map_err(|e| format!("listening for signals: {e}"));
+    let (mut term, mut int, mut hup) = (
+        listen(SignalKind::terminate())?,
+        listen(SignalKind::interrupt())?,
+        listen(SignalKind::hangup())?,
+    );
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => match state.reload_config() {
+                Ok(()) => tracing::info!("configuration reloaded (SIGHUP)"),
+                Err(e) => tracing::error!(error = %e.reason, "reloading the configuration failed"),
+            },
+        }
+    }
+    tracing::info!("stopping: no new connections; finishing the requests being answered");
+    Ok(())
 }
 
 /// Runs the benchmark workloads and prints the results.

@@ -84,6 +84,42 @@ impl TestServer {
         }
     }
 
+    /// Sends the process signal `name` (`TERM`, `INT`, `HUP`).
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {pid}");
+    }
+
+    /// Waits up to `limit` for the process to exit by itself; its exit status, or `None`
+    /// if it was still running (it is then left running).
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let child = self.child.as_mut().expect("a server process");
+            if let Some(status) = child.try_wait().expect("wait for the server") {
+                self.child = None;
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the server again on its data directory after it exited.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the server is still running");
+        let (child, url) = spawn(self.dir.path(), &self.log, None, &self.env, 0);
+        self.child = Some(child);
+        self.url = url;
+    }
+
     /// Kills the process with SIGKILL (no chance to flush anything).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
