@@ -27,6 +27,21 @@ pub const SYSTEM_DATABASES: [&str; 6] = [
     "_users",
 ];
 
+/// What happened to a database, for a listener of the whole catalog (`_db_updates`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DbEvent {
+    /// It was created.
+    Created,
+    /// Documents were written or purged.
+    Updated,
+    /// It was deleted.
+    Deleted,
+}
+
+/// Told of every database event, by database name; called on the writing thread, so it
+/// must be quick.
+pub type DbEvents = Arc<dyn Fn(&str, DbEvent) + Send + Sync>;
+
 /// How databases are created and kept open.
 #[derive(Clone)]
 pub struct CatalogOptions {
@@ -36,6 +51,8 @@ pub struct CatalogOptions {
     pub max_dbs_open: usize,
     /// Options for every shard file (the node cache is shared through them).
     pub store: StoreOptions,
+    /// Told when a database is created, written or deleted.
+    pub events: Option<DbEvents>,
 }
 
 impl Default for CatalogOptions {
@@ -44,6 +61,7 @@ impl Default for CatalogOptions {
             q: 2,
             max_dbs_open: 500,
             store: StoreOptions::default(),
+            events: None,
         }
     }
 }
@@ -274,7 +292,16 @@ impl Catalog {
         drop(db);
         std::fs::rename(&tmp, &path).map_err(Error::io("create database"))?;
         sync_dir(&self.root).map_err(Error::io("create database"))?;
-        self.open_now(&turn, &path)
+        let db = self.open_now(&turn, &path)?;
+        self.tell(name, DbEvent::Created);
+        Ok(db)
+    }
+
+    /// Tells the listener of database events, if there is one.
+    fn tell(&self, name: &str, event: DbEvent) {
+        if let Some(events) = &self.options.events {
+            events(name, event);
+        }
     }
 
     /// Deletes a database. Readers holding it keep their snapshots; writes through a handle
@@ -295,6 +322,7 @@ impl Catalog {
         }
         sync_dir(&self.root).map_err(Error::io("delete database"))?;
         std::thread::spawn(move || std::fs::remove_dir_all(doomed));
+        self.tell(name, DbEvent::Deleted);
         Ok(())
     }
 
@@ -343,6 +371,7 @@ impl Catalog {
             &turn.name,
             &self.options.store,
             &self.tasks,
+            self.options.events.clone(),
         )?);
         drop(timer);
         let used = AtomicU64::new(self.clock.fetch_add(1, Ordering::Relaxed) + 1);

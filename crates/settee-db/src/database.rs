@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use settee_store::{Durability, StoreOptions};
 use tokio::sync::watch;
 
+use crate::catalog::{DbEvent, DbEvents};
 use crate::doc::{is_local, partition_of, NewDoc};
 use crate::error::{Error, Result};
 use crate::read::DbSnapshot;
@@ -55,6 +56,8 @@ pub struct Database {
     retired: AtomicBool,
     /// Whether the database is partitioned (read from its first shard when opened).
     partitioned: bool,
+    /// Told when documents are written or purged.
+    events: Option<DbEvents>,
 }
 
 impl Database {
@@ -85,6 +88,7 @@ impl Database {
         name: &str,
         options: &StoreOptions,
         tasks: &Arc<Tasks>,
+        events: Option<DbEvents>,
     ) -> Result<Database> {
         let (changed, options) = notifying(options);
         let mut shards = Vec::new();
@@ -98,7 +102,9 @@ impl Database {
         if shards.is_empty() {
             return Err(Error::NoDatabase);
         }
-        Database::new(dir, name, shards, tasks, changed)
+        let mut db = Database::new(dir, name, shards, tasks, changed)?;
+        db.events = events;
+        Ok(db)
     }
 
     fn new(
@@ -123,7 +129,15 @@ impl Database {
             lease,
             retired,
             partitioned,
+            events: None,
         })
+    }
+
+    /// Tells the catalog's listener that documents were written or purged.
+    fn tell_updated(&self) {
+        if let Some(events) = &self.events {
+            events(&self.name, DbEvent::Updated);
+        }
     }
 
     /// The database's directory, where layers above keep their files (view indexes), so
@@ -295,7 +309,9 @@ impl Database {
             .into_iter()
             .map(|r| r.expect("every slot answered"))
             .collect();
-        count_writes(&kinds, &results);
+        if count_writes(&kinds, &results) {
+            self.tell_updated();
+        }
         Ok(results)
     }
 
@@ -327,6 +343,9 @@ impl Database {
         add(Metric::DocumentPurgesTotal, out.len() as u64);
         add(Metric::DocumentPurgesSuccess, done);
         add(Metric::DocumentPurgesFailure, out.len() as u64 - done);
+        if done > 0 {
+            self.tell_updated();
+        }
         Ok(out)
     }
 
@@ -409,8 +428,9 @@ impl Database {
     }
 }
 
-/// Counts the successful edits of one update in the node's statistics.
-fn count_writes(kinds: &[u8], results: &[EditResult]) {
+/// Counts the successful edits of one update in the node's statistics; whether there were
+/// any.
+fn count_writes(kinds: &[u8], results: &[EditResult]) -> bool {
     use settee_metrics::{add, inc, Metric};
     let mut counts = [0u64; 3];
     for (k, r) in kinds.iter().zip(results) {
@@ -419,12 +439,13 @@ fn count_writes(kinds: &[u8], results: &[EditResult]) {
         }
     }
     if counts.iter().all(|&c| c == 0) {
-        return;
+        return false;
     }
     inc(Metric::DatabaseWrites);
     add(Metric::DocumentWrites, counts[0] + counts[1]);
     add(Metric::DocumentInserts, counts[1]);
     add(Metric::LocalDocumentWrites, counts[2]);
+    true
 }
 
 /// What decides where `id` is placed: its partition in a partitioned database (so that a

@@ -31,7 +31,8 @@ pub use att::{
     check_att_name, decode_bytes, AttInfo, AttPolicy, AttSource, Encoding, NewAtt, CHUNK,
 };
 pub use catalog::{
-    database_dir, validate_name, Catalog, CatalogOptions, Creation, SYSTEM_DATABASES,
+    database_dir, validate_name, Catalog, CatalogOptions, Creation, DbEvent, DbEvents,
+    SYSTEM_DATABASES,
 };
 pub use database::{shard_index, Database};
 pub use doc::{

@@ -27,6 +27,8 @@ enum Feed {
 }
 
 struct Params {
+    /// Rows as `_db_updates` writes them (the feed of `_global_changes`).
+    events: bool,
     feed: Feed,
     since: SeqVector,
     opts: ChangesOptions,
@@ -88,8 +90,22 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
             return Ok(reply::with_header(reply::empty(304), ETAG, etag));
         }
     }
+    let resp = stream(db, params, content_type).await?;
+    Ok(match &etag {
+        Some(etag) => reply::with_header(resp, ETAG, etag),
+        None => resp,
+    })
+}
+
+/// Streams a feed; headers wait for the first batch, so that a filter failing on it fails
+/// the request.
+async fn stream(
+    db: Arc<Database>,
+    params: Params,
+    content_type: &'static str,
+) -> HttpResult<Response> {
+    let feed = params.feed;
     let (resp, mut sink) = reply::channel(200, content_type);
-    // Headers wait for the first batch, so that a filter failing on it fails the request.
     let ready = sink.hold();
     tokio::spawn(async move {
         let _ = run(db, params, sink, feed).await;
@@ -97,10 +113,30 @@ pub async fn handle(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult
     if let Ok(Err(e)) = ready.await {
         return Err(e);
     }
-    Ok(match &etag {
-        Some(etag) => reply::with_header(resp, ETAG, etag),
-        None => resp,
-    })
+    Ok(resp)
+}
+
+/// `GET /_db_updates` (server admins): the changes of `_global_changes` as database events
+/// (see [`settee_node::db_updates`]), with `feed`, `since`, `timeout`, `heartbeat`, `limit`
+/// and `descending`; 404 without that database, as in CouchDB.
+pub async fn db_updates(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
+    if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
+        return Err(HttpError::method_not_allowed("GET,HEAD,POST"));
+    }
+    let db = open(state, settee_node::db_updates::GLOBAL_CHANGES)?;
+    let mut params = params(state, req, &db, None, None)?;
+    params.events = true;
+    params.seqs.every = None;
+    params.opts = ChangesOptions {
+        descending: params.opts.descending,
+        limit: params.opts.limit,
+        ..ChangesOptions::default()
+    };
+    let content_type = match params.feed {
+        Feed::EventSource => "text/event-stream",
+        _ => "application/json",
+    };
+    stream(db, params, content_type).await
 }
 
 /// The `ETag` of a normal feed: a hash of each shard's commit and of the query and body, so
@@ -222,6 +258,7 @@ fn params(
         limit: opts.limit.unwrap_or(DEFAULT_LIMIT),
     };
     Ok(Params {
+        events: false,
         feed,
         since,
         opts,
@@ -261,6 +298,12 @@ fn row_json(row: &ChangeRow, seq: Option<&str>) -> Vec<u8> {
     out
 }
 
+/// One `_db_updates` row: the change of event document `{type}:{db}`.
+fn event_json(row: &ChangeRow, seq: Option<&str>) -> Vec<u8> {
+    let (kind, db) = row.id.split_once(':').unwrap_or(("updated", &row.id));
+    serde_json::to_vec(&serde_json::json!({"db_name": db, "type": kind, "seq": seq})).expect("JSON")
+}
+
 /// Where a feed stands between batches: the sequence it has reached and the rows written.
 struct Progress {
     position: SeqVector,
@@ -276,6 +319,7 @@ async fn batch(
     opts: ChangesOptions,
     feed: Feed,
     seqs: SeqInterval,
+    events: bool,
 ) -> Result<(Sink, Progress, u64), Gone> {
     let db = db.clone();
     tokio::task::spawn_blocking(move || {
@@ -292,7 +336,11 @@ async fn batch(
             };
             let written = at.written + n;
             let seq = seqs.shows(written).then(|| row.seq.encode());
-            let json = row_json(&row, seq.as_deref());
+            let json = if events {
+                event_json(&row, seq.as_deref())
+            } else {
+                row_json(&row, seq.as_deref())
+            };
             match feed {
                 Feed::Normal | Feed::Longpoll => {
                     sink.write(if written == 0 { b"" } else { b",\r\n" })?;
@@ -376,7 +424,7 @@ async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result
             limit: remaining,
             ..p.opts.clone()
         };
-        let (s, now, n) = batch(&db, sink, progress, opts, feed, p.seqs).await?;
+        let (s, now, n) = batch(&db, sink, progress, opts, feed, p.seqs, p.events).await?;
         sink = s;
         progress = now;
         remaining = remaining.map(|r| r.saturating_sub(n));
@@ -385,15 +433,21 @@ async fn run(db: Arc<Database>, p: Params, mut sink: Sink, feed: Feed) -> Result
             break;
         }
     }
-    let pending = db.snapshot().pending(&progress.position).unwrap_or(0);
     let last = progress.position.encode();
+    // `_db_updates` ends without `pending`, as CouchDB's does.
+    let pending = if p.events {
+        String::new()
+    } else {
+        let n = db.snapshot().pending(&progress.position).unwrap_or(0);
+        format!(",\"pending\":{n}")
+    };
     match feed {
         Feed::Normal | Feed::Longpoll => {
-            sink.send(format!("\n],\n\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes())
+            sink.send(format!("\n],\n\"last_seq\":\"{last}\"{pending}}}\n").as_bytes())
                 .await
         }
         Feed::Continuous => {
-            sink.send(format!("{{\"last_seq\":\"{last}\",\"pending\":{pending}}}\n").as_bytes())
+            sink.send(format!("{{\"last_seq\":\"{last}\"{pending}}}\n").as_bytes())
                 .await
         }
         Feed::EventSource => Ok(()),

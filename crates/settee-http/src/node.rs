@@ -292,6 +292,7 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         ["_node", _, what @ ("_versions" | "_smoosh"), ..] => Err(unbuilt(req, what, "GET")),
         ["_node", _, "_restart", ..] => Err(unbuilt(req, "_restart", "POST")),
         ["_scheduler", ref rest @ ..] => crate::replicate::scheduler(state, req, rest),
+        ["_db_updates"] => Box::pin(crate::changes::db_updates(state, req)).await,
         ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),
         [first, ..] => match NOT_BUILT.iter().find(|(name, _)| *name == first) {
             Some((name, methods)) => Err(unbuilt(req, name, methods)),
@@ -317,7 +318,6 @@ fn not_a_database(req: &Req, name: &str) -> HttpResult<Response> {
 /// methods CouchDB's handlers take.
 const NOT_BUILT: &[(&str, &str)] = &[
     ("_cluster_setup", "GET,POST"),
-    ("_db_updates", "GET"),
     ("_search_analyze", "GET,POST"),
     ("_nouveau_analyze", "POST"),
     ("_utils", "GET,HEAD"),

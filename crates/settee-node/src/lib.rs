@@ -12,6 +12,7 @@
 
 mod background;
 mod config;
+pub mod db_updates;
 mod design;
 mod error;
 mod indexes;
@@ -61,6 +62,8 @@ pub struct Node {
     policy: ArcSwap<Policy>,
     /// What automatic compaction follows, parsed again when the configuration changes.
     smoosh: ArcSwap<smoosh::Plan>,
+    /// Database events not yet written to `_global_changes` (`_db_updates`).
+    db_events: Arc<db_updates::Pending>,
 }
 
 impl Node {

@@ -60,7 +60,8 @@ impl Node {
                     .map_err(save_err)?;
             }
         }
-        let catalog = open_catalog(opts, &config)?;
+        let db_events = Arc::new(crate::db_updates::Pending::default());
+        let catalog = open_catalog(opts, &config, db_events.listener())?;
         for system in [users_db(&config), REPLICATOR.to_string()] {
             if catalog.get(&system).is_err() {
                 catalog
@@ -87,6 +88,7 @@ impl Node {
             policy: arc_swap::ArcSwap::from_pointee(Policy::from_config(&config)),
             smoosh: arc_swap::ArcSwap::from_pointee(crate::smoosh::Plan::from_config(&config)),
             config: RwLock::new(config),
+            db_events,
         };
         Ok(Started {
             node: Arc::new(node),
@@ -155,8 +157,12 @@ fn hash_plaintext_admins(config: &mut Config) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Opens the data directory's databases.
-fn open_catalog(opts: &NodeOptions, config: &Config) -> Result<Catalog, String> {
+/// Opens the data directory's databases, telling `events` of what happens to them.
+fn open_catalog(
+    opts: &NodeOptions,
+    config: &Config,
+    events: settee_db::DbEvents,
+) -> Result<Catalog, String> {
     let cache_mb = config.value::<u64>(&setting::CACHE_MB);
     let options = CatalogOptions {
         q: config.value::<usize>(&setting::CLUSTER_Q).max(1),
@@ -169,6 +175,7 @@ fn open_catalog(opts: &NodeOptions, config: &Config) -> Result<Catalog, String> 
                 .map(|f| Arc::new(f) as Arc<dyn Fn() + Send + Sync>),
             ..StoreOptions::default()
         },
+        events: Some(events),
     };
     Catalog::open(&opts.data_dir, options)
         .map_err(|e| format!("opening {}: {e}", opts.data_dir.display()))

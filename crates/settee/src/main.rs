@@ -313,6 +313,7 @@ fn serve(
         // Replications start once the node answers (a job may replicate to itself).
         let state = prepared.state;
         state.replicator.start();
+        state.node.start_db_updates();
         tokio::select! {
             never = settee_http::serve(listener, state.clone()) => match never {},
             stop = stop_signal(&state) => stop?,
