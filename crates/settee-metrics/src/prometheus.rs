@@ -89,123 +89,130 @@ pub fn prometheus(extra: &[Sample]) -> String {
     render(&out)
 }
 
+/// Counters CouchDB shows as the total of two: the one shown, the one added to it, the
+/// name and the help text.
+const TOTALS: &[(Metric, Metric, &str, &str)] = {
+    use Metric::*;
+    &[
+        (
+            AuthCacheHits,
+            AuthCacheMisses,
+            "auth_cache_requests_total",
+            "number of authentication cache requests",
+        ),
+        (
+            CouchReplicatorCheckpointsSuccess,
+            CouchReplicatorCheckpointsFailure,
+            "couch_replicator_checkpoints_total",
+            "number of checkpoint saves",
+        ),
+        (
+            CouchReplicatorResponsesSuccess,
+            CouchReplicatorResponsesFailure,
+            "couch_replicator_responses_total",
+            "number of HTTP responses received by the replicator",
+        ),
+        (
+            CouchReplicatorStreamResponsesSuccess,
+            CouchReplicatorStreamResponsesFailure,
+            "couch_replicator_stream_responses_total",
+            "number of streaming HTTP responses received by the replicator",
+        ),
+        (
+            DdocCacheHit,
+            DdocCacheMiss,
+            "ddoc_cache_requests_total",
+            "number of design doc cache requests",
+        ),
+        (
+            FabricReadRepairsSuccess,
+            FabricReadRepairsFailure,
+            "fabric_read_repairs_total",
+            "number of fabric read repairs",
+        ),
+    ]
+};
+
+/// Counters CouchDB names otherwise than by their path.
+const RENAMED: &[(&str, &str)] = &[
+    ("ddoc_cache/miss", "ddoc_cache_requests_failures_total"),
+    ("ddoc_cache/recovery", "ddoc_cache_requests_recovery_total"),
+    (
+        "fabric/read_repairs/failure",
+        "fabric_read_repairs_failures_total",
+    ),
+];
+
+/// Counters CouchDB shows as one family with a label: path prefix, family, label, help.
+const LABELLED: &[(&str, &str, &str, &str)] = &[
+    (
+        "couch_log/level/",
+        "couch_log_requests_total",
+        "level",
+        "number of logged messages",
+    ),
+    (
+        "couchdb/httpd_request_methods/",
+        "httpd_request_methods",
+        "method",
+        "number of HTTP requests by method",
+    ),
+    (
+        "couchdb/httpd_status_codes/",
+        "httpd_status_codes",
+        "code",
+        "number of HTTP responses by status code",
+    ),
+    // Only this stage is a label in CouchDB's output; the others keep their names.
+    (
+        "rexi/streams/timeout/init_",
+        "rexi_streams_timeout_total",
+        "stage",
+        "number of rexi stream timeouts",
+    ),
+];
+
+/// Counters CouchDB moves down as well as up, which it shows as gauges.
+const GAUGES: &[&str] = &[
+    "couchdb/open_databases",
+    "couchdb/open_os_files",
+    "couchdb/httpd/clients_requesting_changes",
+];
+
 /// CouchDB's renamings, then the general rule for the metric's kind.
 fn convert(out: &mut Families, m: Metric, path: &str, kind: Kind, desc: &str) {
-    use Metric::*;
-    let parts: Vec<&str> = path.split('/').collect();
-    let sum = |a: Metric, b: Metric| val(a) + val(b);
-    match parts[..] {
-        ["couch_log", "level", level] => add(
-            out,
-            "couch_log_requests_total",
-            "counter",
-            "number of logged messages",
-            labelled(&[("level", level)], val(m)),
-        ),
-        ["couch_replicator", group @ ("checkpoints" | "responses" | "stream_responses"), outcome] =>
-        {
-            let (success, failure, help) = match group {
-                "checkpoints" => (
-                    CouchReplicatorCheckpointsSuccess,
-                    CouchReplicatorCheckpointsFailure,
-                    "number of checkpoint saves",
-                ),
-                "responses" => (
-                    CouchReplicatorResponsesSuccess,
-                    CouchReplicatorResponsesFailure,
-                    "number of HTTP responses received by the replicator",
-                ),
-                _ => (
-                    CouchReplicatorStreamResponsesSuccess,
-                    CouchReplicatorStreamResponsesFailure,
-                    "number of streaming HTTP responses received by the replicator",
-                ),
-            };
-            if outcome == "failure" {
-                let name = format!("couch_replicator_{group}_failure_total");
-                add(out, &name, "counter", desc, plain(val(failure)));
+    if let Some((_, other, name, help)) = TOTALS.iter().find(|t| t.0 == m) {
+        return add(out, name, "counter", help, plain(val(m) + val(*other)));
+    }
+    if let Some((_, name)) = RENAMED.iter().find(|r| r.0 == path) {
+        return add(out, name, "counter", desc, plain(val(m)));
+    }
+    for (prefix, name, label, help) in LABELLED {
+        if let Some(value) = path.strip_prefix(prefix) {
+            let value = if *label == "stage" {
+                format!("init_{value}")
             } else {
-                let name = format!("couch_replicator_{group}_total");
-                add(out, &name, "counter", help, plain(sum(success, failure)));
-            }
-        }
-        ["couchdb", "auth_cache_hits"] => add(
-            out,
-            "auth_cache_requests_total",
-            "counter",
-            "number of authentication cache requests",
-            plain(sum(AuthCacheHits, AuthCacheMisses)),
-        ),
-        ["couchdb", "httpd_request_methods", method] => add(
-            out,
-            "httpd_request_methods",
-            "counter",
-            "number of HTTP requests by method",
-            labelled(&[("method", method)], val(m)),
-        ),
-        ["couchdb", "httpd_status_codes", code] => add(
-            out,
-            "httpd_status_codes",
-            "counter",
-            "number of HTTP responses by status code",
-            labelled(&[("code", code)], val(m)),
-        ),
-        ["couchdb", "open_databases" | "open_os_files"]
-        | ["couchdb", "httpd", "clients_requesting_changes"] => {
-            add(out, &parts[1..].join("_"), "gauge", desc, plain(val(m)))
-        }
-        ["ddoc_cache", "hit"] => add(
-            out,
-            "ddoc_cache_requests_total",
-            "counter",
-            "number of design doc cache requests",
-            plain(sum(DdocCacheHit, DdocCacheMiss)),
-        ),
-        ["ddoc_cache", "miss"] => add(
-            out,
-            "ddoc_cache_requests_failures_total",
-            "counter",
-            desc,
-            plain(val(m)),
-        ),
-        ["ddoc_cache", "recovery"] => add(
-            out,
-            "ddoc_cache_requests_recovery_total",
-            "counter",
-            desc,
-            plain(val(m)),
-        ),
-        ["fabric", "read_repairs", "failure"] => add(
-            out,
-            "fabric_read_repairs_failures_total",
-            "counter",
-            desc,
-            plain(val(m)),
-        ),
-        ["fabric", "read_repairs", "success"] => add(
-            out,
-            "fabric_read_repairs_total",
-            "counter",
-            "number of fabric read repairs",
-            plain(sum(FabricReadRepairsSuccess, FabricReadRepairsFailure)),
-        ),
-        // Only this stage becomes a label in CouchDB's output; the others keep their names.
-        ["rexi", "streams", "timeout", "init_stream"] => add(
-            out,
-            "rexi_streams_timeout_total",
-            "counter",
-            "number of rexi stream timeouts",
-            labelled(&[("stage", "init_stream")], val(m)),
-        ),
-        _ => {
-            let rest = if parts[0] == "couchdb" {
-                &parts[1..]
-            } else {
-                &parts[..]
+                value.to_string()
             };
-            general(out, m, &rest.join("_"), kind, desc)
+            return add(
+                out,
+                name,
+                "counter",
+                help,
+                labelled(&[(label, &value)], val(m)),
+            );
         }
     }
+    let name = path
+        .strip_prefix("couchdb/")
+        .unwrap_or(path)
+        .replace('/', "_");
+    let kind = if GAUGES.contains(&path) {
+        Kind::Gauge
+    } else {
+        kind
+    };
+    general(out, m, &name, kind, desc)
 }
 
 /// Counters end in `_total`; gauges keep their name; histograms become summaries in seconds
