@@ -247,8 +247,12 @@ settings! {
     UUIDS_MAX_COUNT = "uuids", "max_count", "1000", Integer, true;
     /// How `/_uuids` makes them: `random`, `sequential`, `utc_random`, `utc_id`.
     UUIDS_ALGORITHM = "uuids", "algorithm", "sequential", Text, true;
-    /// Log level: `debug`, `info`, `warning`, `error`.
+    /// Log level, CouchDB's names: `debug`, `info`, `notice` (the access lines), `warning`, `error` (and `critical`, `alert`, `emergency`), `none`; `RUST_LOG`/`SETTEE_LOG` win when set.
     LOG_LEVEL = "log", "level", "info", Text, true;
+    /// Where log lines go: `stderr` or `file`.
+    LOG_WRITER = "log", "writer", "stderr", Text, true;
+    /// The log file when `writer` is `file`.
+    LOG_FILE = "log", "file", "./couch.log", Text, true;
     /// Serve HTTPS as well (from the next start).
     SSL_ENABLE = "ssl", "enable", "false", Bool, true;
     /// Port HTTPS listens on.

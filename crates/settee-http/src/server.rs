@@ -555,12 +555,14 @@ async fn handle(
         return resp;
     }
     let head_request = req.method() == Method::HEAD;
-    // The request line is kept for the logs only when request logging is on.
-    let (method, uri) = if tracing::enabled!(tracing::Level::DEBUG) {
-        (req.method().clone(), req.uri().clone())
-    } else {
-        Default::default()
-    };
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    // What the access line needs, taken only when access lines are logged.
+    let access = tracing::enabled!(target: ACCESS_LOG, tracing::Level::INFO).then(|| {
+        let host = req.headers().get(hyper::header::HOST);
+        host.and_then(|h| h.to_str().ok())
+            .unwrap_or("-")
+            .to_string()
+    });
     let mut resp = match (CatchPanic {
         inner: Box::pin(dispatch(state, req, peer, tls, conn)),
     })
@@ -590,7 +592,11 @@ async fn handle(
         resp = hyper::Response::from_parts(parts, http_body_util::Empty::new().boxed());
     }
     resp.headers_mut().insert(SERVER, server_header);
-    resp.headers_mut().insert(REQUEST_ID, request_id());
+    let id = request_id();
+    if let Some(host) = access {
+        log_access(&resp, &id, &host, peer, &method, &uri, started);
+    }
+    resp.headers_mut().insert(REQUEST_ID, id);
     if let (Some(cors), Some(origin)) = (&cors, &origin) {
         cors.decorate(origin, &mut resp);
     }
@@ -602,13 +608,45 @@ async fn handle(
                 .insert(hyper::header::WWW_AUTHENTICATE, v);
         }
     }
-    tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
     if let Some(m) = settee_metrics::Metric::status(resp.status().as_u16()) {
         settee_metrics::inc(m);
     }
     let millis = started.elapsed().as_secs_f64() * 1000.0;
     settee_metrics::observe(settee_metrics::Metric::RequestTime, millis);
     resp
+}
+
+/// The target of the access lines (one per request, at CouchDB's `notice`).
+pub const ACCESS_LOG: &str = "settee::access";
+
+/// Who made a request, noted on its response for the access line.
+#[derive(Clone)]
+struct Requester(String);
+
+/// CouchDB's access line: request id, `Host`, peer, user (`undefined` when anonymous),
+/// method, path with query, status, `ok` and milliseconds. Credentials never appear: they
+/// travel in headers and bodies, which are not logged.
+fn log_access(
+    resp: &Response,
+    id: &HeaderValue,
+    host: &str,
+    peer: std::net::IpAddr,
+    method: &Method,
+    uri: &hyper::Uri,
+    started: std::time::Instant,
+) {
+    let user = resp
+        .extensions()
+        .get::<Requester>()
+        .map_or("undefined", |r| r.0.as_str());
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    tracing::info!(
+        target: ACCESS_LOG,
+        "{} {host} {peer} {user} {method} {path} {} ok {}",
+        id.to_str().unwrap_or("-"),
+        resp.status().as_u16(),
+        started.elapsed().as_millis()
+    );
 }
 
 /// Ten random lowercase hex digits, as CouchDB's `X-Couch-Request-ID`.
@@ -713,6 +751,9 @@ async fn dispatch(
         refresh.filter(|_| !resp.headers().contains_key(hyper::header::SET_COOKIE))
     {
         resp = reply::with_header(resp, hyper::header::SET_COOKIE, &cookie);
+    }
+    if let Some(user) = &req.user {
+        resp.extensions_mut().insert(Requester(user.name.clone()));
     }
     Ok(resp)
 }

@@ -64,6 +64,8 @@ pub struct Node {
     smoosh: ArcSwap<smoosh::Plan>,
     /// Database events not yet written to `_global_changes` (`_db_updates`).
     db_events: Arc<db_updates::Pending>,
+    /// What the binary applies after each configuration change (logging).
+    on_config: Option<fn(&settee_config::Config)>,
 }
 
 impl Node {

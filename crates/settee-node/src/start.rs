@@ -32,6 +32,9 @@ pub struct NodeOptions {
     /// run by a database's writer thread once the database has gone quiet. The allocator is
     /// the binary's choice, so the binary says how.
     pub release_memory: Option<fn()>,
+    /// Applies what the process owns in the configuration (logging), at start and after
+    /// every change; the binary owns the process, so it says how.
+    pub on_config: Option<fn(&Config)>,
 }
 
 /// A node just started, and an admin password generated on the first start, to show once.
@@ -89,7 +92,11 @@ impl Node {
             smoosh: arc_swap::ArcSwap::from_pointee(crate::smoosh::Plan::from_config(&config)),
             config: RwLock::new(config),
             db_events,
+            on_config: opts.on_config,
         };
+        if let Some(apply) = node.on_config {
+            apply(&node.config.read().expect("config lock"));
+        }
         Ok(Started {
             node: Arc::new(node),
             generated_admin,
@@ -105,6 +112,9 @@ impl Node {
         self.policy.store(Arc::new(Policy::from_config(&config)));
         self.smoosh
             .store(Arc::new(crate::smoosh::Plan::from_config(&config)));
+        if let Some(apply) = self.on_config {
+            apply(&config);
+        }
     }
 
     /// How many files the open databases may hold at once: each its shards and, say, one

@@ -14,6 +14,7 @@ fn start(dir: &std::path::Path) -> Arc<Node> {
         data_dir: dir.join("data"),
         config_path: dir.join("settee.ini"),
         release_memory: None,
+        on_config: None,
     };
     let started = Node::start(&opts, Some("root:secret".into())).expect("node starts");
     assert!(

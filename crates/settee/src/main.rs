@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use settee_http::{Config, ServerOptions, State};
 
+mod logging;
 mod repair;
 
 /// Many threads allocate small, short-lived buffers per request; mimalloc's per-thread heaps
@@ -160,32 +161,8 @@ struct BenchArgs {
     step_seconds: Option<u64>,
 }
 
-/// Counts each message logged by its level, as CouchDB's `couch_log/level/…` statistics.
-struct CountLevels;
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountLevels {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        use settee_metrics::Metric;
-        settee_metrics::inc(match *event.metadata().level() {
-            tracing::Level::ERROR => Metric::CouchLogLevelError,
-            tracing::Level::WARN => Metric::CouchLogLevelWarning,
-            tracing::Level::INFO => Metric::CouchLogLevelInfo,
-            _ => Metric::CouchLogLevelDebug,
-        });
-    }
-}
-
 fn main() -> ExitCode {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::EnvFilter::try_from_env("SETTEE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
-        .with(CountLevels)
-        .init();
+    logging::init();
     let result = match Cli::parse().command {
         Command::Serve {
             data,
@@ -261,6 +238,7 @@ fn serve(
         data_dir,
         config_path,
         release_memory: Some(release_thread_memory),
+        on_config: Some(logging::apply),
     };
     let prepared = State::prepare(&opts, std::env::var("SETTEE_ADMIN").ok())?;
     if let Some((name, password)) = &prepared.generated_admin {

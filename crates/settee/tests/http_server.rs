@@ -588,7 +588,7 @@ fn a_panicking_request_is_one_logged_500() {
     assert_eq!(c.get("/").status, 200, "the server goes on");
     let log = std::fs::read_to_string(&s.log).unwrap();
     assert!(
-        log.contains("ERROR") && log.contains("test panic requested"),
+        log.contains("[error]") && log.contains("test panic requested"),
         "{log}"
     );
     assert_eq!(r.header("x-couch-request-id").map(str::len), Some(10));

@@ -1,5 +1,5 @@
 //! A real `settee` server on a random loopback port with a temporary data directory, and a
-//! small JSON client for driving it. A server log line at ERROR fails the test that started
+//! small JSON client for driving it. A server log line at `[error]` fails the test that started
 //! it, unless the test said it expects one.
 
 #![allow(dead_code)]
@@ -240,7 +240,7 @@ impl Drop for TestServer {
         self.kill();
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         if !self.allow_errors && !std::thread::panicking() {
-            let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+            let errors: Vec<&str> = log.lines().filter(|l| l.starts_with("[error]")).collect();
             assert!(
                 errors.is_empty(),
                 "unexpected server errors:\n{}",

@@ -1,0 +1,200 @@
+//! The server's log, as CouchDB's: `[log] level` (CouchDB's levels) and `[log] writer`
+//! (`stderr`, or `file` with `[log] file`), both changeable while running through
+//! `_config`; lines as CouchDB writes them (`[level] time node <pid> request-id text`); one
+//! access line per request at `notice`. `RUST_LOG` (or `SETTEE_LOG`), when set, decides the
+//! level instead of the configuration. Each message logged is also counted by level
+//! (`couch_log/level/…` in `_stats`).
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
+use settee_http::Config;
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
+
+/// Where log lines go now.
+enum Target {
+    Stderr,
+    File(File),
+}
+
+static TARGET: Mutex<Target> = Mutex::new(Target::Stderr);
+
+/// The level filter, replaced when the configuration changes.
+static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
+
+/// The level the environment asks for (`RUST_LOG`, else `SETTEE_LOG`), which wins over the
+/// configuration.
+fn from_env() -> Option<String> {
+    ["RUST_LOG", "SETTEE_LOG"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+}
+
+/// CouchDB's level names as filter directives (`notice` is `info` here; the access lines
+/// are `notice`).
+fn directive(level: &str) -> &'static str {
+    match level.trim().to_ascii_lowercase().as_str() {
+        "debug" => "debug",
+        "info" | "notice" => "info",
+        "warning" | "warn" => "warn",
+        "error" | "critical" | "alert" | "emergency" => "error",
+        "none" => "off",
+        _ => "info",
+    }
+}
+
+/// Starts logging (at `info` to stderr until the configuration is read).
+pub fn init() {
+    let level = from_env().unwrap_or_else(|| "info".into());
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(level));
+    let _ = FILTER.set(handle);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .event_format(CouchFormat)
+                .with_writer(Lines),
+        )
+        .with(CountLevels)
+        .init();
+}
+
+/// Applies `[log]` (a `NodeOptions::on_config` hook: at start and after every change).
+pub fn apply(config: &Config) {
+    if from_env().is_none() {
+        let level = directive(config.get("log", "level").unwrap_or("info"));
+        if let Some(handle) = FILTER.get() {
+            let _ = handle.reload(EnvFilter::new(level));
+        }
+    }
+    let target = match config.get("log", "writer").unwrap_or("stderr") {
+        "file" => {
+            let path = config.get("log", "file").unwrap_or("./couch.log");
+            match std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                Ok(f) => Target::File(f),
+                Err(e) => {
+                    eprintln!("[error] cannot open the log file {path}: {e}; logging to stderr");
+                    Target::Stderr
+                }
+            }
+        }
+        _ => Target::Stderr,
+    };
+    *TARGET.lock().expect("log target") = target;
+}
+
+/// Writes each formatted line to the current target in one call.
+struct Lines;
+
+impl<'a> MakeWriter<'a> for Lines {
+    type Writer = Line;
+
+    fn make_writer(&'a self) -> Line {
+        Line(Vec::with_capacity(256))
+    }
+}
+
+/// One line, written when dropped.
+struct Line(Vec<u8>);
+
+impl Write for Line {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let mut target = TARGET.lock().expect("log target");
+        let _ = match &mut *target {
+            Target::Stderr => std::io::stderr().write_all(&self.0),
+            Target::File(f) => f.write_all(&self.0),
+        };
+    }
+}
+
+/// CouchDB's line: `[level] time node <pid> request-id text`. Access lines carry their
+/// request id in their text; other lines have CouchDB's `--------`.
+struct CouchFormat;
+
+impl<S, N> FormatEvent<S, N> for CouchFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let meta = event.metadata();
+        let access = meta.target() == settee_http::ACCESS_LOG;
+        let level = match *meta.level() {
+            Level::ERROR => "error",
+            Level::WARN => "warning",
+            Level::INFO if access => "notice",
+            Level::INFO => "info",
+            _ => "debug",
+        };
+        write!(writer, "[{level}] ")?;
+        SystemTime.format_time(&mut writer)?;
+        write!(writer, " {} <0.0.0> ", settee_http::NODE_NAME)?;
+        if !access {
+            write!(writer, "-------- ")?;
+        }
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
+
+/// Counts each message logged by its level, as CouchDB's `couch_log/level/…` statistics.
+struct CountLevels;
+
+impl<S: Subscriber> Layer<S> for CountLevels {
+    fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        use settee_metrics::Metric;
+        let access = event.metadata().target() == settee_http::ACCESS_LOG;
+        settee_metrics::inc(match *event.metadata().level() {
+            Level::ERROR => Metric::CouchLogLevelError,
+            Level::WARN => Metric::CouchLogLevelWarning,
+            Level::INFO if access => Metric::CouchLogLevelNotice,
+            Level::INFO => Metric::CouchLogLevelInfo,
+            _ => Metric::CouchLogLevelDebug,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn couchdb_levels_become_filters() {
+        assert_eq!(directive("notice"), "info");
+        assert_eq!(directive("Warning"), "warn");
+        assert_eq!(directive("critical"), "error");
+        assert_eq!(directive("none"), "off");
+        assert_eq!(directive("nonsense"), "info");
+    }
+}
