@@ -25,7 +25,34 @@ enum Target {
     File(File),
 }
 
-static TARGET: Mutex<Target> = Mutex::new(Target::Stderr);
+/// The current target and the lines not yet written to it.
+struct Sink {
+    target: Target,
+    pending: Vec<u8>,
+}
+
+impl Sink {
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let _ = match &mut self.target {
+            Target::Stderr => std::io::stderr().write_all(&self.pending),
+            Target::File(f) => f.write_all(&self.pending),
+        };
+        self.pending.clear();
+    }
+}
+
+static SINK: Mutex<Sink> = Mutex::new(Sink {
+    target: Target::Stderr,
+    pending: Vec::new(),
+});
+
+/// Lines of `info` and below wait at most this long (or until this many bytes gather) to be
+/// written with others; warnings and errors are written at once, with whatever waited.
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+const FLUSH_BYTES: usize = 64 << 10;
 
 /// The level filter, replaced when the configuration changes.
 static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
@@ -56,6 +83,12 @@ pub fn init() {
     let level = from_env().unwrap_or_else(|| "info".into());
     let (filter, handle) = reload::Layer::new(EnvFilter::new(level));
     let _ = FILTER.set(handle);
+    let _ = std::thread::Builder::new()
+        .name("settee-log".into())
+        .spawn(|| loop {
+            std::thread::sleep(FLUSH_EVERY);
+            SINK.lock().expect("log sink").flush();
+        });
     tracing_subscriber::registry()
         .with(filter)
         .with(
@@ -65,6 +98,11 @@ pub fn init() {
         )
         .with(CountLevels)
         .init();
+}
+
+/// Writes the lines still waiting (before the process exits).
+pub fn flush() {
+    SINK.lock().expect("log sink").flush();
 }
 
 /// Applies `[log]` (a `NodeOptions::on_config` hook: at start and after every change).
@@ -92,26 +130,42 @@ pub fn apply(config: &Config) {
         }
         _ => Target::Stderr,
     };
-    *TARGET.lock().expect("log target") = target;
+    let mut sink = SINK.lock().expect("log sink");
+    sink.flush();
+    sink.target = target;
 }
 
-/// Writes each formatted line to the current target in one call.
+/// Hands each formatted line to the sink: at once for warnings and errors, gathered with
+/// others for the rest (see [`FLUSH_EVERY`]).
 struct Lines;
 
 impl<'a> MakeWriter<'a> for Lines {
     type Writer = Line;
 
     fn make_writer(&'a self) -> Line {
-        Line(Vec::with_capacity(256))
+        Line {
+            text: Vec::with_capacity(256),
+            urgent: true,
+        }
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Line {
+        Line {
+            text: Vec::with_capacity(256),
+            urgent: *meta.level() <= Level::WARN,
+        }
     }
 }
 
-/// One line, written when dropped.
-struct Line(Vec<u8>);
+/// One line, handed over when dropped.
+struct Line {
+    text: Vec<u8>,
+    urgent: bool,
+}
 
 impl Write for Line {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
+        self.text.extend_from_slice(buf);
         Ok(buf.len())
     }
 
@@ -122,14 +176,14 @@ impl Write for Line {
 
 impl Drop for Line {
     fn drop(&mut self) {
-        if self.0.is_empty() {
+        if self.text.is_empty() {
             return;
         }
-        let mut target = TARGET.lock().expect("log target");
-        let _ = match &mut *target {
-            Target::Stderr => std::io::stderr().write_all(&self.0),
-            Target::File(f) => f.write_all(&self.0),
-        };
+        let mut sink = SINK.lock().expect("log sink");
+        sink.pending.extend_from_slice(&self.text);
+        if self.urgent || sink.pending.len() >= FLUSH_BYTES {
+            sink.flush();
+        }
     }
 }
 

@@ -184,6 +184,7 @@ fn main() -> ExitCode {
             data_dir(data, config).and_then(|dir| repair::salvage(&dir, &db))
         }
     };
+    logging::flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
