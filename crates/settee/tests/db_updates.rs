@@ -76,6 +76,15 @@ fn database_events_are_listed_and_survive_a_restart() {
     }
     let limited = c.get("/_db_updates?limit=1&descending=true").json();
     assert_eq!(events(&limited).len(), 1);
+    // Written a moment later (a crash before then loses it, as in CouchDB): wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while events(&c.get(&format!("/_db_updates?since={last}")).json()).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "gc1's writes never made an event"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Durable: after a restart the feed is the same, and resumes where a client left it.
     s.restart();
     let c = s.admin();
