@@ -120,8 +120,8 @@ async fn stream(
 /// (see [`settee_node::db_updates`]), with `feed`, `since`, `timeout`, `heartbeat`, `limit`
 /// and `descending`; 404 without that database, as in CouchDB.
 pub async fn db_updates(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
-    if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
-        return Err(HttpError::method_not_allowed("GET,HEAD,POST"));
+    if !matches!(req.method, Method::GET | Method::HEAD) {
+        return Err(HttpError::method_not_allowed("GET"));
     }
     let db = open(state, settee_node::db_updates::GLOBAL_CHANGES)?;
     let mut params = params(state, req, &db, None, None)?;

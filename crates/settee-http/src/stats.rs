@@ -19,14 +19,14 @@ fn sample(state: &State) {
 /// `GET /_node/{node}/_stats` and below: the group or metric at the path, `null` where
 /// there is none (as CouchDB answers).
 pub fn stats(state: &State, req: &Req, path: &[&str]) -> HttpResult<Response> {
-    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    only(req, &[Method::GET, Method::HEAD], "GET")?;
     sample(state);
     Ok(reply::json(200, &settee_metrics::stats_at(path)))
 }
 
 /// `GET /_node/{node}/_prometheus`.
 pub fn prometheus(state: &State, req: &Req) -> HttpResult<Response> {
-    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    only(req, &[Method::GET, Method::HEAD], "GET")?;
     sample(state);
     let text = settee_metrics::prometheus(&state.node.prometheus_samples(run_queue()));
     let mut resp = reply::bytes(200, text.into_bytes());
@@ -41,7 +41,7 @@ pub fn prometheus(state: &State, req: &Req) -> HttpResult<Response> {
 
 /// `GET /_node/{node}/_system`.
 pub fn system(state: &State, req: &Req) -> HttpResult<Response> {
-    only(req, &[Method::GET, Method::HEAD], "GET,HEAD")?;
+    only(req, &[Method::GET, Method::HEAD], "GET")?;
     Ok(reply::json(200, &state.node.system(run_queue())))
 }
 

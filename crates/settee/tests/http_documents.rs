@@ -29,7 +29,8 @@ fn database_lifecycle_and_errors() {
     );
     c.get("/_bad/doc").error(404, "not_found");
     c.post("/_replicate", "{}").error(400, "bad_request");
-    c.get("/_node/_local/_stats").error(501, "not_implemented");
+    c.get("/_node/_local/_versions")
+        .error(501, "not_implemented");
     for (q, reason) in [
         ("q=0", "The `q` value should be a positive integer."),
         ("q=x", "The `q` value should be a positive integer."),
@@ -258,8 +259,8 @@ fn ids_bodies_and_bad_input() {
         assert_eq!(r.header("allow"), allow, "{method} {path}");
     }
     for (method, path) in [
-        ("HEAD", "/_node/_local/_system"),
-        ("GET", "/_db_updates"),
+        ("GET", "/_node/_local/_versions"),
+        ("GET", "/_cluster_setup"),
         ("DELETE", "/db/_design/dd/_show/f"),
     ] {
         assert_eq!(
