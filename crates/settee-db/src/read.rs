@@ -69,16 +69,15 @@ impl DbSnapshot {
     }
 
     /// Live and deleted document counts and sizes of one partition (ids `{p}:…`), from the
-    /// trees' reductions without visiting its documents.
+    /// reductions of the one shard that holds it, without visiting its documents.
     pub fn partition_counts(&self, partition: &str) -> Result<Counts> {
         let (lo, hi) = partition_range(partition);
+        let shard = self.shard(&lo);
         let (lo, hi) = (
             Bound::Included(lo.into_bytes()),
             Bound::Excluded(hi.into_bytes()),
         );
-        self.shards.iter().try_fold(Counts::default(), |total, s| {
-            Ok(total.add(Counts::decode(&s.reduce(BY_ID, &lo, &hi)?.value)))
-        })
+        Ok(Counts::decode(&shard.reduce(BY_ID, &lo, &hi)?.value))
     }
 
     /// The database sequence.

@@ -271,11 +271,12 @@ impl Prepared {
         if scanned_many {
             inc(Metric::MangoTooManyDocsScanned);
         }
+        // The plan warns of nothing but a missing index and an unusable `use_index`.
         if self
             .plan
             .warnings
             .iter()
-            .any(|w| w.contains("use_index") || w.contains("was not used"))
+            .any(|w| w != crate::plan::NO_INDEX)
         {
             inc(Metric::MangoQueryInvalidIndex);
         }

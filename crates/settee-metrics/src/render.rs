@@ -7,8 +7,17 @@ use crate::{summary, value, Def, Kind, Metric, Summary, DEFS};
 
 /// Every metric, nested by path.
 pub fn stats() -> Value {
+    tree(&[])
+}
+
+/// The metrics whose paths start with the parts `under`, nested by path from the root (only
+/// those are read: a histogram's summary sorts its samples).
+fn tree(under: &[&str]) -> Value {
     let mut root = Map::new();
     for (i, def) in DEFS.iter().enumerate() {
+        if !def.path.split('/').zip(under).all(|(a, b)| a == *b) {
+            continue;
+        }
         let mut at = &mut root;
         let mut parts = def.path.split('/').peekable();
         while let Some(part) = parts.next() {
@@ -29,7 +38,7 @@ pub fn stats() -> Value {
 /// What `_stats/{path}` shows: the group or metric at `path` (a metric's members too), or
 /// `null` where there is none, as CouchDB answers.
 pub fn stats_at(path: &[&str]) -> Value {
-    let mut at = stats();
+    let mut at = tree(path);
     for part in path {
         at = match at {
             Value::Object(mut m) => m.remove(*part).unwrap_or(Value::Null),

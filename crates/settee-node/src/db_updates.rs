@@ -7,11 +7,11 @@
 //! together a moment later, as CouchDB's `[global_changes] max_event_delay` batches them:
 //! a database written a thousand times in that moment makes one `updated` change.
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use settee_db::{Database, DbEvent, DbEvents, DocOptions, Durability, EditMode, NewDoc};
+use settee_db::{Database, DbEvent, DbEvents, Durability, EditMode, NewDoc};
 
 use crate::Node;
 
@@ -21,10 +21,11 @@ pub const GLOBAL_CHANGES: &str = "_global_changes";
 /// How long events gather before they are written.
 const DELAY: Duration = Duration::from_millis(25);
 
-/// Events noted and not yet written.
+/// Events noted and not yet written: per database, the kinds seen (one bit each), looked
+/// up by name without allocating, as every write asks.
 #[derive(Default)]
 pub struct Pending {
-    events: Mutex<BTreeSet<(String, Kind)>>,
+    events: Mutex<HashMap<String, u8>>,
     wake: tokio::sync::Notify,
 }
 
@@ -60,17 +61,40 @@ impl Pending {
                 DbEvent::Updated => Kind::Updated,
                 DbEvent::Deleted => Kind::Deleted,
             };
+            let bit = 1u8 << kind as u8;
             let mut events = me.events.lock().expect("events lock");
-            if !events.iter().any(|(d, k)| *k == kind && d == db) {
-                events.insert((db.to_string(), kind));
-                drop(events);
+            let new = match events.get_mut(db) {
+                Some(kinds) if *kinds & bit != 0 => false,
+                Some(kinds) => {
+                    *kinds |= bit;
+                    true
+                }
+                None => {
+                    events.insert(db.to_string(), bit);
+                    true
+                }
+            };
+            drop(events);
+            if new {
                 me.wake.notify_one();
             }
         })
     }
 
-    fn take(&self) -> BTreeSet<(String, Kind)> {
-        std::mem::take(&mut *self.events.lock().expect("events lock"))
+    /// The events noted so far, in the order a batch writes them: by kind, then name.
+    fn take(&self) -> Vec<(String, Kind)> {
+        let events = std::mem::take(&mut *self.events.lock().expect("events lock"));
+        let mut out: Vec<(String, Kind)> = events
+            .into_iter()
+            .flat_map(|(db, kinds)| {
+                [Kind::Created, Kind::Updated, Kind::Deleted]
+                    .into_iter()
+                    .filter(move |k| kinds & (1 << *k as u8) != 0)
+                    .map(move |k| (db.clone(), k))
+            })
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        out
     }
 }
 
@@ -92,13 +116,11 @@ impl Node {
         });
     }
 
-    async fn record_events(&self, events: BTreeSet<(String, Kind)>) -> crate::Result<()> {
+    async fn record_events(&self, events: Vec<(String, Kind)>) -> crate::Result<()> {
         let Ok(feed) = self.catalog.get(GLOBAL_CHANGES) else {
             return Ok(());
         };
-        let mut ordered: Vec<(String, Kind)> = events.into_iter().collect();
-        ordered.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-        let docs = event_docs(&feed, &ordered)?;
+        let docs = event_docs(&feed, &events)?;
         for r in feed
             .update(docs, EditMode::Interactive, Durability::Durable)
             .await?
@@ -116,10 +138,8 @@ fn event_docs(feed: &Database, events: &[(String, Kind)]) -> crate::Result<Vec<N
     for (db, kind) in events {
         let id = format!("{}:{db}", kind.name());
         let mut body = serde_json::json!({ "_id": id });
-        if let Ok(current) = snap.open_doc(&id, None, &DocOptions::default()) {
-            let current: serde_json::Value = serde_json::from_slice(&current)
-                .map_err(|_| settee_db::Error::Corrupted("an event document"))?;
-            body["_rev"] = current["_rev"].clone();
+        if let Ok((record, winner)) = snap.resolve_winner(&id) {
+            body["_rev"] = serde_json::json!(record.tree.nodes[winner].rev.to_string());
         }
         let doc = NewDoc::from_json(body, None, String::new, &Default::default())?;
         docs.push(doc);

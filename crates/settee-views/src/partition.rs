@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use settee_json::viewkey::{self, Collation};
-use settee_store::Bound;
+use settee_store::{Bound, RangeOptions};
 
 /// Above every byte that can follow a partition prefix (key tags are lower).
 const PAST: u8 = 0xFF;
@@ -21,9 +21,30 @@ pub(crate) fn strip(row_key: &[u8]) -> Option<&[u8]> {
     viewkey::value_len(row_key, Collation::Raw).map(|n| &row_key[n..])
 }
 
+/// The tree range from `start` to `end` in walk order (`start` is the high end when
+/// `descending`), within `partition`'s rows when one is named.
+pub(crate) fn range(
+    start: Bound,
+    end: Bound,
+    descending: bool,
+    partition: Option<&str>,
+) -> RangeOptions {
+    match partition {
+        Some(p) => {
+            let prefix = prefix(p);
+            let (start, end) = (
+                scoped(start, &prefix, descending),
+                scoped(end, &prefix, !descending),
+            );
+            RangeOptions::between(start, end, descending)
+        }
+        None => RangeOptions::between(start, end, descending),
+    }
+}
+
 /// A bound on row keys within one partition: `bound` on the keys after `prefix`, where an
 /// unbounded side becomes that end of the partition (`high` for the end past its last row).
-pub(crate) fn scoped(bound: Bound, prefix: &[u8], high: bool) -> Bound {
+fn scoped(bound: Bound, prefix: &[u8], high: bool) -> Bound {
     let with = |b: Vec<u8>| [prefix, &b].concat();
     match bound {
         Bound::Unbounded if high => Bound::Included(with(vec![PAST])),

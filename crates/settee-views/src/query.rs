@@ -133,15 +133,7 @@ fn range_of(
         (Some(k), true) => Bound::Included(row_bound(k, eid, c, !back)),
         (Some(k), false) => Bound::Excluded(row_bound(k, eid, c, back)),
     };
-    match &q.partition {
-        Some(p) => {
-            let prefix = crate::partition::prefix(p);
-            let start = crate::partition::scoped(start, &prefix, back);
-            let end = crate::partition::scoped(end, &prefix, !back);
-            RangeOptions::between(start, end, back)
-        }
-        None => RangeOptions::between(start, end, back),
-    }
+    crate::partition::range(start, end, back, q.partition.as_deref())
 }
 
 /// The ranges a query reads, in order: one per key of `keys`, or the start/end range.
@@ -244,17 +236,9 @@ pub fn map_rows_between(
 ) -> Result<impl Iterator<Item = Result<MapRow>> + Send + 'static> {
     let c = index.ddoc().views[view].collation;
     let partitioned = index.ddoc().options.partitioned;
-    let (start, end) = match partition.filter(|_| partitioned) {
-        Some(p) => {
-            let prefix = crate::partition::prefix(p);
-            (
-                crate::partition::scoped(start, &prefix, descending),
-                crate::partition::scoped(end, &prefix, !descending),
-            )
-        }
-        None => (start, end),
-    };
-    let range = snap.range(1 + view, RangeOptions::between(start, end, descending))?;
+    let partition = partition.filter(|_| partitioned);
+    let range = crate::partition::range(start, end, descending, partition);
+    let range = snap.range(1 + view, range)?;
     Ok(range.map(move |entry| map_row(entry?, c, partitioned)))
 }
 
