@@ -182,6 +182,10 @@ pub struct NewAtt {
     pub content_type: String,
     /// Its bytes.
     pub source: AttSource,
+    /// The revision position the attachment was given with (`revpos`). A replicated
+    /// revision keeps it, as CouchDB keeps it; a client's edit gives attachments with new
+    /// bytes the new revision's position.
+    pub revpos: Option<u64>,
 }
 
 /// Which attachments are stored compressed (`[attachments]` in the config).
@@ -315,11 +319,13 @@ fn parse_one(
     let content_type = text(&obj, "content_type")
         .unwrap_or("application/octet-stream")
         .to_string();
+    let revpos = obj.get("revpos").and_then(Value::as_u64);
     if obj.get("stub") == Some(&Value::Bool(true)) {
         return Ok(NewAtt {
             name,
             content_type,
             source: AttSource::Stub,
+            revpos,
         });
     }
     if obj.get("follows") == Some(&Value::Bool(true)) {
@@ -330,6 +336,7 @@ fn parse_one(
             name,
             content_type,
             source,
+            revpos,
         });
     }
     let bytes = text(&obj, "data").and_then(|data| STANDARD.decode(data.as_bytes()).ok());
@@ -343,6 +350,7 @@ fn parse_one(
         name,
         content_type,
         source,
+        revpos,
     })
 }
 

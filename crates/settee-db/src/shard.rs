@@ -382,7 +382,7 @@ fn edit(
                 .skip(1)
                 .find_map(|r| tree.find(r).and_then(|i| tree.nodes[i].info.as_ref()));
             let pos = doc.revs.first().map_or(1, |r| r.pos);
-            let info = new_info(txn, doc, base, pos, seq)?;
+            let info = new_info(txn, doc, base, pos, seq, mode)?;
             match tree.merge_path(&doc.revs, doc.deleted, info) {
                 Merged::Exists => return Ok(None),
                 Merged::Added(i) => i,
@@ -402,7 +402,7 @@ fn edit(
             let parent_rev = parent.map(|p| tree.nodes[p].rev.clone());
             let pos = parent_rev.as_ref().map_or(1, |r| r.pos + 1);
             let base = parent.and_then(|p| tree.nodes[p].info.as_ref());
-            let info = new_info(txn, doc, base, pos, seq)?;
+            let info = new_info(txn, doc, base, pos, seq, mode)?;
             let digests: Vec<_> = info.atts.iter().map(|a| a.rev_digest()).collect();
             let id: RevId = new_rev_id(doc.deleted, parent_rev.as_ref(), &doc.edit, &digests);
             if tree
@@ -444,13 +444,15 @@ fn spill_superseded(txn: &mut Txn, tree: &mut RevTree<RevInfo>) -> Result<()> {
 }
 
 /// Stores a new revision's body and attachments; stubs are taken from `base`, the revision
-/// being edited.
+/// being edited. Attachments with bytes get the revision's position `pos`, unless a
+/// replicated revision gives theirs.
 fn new_info(
     txn: &mut Txn,
     doc: &NewDoc,
     base: Option<&RevInfo>,
     pos: u64,
     seq: u64,
+    mode: EditMode,
 ) -> Result<RevInfo> {
     let body = if doc.body.len() <= INLINE_MAX {
         Body::Inline(doc.body.clone())
@@ -503,7 +505,10 @@ fn new_info(
         let info = AttInfo {
             name: att.name.clone(),
             content_type: att.content_type.clone(),
-            revpos: pos,
+            revpos: match (mode, att.revpos) {
+                (EditMode::Replicated, Some(given)) if (1..=pos).contains(&given) => given,
+                _ => pos,
+            },
             md5,
             length,
             encoding,

@@ -381,6 +381,7 @@ fn base_edit(
             name: a.name.clone(),
             content_type: a.content_type.clone(),
             source: AttSource::Stub,
+            revpos: None,
         })
         .collect();
     Ok((Some(rev), body, stubs))
@@ -412,6 +413,7 @@ async fn put(
         name: att_name.to_string(),
         content_type,
         source,
+        revpos: None,
     });
     let doc = NewDoc::from_stored(id, parent, body, atts)?;
     let rev = save(state, req, &db, doc).await?;

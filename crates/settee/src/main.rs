@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use settee_http::{Config, ServerOptions, State};
 
+mod backup;
 mod logging;
 mod repair;
 
@@ -80,6 +81,48 @@ enum Command {
         /// Config file [default: DATA/settee.ini]
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Back up a database of any CouchDB-compatible server to newline-delimited JSON.
+    ///
+    /// Every leaf revision (conflicts and deletions included) with its history and its
+    /// attachments, one JSON array of documents per line after a metadata line, as
+    /// `couchbackup` writes them. A backup to a file keeps FILE.log beside it; `--resume`
+    /// goes on from where an interrupted one stopped.
+    Backup {
+        /// The server, credentials in it: http://admin:password@127.0.0.1:5984
+        #[arg(long)]
+        url: String,
+        /// The database.
+        #[arg(long)]
+        db: String,
+        /// The backup file [default: standard output]
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Go on with an interrupted backup to --output.
+        #[arg(long)]
+        resume: bool,
+        /// Documents per line.
+        #[arg(long, default_value_t = 500)]
+        batch_size: usize,
+    },
+    /// Restore a backup (this command's or `couchbackup`'s) into a database.
+    ///
+    /// The database is made when it does not exist. Revisions keep their ids, so the
+    /// restored database has the same documents, revisions, conflicts and deletions; a
+    /// stopped restore is resumed by running it again.
+    Restore {
+        /// The server, credentials in it: http://admin:password@127.0.0.1:5984
+        #[arg(long)]
+        url: String,
+        /// The database.
+        #[arg(long)]
+        db: String,
+        /// The backup file [default: standard input]
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Lines written at once.
+        #[arg(long, default_value_t = 4)]
+        parallelism: usize,
     },
     /// Rebuild a damaged database from what can still be read, listing what was lost.
     ///
@@ -183,6 +226,30 @@ fn main() -> ExitCode {
         Command::Salvage { data, db, config } => {
             data_dir(data, config).and_then(|dir| repair::salvage(&dir, &db))
         }
+        Command::Backup {
+            url,
+            db,
+            output,
+            resume,
+            batch_size,
+        } => backup::backup(settee_backup::BackupOptions {
+            url,
+            db,
+            output,
+            resume,
+            batch_size,
+        }),
+        Command::Restore {
+            url,
+            db,
+            input,
+            parallelism,
+        } => backup::restore(settee_backup::RestoreOptions {
+            url,
+            db,
+            input,
+            parallelism,
+        }),
     };
     logging::flush();
     match result {
