@@ -1,7 +1,7 @@
 //! One JavaScript engine: a QuickJS runtime with CouchDB's environment loaded, the compiled
 //! programs it has been asked for, and the time and memory limits every call runs under.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -34,6 +34,44 @@ impl Default for Limits {
     }
 }
 
+/// Where a list function's rows come from and its output goes, while it runs.
+pub trait ListIo {
+    /// The next row's JSON; `None` after the last.
+    fn next_row(&mut self) -> Option<String>;
+    /// The response's start: its `{"code", "headers"}` as JSON, and what was sent before
+    /// the first row was asked for. False when the client has gone.
+    fn start(&mut self, resp_json: String, chunk: String) -> bool;
+    /// Output sent after the start. False when the client has gone.
+    fn send(&mut self, chunk: String) -> bool;
+}
+
+/// The list function running now's rows and output.
+type ListSlot = Rc<RefCell<Option<Box<dyn ListIo>>>>;
+
+/// Design-document functions that answer requests, by the prelude's maker for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Render {
+    /// `shows`: `(doc, req)` to a response.
+    Show,
+    /// `lists`: `(head, req)` over rows to chunks.
+    List,
+    /// `updates`: `(doc, req)` to `[doc, response]`.
+    Update,
+    /// `rewrites` as a function: `(req)` to a path or a response.
+    Rewrite,
+}
+
+impl Render {
+    fn maker(self) -> &'static str {
+        match self {
+            Render::Show => "__show",
+            Render::List => "__list",
+            Render::Update => "__update",
+            Render::Rewrite => "__rewriter",
+        }
+    }
+}
+
 /// A QuickJS runtime with CouchDB's JavaScript environment. Not `Send`: each thread that
 /// runs JavaScript owns its engines.
 pub struct Engine {
@@ -50,6 +88,8 @@ pub struct Engine {
     /// Set by the environment when a function's exception, caught there, was the heap
     /// running out: the call succeeded, but the engine is spent all the same.
     exhausted: Rc<Cell<bool>>,
+    /// The rows and output of the list function running now.
+    list: ListSlot,
 }
 
 impl Engine {
@@ -59,6 +99,7 @@ impl Engine {
         runtime.set_max_stack_size(1 << 20);
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let exhausted = Rc::new(Cell::new(false));
+        let list: ListSlot = Rc::new(RefCell::new(None));
         let watch = deadline.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || {
             watch.get().is_some_and(|d| Instant::now() >= d)
@@ -72,6 +113,7 @@ impl Engine {
             ctx.globals()
                 .set("__exhausted", Func::from(move || flag.set(true)))
                 .map_err(engine_error)?;
+            set_list_functions(&ctx, &list)?;
             ctx.eval::<(), _>(PRELUDE).map_err(|e| caught(&ctx, e))
         })?;
         let mut engine = Engine {
@@ -82,6 +124,7 @@ impl Engine {
             programs: HashMap::new(),
             spent: false,
             exhausted,
+            list,
         };
         engine.set_limits(limits);
         Ok(engine)
@@ -198,6 +241,44 @@ impl Engine {
         Ok(Some((error.to_string(), reason.to_string())))
     }
 
+    /// Compiles a show, list, update or rewrite function of the design document `ddoc_json`
+    /// under `key`, unless a program with that key exists.
+    pub fn load_render(
+        &mut self,
+        key: &str,
+        kind: Render,
+        source: &str,
+        ddoc_json: &str,
+    ) -> Result<()> {
+        self.load_ddoc_function(key, kind.maker(), source, ddoc_json)
+    }
+
+    /// Runs a loaded show, update or rewrite function with JSON-text arguments; its answer
+    /// as JSON text (see the prelude's `__show`, `__update`, `__rewriter`).
+    pub fn render(&mut self, key: &str, args: Vec<String>) -> Result<String> {
+        self.call(key, move |ctx, f| {
+            let args = rquickjs::function::Rest(args);
+            f.call::<_, String>((args,)).map_err(|e| caught(ctx, e))
+        })
+    }
+
+    /// Runs a loaded list function with the view's `head` and the request, its rows read
+    /// from and its output written to `io`; answers the last chunk, and gives `io` back.
+    pub fn list(
+        &mut self,
+        key: &str,
+        head: String,
+        req: String,
+        io: Box<dyn ListIo>,
+    ) -> (Result<String>, Box<dyn ListIo>) {
+        *self.list.borrow_mut() = Some(io);
+        let out = self.call(key, move |ctx, f| {
+            f.call::<_, String>((head, req)).map_err(|e| caught(ctx, e))
+        });
+        let io = self.list.borrow_mut().take().expect("the list's io");
+        (out, io)
+    }
+
     /// Compiles a reduce function under its own source text as key.
     pub fn load_reduce(&mut self, source: &str) -> Result<()> {
         if self.programs.contains_key(source) {
@@ -290,6 +371,26 @@ impl Drop for Engine {
         // Persistent handles must be released before their runtime.
         self.programs.clear();
     }
+}
+
+/// The host side of `getRow`, `send` and the start of a list's response.
+fn set_list_functions(ctx: &Ctx<'_>, list: &ListSlot) -> Result<()> {
+    let globals = ctx.globals();
+    let slot = list.clone();
+    let next = Func::from(move || slot.borrow_mut().as_mut().and_then(|io| io.next_row()));
+    globals.set("__listNext", next).map_err(engine_error)?;
+    let slot = list.clone();
+    let start = Func::from(move |resp: String, chunk: String| {
+        slot.borrow_mut()
+            .as_mut()
+            .is_some_and(|io| io.start(resp, chunk))
+    });
+    globals.set("__listStart", start).map_err(engine_error)?;
+    let slot = list.clone();
+    let send = Func::from(move |chunk: String| {
+        slot.borrow_mut().as_mut().is_some_and(|io| io.send(chunk))
+    });
+    globals.set("__listSend", send).map_err(engine_error)
 }
 
 fn engine_error(e: rquickjs::Error) -> Error {
@@ -625,5 +726,180 @@ mod tests {
                 [[["undefined", "undefined", "undefined", "undefined"], null]]
             ]])
         );
+    }
+
+    #[test]
+    fn shows_answer_with_bodies_json_and_negotiated_types() {
+        let mut e = engine();
+        let ddoc = r#"{"_id":"_design/d","greeting":"hi"}"#;
+        let src = "function(doc, req) { if (req.query.json) return {json: {id: doc && doc._id}}; provides('html', function() { return '<b>' + this.greeting + '</b>'; }); provides('json', function() { send('{\"a\":'); return {body: '1}'}; }); }";
+        e.load_render("s", Render::Show, src, ddoc).unwrap();
+        let run = |e: &mut Engine, doc: &str, req: serde_json::Value| -> serde_json::Value {
+            serde_json::from_str(&e.render("s", vec![doc.into(), req.to_string()]).unwrap())
+                .unwrap()
+        };
+        let json = run(
+            &mut e,
+            r#"{"_id":"x"}"#,
+            serde_json::json!({"query": {"json": "1"}, "headers": {}}),
+        );
+        assert_eq!(json, serde_json::json!({"json": {"id": "x"}}));
+        let html = run(
+            &mut e,
+            "null",
+            serde_json::json!({"query": {}, "headers": {"Accept": "text/html,*/*;q=0.1"}}),
+        );
+        assert_eq!(html["body"], "<b>hi</b>");
+        assert_eq!(html["headers"]["Content-Type"], "text/html; charset=utf-8");
+        let by_format = run(
+            &mut e,
+            "null",
+            serde_json::json!({"query": {"format": "json"}, "headers": {}}),
+        );
+        assert_eq!(by_format["body"], "{\"a\":1}");
+        assert_eq!(by_format["headers"]["Content-Type"], "application/json");
+        let first = run(
+            &mut e,
+            "null",
+            serde_json::json!({"query": {}, "headers": {}}),
+        );
+        assert_eq!(first["body"], "<b>hi</b>", "no Accept: the first provided");
+        let refused = e.render(
+            "s",
+            vec![
+                "null".into(),
+                serde_json::json!({"query": {}, "headers": {"Accept": "image/png"}}).to_string(),
+            ],
+        );
+        assert!(
+            matches!(refused, Err(Error::Raised { error, reason }) if error == "not_acceptable" && reason.contains("try one of: text/html"))
+        );
+    }
+
+    #[test]
+    fn updates_return_a_document_and_a_response() {
+        let mut e = engine();
+        let src = "function(doc, req) { if (req.query.fail) throw({error: 'nope', reason: 'said no'}); if (!doc) return [{_id: req.uuid, made: true}, 'made']; doc.n = (doc.n || 0) + 1; return [doc, {code: 202, json: {n: doc.n}}]; }";
+        e.load_render("u", Render::Update, src, "{}").unwrap();
+        let run = |e: &mut Engine, doc: &str, req: serde_json::Value| {
+            e.render("u", vec![doc.into(), req.to_string()])
+        };
+        let made: serde_json::Value = serde_json::from_str(
+            &run(
+                &mut e,
+                "null",
+                serde_json::json!({"method": "POST", "uuid": "u1", "query": {}}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            made,
+            serde_json::json!([{"_id": "u1", "made": true}, {"body": "made"}])
+        );
+        let bumped: serde_json::Value = serde_json::from_str(
+            &run(
+                &mut e,
+                r#"{"_id":"a","n":2}"#,
+                serde_json::json!({"method": "PUT", "query": {}}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            bumped,
+            serde_json::json!([{"_id": "a", "n": 3}, {"code": 202, "json": {"n": 3}}])
+        );
+        assert!(
+            matches!(run(&mut e, "null", serde_json::json!({"method": "POST", "query": {"fail": "1"}})), Err(Error::Raised { error, reason }) if error == "nope" && reason == "said no")
+        );
+        assert!(
+            matches!(run(&mut e, "null", serde_json::json!({"method": "GET", "query": {}})), Err(Error::Raised { error, .. }) if error == "method_not_allowed")
+        );
+        e.load_render(
+            "bad",
+            Render::Update,
+            "function(doc, req) { return [null]; }",
+            "{}",
+        )
+        .unwrap();
+        assert!(
+            matches!(e.render("bad", vec!["null".into(), r#"{"method":"POST"}"#.into()]), Err(Error::Raised { error, reason }) if error == "render_error" && reason == "undefined response from update function")
+        );
+    }
+
+    struct Rows {
+        rows: Vec<String>,
+        out: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl ListIo for Rows {
+        fn next_row(&mut self) -> Option<String> {
+            (!self.rows.is_empty()).then(|| self.rows.remove(0))
+        }
+        fn start(&mut self, resp: String, chunk: String) -> bool {
+            self.out.borrow_mut().push(format!("start {resp} {chunk}"));
+            true
+        }
+        fn send(&mut self, chunk: String) -> bool {
+            self.out.borrow_mut().push(chunk);
+            true
+        }
+    }
+
+    #[test]
+    fn lists_read_rows_and_stream_chunks() {
+        let mut e = engine();
+        let src = "function(head, req) { start({headers: {'X-Total': String(head.total_rows)}}); send('<ul>'); var row; while ((row = getRow())) { send('<li>' + row.key + '</li>'); } return '</ul>'; }";
+        e.load_render("l", Render::List, src, "{}").unwrap();
+        let out = Rc::new(RefCell::new(Vec::new()));
+        let io = Box::new(Rows {
+            rows: vec![r#"{"key":"a"}"#.into(), r#"{"key":"b"}"#.into()],
+            out: out.clone(),
+        });
+        let (tail, _) = e.list(
+            "l",
+            r#"{"total_rows":2,"offset":0}"#.into(),
+            r#"{"query":{},"headers":{}}"#.into(),
+            io,
+        );
+        assert_eq!(tail.unwrap(), "</ul>");
+        assert_eq!(
+            *out.borrow(),
+            vec![
+                r#"start {"headers":{"X-Total":"2"}} <ul>"#.to_string(),
+                "<li>a</li>".into(),
+                "<li>b</li>".into(),
+            ]
+        );
+        // A list that never reads its rows still starts its response.
+        e.load_render(
+            "t",
+            Render::List,
+            "function() { send('x'); return 'y'; }",
+            "{}",
+        )
+        .unwrap();
+        let out = Rc::new(RefCell::new(Vec::new()));
+        let io = Box::new(Rows {
+            rows: vec![],
+            out: out.clone(),
+        });
+        let (tail, _) = e.list("t", "{}".into(), r#"{"query":{},"headers":{}}"#.into(), io);
+        assert_eq!(tail.unwrap(), "y");
+        assert_eq!(*out.borrow(), vec![r#"start {"headers":{}} x"#.to_string()]);
+    }
+
+    #[test]
+    fn rewrite_functions_give_paths_or_responses() {
+        let mut e = engine();
+        let src = "function(req) { if (req.path[4] === 'none') return false; if (req.path[4] === 'teapot') return {code: 418, body: 'tea'}; return 'docs/' + req.path[4]; }";
+        e.load_render("r", Render::Rewrite, src, "{}").unwrap();
+        let run = |e: &mut Engine, last: &str| {
+            e.render("r", vec![serde_json::json!({"method": "GET", "path": ["db", "_design", "d", "_rewrite", last]}).to_string()]).unwrap()
+        };
+        assert_eq!(run(&mut e, "x"), r#"{"path":"docs/x","method":"GET"}"#);
+        assert_eq!(run(&mut e, "none"), "null");
+        assert_eq!(run(&mut e, "teapot"), r#"{"code":418,"body":"tea"}"#);
     }
 }

@@ -19,7 +19,7 @@ mod error;
 mod local;
 mod pool;
 
-pub use engine::{Engine, Limits};
+pub use engine::{Engine, Limits, ListIo, Render};
 pub use error::{Error, Result};
 pub use local::with_local_engine;
 pub use pool::{wait, Pool};

@@ -278,6 +278,313 @@ function __validator(source, ddoc) {
   };
 }
 
+// ---- Show, list, update and rewrite functions (CouchDB's "render" functions) ----------
+
+// MIME types by key, as `registerType` and `provides` know them; reset to CouchDB's defaults
+// before each call, so no call sees another's registrations.
+var __mimesByKey, __keysByMime, __provided, __responseType;
+// A list's or show's output: chunks sent and not yet passed on, the start response, rows.
+var __chunks, __startResp, __gotRow, __lastRow, __inList;
+
+function registerType() {
+  var mimes = Array.prototype.slice.call(arguments);
+  var key = mimes.shift();
+  __mimesByKey[key] = mimes;
+  mimes.forEach(function (m) { __keysByMime[m] = key; });
+}
+
+function __resetRender() {
+  __mimesByKey = {};
+  __keysByMime = {};
+  __provided = [];
+  __responseType = null;
+  __chunks = [];
+  __startResp = null;
+  __gotRow = false;
+  __lastRow = false;
+  registerType("all", "*/*");
+  registerType("text", "text/plain; charset=utf-8", "txt");
+  registerType("html", "text/html; charset=utf-8");
+  registerType("xhtml", "application/xhtml+xml", "xhtml");
+  registerType("xml", "application/xml", "text/xml", "application/x-xml");
+  registerType("js", "text/javascript", "application/javascript", "application/x-javascript");
+  registerType("css", "text/css");
+  registerType("ics", "text/calendar");
+  registerType("csv", "text/csv");
+  registerType("rss", "application/rss+xml");
+  registerType("atom", "application/atom+xml");
+  registerType("yaml", "application/x-yaml", "text/yaml");
+  registerType("multipart_form", "multipart/form-data");
+  registerType("url_encoded_form", "application/x-www-form-urlencoded");
+  registerType("json", "application/json", "text/x-json");
+}
+
+function provides(key, fn) {
+  __provided.push([key, fn]);
+}
+
+function send(chunk) {
+  __chunks.push(String(chunk));
+}
+
+function start(resp) {
+  if (__gotRow) {
+    throw ["error", "list_error", "start() must be called before getRow()"];
+  }
+  __startResp = resp || {};
+}
+
+function getRow() {
+  if (!__inList) {
+    throw ["error", "render_error", "getRow() may only be called from a list function"];
+  }
+  if (__lastRow) {
+    return null;
+  }
+  if (!__gotRow) {
+    __gotRow = true;
+    var resp = __withType(__startResp || {}, __responseType);
+    if (!__listStart(JSON.stringify(resp), __chunks.join(""))) {
+      throw ["fatal", "client_gone", "the client went away"];
+    }
+  } else if (__chunks.length > 0 && !__listSend(__chunks.join(""))) {
+    throw ["fatal", "client_gone", "the client went away"];
+  }
+  __chunks = [];
+  var row = __listNext();
+  if (row === null || row === undefined) {
+    __lastRow = true;
+    return null;
+  }
+  return JSON.parse(row);
+}
+
+function __wrap(resp) {
+  return typeof resp === "string" ? { body: resp } : resp;
+}
+
+function __withType(resp, type) {
+  resp.headers = resp.headers || {};
+  if (type && !resp.headers["Content-Type"]) {
+    resp.headers["Content-Type"] = type;
+  }
+  return resp;
+}
+
+// An Accept header's media ranges: type, subtype, parameters and quality.
+function __mediaRanges(accept) {
+  return String(accept).split(",").map(function (part) {
+    var params = part.split(";");
+    var full = params.shift().trim();
+    var range = { params: {}, q: 1 };
+    params.forEach(function (p) {
+      var kv = p.split("=");
+      if (kv.length === 2) {
+        range.params[kv[0].trim()] = kv[1].trim();
+      }
+    });
+    if (range.params.q !== undefined) {
+      var q = parseFloat(range.params.q);
+      range.q = isNaN(q) || q < 0 || q > 1 ? 1 : q;
+      delete range.params.q;
+    }
+    if (full === "*") {
+      full = "*/*";
+    }
+    var ts = full.split("/");
+    range.type = ts[0];
+    range.subtype = ts[1] || "*";
+    return range;
+  });
+}
+
+// The MIME type of `supported` that fits the Accept header best (mimeparse's rules: the
+// most specific matching range decides a type's quality); null when none is acceptable.
+function __bestMatch(supported, accept) {
+  var ranges = __mediaRanges(accept);
+  var best = null;
+  supported.forEach(function (mime, pos) {
+    var target = __mediaRanges(mime)[0];
+    var fitness = -1, q = 0;
+    ranges.forEach(function (r) {
+      var typeOk = r.type === target.type || r.type === "*" || target.type === "*";
+      var subOk = r.subtype === target.subtype || r.subtype === "*" || target.subtype === "*";
+      if (!typeOk || !subOk) {
+        return;
+      }
+      var fit = (r.type === target.type ? 100 : 0) + (r.subtype === target.subtype ? 10 : 0);
+      for (var k in target.params) {
+        if (r.params[k] === target.params[k]) {
+          fit += 1;
+        }
+      }
+      if (fit > fitness) {
+        fitness = fit;
+        q = r.q;
+      }
+    });
+    if (q > 0 && (best === null || q > best.q || (q === best.q && fitness > best.fitness))) {
+      best = { mime: mime, q: q, fitness: fitness };
+    }
+  });
+  return best && best.mime;
+}
+
+// Runs the `provides` function the request asks for: `?format=`, else the best match for
+// its Accept header, else the first one provided.
+function __runProvides(req, ddoc) {
+  var key = null;
+  var accept = req.headers && (req.headers.Accept || req.headers.accept);
+  if (req.query && req.query.format) {
+    key = req.query.format;
+    __responseType = (__mimesByKey[key] || [])[0] || null;
+  } else if (accept) {
+    var supported = [];
+    __provided.forEach(function (p) { supported = supported.concat(__mimesByKey[p[0]] || []); });
+    __responseType = __bestMatch(supported, accept);
+    key = __responseType && __keysByMime[__responseType];
+  } else if (__provided.length > 0) {
+    key = __provided[0][0];
+    __responseType = (__mimesByKey[key] || [])[0] || null;
+  }
+  for (var i = 0; i < __provided.length; i++) {
+    if (__provided[i][0] === key) {
+      return __provided[i][1].call(ddoc);
+    }
+  }
+  var types = __provided.map(function (p) { return (__mimesByKey[p[0]] || []).join(", ") || p[0]; });
+  throw ["error", "not_acceptable",
+    "Content-Type " + (accept || key) + " not supported, try one of: " + types.join(", ")];
+}
+
+// What a render function's exception fails its request with: an `["error", name, reason]`
+// or `{error, reason}` as thrown, anything else `render_error`.
+function __renderFailure(e) {
+  __note(e);
+  if (e === null || (e instanceof InternalError && /out of memory/.test(e.message))) {
+    return e;
+  }
+  if (Array.isArray(e) && (e[0] === "error" || e[0] === "fatal") && e.length >= 3) {
+    return __fail(String(e[1]), typeof e[2] === "string" ? e[2] : JSON.stringify(e[2]));
+  }
+  if (e && typeof e === "object" && e.error !== undefined && e.reason !== undefined) {
+    return __fail(String(e.error), typeof e.reason === "string" ? e.reason : JSON.stringify(e.reason));
+  }
+  return __fail("render_error", "function raised error: " + __describe(e));
+}
+
+// A show function: given the document (or null) and the request as JSON, the response
+// object ({code, headers, body | json | base64}) as JSON.
+function __show(source, ddoc) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (docText, reqText) {
+    __resetRender();
+    var req = JSON.parse(reqText);
+    try {
+      var resp = __wrap(fn.call(ddoc, JSON.parse(docText), req) || {});
+      if (__chunks.length > 0) {
+        resp.headers = resp.headers || {};
+        for (var h in __startResp) {
+          resp.headers[h] = __startResp[h];
+        }
+        resp.body = __chunks.join("") + (resp.body || "");
+        __chunks = [];
+      }
+      if (__provided.length > 0) {
+        var provided = __wrap(__runProvides(req, ddoc) || {});
+        resp.body = (resp.body || "") + __chunks.join("") + (provided.body || "");
+        resp = __withType(resp, __responseType);
+      }
+      if (typeof resp !== "object" || resp === null) {
+        throw ["error", "render_error", "undefined response from show function"];
+      }
+      return JSON.stringify(resp);
+    } catch (e) {
+      throw __renderFailure(e);
+    }
+  };
+}
+
+// An update function: given the document (or null) and the request, `[doc, response]` as
+// JSON (doc null when nothing is to be saved).
+function __update(source, ddoc) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (docText, reqText) {
+    __resetRender();
+    var req = JSON.parse(reqText);
+    try {
+      if (req.method === "GET") {
+        throw ["error", "method_not_allowed", "Update functions do not allow GET"];
+      }
+      var result = fn.call(ddoc, JSON.parse(docText), req);
+      var resp = result && result[1];
+      if (typeof resp !== "string" && (typeof resp !== "object" || resp === null)) {
+        throw ["error", "render_error", "undefined response from update function"];
+      }
+      var doc = result[0] === undefined ? null : result[0];
+      return JSON.stringify([doc, __wrap(resp)]);
+    } catch (e) {
+      throw __renderFailure(e);
+    }
+  };
+}
+
+// A list function over the rows the host gives through `__listNext`; what it sends goes out
+// through `__listStart` (with the response's code and headers) and `__listSend`. Returns
+// the last chunk.
+function __list(source, ddoc) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (headText, reqText) {
+    __resetRender();
+    __inList = true;
+    var req = JSON.parse(reqText);
+    try {
+      var tail = fn.call(ddoc, JSON.parse(headText), req);
+      if (__provided.length > 0) {
+        tail = __runProvides(req, ddoc);
+      }
+      if (!__gotRow) {
+        getRow();
+      }
+      if (tail !== undefined && tail !== null) {
+        __chunks.push(String(tail));
+      }
+      var rest = __chunks.join("");
+      __chunks = [];
+      return rest;
+    } catch (e) {
+      throw __renderFailure(e);
+    } finally {
+      __inList = false;
+    }
+  };
+}
+
+// A rewrite function: given the request, where to send it as JSON (`{path, query, method,
+// headers, body}` or `{code, headers, body}` to answer at once), or "null" for no rule.
+function __rewriter(source, ddoc) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (reqText) {
+    var req = JSON.parse(reqText);
+    var result;
+    try {
+      result = fn.call(ddoc, req);
+    } catch (e) {
+      throw __renderFailure(e);
+    }
+    if (!result) {
+      return "null";
+    }
+    if (typeof result === "string") {
+      result = { path: result, method: req.method };
+    }
+    return JSON.stringify(result);
+  };
+}
+
+__inList = false;
+__resetRender();
+
 // What tells the host how a call went cannot be replaced by the functions it runs.
 ["__note", "__exhausted", "__describe"].forEach(function (name) {
   Object.defineProperty(globalThis, name, { writable: false, configurable: false });
