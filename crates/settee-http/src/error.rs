@@ -65,6 +65,33 @@ impl HttpError {
         )
     }
 
+    /// An error a design function raised by name, with the status CouchDB gives that name
+    /// (500 for names it does not know), renamed or reworded where CouchDB does.
+    pub fn named(error: &str, reason: String) -> HttpError {
+        let status = match error {
+            "bad_request" | "query_parse_error" | "illegal_docid" | "doc_validation" => 400,
+            "unauthorized" => 401,
+            "forbidden" => 403,
+            "not_found" => 404,
+            "method_not_allowed" => 405,
+            "not_acceptable" => 406,
+            "conflict" => return HttpError::new(409, "conflict", "Document update conflict."),
+            "missing_stub" => 412,
+            "request_entity_too_large" => return HttpError::new(413, "document_too_large", reason),
+            "bad_ctype" => return HttpError::new(415, "bad_content_type", reason),
+            "invalid_json" => return HttpError::bad_request("invalid UTF-8 JSON"),
+            "timeout" => {
+                return HttpError::new(
+                    500,
+                    "timeout",
+                    "The request could not be processed in a reasonable amount of time.",
+                )
+            }
+            _ => 500,
+        };
+        HttpError::new(status, error, reason)
+    }
+
     /// The JSON body (without the trailing newline).
     pub fn body(&self) -> Vec<u8> {
         serde_json::to_vec(&serde_json::json!({"error": self.error, "reason": self.reason}))
@@ -85,7 +112,7 @@ impl From<settee_node::Error> for HttpError {
             N::NotFound(reason) => HttpError::not_found(reason),
             N::BadRequest(reason) => HttpError::bad_request(reason),
             N::Compilation(reason) => HttpError::new(400, "compilation_error", reason),
-            N::Refused { error, reason } => HttpError::new(500, &error, reason),
+            N::Refused { error, reason } => HttpError::named(&error, reason),
             N::Failed(reason) => HttpError::new(500, "unknown_error", reason),
         }
     }

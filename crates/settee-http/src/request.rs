@@ -215,6 +215,14 @@ pub struct Req {
     pub headers: HeaderMap,
     /// The body, until read.
     pub body: Option<TimedBody>,
+    /// A body already read, read again in place of `body`: a rewritten request's (a
+    /// rewrite function may read or replace the body before the request goes on).
+    pub preread: Option<Bytes>,
+    /// The path and query as the client sent them, still percent-encoded (or as a rewrite
+    /// made them).
+    pub raw_path: String,
+    /// How many times rewrite rules have sent this request on (`[httpd] rewrite_limit`).
+    pub rewrites: u32,
     /// The authenticated caller.
     pub user: Option<User>,
     /// The authentication handler that named the user (`default`, `cookie`, `jwt`, `proxy`).
@@ -258,6 +266,9 @@ impl Req {
 
     /// Reads the whole body, refusing more than `limit` bytes with 413.
     pub async fn bytes(&mut self, limit: usize) -> HttpResult<Bytes> {
+        if let Some(bytes) = self.preread.take() {
+            return Ok(bytes);
+        }
         let Some(body) = self.body.take() else {
             return Ok(Bytes::new());
         };

@@ -714,9 +714,16 @@ async fn dispatch(
         handler,
         refresh,
     } = state.authenticate(&parts.headers, peer, tls).await?;
+    let raw_path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
     let mut req = Req {
         method: parts.method,
         segments: segments(parts.uri.path()),
+        raw_path,
+        preread: None,
+        rewrites: 0,
         query: Query::parse(parts.uri.query()),
         headers: parts.headers,
         body: Some(TimedBody::new(body, state.settings.load().conn.body, conn)),
@@ -758,7 +765,7 @@ async fn dispatch(
     Ok(resp)
 }
 
-async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
+pub(crate) async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
     let first = req.segments.first().cloned();
     if req.user.is_none() && access::requires_valid_user(state, first.as_deref(), &req.method) {
         return Err(HttpError::new(
@@ -843,21 +850,28 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
             let id = format!("{second}/{}", req.segments[2]);
             doc_route(state, req, name, &id).await
         }
-        // Design-document functions CouchDB 3 deprecated and Settee does not run (an
-        // attachment's name cannot start with `_`).
+        "_design" if rest >= 4 && req.segments[3] == "_rewrite" => {
+            let ddoc = req.segments[2].clone();
+            Box::pin(crate::rewrite::rewrite(state, req, name, &ddoc)).await
+        }
+        "_design"
+            if rest >= 4 && matches!(req.segments[3].as_str(), "_show" | "_list" | "_update") =>
+        {
+            let (ddoc, kind) = (req.segments[2].clone(), req.segments[3].clone());
+            let rest: Vec<String> = req.segments[4..].to_vec();
+            match kind.as_str() {
+                "_show" => Box::pin(crate::render::show(state, req, name, &ddoc, &rest)).await,
+                "_list" => Box::pin(crate::render::list(state, req, name, &ddoc, &rest)).await,
+                _ => Box::pin(crate::render::update(state, req, name, &ddoc, &rest)).await,
+            }
+        }
+        // Design-document functions Settee does not run (an attachment's name cannot start
+        // with `_`).
         "_design"
             if rest >= 4
                 && matches!(
                     req.segments[3].as_str(),
-                    "_show"
-                        | "_list"
-                        | "_update"
-                        | "_rewrite"
-                        | "_search"
-                        | "_search_info"
-                        | "_search_disk_size"
-                        | "_nouveau"
-                        | "_nouveau_info"
+                    "_search" | "_search_info" | "_search_disk_size" | "_nouveau" | "_nouveau_info"
                 ) =>
         {
             Err(unbuilt_design_function(req, &req.segments[3]))
@@ -911,25 +925,12 @@ fn unbuilt_db_endpoint(req: &Req, endpoint: &str) -> HttpError {
     node::unbuilt(req, endpoint, methods)
 }
 
-/// A design-document function Settee does not run, refused as [`node::unbuilt`] refuses:
-/// show and rewrite functions take any method, update functions any but GET.
+/// A design-document function Settee does not run (search indexes), refused as
+/// [`node::unbuilt`] refuses, with the methods of CouchDB's handler for it.
 fn unbuilt_design_function(req: &Req, function: &str) -> HttpError {
     let methods = match function {
-        "_show" | "_rewrite" => "*",
-        "_list" => "GET,POST,HEAD",
         "_search" => "GET,POST",
         "_nouveau" => "GET, POST",
-        "_update" if matches!(req.method, Method::GET | Method::HEAD) => {
-            return HttpError {
-                allow: None,
-                ..HttpError::new(
-                    405,
-                    "method_not_allowed",
-                    "Update functions do not allow GET",
-                )
-            };
-        }
-        "_update" => "*",
         _ => "GET",
     };
     node::unbuilt(req, function, methods)

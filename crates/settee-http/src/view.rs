@@ -266,20 +266,94 @@ fn write_map_rows(
             line.extend_from_slice(b",\r\n");
         }
         first = false;
-        line.extend_from_slice(b"{\"id\":");
-        settee_json::body::write_str(&mut line, &row.id);
-        line.extend_from_slice(b",\"key\":");
-        line.extend_from_slice(row.key.as_bytes());
-        line.extend_from_slice(b",\"value\":");
-        line.extend_from_slice(row.value.as_bytes());
-        if plan.include_docs {
-            line.extend_from_slice(b",\"doc\":");
-            line.extend_from_slice(&row_doc(db, &row, &plan.doc));
-        }
-        line.push(b'}');
+        map_row_json(&mut line, &row, db, plan);
         out.put(&line)?;
     }
     Ok(())
+}
+
+/// One map row as JSON: `id`, `key`, `value`, and `doc` when the query includes them.
+fn map_row_json(line: &mut Vec<u8>, row: &MapRow, db: &DbSnapshot, plan: &Plan) {
+    line.extend_from_slice(b"{\"id\":");
+    settee_json::body::write_str(line, &row.id);
+    line.extend_from_slice(b",\"key\":");
+    line.extend_from_slice(row.key.as_bytes());
+    line.extend_from_slice(b",\"value\":");
+    line.extend_from_slice(row.value.as_bytes());
+    if plan.include_docs {
+        line.extend_from_slice(b",\"doc\":");
+        line.extend_from_slice(&row_doc(db, row, &plan.doc));
+    }
+    line.push(b'}');
+}
+
+/// A view's answer as a list function reads it: the head (`total_rows` and `offset` of a
+/// map view, `update_seq` when asked) and each row's JSON, read as the list asks for them.
+pub(crate) struct ListRows {
+    /// The list function's `head`.
+    pub head: Value,
+    /// The rows.
+    pub rows: Box<dyn Iterator<Item = String> + Send>,
+}
+
+/// The rows of view `view` of design document `ddoc` for a list function, queried with
+/// `query` as the view itself would be.
+pub(crate) async fn list_rows(
+    state: &Arc<State>,
+    db: &Arc<Database>,
+    query: Query,
+    ddoc: &str,
+    view: &str,
+) -> HttpResult<ListRows> {
+    let query = single_keys_as_key(query);
+    let (ddoc, index) = design(state, db, ddoc)?;
+    let plan = plan(&ddoc, view, &query, None)?;
+    let snap = ready(state, db, &index, plan.update).await?;
+    let mut head = serde_json::Map::new();
+    if plan.update_seq {
+        head.insert(
+            "update_seq".into(),
+            json!(index.meta_of(&snap)?.seq.encode()),
+        );
+    }
+    if plan.reduce {
+        let rows = query::reduce_rows(&index, &snap, plan.view, &plan.query)?;
+        let rows: Vec<String> = rows
+            .into_iter()
+            .map(|row| match row.value {
+                Ok(v) => format!("{{\"key\":{},\"value\":{v}}}", row.key),
+                Err((e, r)) => format!(
+                    "{{\"key\":{},\"error\":{},\"reason\":{}}}",
+                    row.key,
+                    json!(e),
+                    json!(r)
+                ),
+            })
+            .collect();
+        return Ok(ListRows {
+            head: Value::Object(head),
+            rows: Box::new(rows.into_iter()),
+        });
+    }
+    let total = query::total_rows(&snap, plan.view)?;
+    let offset = query::offset(&index, &snap, plan.view, &plan.query)?.min(total);
+    head.insert("total_rows".into(), json!(total));
+    head.insert("offset".into(), json!(offset));
+    let dbsnap = db.snapshot();
+    let rows = query::map_rows(&index, &snap, plan.view, &plan.query)?
+        .map_while(|row| {
+            row.map_err(|e| tracing::error!(error = %e, "reading a view for a list"))
+                .ok()
+        })
+        .map(move |row| {
+            let mut line = Vec::with_capacity(64 + row.key.len() + row.value.len());
+            map_row_json(&mut line, &row, &dbsnap, &plan);
+            String::from_utf8(line).unwrap_or_default()
+        });
+    Ok(ListRows {
+        head: Value::Object(head),
+        rows: Box::new(rows),
+    })
 }
 
 /// The document a row includes: the one a `{"_id": …}` value links to (at `_rev` if given),

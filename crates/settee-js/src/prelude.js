@@ -423,7 +423,8 @@ function __bestMatch(supported, accept) {
         q = r.q;
       }
     });
-    if (q > 0 && (best === null || q > best.q || (q === best.q && fitness > best.fitness))) {
+    var better = best === null || fitness > best.fitness || (fitness === best.fitness && q >= best.q);
+    if (q > 0 && better) {
       best = { mime: mime, q: q, fitness: fitness };
     }
   });
@@ -439,6 +440,8 @@ function __runProvides(req, ddoc) {
     key = req.query.format;
     __responseType = (__mimesByKey[key] || [])[0] || null;
   } else if (accept) {
+    // As CouchDB: the provided types are weighed last first (ties go to the last).
+    __provided.reverse();
     var supported = [];
     __provided.forEach(function (p) { supported = supported.concat(__mimesByKey[p[0]] || []); });
     __responseType = __bestMatch(supported, accept);
@@ -470,7 +473,7 @@ function __renderFailure(e) {
   if (e && typeof e === "object" && e.error !== undefined && e.reason !== undefined) {
     return __fail(String(e.error), typeof e.reason === "string" ? e.reason : JSON.stringify(e.reason));
   }
-  return __fail("render_error", "function raised error: " + __describe(e));
+  return __fail("render_error", "function raised error: " + String(e) + " \nstacktrace: " + (e ? e.stack : undefined));
 }
 
 // A show function: given the document (or null) and the request as JSON, the response

@@ -292,6 +292,12 @@ impl Process {
         self.prompt(&json!(["ddoc", id, path, args]), timeout)
     }
 
+    /// Stops the process and keeps it from going back to the pool: it was left in the
+    /// middle of a conversation (a list stopped early).
+    pub fn discard(&mut self) {
+        let _ = self.fail(Error::Process("discarded".into()));
+    }
+
     fn expect_true(&mut self, command: &Value, timeout: Duration) -> Result<()> {
         match self.prompt(command, timeout)? {
             Value::Bool(true) => Ok(()),
