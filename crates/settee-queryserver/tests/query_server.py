@@ -3,7 +3,9 @@
 
 Functions are Python source defining one function, as for couchpy. Map functions yield
 (key, value) pairs; `require("lib/name")` returns the namespace of module `lib/name` given
-by `add_lib` (or by the design document, for ddoc functions).
+by `add_lib` (or by the design document, for ddoc functions). Show, update and rewrite
+functions return what CouchDB's JavaScript ones return; list functions call `start`,
+`send` and `get_row` (None after the last row), which speak the list protocol.
 """
 import json
 import sys
@@ -35,6 +37,65 @@ def emit(value):
 
 
 state = {"funs": [], "lib": {}, "ddocs": {}}
+
+
+class ListState:
+    """The list being run: chunks not yet sent, the start response, whether rows began."""
+
+    def __init__(self):
+        self.chunks = []
+        self.resp = {}
+        self.started = False
+        self.ended = False
+
+    def start(self, resp):
+        self.resp = resp
+
+    def send(self, chunk):
+        self.chunks.append(chunk)
+
+    def flush(self, kind):
+        out = [kind, self.chunks] + ([self.resp] if kind == "start" else [])
+        self.chunks = []
+        emit(out)
+
+    def get_row(self):
+        if self.ended:
+            return None
+        self.flush("chunks" if self.started else "start")
+        self.started = True
+        line = json.loads(sys.stdin.readline())
+        if line[0] == "list_end":
+            self.ended = True
+            return None
+        return line[1]
+
+
+def run_list(f, head, req):
+    ls = ListState()
+    tail = f(head, req, ls.start, ls.send, ls.get_row)
+    if not ls.started:
+        ls.get_row()
+    if tail is not None:
+        ls.chunks.append(tail)
+    return ["end", ls.chunks]
+
+
+def render(f, path, args):
+    """Runs a show, update, list or rewrite function; its protocol answer."""
+    if path[0] == "shows":
+        return ["resp", wrap(f(*args))]
+    if path[0] == "updates":
+        doc, resp = f(*args)
+        return ["up", doc, wrap(resp)]
+    if path[0] == "lists":
+        return run_list(f, *args)
+    out = f(*args)
+    return ["ok", out] if out else ["no_dispatch_rule"]
+
+
+def wrap(resp):
+    return {"body": resp} if isinstance(resp, str) else resp
 
 
 def handle(cmd):
@@ -78,6 +139,11 @@ def handle(cmd):
         for part in path:
             node = node[part]
         f = compile_fun(node, ddoc)
+        if path[0] in ("shows", "updates", "lists", "rewrites"):
+            try:
+                return render(f, path, args)
+            except Exception as e:
+                return ["error", type(e).__name__, str(e)]
         if path[0] == "filters":
             docs, req = args
             return [True, [bool(f(d, req)) for d in docs]]
@@ -91,5 +157,8 @@ def handle(cmd):
     return ["error", "unknown_command", "unknown command " + name]
 
 
-for line in sys.stdin:
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
     emit(handle(json.loads(line)))
