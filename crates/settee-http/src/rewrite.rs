@@ -71,6 +71,12 @@ fn rewrite_error(reason: &str) -> HttpError {
     HttpError::new(500, "rewrite_error", reason)
 }
 
+/// Query parameters, in order.
+type Params = Vec<(String, String)>;
+
+/// What a rule bound: its path variables, and the segments its `*` matched.
+type Bound = (Params, Vec<String>);
+
 /// One rule of a `rewrites` array.
 struct Rule {
     from: Vec<String>,
@@ -121,7 +127,7 @@ impl Rule {
 
     /// The path variables this rule binds for `path`, and what `*` matched; `None` when it
     /// does not match.
-    fn bind(&self, method: &str, path: &[String]) -> Option<(Vec<(String, String)>, Vec<String>)> {
+    fn bind(&self, method: &str, path: &[String]) -> Option<Bound> {
         if self.method.as_deref().is_some_and(|m| m != method) {
             return None;
         }
@@ -143,11 +149,7 @@ impl Rule {
 
 /// The first rule matching the request: where it goes (relative to the design document)
 /// and its query; 404 `missing` when none matches.
-fn dispatch(
-    rules: &[Rule],
-    req: &Req,
-    path: &[String],
-) -> HttpResult<(Vec<Segment>, Vec<(String, String)>)> {
+fn dispatch(rules: &[Rule], req: &Req, path: &[String]) -> HttpResult<(Vec<Segment>, Params)> {
     let method = req.method.as_str();
     for rule in rules {
         let Some((vars, rest)) = rule.bind(method, path) else {

@@ -643,6 +643,9 @@ fn comparable(r: &Resp) -> Value {
     json!({"status": r.status, "type": ctype, "body": body})
 }
 
+/// A request: method, path, body and headers.
+type Request<'a> = (&'a str, &'a str, Option<&'a str>, Vec<(&'a str, &'a str)>);
+
 #[test]
 fn answers_match_the_reference_couchdb() {
     let Some(couch) = ReferenceCouch::start("answers_match_the_reference_couchdb") else {
@@ -652,7 +655,7 @@ fn answers_match_the_reference_couchdb() {
     let (ours, theirs) = (s.admin(), couch.admin());
     fill(&ours);
     fill(&theirs);
-    let requests: Vec<(&str, &str, Option<&str>, Vec<(&str, &str)>)> = vec![
+    let requests: Vec<Request> = vec![
         ("GET", "/rt/_design/app/_show/hello/a?x=1", None, vec![]),
         ("GET", "/rt/_design/app/_show/hello?x=1", None, vec![]),
         (
