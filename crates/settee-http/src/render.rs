@@ -305,9 +305,38 @@ fn set_headers(resp: &mut Response, headers: &[(String, String)]) -> HttpResult<
     Ok(())
 }
 
-/// The document a show or update function gets: with `_revisions` and `_conflicts`; `None`
-/// when it is missing or deleted.
-fn read_doc(db: &Database, id: &str) -> HttpResult<Option<(String, String)>> {
+/// A show or update request's database, function and document id.
+type DocFunction = (Arc<Database>, DesignFunction, Option<String>);
+
+/// The database, the function and the document id (`{f}[/{docid}]`, the id's own `/`
+/// kept) of a show or update request; 404 `show_error`/`update_error` without a name.
+fn doc_function(
+    state: &State,
+    name: &str,
+    ddoc: &str,
+    rest: &[String],
+    kind: Render,
+) -> HttpResult<DocFunction> {
+    let Some(fname) = rest.first() else {
+        let error = if kind == Render::Show {
+            "show_error"
+        } else {
+            "update_error"
+        };
+        return Err(HttpError::new(404, error, "Invalid path."));
+    };
+    let db = open(state, name)?;
+    let f = function(design_json(&db, ddoc)?, kind, fname)?;
+    let id = (rest.len() > 1).then(|| rest[1..].join("/"));
+    Ok((db, f, id))
+}
+
+/// The document a show or update function gets (with `_revisions` and `_conflicts`) and
+/// its revision; `None` when there is no id, or it is missing or deleted.
+fn read_doc(db: &Database, id: Option<&str>) -> HttpResult<Option<(String, String)>> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
     let opts = DocOptions {
         revs: true,
         conflicts: true,
@@ -357,16 +386,8 @@ pub async fn show(
     ddoc: &str,
     rest: &[String],
 ) -> HttpResult<Response> {
-    let Some(fname) = rest.first() else {
-        return Err(HttpError::new(404, "show_error", "Invalid path."));
-    };
-    let db = open(state, name)?;
-    let f = function(design_json(&db, ddoc)?, Render::Show, fname)?;
-    let id = (rest.len() > 1).then(|| rest[1..].join("/"));
-    let doc = match &id {
-        Some(id) => read_doc(&db, id)?,
-        None => None,
-    };
+    let (db, f, id) = doc_function(state, name, ddoc, rest, Render::Show)?;
+    let doc = read_doc(&db, id.as_deref())?;
     let etag = show_etag(&f.ddoc, doc.as_ref().map(|(_, rev)| rev.as_str()), req);
     if req.header("if-none-match") == Some(etag.as_str()) {
         let mut resp = reply::empty(304);
@@ -406,11 +427,7 @@ pub async fn update(
     ddoc: &str,
     rest: &[String],
 ) -> HttpResult<Response> {
-    let Some(fname) = rest.first() else {
-        return Err(HttpError::new(404, "update_error", "Invalid path."));
-    };
-    let db = open(state, name)?;
-    let f = function(design_json(&db, ddoc)?, Render::Update, fname)?;
+    let (db, f, id) = doc_function(state, name, ddoc, rest, Render::Update)?;
     if matches!(req.method, Method::GET | Method::HEAD) {
         return Err(HttpError::new(
             405,
@@ -418,11 +435,7 @@ pub async fn update(
             "Update functions do not allow GET",
         ));
     }
-    let id = (rest.len() > 1).then(|| rest[1..].join("/"));
-    let doc = match &id {
-        Some(id) => read_doc(&db, id)?,
-        None => None,
-    };
+    let doc = read_doc(&db, id.as_deref())?;
     let reqobj = request_object(state, req, &db, id.as_deref(), false).await?;
     let doc_text = doc.map_or_else(|| "null".to_string(), |(text, _)| text);
     let node = state.node.clone();

@@ -357,13 +357,7 @@ async fn follow(
             .map_err(|_| rewrite_error("bad method"))?;
     }
     if let Some(headers) = answer.get("headers") {
-        for (k, v) in strings(headers, "bad headers")? {
-            let name = hyper::header::HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| rewrite_error("bad headers"))?;
-            let value = hyper::header::HeaderValue::from_str(&v)
-                .map_err(|_| rewrite_error("bad headers"))?;
-            req.headers.insert(name, value);
-        }
+        insert_headers(&mut req.headers, headers)?;
     }
     if let Some(body) = answer.get("body") {
         let body = body.as_str().ok_or_else(|| rewrite_error("bad body"))?;
@@ -397,6 +391,18 @@ fn strings(v: &Value, what: &str) -> HttpResult<Vec<(String, String)>> {
         .collect()
 }
 
+/// Sets the headers of a rewrite function's `headers` object in `map`.
+fn insert_headers(map: &mut hyper::HeaderMap, headers: &Value) -> HttpResult<()> {
+    for (k, v) in strings(headers, "bad headers")? {
+        let name = hyper::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| rewrite_error("bad headers"))?;
+        let value =
+            hyper::header::HeaderValue::from_str(&v).map_err(|_| rewrite_error("bad headers"))?;
+        map.insert(name, value);
+    }
+    Ok(())
+}
+
 /// A rewrite function's own answer: `code` (200-599), `headers`, `body`, as given.
 fn respond(code: &Value, answer: &Map<String, Value>) -> HttpResult<Response> {
     let code = code
@@ -411,13 +417,7 @@ fn respond(code: &Value, answer: &Map<String, Value>) -> HttpResult<Response> {
     let mut resp = reply::bytes(code, body);
     resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
     if let Some(headers) = answer.get("headers") {
-        for (k, v) in strings(headers, "bad headers")? {
-            let name = hyper::header::HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| rewrite_error("bad headers"))?;
-            let value = hyper::header::HeaderValue::from_str(&v)
-                .map_err(|_| rewrite_error("bad headers"))?;
-            resp.headers_mut().insert(name, value);
-        }
+        insert_headers(resp.headers_mut(), headers)?;
     }
     Ok(resp)
 }

@@ -20,6 +20,33 @@ fn settee(args: &[&str]) -> Output {
         .expect("run settee")
 }
 
+/// `settee restore` of `input` into `db`.
+fn restore(url: &str, db: &str, input: &Path) -> Output {
+    settee(&[
+        "restore",
+        "--url",
+        url,
+        "--db",
+        db,
+        "--input",
+        path_str(input),
+    ])
+}
+
+/// `settee backup` of `db` to `output`, with more options.
+fn backup(url: &str, db: &str, output: &Path, more: &[&str]) -> Output {
+    let args = [
+        "backup",
+        "--url",
+        url,
+        "--db",
+        db,
+        "--output",
+        path_str(output),
+    ];
+    settee(&[&args[..], more].concat())
+}
+
 fn ok(out: &Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "settee failed: {err}");
@@ -188,17 +215,7 @@ fn a_round_trip_keeps_every_revision_conflict_deletion_and_attachment() {
     fill(&c, "src");
     let url = auth_url(&s.url, ADMIN);
     let out = s.dir.path().join("src.ndjson");
-    let report = ok(&settee(&[
-        "backup",
-        "--url",
-        &url,
-        "--db",
-        "src",
-        "--output",
-        path_str(&out),
-        "--batch-size",
-        "7",
-    ]));
+    let report = ok(&backup(&url, "src", &out, &["--batch-size", "7"]));
     assert!(report.contains("backed up 124 revisions"), "{report}");
     let text = lines(&out);
     let meta: Value = serde_json::from_str(&text[0]).unwrap();
@@ -219,15 +236,7 @@ fn a_round_trip_keeps_every_revision_conflict_deletion_and_attachment() {
         "local documents are not backed up"
     );
 
-    ok(&settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "copy",
-        "--input",
-        path_str(&out),
-    ]));
+    ok(&restore(&url, "copy", &out));
     let before = snapshot(&c, "src", false);
     assert_eq!(
         before["docs"]["twin"].as_array().unwrap().len(),
@@ -245,15 +254,7 @@ fn a_round_trip_keeps_every_revision_conflict_deletion_and_attachment() {
 
     // Restoring again changes nothing: revisions present are left as they are.
     let seq = status(&c.get("/copy"), 200)["update_seq"].clone();
-    ok(&settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "copy",
-        "--input",
-        path_str(&out),
-    ]));
+    ok(&restore(&url, "copy", &out));
     assert_eq!(status(&c.get("/copy"), 200)["update_seq"], seq);
     assert_same(&snapshot(&c, "copy", false), &before);
 
@@ -285,17 +286,7 @@ fn an_interrupted_backup_resumes_without_gaps_or_repeats() {
     let url = auth_url(&s.url, ADMIN);
     let dir = s.dir.path();
     let whole = dir.join("whole.ndjson");
-    ok(&settee(&[
-        "backup",
-        "--url",
-        &url,
-        "--db",
-        "src",
-        "--output",
-        path_str(&whole),
-        "--batch-size",
-        "10",
-    ]));
+    ok(&backup(&url, "src", &whole, &["--batch-size", "10"]));
     let log = std::fs::read_to_string(dir.join("whole.ndjson.log")).unwrap();
     let log_lines: Vec<&str> = log.lines().collect();
     assert!(log_lines.len() > 5);
@@ -309,33 +300,18 @@ fn an_interrupted_backup_resumes_without_gaps_or_repeats() {
     std::fs::write(&cut, &bytes[..offset + 40]).unwrap();
     let partial = format!("{}\n{}", log_lines[..4].join("\n"), &log_lines[4][..12]);
     std::fs::write(dir.join("cut.ndjson.log"), partial).unwrap();
-    ok(&settee(&[
-        "backup",
-        "--url",
+    ok(&backup(
         &url,
-        "--db",
         "src",
-        "--output",
-        path_str(&cut),
-        "--batch-size",
-        "10",
-        "--resume",
-    ]));
+        &cut,
+        &["--batch-size", "10", "--resume"],
+    ));
     assert_eq!(
         std::fs::read(&cut).unwrap(),
         bytes,
         "the resumed backup is the whole one"
     );
-    let again = ok(&settee(&[
-        "backup",
-        "--url",
-        &url,
-        "--db",
-        "src",
-        "--output",
-        path_str(&cut),
-        "--resume",
-    ]));
+    let again = ok(&backup(&url, "src", &cut, &["--resume"]));
     assert!(again.contains("nothing to do"), "{again}");
     assert_eq!(std::fs::read(&cut).unwrap(), bytes);
 
@@ -375,32 +351,18 @@ fn an_interrupted_backup_resumes_without_gaps_or_repeats() {
     let stopped = std::fs::read_to_string(&killed_log).unwrap();
     println!("killed after {} log lines", stopped.lines().count());
     assert!(!stopped.contains("complete"), "killed before it finished");
-    ok(&settee(&[
-        "backup",
-        "--url",
+    ok(&backup(
         &url,
-        "--db",
         "src",
-        "--output",
-        path_str(&killed),
-        "--batch-size",
-        "5",
-        "--resume",
-    ]));
+        &killed,
+        &["--batch-size", "5", "--resume"],
+    ));
     let mut revs = revisions_in(&killed);
     assert_eq!(revs.len(), 3124);
     revs.sort();
     revs.dedup();
     assert_eq!(revs.len(), 3124, "no revision twice");
-    ok(&settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "copy",
-        "--input",
-        path_str(&killed),
-    ]));
+    ok(&restore(&url, "copy", &killed));
     assert_same(&snapshot(&c, "copy", false), &snapshot(&c, "src", false));
 }
 
@@ -411,15 +373,7 @@ fn bad_input_fails_clearly_and_writes_nothing() {
     let url = auth_url(&s.url, ADMIN);
     let dir = s.dir.path();
     let out = dir.join("none.ndjson");
-    let r = settee(&[
-        "backup",
-        "--url",
-        &url,
-        "--db",
-        "missing",
-        "--output",
-        path_str(&out),
-    ]);
+    let r = backup(&url, "missing", &out, &[]);
     assert!(!r.status.success());
     assert!(
         String::from_utf8_lossy(&r.stderr).contains("could not open"),
@@ -445,30 +399,14 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         "{\"name\":\"settee\",\"version\":\"1\",\"mode\":\"full\"}\n[{\"_id\":",
     )
     .unwrap();
-    let r = settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "target",
-        "--input",
-        path_str(&garbage),
-    ]);
+    let r = restore(&url, "target", &garbage);
     assert!(!r.status.success());
     assert!(
         String::from_utf8_lossy(&r.stderr).contains("line 2 of the backup is not JSON"),
         "{r:?}"
     );
     std::fs::write(&garbage, "{\"_id\":\"x\"}\n").unwrap();
-    let r = settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "target",
-        "--input",
-        path_str(&garbage),
-    ]);
+    let r = restore(&url, "target", &garbage);
     assert!(
         String::from_utf8_lossy(&r.stderr).contains("neither a list of documents"),
         "{r:?}"
@@ -482,15 +420,7 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         .map(|n| json!({"_id": format!("d{n}"), "_rev": format!("1-{n:032x}"), "n": n}))
         .collect();
     std::fs::write(&garbage, format!("{}\n", json!(docs))).unwrap();
-    let r = settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "target",
-        "--input",
-        path_str(&garbage),
-    ]);
+    let r = restore(&url, "target", &garbage);
     assert!(!r.status.success());
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(
@@ -538,28 +468,12 @@ fn files_are_interchangeable_with_couchbackup() {
         .output()
         .unwrap();
     ok(&r);
-    ok(&settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "from_theirs",
-        "--input",
-        path_str(&theirs),
-    ]));
+    ok(&restore(&url, "from_theirs", &theirs));
     let before = snapshot(&c, "src", false);
     assert_same(&snapshot(&c, "from_theirs", false), &before);
 
     let ours = s.dir.path().join("ours.ndjson");
-    ok(&settee(&[
-        "backup",
-        "--url",
-        &url,
-        "--db",
-        "src",
-        "--output",
-        path_str(&ours),
-    ]));
+    ok(&backup(&url, "src", &ours, &[]));
     status(&c.put("/from_ours", ""), 201);
     let r = Command::new(couchbackup_bin("couchrestore"))
         .args(["--url", &url, "--db", "from_ours", "--attachments"])
@@ -581,47 +495,13 @@ fn backups_of_couchdb_restore_into_settee_and_back() {
     let url = auth_url(&s.url, ADMIN);
     fill(&couch.admin(), "src");
     let file = s.dir.path().join("couch.ndjson");
-    ok(&settee(&[
-        "backup",
-        "--url",
-        &couch_url,
-        "--db",
-        "src",
-        "--output",
-        path_str(&file),
-        "--batch-size",
-        "9",
-    ]));
-    ok(&settee(&[
-        "restore",
-        "--url",
-        &url,
-        "--db",
-        "src",
-        "--input",
-        path_str(&file),
-    ]));
+    ok(&backup(&couch_url, "src", &file, &["--batch-size", "9"]));
+    ok(&restore(&url, "src", &file));
     let original = snapshot(&couch.admin(), "src", true);
     assert_same(&snapshot(&s.admin(), "src", true), &original);
 
     let back = s.dir.path().join("settee.ndjson");
-    ok(&settee(&[
-        "backup",
-        "--url",
-        &url,
-        "--db",
-        "src",
-        "--output",
-        path_str(&back),
-    ]));
-    ok(&settee(&[
-        "restore",
-        "--url",
-        &couch_url,
-        "--db",
-        "again",
-        "--input",
-        path_str(&back),
-    ]));
+    ok(&backup(&url, "src", &back, &[]));
+    ok(&restore(&couch_url, "again", &back));
     assert_same(&snapshot(&couch.admin(), "again", true), &original);
 }
