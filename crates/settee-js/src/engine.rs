@@ -772,7 +772,7 @@ mod tests {
             ],
         );
         assert!(
-            matches!(refused, Err(Error::Raised { error, reason }) if error == "not_acceptable" && reason.contains("try one of: text/html"))
+            matches!(refused, Err(Error::Raised { error, reason }) if error == "not_acceptable" && reason.contains("try one of: application/json, text/x-json, text/html"))
         );
     }
 
