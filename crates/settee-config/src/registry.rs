@@ -253,6 +253,11 @@ settings! {
     LOG_WRITER = "log", "writer", "stderr", Text, true;
     /// The log file when `writer` is `file`.
     LOG_FILE = "log", "file", "./couch.log", Text, true;
+    /// Send a Content-Security-Policy with the admin UI's files at `/_utils`.
+    CSP_UTILS_ENABLE = "csp", "utils_enable", "true", Bool, true;
+    /// The Content-Security-Policy of `/_utils`: nothing from other origins, no inline
+    /// scripts or styles.
+    CSP_UTILS_HEADER_VALUE = "csp", "utils_header_value", "default-src 'self'; img-src 'self' data: blob:; script-src 'self'; style-src 'self'; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'self'", Text, true;
     /// Serve HTTPS as well (from the next start).
     SSL_ENABLE = "ssl", "enable", "false", Bool, true;
     /// Port HTTPS listens on.

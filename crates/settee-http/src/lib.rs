@@ -37,6 +37,7 @@ mod server;
 mod settings;
 mod stats;
 mod tls;
+mod utils;
 mod view;
 
 pub use auth::{hash_password, verify_password};

@@ -320,7 +320,6 @@ const NOT_BUILT: &[(&str, &str)] = &[
     ("_cluster_setup", "GET,POST"),
     ("_search_analyze", "GET,POST"),
     ("_nouveau_analyze", "POST"),
-    ("_utils", "GET,HEAD"),
 ];
 
 /// The methods of CouchDB's `_reshard` handlers, by the path after `_reshard`.

@@ -777,6 +777,8 @@ pub(crate) async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Respo
     match first.as_deref() {
         None => node::welcome(state, req),
         Some("_up") => node::up(req),
+        // The admin UI is static and public: it asks who you are through `_session`.
+        Some("_utils") => crate::utils::utils(state, req),
         Some("_settee_test_panic") if state.panic_route => panic!("test panic requested"),
         Some("_uuids") => node::uuids(state, req),
         Some("_session") => Box::pin(node::session(state, req)).await,
