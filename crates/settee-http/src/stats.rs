@@ -42,7 +42,10 @@ pub fn prometheus(state: &State, req: &Req) -> HttpResult<Response> {
 /// `GET /_node/{node}/_system`.
 pub fn system(state: &State, req: &Req) -> HttpResult<Response> {
     only(req, &[Method::GET, Method::HEAD], "GET")?;
-    Ok(reply::json(200, &state.node.system(run_queue())))
+    let mut system = state.node.system(run_queue());
+    // Not CouchDB's: the HTTP connections open now (the admin UI's dashboard shows them).
+    system["http_connections"] = serde_json::json!(state.connections.count());
+    Ok(reply::json(200, &system))
 }
 
 /// Tasks waiting in the request runtime's global queue.

@@ -1,7 +1,7 @@
 //! The admin UI at `/_utils`: its files served with their types, versioned long-cached
 //! names, an uncached page, gzip and the Content-Security-Policy; and the UI itself in a
-//! real headless Chromium (`clients/js/ui.test.js`, puppeteer-core driving Debian's
-//! chromium): log in, create a database, create, edit and delete documents, upload an
+//! real headless Chromium and Firefox (`clients/js/ui.test.js`, puppeteer-core driving
+//! Debian's chromium and firefox-esr): log in, create a database, create, edit and delete documents, upload an
 //! attachment, resolve a conflict, define and query a view, run a Mango query, change
 //! `_security` and see a member's access change, watch a compaction in active tasks, run a
 //! replication to completion, verify the install, with no errors in the browser's console.
@@ -93,20 +93,31 @@ fn files_are_served_with_types_caching_gzip_and_csp() {
 }
 
 #[test]
-fn the_admin_ui_works_in_a_real_browser() {
+fn the_admin_ui_works_in_chromium() {
+    browser_test("chromium", "/usr/bin/chromium");
+}
+
+#[test]
+fn the_admin_ui_works_in_firefox() {
+    browser_test("firefox", "/usr/bin/firefox-esr");
+}
+
+/// Runs `clients/js/ui.test.js` in `browser` against a new server.
+fn browser_test(browser: &str, program: &str) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../clients/js");
     assert!(
         dir.join("node_modules/puppeteer-core").is_dir(),
         "puppeteer-core is not installed: run ./scripts/test, which installs clients/js"
     );
     assert!(
-        std::path::Path::new("/usr/bin/chromium").exists(),
-        "Chromium is not installed: run ./scripts/test, which installs Debian's chromium"
+        std::path::Path::new(program).exists(),
+        "{program} is not installed: run ./scripts/test, which installs Debian's chromium and firefox-esr"
     );
     let s = TestServer::start();
     let mut cmd = Command::new("node");
     cmd.arg("--test").arg("ui.test.js").current_dir(&dir);
-    cmd.env("SETTEE_URL", &s.url)
+    cmd.env("SETTEE_BROWSER", browser)
+        .env("SETTEE_URL", &s.url)
         .env("SETTEE_USER", ADMIN.0)
         .env("SETTEE_PASSWORD", ADMIN.1);
     let out = cmd.output().expect("run node");

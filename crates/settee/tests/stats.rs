@@ -114,6 +114,10 @@ fn stats_paths_methods_and_access() {
     }
     assert!(system["memory"]["processes"].as_u64().unwrap() > 0);
     assert!(system["open_os_files"].as_u64().unwrap() > 0);
+    assert!(
+        system["http_connections"].as_u64().unwrap() >= 1,
+        "this request's connection at least"
+    );
 }
 
 /// The scrape read by prometheus-client's parser (clients/python/test_prometheus.py).

@@ -2,7 +2,7 @@
 // screens in views/. Everything goes through the public HTTP API.
 
 import { get, api } from "./api.js";
-import { h, mount, banner, clearBanner, attempt } from "./ui.js";
+import { h, mount, banner, clearBanner, attempt, takeFlash } from "./ui.js";
 import { databases } from "./views/databases.js";
 import { allDocs, documentPage } from "./views/docs.js";
 import { mango, designDocs, runView } from "./views/query.js";
@@ -50,6 +50,8 @@ async function route() {
         }
         mount(h("h1", {}, "Something went wrong"), h("p", { class: "error-text" }, `${e.error || "error"}: ${e.reason || e.message}`));
       }
+      const notice = takeFlash();
+      if (notice) banner(notice, "notice");
       document.getElementById("app").focus({ preventScroll: true });
       return;
     }

@@ -36,6 +36,25 @@ export function banner(message, kind = "error") {
   el.hidden = false;
 }
 
+/** A notice to show once the next page is shown (the page is about to change). */
+let flashed = null;
+export function flash(message) {
+  flashed = message;
+}
+
+/** The notice waiting for the page being shown, once. */
+export function takeFlash() {
+  const m = flashed;
+  flashed = null;
+  return m;
+}
+
+/** Shows the current page again (after a change), then `message`. */
+export function reload(message) {
+  if (message) flash(message);
+  window.dispatchEvent(new HashChangeEvent("hashchange"));
+}
+
 export function clearBanner() {
   document.getElementById("banner").hidden = true;
 }

@@ -2,7 +2,7 @@
 // create and delete (confirmed by typing the name).
 
 import { get, put, post, del, enc, qs } from "../api.js";
-import { h, mount, dialog, table, pager, size, attempt, banner } from "../ui.js";
+import { h, mount, dialog, table, pager, size, attempt, reload } from "../ui.js";
 
 const PAGE = 20;
 
@@ -50,7 +50,6 @@ async function remove(name) {
   ], { confirmText: "Delete", check: (x) => x.confirm === name });
   if (!v) return;
   if (await attempt(() => del(`/${enc(name)}`))) {
-    banner(`Deleted ${name}.`, "notice");
-    window.dispatchEvent(new HashChangeEvent("hashchange"));
+    reload(`Deleted ${name}.`);
   }
 }

@@ -3,7 +3,7 @@
 // (see the differences, pick a winner) and attachments (upload, download, delete).
 
 import { api, get, put, post, del, enc, qs } from "../api.js";
-import { h, mount, dialog, pager, attempt, banner, size } from "../ui.js";
+import { h, mount, dialog, pager, attempt, banner, size, flash, reload } from "../ui.js";
 import { editor, view } from "../json.js";
 import { dbNav } from "./dbnav.js";
 
@@ -60,7 +60,7 @@ export async function allDocs(db, params) {
     if (out) {
       const failed = out.filter((r) => r.error);
       if (failed.length) banner(`${failed.length} not deleted: ${failed[0].error}: ${failed[0].reason}`);
-      go({});
+      else reload(`Deleted ${chosen.length} documents.`);
     }
   };
   mount(
@@ -98,8 +98,7 @@ async function importDb(db, file) {
   const fresh = docs.filter((d) => !d._rev);
   if (withRevs.length) await attempt(() => post(`/${enc(db)}/_bulk_docs`, { docs: withRevs, new_edits: false }));
   if (fresh.length) await attempt(() => post(`/${enc(db)}/_bulk_docs`, { docs: fresh }));
-  banner(`Imported ${docs.length} documents.`, "notice");
-  window.dispatchEvent(new HashChangeEvent("hashchange"));
+  reload(`Imported ${docs.length} documents.`);
 }
 
 export async function documentPage(db, id) {
@@ -115,9 +114,10 @@ export async function documentPage(db, id) {
     const target = value._id || id;
     const out = target ? await attempt(() => put(`${base}/${enc(target)}`, value)) : await attempt(() => post(base, value));
     if (out) {
-      banner(`Saved ${out.id} at ${out.rev}.`, "notice");
-      location.hash = `#/db/${encodeURIComponent(db)}/doc/${encodeURIComponent(out.id)}`;
-      if (out.id === id) window.dispatchEvent(new HashChangeEvent("hashchange"));
+      flash(`Saved ${out.id} at ${out.rev}.`);
+      const target = `#/db/${encodeURIComponent(db)}/doc/${encodeURIComponent(out.id)}`;
+      if (location.hash === target) reload();
+      else location.hash = target;
     }
   };
   const clone = async () => {
@@ -156,10 +156,10 @@ function attachments(db, id, doc) {
     const file = ev.target.files[0];
     if (!file) return;
     const out = await attempt(() => api("PUT", `${base}/${encodeURIComponent(file.name)}?rev=${encodeURIComponent(doc._rev)}`, { body: file, headers: { "Content-Type": file.type || "application/octet-stream" } }));
-    if (out) { banner(`Uploaded ${file.name}.`, "notice"); window.dispatchEvent(new HashChangeEvent("hashchange")); }
+    if (out) reload(`Uploaded ${file.name}.`);
   };
   const remove = async (name) => {
-    if (await attempt(() => del(`${base}/${encodeURIComponent(name)}?rev=${encodeURIComponent(doc._rev)}`))) window.dispatchEvent(new HashChangeEvent("hashchange"));
+    if (await attempt(() => del(`${base}/${encodeURIComponent(name)}?rev=${encodeURIComponent(doc._rev)}`))) reload(`Deleted ${name}.`);
   };
   return h("section", { class: "attachments" },
     h("h3", {}, "Attachments"),
@@ -181,7 +181,7 @@ async function conflicts(db, id, doc) {
     const docs = [...losers];
     if (rev !== doc._rev) docs.push({ ...chosen, _rev: doc._rev });
     const out = await attempt(() => post(`/${enc(db)}/_bulk_docs`, { docs }));
-    if (out) { banner(`Kept ${rev}.`, "notice"); window.dispatchEvent(new HashChangeEvent("hashchange")); }
+    if (out) reload(`Kept ${rev}.`);
   };
   return h("section", { class: "conflicts" },
     h("h3", {}, `Conflicts (${doc._conflicts.length})`),

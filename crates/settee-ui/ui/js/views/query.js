@@ -3,7 +3,7 @@
 // functions, and run a view with its query options.
 
 import { get, put, post, del, enc, qs } from "../api.js";
-import { h, mount, attempt, banner, table, dialog } from "../ui.js";
+import { h, mount, attempt, banner, table, dialog, reload } from "../ui.js";
 import { editor, view } from "../json.js";
 import { dbNav } from "./dbnav.js";
 
@@ -122,8 +122,7 @@ export async function runView(db, ddocName, viewName, params) {
     ddoc.views = ddoc.views || {};
     ddoc.views[viewName] = reduce.value ? { map: map.value, reduce: reduce.value } : { map: map.value };
     if (await attempt(() => put(`${base}/${enc(id)}`, ddoc))) {
-      banner(`Saved ${id}.`, "notice");
-      window.dispatchEvent(new HashChangeEvent("hashchange"));
+      reload(`Saved ${id}.`);
     }
   };
   mount(dbNav(db, "views"), h("h2", {}, `${id} / ${viewName}`),

@@ -3,7 +3,7 @@
 // "verify install" check, and a live dashboard from `_stats`.
 
 import { api, get, put, post, del, enc } from "../api.js";
-import { h, mount, attempt, banner, table, size } from "../ui.js";
+import { h, mount, attempt, banner, table, size, reload } from "../ui.js";
 import { onLeave } from "../main.js";
 
 /** Runs `fn` now and every `ms` until the page is left. */
@@ -70,13 +70,13 @@ export async function config() {
     if (out !== undefined) banner(`[${section}] ${key} = ${value}`, "notice");
   };
   const remove = async (section, key) => {
-    if (await attempt(() => del(`/_node/_local/_config/${encodeURIComponent(section)}/${encodeURIComponent(key)}`)) !== undefined) window.dispatchEvent(new HashChangeEvent("hashchange"));
+    if (await attempt(() => del(`/_node/_local/_config/${encodeURIComponent(section)}/${encodeURIComponent(key)}`)) !== undefined) reload(`Deleted [${section}] ${key}.`);
   };
   const add = h("form", { class: "options", onsubmit: async (ev) => {
     ev.preventDefault();
     const f = ev.target.elements;
     await edit(f.section.value, f.key.value, f.value.value);
-    window.dispatchEvent(new HashChangeEvent("hashchange"));
+    reload();
   } }, h("input", { name: "section", placeholder: "section", required: true, "aria-label": "Section" }),
   h("input", { name: "key", placeholder: "key", required: true, "aria-label": "Key" }),
   h("input", { name: "value", placeholder: "value", "aria-label": "Value" }),
@@ -182,6 +182,7 @@ export async function dashboard() {
       tile("Latency (ms)", pct.length ? pct.map(([p, v]) => `p${p} ${Number(v).toFixed(1)}`).join(" · ") : "no requests yet"),
       tile("Open databases", String(value(stats, "couchdb.open_databases.value") ?? "")),
       tile("Open files", String(value(stats, "couchdb.open_os_files.value") ?? "")),
+      system.http_connections !== undefined ? tile("Connections", String(system.http_connections)) : null,
       tile("Memory", size(system.memory && system.memory.processes_used)),
       tile("Uptime", `${system.uptime}s`));
   };
