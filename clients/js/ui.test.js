@@ -225,6 +225,24 @@ test("the admin UI does what Fauxton does, in a real browser", { timeout: 180000
   await page.waitForFunction(() => !document.querySelector("#doc-list").textContent.includes("aa2"));
   assert.equal((await rest("GET", "/uitest/aa1")).status, 404);
 
+  // Exporting the database as newline-delimited JSON (Chromium's downloads can be read).
+  if (!firefox) {
+    const downloads = require("node:fs").mkdtempSync(path.join(require("node:os").tmpdir(), "settee-ui-"));
+    const cdp = await page.createCDPSession();
+    await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
+    await go("#/db/uitest");
+    await page.waitForSelector("#doc-list");
+    await clickText("button", "Export NDJSON");
+    const file = path.join(downloads, "uitest.ndjson");
+    for (let i = 0; i < 100 && !require("node:fs").existsSync(file); i++) await new Promise((r) => setTimeout(r, 100));
+    const lines = require("node:fs").readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const info = (await rest("GET", "/uitest")).body;
+    assert.equal(lines.length, info.doc_count, "one line per document");
+    const exported = lines.find((d) => d._id === "doc1");
+    assert.equal(exported.name, "edited");
+    assert.ok(Object.values(exported._attachments)[0].data, "attachments inline");
+  }
+
   // Importing documents from newline-delimited JSON.
   const nd = path.join(require("node:os").tmpdir(), `settee-ui-${process.pid}.ndjson`);
   require("node:fs").writeFileSync(nd, '{"_id":"imp1","n":1}\n{"_id":"imp2","_rev":"1-abc","n":2}\n');
