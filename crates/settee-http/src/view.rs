@@ -232,9 +232,15 @@ fn query_params(url: &Query, members: &serde_json::Map<String, Value>) -> Query 
     Query(pairs)
 }
 
-fn map_head(index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<String> {
+/// A map query's `total_rows` and `offset`.
+fn map_counts(index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<(u64, u64)> {
     let total = query::total_rows(snap, plan.view)?;
     let offset = query::offset(index, snap, plan.view, &plan.query)?.min(total);
+    Ok((total, offset))
+}
+
+fn map_head(index: &Index, snap: &Snapshot, plan: &Plan) -> HttpResult<String> {
+    let (total, offset) = map_counts(index, snap, plan)?;
     let mut head = format!("{{\"total_rows\":{total},\"offset\":{offset},");
     if plan.update_seq {
         head.push_str(&format!(
@@ -335,8 +341,7 @@ pub(crate) async fn list_rows(
             rows: Box::new(rows.into_iter()),
         });
     }
-    let total = query::total_rows(&snap, plan.view)?;
-    let offset = query::offset(&index, &snap, plan.view, &plan.query)?.min(total);
+    let (total, offset) = map_counts(&index, &snap, &plan)?;
     head.insert("total_rows".into(), json!(total));
     head.insert("offset".into(), json!(offset));
     let dbsnap = db.snapshot();
