@@ -48,6 +48,12 @@ pub fn system(state: &State, req: &Req) -> HttpResult<Response> {
     Ok(reply::json(200, &system))
 }
 
+/// `GET /_node/{node}/_versions`.
+pub fn versions(req: &Req) -> HttpResult<Response> {
+    only(req, &[Method::GET, Method::HEAD], "GET")?;
+    Ok(reply::json(200, &settee_node::stats::versions()))
+}
+
 /// Tasks waiting in the request runtime's global queue.
 fn run_queue() -> u64 {
     tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().global_queue_depth() as u64)

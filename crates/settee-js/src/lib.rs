@@ -23,3 +23,10 @@ pub use engine::{Engine, Limits, ListIo, Render};
 pub use error::{Error, Result};
 pub use local::with_local_engine;
 pub use pool::{wait, Pool};
+
+/// The embedded QuickJS engine's version (`/_node/{node}/_versions`).
+pub fn engine_version() -> String {
+    // SAFETY: `JS_GetVersion` returns a pointer to a static NUL-terminated string.
+    let version = unsafe { std::ffi::CStr::from_ptr(rquickjs::qjs::JS_GetVersion()) };
+    version.to_string_lossy().into_owned()
+}

@@ -13,6 +13,10 @@ use icu_collator::options::CollatorOptions;
 use icu_collator::{Collator, CollatorBorrowed};
 use serde_json::{Number, Value};
 
+/// The collation library and its version (`/_node/{node}/_versions`); a test checks it
+/// against `Cargo.lock`.
+pub const COLLATION_LIBRARY: (&str, &str) = ("icu4x", "2.4.0");
+
 static ROOT: LazyLock<CollatorBorrowed<'static>> = LazyLock::new(|| {
     Collator::try_new(Default::default(), CollatorOptions::default())
         .expect("the root collation is compiled in")
@@ -107,6 +111,19 @@ fn compare_with(a: &Value, b: &Value, text: fn(&str, &str) -> Ordering, rank: Ra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_collation_library_version_is_the_one_built() {
+        let lock = include_str!("../../../Cargo.lock");
+        let entry = lock
+            .split("[[package]]")
+            .find(|p| p.contains("name = \"icu_collator\"\n"))
+            .expect("icu_collator in Cargo.lock");
+        assert!(
+            entry.contains(&format!("version = \"{}\"", COLLATION_LIBRARY.1)),
+            "{entry}"
+        );
+    }
     use serde_json::json;
 
     /// The ordering example from CouchDB's documentation on view collation.

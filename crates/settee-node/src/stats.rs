@@ -16,6 +16,16 @@ fn started() -> Instant {
     *STARTED.get_or_init(Instant::now)
 }
 
+/// The versions CouchDB's `/_node/{node}/_versions` gives that mean something here: the
+/// JavaScript engine and the collation library (there is no Erlang).
+pub fn versions() -> Value {
+    let (library, version) = settee_json::collate::COLLATION_LIBRARY;
+    json!({
+        "javascript_engine": {"name": "quickjs", "version": settee_js::engine_version()},
+        "collation_driver": {"name": library, "library_version": version},
+    })
+}
+
 /// Marks the start of the node's uptime.
 pub(crate) fn mark_start() {
     started();

@@ -316,7 +316,7 @@ fn error_answers_keep_the_connection_alive() {
     let s = TestServer::start();
     let auth = common::admin_auth();
     for first in [
-        "GET /_node/_local/_versions HTTP/1.1",
+        "GET /_cluster_setup HTTP/1.1",
         "GET /nodb HTTP/1.1",
         "PATCH / HTTP/1.1",
         "GET /_uuids?count=x HTTP/1.1",

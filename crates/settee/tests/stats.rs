@@ -118,6 +118,18 @@ fn stats_paths_methods_and_access() {
         system["http_connections"].as_u64().unwrap() >= 1,
         "this request's connection at least"
     );
+    let versions = c.get("/_node/_local/_versions").json();
+    assert_eq!(versions["javascript_engine"]["name"], "quickjs");
+    let engine = versions["javascript_engine"]["version"].as_str().unwrap();
+    assert!(engine.split('.').count() >= 2, "{engine}");
+    assert_eq!(versions["collation_driver"]["name"], "icu4x");
+    assert!(versions["collation_driver"]["library_version"].is_string());
+    s.anon()
+        .get("/_node/_local/_versions")
+        .error(401, "unauthorized");
+    let put = c.put("/_node/_local/_versions", "");
+    put.error(405, "method_not_allowed");
+    assert_eq!(put.header("allow"), Some("GET"));
 }
 
 /// The scrape read by prometheus-client's parser (clients/python/test_prometheus.py).
