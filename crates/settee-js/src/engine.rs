@@ -170,6 +170,33 @@ impl Engine {
         self.load_ddoc_function(key, "__viewFilter", source, ddoc_json)
     }
 
+    /// Compiles a search index function `source` of design document `ddoc_json` under `key`
+    /// (`nouveau` for `index(type, name, value, options)`), unless a program with that key
+    /// exists. Run it with [`Engine::index_docs`].
+    pub fn load_indexer(
+        &mut self,
+        key: &str,
+        source: &str,
+        ddoc_json: &str,
+        nouveau: bool,
+    ) -> Result<()> {
+        if self.programs.contains_key(key) {
+            return Ok(());
+        }
+        let (source, ddoc) = (source.to_string(), ddoc_json.to_string());
+        self.compile(key, move |ctx| {
+            let make: Function = ctx.globals().get("__searchIndexer")?;
+            let ddoc: Value = ctx.json_parse(ddoc)?;
+            make.call((source, ddoc, nouveau))
+        })
+    }
+
+    /// Runs a loaded index function over a JSON array of documents: per document, a JSON
+    /// array of `[type, name, value, options]` fields, or the error text the function threw.
+    pub fn index_docs(&mut self, key: &str, docs_json: String) -> Result<String> {
+        self.map_docs(key, docs_json)
+    }
+
     /// Compiles `source` under `key` with the prelude's `maker` (which takes the source and
     /// the design document), unless a program with that key exists.
     fn load_ddoc_function(

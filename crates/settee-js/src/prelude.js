@@ -592,3 +592,76 @@ __resetRender();
 ["__note", "__exhausted", "__describe"].forEach(function (name) {
   Object.defineProperty(globalThis, name, { writable: false, configurable: false });
 });
+
+// ---- Search index functions ------------------------------------------------------------
+
+// The fields of the document being indexed, or null outside an index function.
+var __fields = null;
+
+// `index(name, value, options)` (search indexes) or `index(type, name, value, options)`
+// (nouveau indexes): checks its arguments as CouchDB does and records the field.
+function index() {
+  if (__fields === null) {
+    throw new Error("index() may only be called from an index function");
+  }
+  var nouveau = __fields.nouveau;
+  var a = Array.prototype.slice.call(arguments);
+  var type = nouveau ? a.shift() : "auto";
+  var name = a[0], value = a[1], options = a[2];
+  if (nouveau && typeof type !== "string") {
+    throw { name: "TypeError", message: "type must be a string not " + typeof type };
+  }
+  if (typeof name !== "string") {
+    throw { name: "TypeError", message: "name must be a string not " + typeof name };
+  }
+  if (name.substring(0, 1) === "_") {
+    throw { name: "ReservedName", message: "name must not start with an underscore" };
+  }
+  if (nouveau) {
+    __checkNouveauValue(type, value);
+  } else if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
+    throw { name: "TypeError", message: "value must be a string, a number or boolean not " + typeof value };
+  }
+  if (options !== undefined && options !== null && typeof options !== "object") {
+    throw { name: "TypeError", message: "options must be an object not " + typeof options };
+  }
+  __fields.out.push([type, name, value, options || {}]);
+}
+
+function __checkNouveauValue(type, value) {
+  var want = { text: "string", string: "string", double: "number" }[type];
+  if (type === "stored") {
+    if (typeof value !== "string" && typeof value !== "number") {
+      throw { name: "TypeError", message: "value must be a string or number not " + typeof value };
+    }
+  } else if (want === undefined) {
+    throw { name: "TypeError", message: type + " not supported" };
+  } else if (typeof value !== want) {
+    throw { name: "TypeError", message: "value must be a " + want + " not " + typeof value };
+  }
+}
+
+// A batch indexer for a search (or, with `nouveau`, a nouveau) index function: given a JSON
+// array of documents, returns a JSON array with, per document, its fields as
+// `[type, name, value, options]`, or the text of the error the function threw (the document
+// is then left out of the index, as in CouchDB).
+function __searchIndexer(source, ddoc, nouveau) {
+  var fn = __compile(source, __makeRequire(ddoc));
+  return function (docsText) {
+    var docs = JSON.parse(docsText);
+    var out = new Array(docs.length);
+    for (var i = 0; i < docs.length; i++) {
+      __fields = { nouveau: nouveau, out: [] };
+      try {
+        fn(docs[i]);
+        out[i] = JSON.stringify(__fields.out);
+      } catch (e) {
+        var text = e && e.name && e.message ? e.name + ": " + e.message : __describe(e);
+        __log("index function raised exception " + text + " with doc._id " + (docs[i] && docs[i]._id));
+        out[i] = JSON.stringify(String(text));
+      }
+    }
+    __fields = null;
+    return "[" + out.join(",") + "]";
+  };
+}

@@ -1,0 +1,548 @@
+//! Analyzers: how text becomes the terms an index holds and a query looks for, named as
+//! CouchDB's search and nouveau indexes name them.
+//!
+//! Each analyzer is a tokenizer (Unicode word boundaries, letters, whitespace, the whole
+//! value, or the classic and e-mail rules) followed by filters (lower case, stop words, a
+//! Snowball stemmer). `perfield` picks an analyzer by field name.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::Value;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
+};
+use unicode_segmentation::UnicodeSegmentation;
+
+use crate::error::{Error, Result};
+
+/// Longest term kept, in bytes (longer tokens are dropped, as Lucene's standard tokenizer
+/// drops them past its maximum).
+const MAX_TERM: usize = 255;
+
+/// English stop words of the standard, classic and e-mail analyzers of search indexes.
+const ENGLISH_STOP: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+    "these", "they", "this", "to", "was", "will", "with",
+];
+
+/// The language analyzers, by CouchDB's names, and the stemmer each uses.
+pub const LANGUAGES: &[(&str, Language)] = &[
+    ("arabic", Language::Arabic),
+    ("danish", Language::Danish),
+    ("dutch", Language::Dutch),
+    ("english", Language::English),
+    ("finnish", Language::Finnish),
+    ("french", Language::French),
+    ("german", Language::German),
+    ("greek", Language::Greek),
+    ("hungarian", Language::Hungarian),
+    ("italian", Language::Italian),
+    ("norwegian", Language::Norwegian),
+    ("portuguese", Language::Portuguese),
+    ("romanian", Language::Romanian),
+    ("russian", Language::Russian),
+    ("spanish", Language::Spanish),
+    ("swedish", Language::Swedish),
+    ("turkish", Language::Turkish),
+];
+
+/// Which family of indexes an analyzer belongs to: search indexes' standard analyzer removes
+/// English stop words, nouveau's does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// `indexes` in a design document (`_search`).
+    Search,
+    /// `nouveau` in a design document (`_nouveau`).
+    Nouveau,
+}
+
+/// How text is cut into tokens before the filters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Split {
+    /// Unicode word boundaries (UAX #29), keeping words, numbers and ideographs.
+    Words,
+    /// Runs of letters.
+    Letters,
+    /// Runs of anything but white space.
+    Whitespace,
+    /// The whole value as one token.
+    Keyword,
+    /// Words, with e-mail addresses, host names, acronyms and apostrophes kept whole.
+    Classic,
+    /// Words, with e-mail addresses and URLs kept whole.
+    Email,
+}
+
+/// One named analyzer: a split and its filters.
+#[derive(Clone, Debug, PartialEq)]
+struct Named {
+    split: Split,
+    lower: bool,
+    stop: Stop,
+    stem: Option<Language>,
+}
+
+/// Which stop words an analyzer removes.
+#[derive(Clone, Debug, PartialEq)]
+enum Stop {
+    None,
+    Words(Vec<String>),
+    Language(Language),
+}
+
+impl Named {
+    fn parse(name: &str, stopwords: Option<Vec<String>>, flavor: Flavor) -> Result<Named> {
+        let english = || Stop::Words(ENGLISH_STOP.iter().map(|s| s.to_string()).collect());
+        let plain = |split, lower| Named {
+            split,
+            lower,
+            stop: Stop::None,
+            stem: None,
+        };
+        let named = match name {
+            "standard" => Named {
+                stop: if flavor == Flavor::Search {
+                    english()
+                } else {
+                    Stop::None
+                },
+                ..plain(Split::Words, true)
+            },
+            "classic" => Named {
+                stop: english(),
+                ..plain(Split::Classic, true)
+            },
+            "email" => Named {
+                stop: english(),
+                ..plain(Split::Email, true)
+            },
+            "simple" => plain(Split::Letters, true),
+            "whitespace" => plain(Split::Whitespace, false),
+            "keyword" => plain(Split::Keyword, false),
+            _ => {
+                let Some((_, lang)) = LANGUAGES.iter().find(|(n, _)| *n == name) else {
+                    return Err(Error::UnknownAnalyzer(name.to_string()));
+                };
+                let stop = if *lang == Language::English {
+                    english()
+                } else {
+                    Stop::Language(*lang)
+                };
+                Named {
+                    stop,
+                    stem: Some(*lang),
+                    ..plain(Split::Words, true)
+                }
+            }
+        };
+        Ok(match stopwords {
+            Some(words) if named.split != Split::Keyword => Named {
+                stop: Stop::Words(words),
+                ..named
+            },
+            _ => named,
+        })
+    }
+
+    fn build(&self) -> TextAnalyzer {
+        let mut b = TextAnalyzer::builder(Splitter(self.split))
+            .filter(RemoveLongFilter::limit(MAX_TERM + 1))
+            .dynamic();
+        if self.lower {
+            b = b.filter_dynamic(LowerCaser);
+        }
+        match &self.stop {
+            Stop::None => {}
+            Stop::Words(words) => {
+                b = b.filter_dynamic(StopWordFilter::remove(words.iter().cloned()));
+            }
+            Stop::Language(lang) => {
+                if let Some(filter) = StopWordFilter::new(*lang) {
+                    b = b.filter_dynamic(filter);
+                }
+            }
+        }
+        if let Some(lang) = self.stem {
+            b = b.filter_dynamic(Stemmer::new(lang));
+        }
+        b.build()
+    }
+}
+
+/// An analyzer definition as a design document gives it: a name, or `perfield` with a
+/// default and per-field analyzers; parsed once, turned into [`Analyzer`]s per thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalyzerSpec {
+    default: Named,
+    fields: Vec<(String, Named)>,
+}
+
+impl AnalyzerSpec {
+    /// Parses `{"name": …, "stopwords": […]}`, a bare name, or `perfield` with `default`
+    /// and `fields`; `None` is the standard analyzer.
+    pub fn parse(def: Option<&Value>, flavor: Flavor) -> Result<AnalyzerSpec> {
+        let Some(def) = def else {
+            return Ok(AnalyzerSpec {
+                default: one("standard", None, flavor)?,
+                fields: Vec::new(),
+            });
+        };
+        let (name, stop, default, fields) = match def {
+            Value::String(name) => (name.as_str(), None, None, None),
+            Value::Object(o) => (
+                o.get("name").and_then(Value::as_str).unwrap_or("standard"),
+                o.get("stopwords"),
+                o.get("default"),
+                o.get("fields"),
+            ),
+            _ => return Err(Error::BadAnalyzer("analyzer must be a string or an object".into())),
+        };
+        let stop = stop.map(stop_words).transpose()?;
+        if name != "perfield" {
+            return Ok(AnalyzerSpec {
+                default: one(name, stop, flavor)?,
+                fields: Vec::new(),
+            });
+        }
+        let default = match default {
+            Some(d) => AnalyzerSpec::parse(Some(d), flavor)?.default,
+            None => one("standard", None, flavor)?,
+        };
+        let mut per = Vec::new();
+        if let Some(fields) = fields {
+            let Some(fields) = fields.as_object() else {
+                return Err(Error::BadAnalyzer("perfield fields must be an object".into()));
+            };
+            for (field, def) in fields {
+                per.push((field.clone(), AnalyzerSpec::parse(Some(def), flavor)?.default));
+            }
+        }
+        Ok(AnalyzerSpec {
+            default,
+            fields: per,
+        })
+    }
+
+    /// Nouveau's form: `default_analyzer` and `field_analyzers`.
+    pub fn parse_nouveau(default: Option<&Value>, fields: Option<&Value>) -> Result<AnalyzerSpec> {
+        let mut spec = AnalyzerSpec::parse(default, Flavor::Nouveau)?;
+        if let Some(fields) = fields {
+            let Some(fields) = fields.as_object() else {
+                return Err(Error::BadAnalyzer("field_analyzers must be an object".into()));
+            };
+            for (field, def) in fields {
+                let a = AnalyzerSpec::parse(Some(def), Flavor::Nouveau)?.default;
+                spec.fields.push((field.clone(), a));
+            }
+        }
+        Ok(spec)
+    }
+
+    /// Analyzers ready to run (one set per thread: running one needs it mutably).
+    pub fn build(&self) -> Analyzer {
+        Analyzer {
+            default: self.default.build(),
+            fields: self
+                .fields
+                .iter()
+                .map(|(f, n)| (f.clone(), n.build()))
+                .collect(),
+        }
+    }
+}
+
+fn one(name: &str, stop: Option<Vec<String>>, flavor: Flavor) -> Result<Named> {
+    Named::parse(name, stop, flavor)
+}
+
+fn stop_words(v: &Value) -> Result<Vec<String>> {
+    let bad = || Error::BadAnalyzer("stopwords must be an array of strings".into());
+    v.as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|w| w.as_str().map(str::to_string).ok_or_else(bad))
+        .collect()
+}
+
+/// Analyzers built from an [`AnalyzerSpec`].
+pub struct Analyzer {
+    default: TextAnalyzer,
+    fields: HashMap<String, TextAnalyzer>,
+}
+
+/// One term of analyzed text: where it came from and its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    /// The term.
+    pub text: String,
+    /// Byte offsets of the source text it came from.
+    pub from: usize,
+    /// End of those bytes.
+    pub to: usize,
+    /// Its position (stop words removed leave gaps).
+    pub position: usize,
+}
+
+impl Analyzer {
+    /// The terms of `text` in field `field`.
+    pub fn analyze(&mut self, field: &str, text: &str) -> Vec<Term> {
+        let a = match self.fields.get_mut(field) {
+            Some(a) => a,
+            None => &mut self.default,
+        };
+        let mut stream = a.token_stream(text);
+        let mut out = Vec::new();
+        while let Some(t) = stream.next() {
+            out.push(Term {
+                text: t.text.clone(),
+                from: t.offset_from,
+                to: t.offset_to,
+                position: t.position,
+            });
+        }
+        out
+    }
+}
+
+/// A tantivy tokenizer over our splits.
+#[derive(Clone, Copy)]
+struct Splitter(Split);
+
+/// Tokens made in one go and handed out one at a time.
+struct Tokens {
+    tokens: Vec<Token>,
+    next: usize,
+}
+
+impl TokenStream for Tokens {
+    fn advance(&mut self) -> bool {
+        self.next += 1;
+        self.next <= self.tokens.len()
+    }
+    fn token(&self) -> &Token {
+        &self.tokens[self.next - 1]
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.next - 1]
+    }
+}
+
+impl Tokenizer for Splitter {
+    type TokenStream<'a> = Tokens;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Tokens {
+        let spans = split(self.0, text);
+        let tokens = spans
+            .into_iter()
+            .enumerate()
+            .map(|(position, (from, to, text))| Token {
+                offset_from: from,
+                offset_to: to,
+                position,
+                text,
+                position_length: 1,
+            })
+            .collect();
+        Tokens { tokens, next: 0 }
+    }
+}
+
+/// The spans of `text` a split makes, with their token text.
+fn split(kind: Split, text: &str) -> Vec<(usize, usize, String)> {
+    let own = |(i, s): (usize, &str)| (i, i + s.len(), s.to_string());
+    match kind {
+        Split::Keyword => {
+            if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![(0, text.len(), text.to_string())]
+            }
+        }
+        Split::Whitespace => runs(text, |c| !c.is_whitespace()).map(own).collect(),
+        Split::Letters => runs(text, char::is_alphabetic).map(own).collect(),
+        Split::Words => words(text, 0).into_iter().map(own).collect(),
+        Split::Classic => classic(text),
+        Split::Email => with_whole(text, email_or_url()),
+    }
+}
+
+/// Runs of characters for which `keep` holds.
+fn runs(text: &str, keep: impl Fn(char) -> bool) -> impl Iterator<Item = (usize, &str)> {
+    let mut start = None;
+    let mut out = Vec::new();
+    for (i, c) in text.char_indices() {
+        match (keep(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, &text[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, &text[s..]));
+    }
+    out.into_iter()
+}
+
+/// UAX #29 words of `text` that hold a letter, digit or ideograph; offsets start at `base`.
+fn words(text: &str, base: usize) -> Vec<(usize, &str)> {
+    text.split_word_bound_indices()
+        .filter(|(_, w)| w.chars().any(char::is_alphanumeric))
+        .map(|(i, w)| (base + i, w))
+        .collect()
+}
+
+/// Words, with the matches of `whole` kept as single tokens.
+fn with_whole(text: &str, whole: &Regex) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for m in whole.find_iter(text) {
+        for (i, w) in words(&text[at..m.start()], at) {
+            out.push((i, i + w.len(), w.to_string()));
+        }
+        out.push((m.start(), m.end(), m.as_str().to_string()));
+        at = m.end();
+    }
+    for (i, w) in words(&text[at..], at) {
+        out.push((i, i + w.len(), w.to_string()));
+    }
+    out
+}
+
+fn email_or_url() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"(?x)
+            [\w.%+-]+@[\w-]+(?:\.[\w-]+)+
+            | (?:https?|ftp)://[^\s<>\x22]+[^\s<>\x22.,;:!?)]
+            | www\.[\w-]+(?:\.[\w-]+)+(?:/[^\s<>\x22]*[^\s<>\x22.,;:!?)])?",
+        )
+        .expect("e-mail and URL pattern")
+    })
+}
+
+/// The classic tokenizer's rules: e-mail addresses, host names and acronyms with dots,
+/// words with apostrophes, then plain words; possessives and acronym dots are dropped.
+fn classic(text: &str) -> Vec<(usize, usize, String)> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(
+            r"(?x)
+            (?P<email>[\w.%+-]+@[\w-]+(?:\.[\w-]+)+)
+            | (?P<acronym>(?:\p{L}\.){2,})
+            | (?P<host>\w+(?:\.\w+)+)
+            | (?P<apos>\w+(?:'\w+)+)
+            | (?P<word>\w+)",
+        )
+        .expect("classic pattern")
+    });
+    re.captures_iter(text)
+        .map(|c| {
+            let m = c.get(0).expect("whole match");
+            let mut t = m.as_str().to_string();
+            if c.name("acronym").is_some() {
+                t.retain(|ch| ch != '.');
+            } else if c.name("apos").is_some() {
+                if let Some(stripped) = t.strip_suffix("'s").or_else(|| t.strip_suffix("'S")) {
+                    t = stripped.to_string();
+                }
+            }
+            (m.start(), m.end(), t)
+        })
+        .collect()
+}
+
+/// The analyzer names known, for error messages and documentation.
+pub fn names() -> Vec<&'static str> {
+    let mut n = vec!["standard", "classic", "email", "simple", "whitespace", "keyword", "perfield"];
+    n.extend(LANGUAGES.iter().map(|(name, _)| *name));
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn terms(def: Value, text: &str) -> Vec<String> {
+        let spec = AnalyzerSpec::parse(Some(&def), Flavor::Search).unwrap();
+        spec.build()
+            .analyze("f", text)
+            .into_iter()
+            .map(|t| t.text)
+            .collect()
+    }
+
+    #[test]
+    fn standard_lowercases_and_drops_english_stop_words() {
+        assert_eq!(
+            terms(json!("standard"), "The Quick brown-fox isn't 3.14 here"),
+            ["quick", "brown", "fox", "isn't", "3.14", "here"]
+        );
+    }
+
+    #[test]
+    fn nouveau_standard_keeps_stop_words() {
+        let spec = AnalyzerSpec::parse(Some(&json!("standard")), Flavor::Nouveau).unwrap();
+        let t: Vec<String> = spec.build().analyze("f", "The fox").into_iter().map(|t| t.text).collect();
+        assert_eq!(t, ["the", "fox"]);
+    }
+
+    #[test]
+    fn simple_whitespace_keyword() {
+        assert_eq!(terms(json!("simple"), "Hello, World42x"), ["hello", "world", "x"]);
+        assert_eq!(terms(json!("whitespace"), "Hello, World"), ["Hello,", "World"]);
+        assert_eq!(terms(json!("keyword"), "Hello, World"), ["Hello, World"]);
+    }
+
+    #[test]
+    fn email_and_classic_keep_addresses_whole() {
+        assert_eq!(
+            terms(json!("email"), "Mail Bob@Example.com or see https://x.org/a?b=1."),
+            ["mail", "bob@example.com", "see", "https://x.org/a?b=1"]
+        );
+        assert_eq!(
+            terms(json!("classic"), "I.B.M. sent bob@x.com John's www.site.com"),
+            ["ibm", "sent", "bob@x.com", "john", "www.site.com"]
+        );
+    }
+
+    #[test]
+    fn language_analyzers_stem() {
+        assert_eq!(terms(json!("english"), "running dogs the"), ["run", "dog"]);
+        assert_eq!(terms(json!("german"), "Häuser"), ["haus"]);
+    }
+
+    #[test]
+    fn perfield_and_stopwords() {
+        let def = json!({"name": "perfield", "default": "keyword", "fields": {"f": "english"}});
+        let spec = AnalyzerSpec::parse(Some(&def), Flavor::Search).unwrap();
+        let mut a = spec.build();
+        assert_eq!(a.analyze("g", "Running Dogs")[0].text, "Running Dogs");
+        assert_eq!(a.analyze("f", "Running Dogs")[0].text, "run");
+        assert_eq!(
+            terms(json!({"name": "standard", "stopwords": ["fox"]}), "the fox jumps"),
+            ["the", "jumps"]
+        );
+    }
+
+    #[test]
+    fn unknown_analyzers_are_refused() {
+        let e = AnalyzerSpec::parse(Some(&json!("klingon")), Flavor::Search).unwrap_err();
+        assert!(matches!(e, Error::UnknownAnalyzer(n) if n == "klingon"));
+    }
+
+    #[test]
+    fn positions_keep_gaps_for_stop_words() {
+        let spec = AnalyzerSpec::parse(None, Flavor::Search).unwrap();
+        let t = spec.build().analyze("f", "quick the fox");
+        assert_eq!((t[0].position, t[1].position), (0, 2));
+        assert_eq!((t[1].from, t[1].to), (10, 13));
+    }
+}

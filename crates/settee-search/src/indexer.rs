@@ -1,0 +1,189 @@
+//! Bringing a search index up to date: read the database's changes since the index's
+//! position, run the index function on the engine pool (a batch cut into parts, one per
+//! engine, each part analyzed on the engine's thread too), and add the documents while the
+//! next batch runs. Commits carry the position reached, every few seconds and at the end.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use settee_db::{partition_of, ChangesOptions, Database, DbSnapshot, SeqVector, DESIGN_PREFIX};
+use settee_js::Pool;
+use tantivy::TantivyDocument;
+
+use crate::analyzer::Flavor;
+use crate::error::{Error, Result};
+use crate::index::{build_doc, IndexMeta, Indexed, SearchIndex};
+
+/// Most documents in one batch.
+const BATCH_DOCS: usize = 1000;
+/// Most document bytes in one batch.
+const BATCH_BYTES: usize = 8 << 20;
+/// Longest an update runs between commits.
+const COMMIT_EVERY: Duration = Duration::from_secs(5);
+
+/// Whether every shard of `have` has reached `want`.
+pub fn covers(have: &SeqVector, want: &SeqVector) -> bool {
+    have.0.len() == want.0.len() && have.0.iter().zip(&want.0).all(|(h, w)| h >= w)
+}
+
+/// A document read from the changes feed: its id, and its JSON unless it leaves the index.
+struct Change {
+    id: String,
+    doc: Option<Vec<u8>>,
+}
+
+/// Documents ready for the index: `None` leaves (or keeps) a document out.
+type Ready = Vec<(String, Option<TantivyDocument>)>;
+
+/// Runs one update of `index` to the database's current position.
+pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Pool>) -> Result<()> {
+    let snap = db.snapshot();
+    let start = index.meta();
+    let target = snap.seq()?;
+    let purge_seq = snap.purge_seq()?.total();
+    if purge_seq != start.purge_seq {
+        drop_purged(index, &snap, IndexMeta {
+            seq: start.seq.clone(),
+            purge_seq,
+        })?;
+    }
+    if covers(&start.seq, &target) {
+        return Ok(());
+    }
+    let def = index.def();
+    let task = db.tasks().start_for("search_indexer", db.name(), Some(&def.ddoc_id));
+    let total = snap.pending(&start.seq)?;
+    task.update(0, total);
+    let mut changes = snap.changes(
+        &start.seq,
+        ChangesOptions {
+            include_docs: true,
+            ..ChangesOptions::default()
+        },
+    )?;
+    let skip_design = def.flavor == Flavor::Nouveau || snap.partitioned();
+    let mut running: Option<(Vec<Running>, SeqVector, u64)> = None;
+    let (mut done, mut last_commit, mut uncommitted) = (0u64, Instant::now(), false);
+    loop {
+        let batch = next_batch(&mut changes, skip_design)?;
+        let next = (!batch.is_empty()).then(|| {
+            let n = batch.len() as u64;
+            (start_batch(pool, index, batch), changes.position().clone(), n)
+        });
+        if let Some((parts, position, n)) = running.take() {
+            let mut ready = Vec::new();
+            for part in parts {
+                ready.extend(settee_js::wait(part)??);
+            }
+            index.add(ready)?;
+            uncommitted = true;
+            done += n;
+            task.update(done, total.max(done));
+            if last_commit.elapsed() >= COMMIT_EVERY {
+                index.commit(IndexMeta {
+                    seq: position,
+                    purge_seq,
+                })?;
+                last_commit = Instant::now();
+                uncommitted = false;
+            }
+        }
+        running = next;
+        if running.is_none() {
+            break;
+        }
+    }
+    if uncommitted || !covers(&index.meta().seq, &target) {
+        let seq = changes.position().clone();
+        index.commit(IndexMeta {
+            seq: if covers(&seq, &target) { seq } else { target },
+            purge_seq,
+        })?;
+    }
+    Ok(())
+}
+
+/// A part of a batch on the engine pool.
+type Running = std::sync::mpsc::Receiver<settee_js::Result<Result<Ready>>>;
+
+fn next_batch(changes: &mut settee_db::Changes, skip_design: bool) -> Result<Vec<Change>> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for row in changes.by_ref() {
+        let row = row?;
+        let indexed = !row.deleted && !(skip_design && row.id.starts_with(DESIGN_PREFIX));
+        let doc = if indexed { row.doc } else { None };
+        bytes += doc.as_ref().map_or(0, Vec::len);
+        batch.push(Change { id: row.id, doc });
+        if batch.len() >= BATCH_DOCS || bytes >= BATCH_BYTES {
+            break;
+        }
+    }
+    Ok(batch)
+}
+
+/// Queues a batch on the pool, cut into one part per engine.
+fn start_batch(pool: &Arc<Pool>, index: &Arc<SearchIndex>, batch: Vec<Change>) -> Vec<Running> {
+    let per = batch.len().div_ceil(pool.workers().max(1)).max(1);
+    let mut batch = batch.into_iter().peekable();
+    let mut parts = Vec::new();
+    while batch.peek().is_some() {
+        let part: Vec<Change> = batch.by_ref().take(per).collect();
+        let index = index.clone();
+        parts.push(pool.submit(move |engine| {
+            let def = index.def();
+            let key = format!("search:{}", def.signature());
+            engine.load_indexer(&key, &def.source, &def.ddoc_json, def.flavor == Flavor::Nouveau)?;
+            let mut json = String::from("[");
+            for c in part.iter().filter_map(|c| c.doc.as_deref()) {
+                if json.len() > 1 {
+                    json.push(',');
+                }
+                json.push_str(&String::from_utf8_lossy(c));
+            }
+            json.push(']');
+            let out = engine.index_docs(&key, json)?;
+            Ok(prepare(&index, part, &out))
+        }));
+    }
+    parts
+}
+
+/// Turns the index function's output for `part` into index documents.
+fn prepare(index: &SearchIndex, part: Vec<Change>, out: &str) -> Result<Ready> {
+    let results: Vec<Value> =
+        serde_json::from_str(out).map_err(|_| Error::Corrupted("index function output"))?;
+    let mut results = results.into_iter();
+    let mut analyzer = index.def().analyzer.build();
+    let partitioned = index.def().partitioned;
+    let mut ready = Vec::with_capacity(part.len());
+    for c in part {
+        if c.doc.is_none() {
+            ready.push((c.id, None));
+            continue;
+        }
+        let fields: Vec<Indexed> = match results.next() {
+            Some(Value::Array(fields)) => fields.iter().filter_map(Indexed::from_json).collect(),
+            _ => Vec::new(),
+        };
+        let doc = (!fields.is_empty()).then(|| {
+            let partition = if partitioned { partition_of(&c.id) } else { None };
+            build_doc(index.fields(), &c.id, partition, &fields, &mut analyzer)
+        });
+        ready.push((c.id, doc));
+    }
+    Ok(ready)
+}
+
+/// Removes documents purged from the database (purges leave no change behind).
+fn drop_purged(index: &SearchIndex, snap: &DbSnapshot, meta: IndexMeta) -> Result<()> {
+    let mut gone = Vec::new();
+    for id in index.ids()? {
+        if snap.record(&id)?.is_none() {
+            gone.push((id, None));
+        }
+    }
+    index.add(gone)?;
+    index.commit(meta)
+}

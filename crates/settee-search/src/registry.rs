@@ -1,0 +1,177 @@
+//! The search indexes of every open database, and the updates that bring them up to date.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use settee_db::Database;
+use settee_js::Pool;
+
+use crate::analyzer::Flavor;
+use crate::def::{member, IndexDef};
+use crate::error::{Error, Result};
+use crate::index::SearchIndex;
+use crate::indexer::{self, covers};
+
+/// The open search indexes of one database, kept with the database so they close with it.
+#[derive(Default)]
+struct DbSearch {
+    open: Mutex<HashMap<(Flavor, String), Arc<SearchIndex>>>,
+}
+
+/// Search indexes for the whole server; index functions run on the views' engine pool.
+pub struct Search {
+    pool: Arc<Pool>,
+}
+
+/// Counts a client as waiting for an index while it lives.
+struct Waiting<'a>(&'a SearchIndex);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.0.build.lock() {
+            st.waiting = st.waiting.saturating_sub(1);
+        }
+    }
+}
+
+impl Search {
+    /// Search over `pool`'s JavaScript engines.
+    pub fn new(pool: Arc<Pool>) -> Search {
+        Search { pool }
+    }
+
+    /// The index for `def` in `db`, opened on first use and shared by every design document
+    /// with the same signature.
+    pub fn index(&self, db: &Arc<Database>, def: IndexDef) -> Result<Arc<SearchIndex>> {
+        let indexes = db.extension(DbSearch::default);
+        let mut open = indexes.open.lock().expect("search indexes lock");
+        let key = (def.flavor, def.signature().to_string());
+        if let Some(index) = open.get(&key) {
+            return Ok(index.clone());
+        }
+        if db.is_deleted() {
+            return Err(Error::Db(settee_db::Error::NoDatabase));
+        }
+        let root = db.dir().join(member(def.flavor));
+        let index = Arc::new(SearchIndex::open(&root, def, db.q())?);
+        open.insert(key, index.clone());
+        Ok(index)
+    }
+
+    /// The search indexes of `db` opened so far.
+    pub fn open_indexes(db: &Database) -> Vec<Arc<SearchIndex>> {
+        db.existing_extension::<DbSearch>()
+            .map(|d| d.open.lock().expect("search indexes lock").values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Starts an update of `index` unless one is running; returns the update's number.
+    pub fn refresh_in_background(&self, db: &Arc<Database>, index: &Arc<SearchIndex>) -> u64 {
+        let mut st = index.build.lock().expect("build lock");
+        if st.running {
+            return st.started;
+        }
+        st.running = true;
+        st.started += 1;
+        let run = st.started;
+        let (db, index, pool) = (db.clone(), index.clone(), self.pool.clone());
+        std::thread::Builder::new()
+            .name("settee-search".into())
+            .spawn(move || {
+                let result = indexer::update(&index, &db, &pool);
+                if let Err(e) = &result {
+                    tracing::warn!(
+                        db = db.name(),
+                        ddoc = index.def().ddoc_id,
+                        "search index update failed: {e}"
+                    );
+                }
+                let mut st = index.build.lock().expect("build lock");
+                st.running = false;
+                if let Err(e) = result {
+                    st.last_error = Some((run, Arc::new(e)));
+                }
+                drop(st);
+                index.changed.send_modify(|v| *v += 1);
+            })
+            .expect("a search indexer thread");
+        run
+    }
+
+    /// After writes to `db`: starts an update of each of its open search indexes.
+    pub fn kick(&self, db: &Arc<Database>) {
+        for index in Search::open_indexes(db) {
+            self.refresh_in_background(db, &index);
+        }
+    }
+
+    /// Waits until `index` holds every change `db` had when this was called, sharing the
+    /// update with every other client waiting for the same index.
+    pub async fn refresh(&self, db: &Arc<Database>, index: &Arc<SearchIndex>) -> Result<()> {
+        let target = db.snapshot().seq()?;
+        index.build.lock().expect("build lock").waiting += 1;
+        let _waiting = Waiting(index);
+        loop {
+            let mut rx = index.changed.subscribe();
+            if covers(&index.meta().seq, &target) {
+                return Ok(());
+            }
+            let run = self.refresh_in_background(db, index);
+            loop {
+                if rx.changed().await.is_err() {
+                    return Err(Error::Corrupted("index closed while updating"));
+                }
+                if covers(&index.meta().seq, &target) {
+                    return Ok(());
+                }
+                let st = index.build.lock().expect("build lock");
+                if let Some((failed, e)) = &st.last_error {
+                    if *failed >= run {
+                        return Err(Error::Shared(e.clone()));
+                    }
+                }
+                if !st.running {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Merges an index's segments in the background (`search_compaction` in active tasks).
+    pub fn compact(db: &Arc<Database>, index: &Arc<SearchIndex>) {
+        let task = db
+            .tasks()
+            .start_for("search_compaction", db.name(), Some(&index.def().ddoc_id));
+        let index = index.clone();
+        std::thread::spawn(move || {
+            task.update(0, 1);
+            if let Err(e) = index.compact() {
+                tracing::warn!("search index compaction failed: {e}");
+            }
+            task.update(1, 1);
+        });
+    }
+
+    /// Deletes the `flavor` index directories of `db` whose signature is not in `keep`.
+    pub fn cleanup(db: &Database, flavor: Flavor, keep: &HashSet<String>) -> Result<usize> {
+        if let Some(d) = db.existing_extension::<DbSearch>() {
+            let mut open = d.open.lock().expect("search indexes lock");
+            open.retain(|(f, sig), _| *f != flavor || keep.contains(sig));
+        }
+        let Ok(dir) = std::fs::read_dir(db.dir().join(member(flavor))) else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !keep.contains(&name) {
+                std::fs::remove_dir_all(entry.path()).map_err(|source| Error::Io {
+                    op: "remove an unused search index",
+                    source,
+                })?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
