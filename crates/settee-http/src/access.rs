@@ -54,7 +54,9 @@ pub fn check_db_request(state: &State, req: &Req, name: &str) -> HttpResult<()> 
     }
     let db = crate::db::open(state, name)?;
     match second {
-        Some("_compact" | "_view_cleanup") => maintenance_admin(req, &db)?,
+        Some("_compact" | "_view_cleanup" | "_search_cleanup" | "_nouveau_cleanup") => {
+            maintenance_admin(req, &db)?
+        }
         _ => member(req, &db)?,
     }
     // Members may not use the other listings of user or replication documents either: they

@@ -229,6 +229,39 @@ impl From<&ViewError> for HttpError {
     }
 }
 
+impl From<settee_search::Error> for HttpError {
+    fn from(e: settee_search::Error) -> HttpError {
+        HttpError::from(&e)
+    }
+}
+
+impl From<&settee_search::Error> for HttpError {
+    fn from(e: &settee_search::Error) -> HttpError {
+        use settee_search::Error as S;
+        let reason = e.to_string();
+        match e {
+            S::Shared(inner) => HttpError::from(inner.as_ref()),
+            S::Db(d) => HttpError::from(d),
+            S::Js(e) => HttpError::from(e),
+            S::NotFound(r) => HttpError::not_found(r.clone()),
+            S::UnknownAnalyzer(n) => {
+                HttpError::bad_request(format!("{n} is not a valid analyzer name"))
+            }
+            S::BadAnalyzer(r) | S::QueryParse(r) | S::BadRequest(r) => {
+                HttpError::bad_request(r.clone())
+            }
+            S::InvalidDesignDoc(r) => HttpError::new(400, "invalid_design_doc", r.clone()),
+            S::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+                full_disk(&reason)
+            }
+            S::Index(_) | S::Io { .. } | S::Corrupted(_) => {
+                tracing::error!(error = %reason, "search index failure");
+                HttpError::new(500, "unknown_error", reason)
+            }
+        }
+    }
+}
+
 impl From<&JsError> for HttpError {
     fn from(e: &JsError) -> HttpError {
         match e {

@@ -33,6 +33,7 @@ mod replicate;
 mod reply;
 mod request;
 mod rewrite;
+mod search;
 mod server;
 mod settings;
 mod stats;

@@ -295,6 +295,10 @@ pub async fn route(state: &Arc<State>, req: &mut Req) -> HttpResult<Response> {
         ["_scheduler", ref rest @ ..] => crate::replicate::scheduler(state, req, rest),
         ["_db_updates"] => Box::pin(crate::changes::db_updates(state, req)).await,
         ["_reshard", ref rest @ ..] => Err(unbuilt(req, "_reshard", reshard_methods(rest))),
+        [which @ ("_search_analyze" | "_nouveau_analyze")] => {
+            let which = which.to_string();
+            Box::pin(crate::search::analyze(state, req, &which)).await
+        }
         [first, ..] => match NOT_BUILT.iter().find(|(name, _)| *name == first) {
             Some((name, methods)) => Err(unbuilt(req, name, methods)),
             None => not_a_database(req, first),
@@ -319,8 +323,6 @@ fn not_a_database(req: &Req, name: &str) -> HttpResult<Response> {
 /// methods CouchDB's handlers take.
 const NOT_BUILT: &[(&str, &str)] = &[
     ("_cluster_setup", "GET,POST"),
-    ("_search_analyze", "GET,POST"),
-    ("_nouveau_analyze", "POST"),
 ];
 
 /// The methods of CouchDB's `_reshard` handlers, by the path after `_reshard`.

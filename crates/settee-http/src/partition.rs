@@ -39,6 +39,10 @@ pub async fn route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<
             scope(req, &p)?;
             Box::pin(crate::view::view(state, req, name, ddoc, view)).await
         }
+        ["_design", ddoc, "_search", index] => {
+            scope(req, &p)?;
+            Box::pin(crate::search::search(state, req, name, ddoc, index)).await
+        }
         ["_find"] => {
             inc(Metric::HttpdPartitionFindRequests);
             Box::pin(crate::find::find(state, req, name, Some(&p))).await

@@ -85,7 +85,7 @@ impl State {
                 "git_sha": option_env!("SETTEE_GIT_SHA").unwrap_or("unknown"),
                 "uuid": config.get("couchdb", "uuid"),
                 // Only what is there: storage engines and resharding are not.
-                "features": ["partitioned", "scheduler"],
+                "features": ["partitioned", "scheduler", "search", "nouveau"],
                 "vendor": {"name": "Settee", "version": env!("CARGO_PKG_VERSION")},
             });
             let secret = config.get("chttpd_auth", "secret").unwrap_or_default();
@@ -867,8 +867,24 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
                 _ => Box::pin(crate::render::update(state, req, name, &ddoc, &rest)).await,
             }
         }
-        // Design-document functions Settee does not run (an attachment's name cannot start
-        // with `_`).
+        "_design" if rest == 5 && matches!(req.segments[3].as_str(), "_search" | "_nouveau") => {
+            let (ddoc, index) = (req.segments[2].clone(), req.segments[4].clone());
+            if req.segments[3] == "_search" {
+                Box::pin(crate::search::search(state, req, name, &ddoc, &index)).await
+            } else {
+                Box::pin(crate::search::nouveau(state, req, name, &ddoc, &index)).await
+            }
+        }
+        "_design"
+            if rest == 5
+                && matches!(
+                    req.segments[3].as_str(),
+                    "_search_info" | "_search_disk_size" | "_nouveau_info"
+                ) =>
+        {
+            let (ddoc, index) = (req.segments[2].clone(), req.segments[4].clone());
+            crate::search::info(state, req, name, &ddoc, &index, &req.segments[3])
+        }
         "_design"
             if rest >= 4
                 && matches!(
@@ -876,7 +892,7 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
                     "_search" | "_search_info" | "_search_disk_size" | "_nouveau" | "_nouveau_info"
                 ) =>
         {
-            Err(unbuilt_design_function(req, &req.segments[3]))
+            Err(HttpError::bad_request("path not recognized"))
         }
         "_design" if rest >= 4 => {
             let (id, att) = (
@@ -895,8 +911,12 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_explain" if rest == 2 => Box::pin(crate::find::explain(state, req, name, None)).await,
         "_index" => Box::pin(crate::find::index(state, req, name)).await,
         "_partition" => Box::pin(crate::partition::route(state, req, name)).await,
-        "_find" | "_explain" | "_shards" | "_sync_shards" | "_search_cleanup"
-        | "_nouveau_cleanup" => Err(unbuilt_db_endpoint(req, &second)),
+        "_search_cleanup" | "_nouveau_cleanup" if rest == 2 => {
+            Box::pin(crate::search::cleanup(state, req, name, &second)).await
+        }
+        "_find" | "_explain" | "_shards" | "_sync_shards" => {
+            Err(unbuilt_db_endpoint(req, &second))
+        }
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.
         _ if rest == 2 => doc_route(state, req, name, &second).await,
@@ -927,13 +947,4 @@ fn unbuilt_db_endpoint(req: &Req, endpoint: &str) -> HttpError {
     node::unbuilt(req, endpoint, methods)
 }
 
-/// A design-document function Settee does not run (search indexes), refused as
-/// [`node::unbuilt`] refuses, with the methods of CouchDB's handler for it.
-fn unbuilt_design_function(req: &Req, function: &str) -> HttpError {
-    let methods = match function {
-        "_search" => "GET,POST",
-        "_nouveau" => "GET, POST",
-        _ => "GET",
-    };
-    node::unbuilt(req, function, methods)
-}
+

@@ -56,6 +56,8 @@ pub struct Node {
     pub config: RwLock<Config>,
     /// Map/reduce views, the JavaScript engines and the external query servers.
     pub views: Views,
+    /// Full-text search indexes (`_search`, `_nouveau`), on the views' engines.
+    pub search: settee_search::Search,
     /// Document limits and the attachment policy.
     pub limits: DocLimits,
     /// Document id generator (`[uuids] algorithm`).

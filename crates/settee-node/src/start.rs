@@ -83,9 +83,11 @@ impl Node {
             natives: settee_mango::native_languages(),
         });
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential");
+        let search = settee_search::Search::new(views.pool().clone());
         let node = Node {
             catalog,
             views,
+            search,
             limits: doc_limits(&config),
             uuids: Mutex::new(Uuids::new(algorithm)),
             policy: arc_swap::ArcSwap::from_pointee(Policy::from_config(&config)),

@@ -50,6 +50,7 @@ impl Node {
         };
         let results = db.update(accepted, mode, durability).await?;
         self.views.kick(db);
+        self.search.kick(db);
         if !edits.is_empty() {
             let written: Vec<(String, bool)> = edits
                 .into_iter()
