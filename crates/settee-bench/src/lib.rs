@@ -32,6 +32,8 @@ pub struct Plan {
     pub replication: Option<workloads::replication::Params>,
     /// Mango: index build, equality and range queries, a full scan.
     pub mango: Option<workloads::mango::Params>,
+    /// Full-text search: index build, one-term and phrase queries.
+    pub search: Option<workloads::search::Params>,
     /// No progress bars (for `--json`).
     pub quiet: bool,
 }
@@ -102,6 +104,14 @@ pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Out
             workloads::mango::run(target, p, bar)
                 .await
                 .map_err(|e| e.context("mango"))?,
+        );
+    }
+    if let Some(p) = plan.search {
+        let bar = bar(format!("search on {}", target.display), plan.quiet);
+        out.extend(
+            workloads::search::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("search"))?,
         );
     }
     Ok(out)

@@ -321,9 +321,7 @@ fn not_a_database(req: &Req, name: &str) -> HttpResult<Response> {
 
 /// CouchDB's server endpoints that Settee does not have (docs/COMPATIBILITY.md), with the
 /// methods CouchDB's handlers take.
-const NOT_BUILT: &[(&str, &str)] = &[
-    ("_cluster_setup", "GET,POST"),
-];
+const NOT_BUILT: &[(&str, &str)] = &[("_cluster_setup", "GET,POST")];
 
 /// The methods of CouchDB's `_reshard` handlers, by the path after `_reshard`.
 fn reshard_methods(rest: &[&str]) -> &'static str {

@@ -26,8 +26,17 @@ struct Params(Vec<(String, Value)>);
 
 /// Parameters whose query-string values are taken as text, not JSON.
 const RAW: &[&str] = &[
-    "q", "query", "bookmark", "group_field", "group_by", "stale", "include_docs", "partition",
-    "update", "stable", "locale",
+    "q",
+    "query",
+    "bookmark",
+    "group_field",
+    "group_by",
+    "stale",
+    "include_docs",
+    "partition",
+    "update",
+    "stable",
+    "locale",
 ];
 
 impl Params {
@@ -71,7 +80,10 @@ impl Params {
     }
 
     fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.0.iter().filter(move |(k, _)| k == name).map(|(_, v)| v)
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v)
     }
 
     fn text(&self, name: &str) -> Option<String> {
@@ -87,7 +99,9 @@ impl Params {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(Value::String(s)) if s == "true" => Ok(Some(true)),
             Some(Value::String(s)) if s == "false" => Ok(Some(false)),
-            Some(v) => Err(HttpError::query_parse(format!("Invalid value for {name}: {v}"))),
+            Some(v) => Err(HttpError::query_parse(format!(
+                "Invalid value for {name}: {v}"
+            ))),
         }
     }
 
@@ -96,9 +110,12 @@ impl Params {
         let Some(v) = self.get(name) else {
             return Ok(default);
         };
-        let n = int(v).ok_or_else(|| HttpError::query_parse(format!("Invalid value for {name}: {v}")))?;
+        let n = int(v)
+            .ok_or_else(|| HttpError::query_parse(format!("Invalid value for {name}: {v}")))?;
         if n <= 0 {
-            return Err(HttpError::query_parse(format!("{name} must be greater than zero")));
+            return Err(HttpError::query_parse(format!(
+                "{name} must be greater than zero"
+            )));
         }
         match max {
             Some(max) if n as u64 > max => Err(HttpError::query_parse(format!(
@@ -141,9 +158,23 @@ fn open_index(
     index: &str,
     flavor: Flavor,
 ) -> HttpResult<Arc<SearchIndex>> {
+    let search = &state.node.search;
+    let seq = db
+        .snapshot()
+        .record(&format!("_design/{ddoc}"))?
+        .map(|r| r.seq);
+    if let Some(seq) = seq {
+        if let Some(ix) = search.named(db, &format!("_design/{ddoc}"), seq, index, flavor) {
+            return Ok(ix);
+        }
+    }
     let (id, doc) = design_json(db, ddoc)?;
     let def = IndexDef::find(&id, &doc, index, flavor, db.partitioned())?;
-    Ok(state.node.search.index(db, def)?)
+    let ix = search.index(db, def)?;
+    if let Some(seq) = seq {
+        search.remember(db, seq, &ix);
+    }
+    Ok(ix)
 }
 
 /// `GET|POST /{db}/_design/{ddoc}/_search/{index}`.
@@ -163,7 +194,9 @@ pub async fn search(
     }
     let result = run(ix, r.clone()).await?;
     let rows = |hits: &[Hit]| -> HttpResult<Vec<Value>> {
-        hits.iter().map(|h| search_row(&db, h, include_docs, r.highlight.is_some())).collect()
+        hits.iter()
+            .map(|h| search_row(&db, h, include_docs, r.highlight.is_some()))
+            .collect()
     };
     let body = match &result.groups {
         Some(groups) => {
@@ -191,7 +224,8 @@ pub async fn search(
     Ok(reply::json(200, &body))
 }
 
-/// Runs a search off the async threads.
+/// Runs a search off the async threads: a phrase over common words can take tens of
+/// milliseconds, which would hold up every request queued behind it there.
 async fn run(ix: Arc<SearchIndex>, r: SearchRequest) -> HttpResult<settee_search::SearchResult> {
     tokio::task::spawn_blocking(move || ix.search(&r))
         .await
@@ -205,18 +239,25 @@ fn search_request(
     db: &Database,
     ix: &SearchIndex,
 ) -> HttpResult<(SearchRequest, bool, bool)> {
-    let q = p.text("q").or_else(|| p.text("query")).ok_or_else(|| {
-        HttpError::query_parse("Query must include a 'q' or 'query' argument")
-    })?;
+    let q = p
+        .text("q")
+        .or_else(|| p.text("query"))
+        .ok_or_else(|| HttpError::query_parse("Query must include a 'q' or 'query' argument"))?;
     let partition = partition(p, db, ix)?;
-    let (default_limit, max_limit) = if db.partitioned() { (2000, 2000) } else { (25, 200) };
+    let (default_limit, max_limit) = if db.partitioned() {
+        (2000, 2000)
+    } else {
+        (25, 200)
+    };
     let limit = match p.get("limit") {
         None => default_limit,
         Some(v) => {
             let n = int(v)
                 .ok_or_else(|| HttpError::query_parse(format!("Invalid value for limit: {v}")))?;
             if n < 0 {
-                return Err(HttpError::query_parse("limit must be greater than or equal to zero"));
+                return Err(HttpError::query_parse(
+                    "limit must be greater than or equal to zero",
+                ));
             }
             if n as u64 > max_limit {
                 return Err(HttpError::query_parse(format!(
@@ -251,7 +292,9 @@ fn search_request(
         None => None,
     };
     if partition.is_some()
-        && (p.get("counts").is_some() || p.get("ranges").is_some() || group.is_some()
+        && (p.get("counts").is_some()
+            || p.get("ranges").is_some()
+            || group.is_some()
             || p.all("drilldown").count() > 0)
     {
         return Err(HttpError::bad_request(
@@ -263,7 +306,9 @@ fn search_request(
         Some(fields) => Some(Highlight {
             fields,
             pre: p.text("highlight_pre_tag").unwrap_or_else(|| "<em>".into()),
-            post: p.text("highlight_post_tag").unwrap_or_else(|| "</em>".into()),
+            post: p
+                .text("highlight_post_tag")
+                .unwrap_or_else(|| "</em>".into()),
             number: p.positive("highlight_number", 1, None)? as usize,
             size: p.positive("highlight_size", 100, None)? as usize,
         }),
@@ -277,7 +322,11 @@ fn search_request(
         bookmark: if grouped { None } else { bookmark(p) },
         include_fields: list("include_fields")?,
         counts: if grouped { None } else { list("counts")? },
-        ranges: if grouped { None } else { p.get("ranges").map(search_ranges).transpose()? },
+        ranges: if grouped {
+            None
+        } else {
+            p.get("ranges").map(search_ranges).transpose()?
+        },
         drilldown: if grouped { Vec::new() } else { drilldown(p)? },
         group,
         highlight,
@@ -442,17 +491,22 @@ pub async fn nouveau(
         None => 25,
         Some(v) => match int(v) {
             Some(n) if n > 0 => n as usize,
-            Some(_) => return Err(HttpError::query_parse("limit parameter must be greater than zero")),
+            Some(_) => {
+                return Err(HttpError::query_parse(
+                    "limit parameter must be greater than zero",
+                ))
+            }
             None => return Err(HttpError::query_parse("limit parameter must be an integer")),
         },
     };
     let top_n = p.positive("top_n", 10, Some(1000))? as usize;
-    let counts = match p.get("counts") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(strings(v).ok_or_else(|| {
-            HttpError::query_parse("counts parameter must be a list of strings")
-        })?),
-    };
+    let counts =
+        match p.get("counts") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(strings(v).ok_or_else(|| {
+                HttpError::query_parse("counts parameter must be a list of strings")
+            })?),
+        };
     let ranges = match p.get("ranges") {
         None | Some(Value::Null) => None,
         Some(v) => Some(nouveau_ranges(v)?),
@@ -515,7 +569,11 @@ fn top_counts(values: Value, n: usize) -> Value {
 /// Nouveau's `order`: typed values, the document id last.
 fn typed_order(h: &Hit, sorts: &[SortKey]) -> Vec<Value> {
     let relevance = [SortKey::Score { desc: true }];
-    let keys = if sorts.is_empty() { &relevance[..] } else { sorts };
+    let keys = if sorts.is_empty() {
+        &relevance[..]
+    } else {
+        sorts
+    };
     let mut out: Vec<Value> = keys
         .iter()
         .zip(&h.order)
@@ -548,10 +606,14 @@ fn nouveau_sort(v: Option<&Value>) -> HttpResult<Vec<SortKey>> {
         }
         let body = item.trim_start_matches(['-', '+']);
         let Some((_, ty)) = body.strip_suffix('>').and_then(|b| b.split_once('<')) else {
-            return Err(HttpError::bad_request(format!("{item} is not a valid sort parameter")));
+            return Err(HttpError::bad_request(format!(
+                "{item} is not a valid sort parameter"
+            )));
         };
         if ty != "string" && ty != "double" {
-            return Err(HttpError::bad_request(format!("{ty} is not a valid sort type")));
+            return Err(HttpError::bad_request(format!(
+                "{ty} is not a valid sort type"
+            )));
         }
         let key = SortKey::parse(&item.replace("<double>", "<number>"))?;
         if !matches!(&key, SortKey::Field { name, .. } if name == "_id") {
@@ -594,12 +656,23 @@ fn nouveau_ranges(v: &Value) -> HttpResult<Ranges> {
 }
 
 /// `GET /{db}/_design/{ddoc}/_search_info/{index}` (and `_search_disk_size`, `_nouveau_info`).
-pub fn info(state: &State, req: &Req, name: &str, ddoc: &str, index: &str, what: &str) -> HttpResult<Response> {
+pub fn info(
+    state: &State,
+    req: &Req,
+    name: &str,
+    ddoc: &str,
+    index: &str,
+    what: &str,
+) -> HttpResult<Response> {
     if req.method != Method::GET && req.method != Method::HEAD {
         return Err(HttpError::method_not_allowed("GET"));
     }
     let db = open(state, name)?;
-    let flavor = if what == "_nouveau_info" { Flavor::Nouveau } else { Flavor::Search };
+    let flavor = if what == "_nouveau_info" {
+        Flavor::Nouveau
+    } else {
+        Flavor::Search
+    };
     let ix = open_index(state, &db, ddoc, index, flavor)?;
     let meta = ix.meta();
     let searcher = ix.searcher();
@@ -631,14 +704,23 @@ pub fn info(state: &State, req: &Req, name: &str, ddoc: &str, index: &str, what:
 
 /// `POST /{db}/_search_cleanup` and `/{db}/_nouveau_cleanup`: removes index directories no
 /// design document uses.
-pub async fn cleanup(state: &Arc<State>, req: &mut Req, name: &str, which: &str) -> HttpResult<Response> {
+pub async fn cleanup(
+    state: &Arc<State>,
+    req: &mut Req,
+    name: &str,
+    which: &str,
+) -> HttpResult<Response> {
     if req.method != Method::POST {
         return Err(HttpError::method_not_allowed("POST"));
     }
     if which == "_nouveau_cleanup" {
         req.require_json()?;
     }
-    let flavor = if which == "_nouveau_cleanup" { Flavor::Nouveau } else { Flavor::Search };
+    let flavor = if which == "_nouveau_cleanup" {
+        Flavor::Nouveau
+    } else {
+        Flavor::Search
+    };
     let db = open(state, name)?;
     let snap = db.snapshot();
     let mut keep = HashSet::new();
@@ -661,7 +743,9 @@ pub async fn analyze(state: &Arc<State>, req: &mut Req, which: &str) -> HttpResu
     let nouveau = which == "_nouveau_analyze";
     let (analyzer, text) = match req.method {
         Method::GET | Method::HEAD if !nouveau => (
-            req.query.get("analyzer").map(|s| Value::String(s.to_string())),
+            req.query
+                .get("analyzer")
+                .map(|s| Value::String(s.to_string())),
             req.query.get("text").map(|s| Value::String(s.to_string())),
         ),
         Method::POST => {
@@ -670,12 +754,18 @@ pub async fn analyze(state: &Arc<State>, req: &mut Req, which: &str) -> HttpResu
             (body.get("analyzer").cloned(), body.get("text").cloned())
         }
         _ => {
-            return Err(HttpError::method_not_allowed(if nouveau { "POST" } else { "GET,POST" }));
+            return Err(HttpError::method_not_allowed(if nouveau {
+                "POST"
+            } else {
+                "GET,POST"
+            }));
         }
     };
     let (analyzer, text) = if nouveau {
         match (analyzer, text) {
-            (Some(Value::String(a)), Some(Value::String(t))) if !a.is_empty() => (Value::String(a), t),
+            (Some(Value::String(a)), Some(Value::String(t))) if !a.is_empty() => {
+                (Value::String(a), t)
+            }
             _ => {
                 return Err(HttpError::bad_request(
                     "'text' and 'analyzer' fields must be non-empty strings",
@@ -683,9 +773,12 @@ pub async fn analyze(state: &Arc<State>, req: &mut Req, which: &str) -> HttpResu
             }
         }
     } else {
-        let a = analyzer.ok_or_else(|| HttpError::bad_request("analyzer parameter is mandatory"))?;
+        let a =
+            analyzer.ok_or_else(|| HttpError::bad_request("analyzer parameter is mandatory"))?;
         if !a.is_string() && !a.is_object() {
-            return Err(HttpError::bad_request("analyzer parameter must be a string or an object"));
+            return Err(HttpError::bad_request(
+                "analyzer parameter must be a string or an object",
+            ));
         }
         let t = text.ok_or_else(|| HttpError::bad_request("text parameter is mandatory"))?;
         let Value::String(t) = t else {
@@ -693,7 +786,11 @@ pub async fn analyze(state: &Arc<State>, req: &mut Req, which: &str) -> HttpResu
         };
         (a, t)
     };
-    let flavor = if nouveau { Flavor::Nouveau } else { Flavor::Search };
+    let flavor = if nouveau {
+        Flavor::Nouveau
+    } else {
+        Flavor::Search
+    };
     let spec = AnalyzerSpec::parse(Some(&analyzer), flavor)?;
     let tokens: Vec<String> = spec
         .build()

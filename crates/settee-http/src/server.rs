@@ -914,9 +914,7 @@ async fn db_route(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<R
         "_search_cleanup" | "_nouveau_cleanup" if rest == 2 => {
             Box::pin(crate::search::cleanup(state, req, name, &second)).await
         }
-        "_find" | "_explain" | "_shards" | "_sync_shards" => {
-            Err(unbuilt_db_endpoint(req, &second))
-        }
+        "_find" | "_explain" | "_shards" | "_sync_shards" => Err(unbuilt_db_endpoint(req, &second)),
         // Any other name is a document's, as in CouchDB (an `_design%2Fx` segment included):
         // reads find nothing by an id that cannot be made, writes are refused it.
         _ if rest == 2 => doc_route(state, req, name, &second).await,
@@ -946,5 +944,3 @@ fn unbuilt_db_endpoint(req: &Req, endpoint: &str) -> HttpError {
     let methods = if endpoint == "_shards" { "GET" } else { "POST" };
     node::unbuilt(req, endpoint, methods)
 }
-
-

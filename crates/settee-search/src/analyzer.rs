@@ -24,9 +24,9 @@ const MAX_TERM: usize = 255;
 
 /// English stop words of the standard, classic and e-mail analyzers of search indexes.
 const ENGLISH_STOP: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
-    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
-    "these", "they", "this", "to", "was", "will", "with",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
 ];
 
 /// The language analyzers, by CouchDB's names, and the stemmer each uses.
@@ -199,7 +199,11 @@ impl AnalyzerSpec {
                 o.get("default"),
                 o.get("fields"),
             ),
-            _ => return Err(Error::BadAnalyzer("analyzer must be a string or an object".into())),
+            _ => {
+                return Err(Error::BadAnalyzer(
+                    "analyzer must be a string or an object".into(),
+                ))
+            }
         };
         let stop = stop.map(stop_words).transpose()?;
         if name != "perfield" {
@@ -215,10 +219,15 @@ impl AnalyzerSpec {
         let mut per = Vec::new();
         if let Some(fields) = fields {
             let Some(fields) = fields.as_object() else {
-                return Err(Error::BadAnalyzer("perfield fields must be an object".into()));
+                return Err(Error::BadAnalyzer(
+                    "perfield fields must be an object".into(),
+                ));
             };
             for (field, def) in fields {
-                per.push((field.clone(), AnalyzerSpec::parse(Some(def), flavor)?.default));
+                per.push((
+                    field.clone(),
+                    AnalyzerSpec::parse(Some(def), flavor)?.default,
+                ));
             }
         }
         Ok(AnalyzerSpec {
@@ -232,7 +241,9 @@ impl AnalyzerSpec {
         let mut spec = AnalyzerSpec::parse(default, Flavor::Nouveau)?;
         if let Some(fields) = fields {
             let Some(fields) = fields.as_object() else {
-                return Err(Error::BadAnalyzer("field_analyzers must be an object".into()));
+                return Err(Error::BadAnalyzer(
+                    "field_analyzers must be an object".into(),
+                ));
             };
             for (field, def) in fields {
                 let a = AnalyzerSpec::parse(Some(def), Flavor::Nouveau)?.default;
@@ -269,6 +280,7 @@ fn stop_words(v: &Value) -> Result<Vec<String>> {
 }
 
 /// Analyzers built from an [`AnalyzerSpec`].
+#[derive(Clone)]
 pub struct Analyzer {
     default: TextAnalyzer,
     fields: HashMap<String, TextAnalyzer>,
@@ -308,12 +320,172 @@ impl Analyzer {
     }
 }
 
+/// The index's tokenizer for field values: each value arrives as [`FieldTokenizer::encode`]
+/// made it (how to analyze it, the field's name, the text), and leaves as terms
+/// `name \0 term` with their positions, analyzed by the field's analyzer; so tantivy's
+/// indexing threads do the analysis. With `pairs`, each two adjacent terms are also
+/// indexed as one ([`pair_term`]).
+#[derive(Clone)]
+pub struct FieldTokenizer {
+    analyzer: Analyzer,
+    pairs: bool,
+}
+
+impl FieldTokenizer {
+    /// A tokenizer analyzing with `spec`, indexing pairs of adjacent terms with `pairs`.
+    pub fn new(spec: &AnalyzerSpec, pairs: bool) -> FieldTokenizer {
+        FieldTokenizer {
+            analyzer: spec.build(),
+            pairs,
+        }
+    }
+
+    /// A value of field `name` as the tokenizer reads it: analyzed, or kept whole (`exact`).
+    pub fn encode(exact: bool, name: &str, text: &str) -> String {
+        let mut s = String::with_capacity(name.len() + text.len() + 2);
+        s.push(if exact { 'k' } else { 'a' });
+        s.push_str(name);
+        s.push('\0');
+        s.push_str(text);
+        s
+    }
+}
+
+/// The terms of one field value, made as tantivy asks for them into one reused token.
+pub struct FieldTokens<'a> {
+    inner: Option<tantivy::tokenizer::BoxTokenStream<'a>>,
+    /// `name \0`.
+    prefix: String,
+    exact: Option<&'a str>,
+    pairs: bool,
+    /// The previous term and its position, for pairs.
+    last: Option<(String, usize)>,
+    /// A pair to hand out before the next term.
+    pending: Option<(String, usize)>,
+    token: Token,
+}
+
+impl FieldTokens<'_> {
+    fn set(&mut self, text: &str, position: usize, pair: Option<&str>) {
+        let t = &mut self.token;
+        t.text.clear();
+        if let Some(first) = pair {
+            t.text.push('\u{1}');
+            t.text.push_str(&self.prefix);
+            t.text.push_str(first);
+            t.text.push('\0');
+        } else {
+            t.text.push_str(&self.prefix);
+        }
+        t.text.push_str(text);
+        t.position = position;
+    }
+}
+
+impl TokenStream for FieldTokens<'_> {
+    fn advance(&mut self) -> bool {
+        if let Some(word) = self.exact.take() {
+            self.set(word, 0, None);
+            return true;
+        }
+        if let Some((second, position)) = self.pending.take() {
+            let first = self
+                .last
+                .as_ref()
+                .map(|(f, _)| f.clone())
+                .unwrap_or_default();
+            self.set(&second, position, Some(&first));
+            self.last = Some((second, position + 1));
+            return true;
+        }
+        let Some(inner) = self.inner.as_mut() else {
+            return false;
+        };
+        if !inner.advance() {
+            return false;
+        }
+        if !self.pairs {
+            let (t, from) = (&mut self.token, inner.token());
+            t.text.clear();
+            t.text.push_str(&self.prefix);
+            t.text.push_str(&from.text);
+            t.position = from.position;
+            return true;
+        }
+        let (text, position) = (inner.token().text.clone(), inner.token().position);
+        self.set(&text, position, None);
+        {
+            match &self.last {
+                // The pair goes at the first term's position, after this term.
+                Some((_, p)) if *p + 1 == position => {
+                    self.pending = Some((text, position - 1));
+                }
+                _ => self.last = Some((text, position)),
+            }
+        }
+        true
+    }
+    fn token(&self) -> &Token {
+        &self.token
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.token
+    }
+}
+
+impl Tokenizer for FieldTokenizer {
+    type TokenStream<'a> = FieldTokens<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> FieldTokens<'a> {
+        let exact = text.starts_with('k');
+        let parsed = text.get(1..).and_then(|t| t.split_once('\0'));
+        let (prefix, exact, inner) = match parsed {
+            None => (String::new(), None, None),
+            Some((name, value)) => {
+                let prefix = format!("{name}\0");
+                if exact {
+                    (prefix, Some(value), None)
+                } else {
+                    let a = match self.analyzer.fields.get_mut(name) {
+                        Some(a) => a,
+                        None => &mut self.analyzer.default,
+                    };
+                    (prefix, None, Some(a.token_stream(value)))
+                }
+            }
+        };
+        FieldTokens {
+            inner,
+            prefix,
+            exact,
+            pairs: self.pairs,
+            last: None,
+            pending: None,
+            token: Token::default(),
+        }
+    }
+}
+
+/// The term indexed for two adjacent terms `a b` of field `name`, so that two-word phrases
+/// are one term's postings rather than positions compared document by document. It starts
+/// with `\u{1}`, which no field's own terms do, so no wildcard, range or fuzzy term of a
+/// field ever matches it.
+pub fn pair_term(name: &str, a: &str, b: &str) -> String {
+    let mut s = String::with_capacity(name.len() + a.len() + b.len() + 3);
+    s.push('\u{1}');
+    s.push_str(name);
+    s.push('\0');
+    s.push_str(a);
+    s.push('\0');
+    s.push_str(b);
+    s
+}
+
 /// A tantivy tokenizer over our splits.
 #[derive(Clone, Copy)]
 struct Splitter(Split);
 
 /// Tokens made in one go and handed out one at a time.
-struct Tokens {
+pub struct Tokens {
     tokens: Vec<Token>,
     next: usize,
 }
@@ -460,7 +632,15 @@ fn classic(text: &str) -> Vec<(usize, usize, String)> {
 
 /// The analyzer names known, for error messages and documentation.
 pub fn names() -> Vec<&'static str> {
-    let mut n = vec!["standard", "classic", "email", "simple", "whitespace", "keyword", "perfield"];
+    let mut n = vec![
+        "standard",
+        "classic",
+        "email",
+        "simple",
+        "whitespace",
+        "keyword",
+        "perfield",
+    ];
     n.extend(LANGUAGES.iter().map(|(name, _)| *name));
     n
 }
@@ -490,25 +670,42 @@ mod tests {
     #[test]
     fn nouveau_standard_keeps_stop_words() {
         let spec = AnalyzerSpec::parse(Some(&json!("standard")), Flavor::Nouveau).unwrap();
-        let t: Vec<String> = spec.build().analyze("f", "The fox").into_iter().map(|t| t.text).collect();
+        let t: Vec<String> = spec
+            .build()
+            .analyze("f", "The fox")
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
         assert_eq!(t, ["the", "fox"]);
     }
 
     #[test]
     fn simple_whitespace_keyword() {
-        assert_eq!(terms(json!("simple"), "Hello, World42x"), ["hello", "world", "x"]);
-        assert_eq!(terms(json!("whitespace"), "Hello, World"), ["Hello,", "World"]);
+        assert_eq!(
+            terms(json!("simple"), "Hello, World42x"),
+            ["hello", "world", "x"]
+        );
+        assert_eq!(
+            terms(json!("whitespace"), "Hello, World"),
+            ["Hello,", "World"]
+        );
         assert_eq!(terms(json!("keyword"), "Hello, World"), ["Hello, World"]);
     }
 
     #[test]
     fn email_and_classic_keep_addresses_whole() {
         assert_eq!(
-            terms(json!("email"), "Mail Bob@Example.com or see https://x.org/a?b=1."),
+            terms(
+                json!("email"),
+                "Mail Bob@Example.com or see https://x.org/a?b=1."
+            ),
             ["mail", "bob@example.com", "see", "https://x.org/a?b=1"]
         );
         assert_eq!(
-            terms(json!("classic"), "I.B.M. sent bob@x.com John's www.site.com"),
+            terms(
+                json!("classic"),
+                "I.B.M. sent bob@x.com John's www.site.com"
+            ),
             ["ibm", "sent", "bob@x.com", "john", "www.site.com"]
         );
     }
@@ -527,7 +724,10 @@ mod tests {
         assert_eq!(a.analyze("g", "Running Dogs")[0].text, "Running Dogs");
         assert_eq!(a.analyze("f", "Running Dogs")[0].text, "run");
         assert_eq!(
-            terms(json!({"name": "standard", "stopwords": ["fox"]}), "the fox jumps"),
+            terms(
+                json!({"name": "standard", "stopwords": ["fox"]}),
+                "the fox jumps"
+            ),
             ["the", "jumps"]
         );
     }

@@ -15,7 +15,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Score, SegmentReader, TERMINATED};
 use tantivy_fst::{Automaton, Regex};
 
-use crate::analyzer::Analyzer;
+use crate::analyzer::{pair_term, Analyzer};
 use crate::error::{Error, Result};
 use crate::index::{term, Fields, SEP};
 use crate::lucene::{Occur, Query};
@@ -34,16 +34,19 @@ pub struct Wanted {
 pub struct Compiler<'a> {
     fields: &'a Fields,
     analyzer: &'a mut Analyzer,
+    pairs: bool,
     /// Terms the query looks for.
     pub wanted: Wanted,
 }
 
 impl<'a> Compiler<'a> {
-    /// A compiler over `fields` analyzing with `analyzer`.
-    pub fn new(fields: &'a Fields, analyzer: &'a mut Analyzer) -> Compiler<'a> {
+    /// A compiler over `fields` analyzing with `analyzer`; `pairs` when the index holds
+    /// pairs of adjacent terms.
+    pub fn new(fields: &'a Fields, analyzer: &'a mut Analyzer, pairs: bool) -> Compiler<'a> {
         Compiler {
             fields,
             analyzer,
+            pairs,
             wanted: Wanted::default(),
         }
     }
@@ -144,6 +147,12 @@ impl<'a> Compiler<'a> {
                 IndexRecordOption::WithFreqs,
             ))),
             _ => {
+                let adjacent = tokens
+                    .windows(2)
+                    .all(|w| w[1].position == w[0].position + 1);
+                if self.pairs && slop == 0 && adjacent {
+                    return Some(self.pairs(field, &tokens));
+                }
                 let first = tokens[0].position;
                 let terms = tokens
                     .iter()
@@ -156,9 +165,24 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// An exact phrase of adjacent terms through the indexed pairs of adjacent terms: one
+    /// pair's postings for two words, a phrase of pairs for more.
+    fn pairs(&self, field: &str, tokens: &[crate::analyzer::Term]) -> Compiled {
+        let pair = |i: usize| {
+            let text = pair_term(field, &tokens[i].text, &tokens[i + 1].text);
+            tantivy::Term::from_field_text(self.fields.terms, &text)
+        };
+        if tokens.len() == 2 {
+            return Box::new(TermQuery::new(pair(0), IndexRecordOption::WithFreqs));
+        }
+        let terms = (0..tokens.len() - 1).map(|i| (i, pair(i))).collect();
+        Box::new(PhraseQuery::new_with_offset(terms))
+    }
+
     fn regex(&mut self, field: &str, pattern: &str) -> Result<Compiled> {
-        let re = Regex::new(pattern)
-            .map_err(|e| Error::QueryParse(format!("invalid regular expression {pattern:?}: {e}")))?;
+        let re = Regex::new(pattern).map_err(|e| {
+            Error::QueryParse(format!("invalid regular expression {pattern:?}: {e}"))
+        })?;
         Ok(automaton(self.fields.terms, field, Re(Arc::new(re))))
     }
 
@@ -200,7 +224,10 @@ impl<'a> Compiler<'a> {
             .iter()
             .map(|v| {
                 let t = term(self.fields.facets, field, v);
-                (TOccur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Compiled)
+                (
+                    TOccur::Should,
+                    Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Compiled,
+                )
             })
             .collect();
         Box::new(BooleanQuery::new(any))
@@ -226,8 +253,11 @@ fn escape_into(re: &mut String, c: char) {
 pub fn number(text: &str) -> Option<f64> {
     let t = text.strip_prefix('-').unwrap_or(text);
     let ok = !t.is_empty()
-        && t.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '.')
-        && t.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'));
+        && t.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '.')
+        && t.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'));
     if ok {
         text.parse().ok()
     } else {
@@ -270,7 +300,10 @@ where
     A::State: Clone,
 {
     fn weight(&self, _: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
-        Ok(Box::new(AutomatonWeight::<A>::new(self.field, self.automaton.clone())))
+        Ok(Box::new(AutomatonWeight::<A>::new(
+            self.field,
+            self.automaton.clone(),
+        )))
     }
 }
 
@@ -404,9 +437,8 @@ impl Automaton for TermRange {
         let len = |b: &Option<Vec<u8>>| b.as_ref().map_or(0, Vec::len);
         // Equal so far and ended: equal to the bound, or a prefix of it (so below it).
         let lo_ok = lo == Side::Past || (n == len(&self.lower) && self.incl_lower);
-        let hi_ok = hi == Side::Past
-            || n < len(&self.upper)
-            || (n == len(&self.upper) && self.incl_upper);
+        let hi_ok =
+            hi == Side::Past || n < len(&self.upper) || (n == len(&self.upper) && self.incl_upper);
         lo_ok && hi_ok
     }
     fn can_match(&self, s: &Self::State) -> bool {
@@ -536,7 +568,15 @@ mod tests {
             incl_lower: true,
             incl_upper: false,
         };
-        for (t, want) in [("a", false), ("b", true), ("ba", true), ("c", true), ("d", false), ("cz", true), ("da", false)] {
+        for (t, want) in [
+            ("a", false),
+            ("b", true),
+            ("ba", true),
+            ("c", true),
+            ("d", false),
+            ("cz", true),
+            ("da", false),
+        ] {
             assert_eq!(run(&r, t.as_bytes()), want, "{t}");
         }
         let open = TermRange {

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 
 /// Bumped when what an index holds for the same definition changes, so old files are
 /// rebuilt rather than misread.
-const FORMAT: &str = "settee-search-1";
+const FORMAT: &str = "settee-search-4";
 
 /// One search index of a design document.
 #[derive(Clone, Debug)]
@@ -28,6 +28,9 @@ pub struct IndexDef {
     pub ddoc_json: String,
     /// Whether the index is partitioned (its queries name a partition).
     pub partitioned: bool,
+    /// Whether adjacent terms are also indexed as pairs (`"index_phrases": true`, a Settee
+    /// option): exact phrases then cost one term's postings, for a larger, slower-built index.
+    pub pairs: bool,
     signature: String,
 }
 
@@ -70,16 +73,16 @@ impl IndexDef {
         flavor: Flavor,
         db_partitioned: bool,
     ) -> Result<IndexDef> {
-        let source = def
-            .get("index")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                Error::InvalidDesignDoc(format!("index `{name}` must have parameter `index`"))
-            })?;
+        let source = def.get("index").and_then(Value::as_str).ok_or_else(|| {
+            Error::InvalidDesignDoc(format!("index `{name}` must have parameter `index`"))
+        })?;
         let (analyzer, analyzer_json) = match flavor {
             Flavor::Search => {
                 let a = def.get("analyzer");
-                (AnalyzerSpec::parse(a, flavor)?, a.cloned().unwrap_or(Value::Null))
+                (
+                    AnalyzerSpec::parse(a, flavor)?,
+                    a.cloned().unwrap_or(Value::Null),
+                )
             }
             Flavor::Nouveau => {
                 let (d, f) = (def.get("default_analyzer"), def.get("field_analyzers"));
@@ -91,6 +94,10 @@ impl IndexDef {
             .pointer("/options/partitioned")
             .and_then(Value::as_bool)
             .unwrap_or(db_partitioned);
+        let pairs = def
+            .get("index_phrases")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let mut h = Md5::new();
         for part in [
             FORMAT,
@@ -98,6 +105,7 @@ impl IndexDef {
             &analyzer_json.to_string(),
             source,
             if partitioned { "p" } else { "-" },
+            if pairs { "pairs" } else { "-" },
         ] {
             h.update(part.as_bytes());
             h.update([0]);
@@ -111,6 +119,7 @@ impl IndexDef {
             analyzer,
             ddoc_json: ddoc.to_string(),
             partitioned,
+            pairs,
             signature,
         })
     }

@@ -33,7 +33,7 @@ pub fn fields(
         for text in texts {
             frags.extend(fragments(h, field, text, &terms, analyzer));
         }
-        frags.sort_by(|a, b| b.0.cmp(&a.0));
+        frags.sort_by_key(|f| std::cmp::Reverse(f.0));
         let list = frags
             .into_iter()
             .take(h.number)

@@ -6,8 +6,7 @@
 //! * `facets`: exact values of facet and `string` fields as `name \0 value` (drilldown);
 //! * `fast`: a columnar object `{name: value}` of numbers and short strings (numeric
 //!   queries and ranges, sorting, counts);
-//! * `stored`: the stored fields as JSON; `id`, `key` (a stable number per id, the last
-//!   sort key) and `part` (the partition).
+//! * `stored`: the stored fields as JSON; `id` and `part` (the partition).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,20 +18,21 @@ use tantivy::schema::{
     Field, IndexRecordOption, JsonObjectOptions, OwnedValue, Schema, TextFieldIndexing,
     TextOptions, FAST, STORED, STRING,
 };
-use tantivy::tokenizer::{PreTokenizedString, Token};
+
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 use tokio::sync::watch;
 
-use crate::analyzer::{Analyzer, Flavor};
+use crate::analyzer::{FieldTokenizer, Flavor};
 use crate::def::IndexDef;
 use crate::error::{Error, Result};
 
-/// Positions left between values and fields, so no phrase spans two of them.
-const GAP: usize = 100;
 /// Strings longer than this are searchable but not sortable or counted (unless a facet).
 pub const MAX_SORT_STRING: usize = 256;
 /// Memory the writer buffers before it writes a segment.
 const WRITER_MEMORY: usize = 64 << 20;
+
+/// The name the index's [`FieldTokenizer`] is registered under.
+const TOKENIZER: &str = "settee";
 
 /// The separator between a field's name and its term.
 pub const SEP: char = '\0';
@@ -42,8 +42,6 @@ pub const SEP: char = '\0';
 pub struct Fields {
     /// Document id (exact, stored, columnar).
     pub id: Field,
-    /// A stable number per id, the sort's last key.
-    pub key: Field,
     /// The partition of a partitioned database's document.
     pub part: Field,
     /// Analyzed terms with positions.
@@ -61,12 +59,11 @@ impl Fields {
         let mut b = Schema::builder();
         let terms = TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer("raw")
+                .set_tokenizer(TOKENIZER)
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         );
         let fields = Fields {
-            id: b.add_text_field("id", STRING | STORED | FAST),
-            key: b.add_u64_field("key", FAST),
+            id: b.add_text_field("id", STRING | FAST),
             part: b.add_text_field("part", STRING),
             terms: b.add_text_field("terms", terms),
             facets: b.add_text_field("facets", STRING),
@@ -87,16 +84,6 @@ impl Fields {
         }
         out
     }
-}
-
-/// A stable number for a document id that fits a JSON number exactly (FNV-1a, 53 bits).
-pub fn id_key(id: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h >> 11
 }
 
 /// Where an index has got to in its database.
@@ -163,22 +150,19 @@ impl Indexed {
     }
 }
 
-/// Builds the tantivy document for document `id` with `values`.
+/// Builds the tantivy document for document `id` with `values` (the index's
+/// [`FieldTokenizer`] analyzes them as tantivy indexes the document).
 pub fn build_doc(
     f: &Fields,
     id: &str,
     partition: Option<&str>,
     values: &[Indexed],
-    analyzer: &mut Analyzer,
 ) -> TantivyDocument {
     let mut doc = TantivyDocument::new();
     doc.add_text(f.id, id);
-    doc.add_u64(f.key, id_key(id));
     if let Some(p) = partition {
         doc.add_text(f.part, p);
     }
-    let mut tokens: Vec<Token> = Vec::new();
-    let mut next_pos = 0usize;
     let mut fast: BTreeMap<String, Vec<OwnedValue>> = BTreeMap::new();
     let mut stored = serde_json::Map::new();
     for v in values {
@@ -189,7 +173,9 @@ pub fn build_doc(
             (_, "stored") => {}
             (Value::Number(n), _) => {
                 let x = n.as_f64().unwrap_or(0.0);
-                fast.entry(v.name.clone()).or_default().push(OwnedValue::F64(x));
+                fast.entry(v.name.clone())
+                    .or_default()
+                    .push(OwnedValue::F64(x));
             }
             (Value::String(_) | Value::Bool(_), kind) => {
                 let text = match &v.value {
@@ -198,40 +184,19 @@ pub fn build_doc(
                 };
                 let exact = kind == "string" || v.analyzed.is_none() || v.value.is_boolean();
                 if v.analyzed != Some(false) {
-                    let terms = if exact {
-                        vec![(text.clone(), 0)]
-                    } else {
-                        analyzer
-                            .analyze(&v.name, &text)
-                            .into_iter()
-                            .map(|t| (t.text, t.position))
-                            .collect()
-                    };
-                    let mut last = 0;
-                    for (term, pos) in terms {
-                        last = pos;
-                        tokens.push(token(&v.name, &term, next_pos + pos));
-                    }
-                    next_pos += last + GAP;
+                    doc.add_text(f.terms, FieldTokenizer::encode(exact, &v.name, &text));
                 }
                 if v.facet || kind == "string" {
                     doc.add_text(f.facets, format!("{}{SEP}{}", v.name, text));
                 }
                 if v.facet || kind == "string" || text.len() <= MAX_SORT_STRING {
-                    fast.entry(v.name.clone()).or_default().push(OwnedValue::Str(text));
+                    fast.entry(v.name.clone())
+                        .or_default()
+                        .push(OwnedValue::Str(text));
                 }
             }
             _ => {}
         }
-    }
-    if !tokens.is_empty() {
-        doc.add_pre_tokenized_text(
-            f.terms,
-            PreTokenizedString {
-                text: String::new(),
-                tokens,
-            },
-        );
     }
     if !fast.is_empty() {
         let object = fast
@@ -251,16 +216,6 @@ pub fn build_doc(
         doc.add_text(f.stored, Value::Object(stored).to_string());
     }
     doc
-}
-
-fn token(field: &str, term: &str, position: usize) -> Token {
-    Token {
-        offset_from: 0,
-        offset_to: 0,
-        position,
-        text: format!("{field}{SEP}{term}"),
-        position_length: 1,
-    }
 }
 
 /// Adds a stored value; a name stored twice holds an array, latest first, as CouchDB
@@ -286,11 +241,14 @@ pub fn term(field: Field, name: &str, text: &str) -> Term {
 /// One search index: its definition, files, reader, writer and position.
 pub struct SearchIndex {
     def: IndexDef,
+    analyzer: crate::analyzer::Analyzer,
     dir: PathBuf,
     index: tantivy::Index,
     reader: IndexReader,
     writer: Mutex<Option<IndexWriter<TantivyDocument>>>,
     meta: Mutex<IndexMeta>,
+    /// Whether any document ever stored a field (else hits need no stored document).
+    stored: std::sync::atomic::AtomicBool,
     fields: Fields,
     pub(crate) build: Mutex<BuildState>,
     pub(crate) changed: watch::Sender<u64>,
@@ -308,18 +266,23 @@ impl SearchIndex {
         let directory = tantivy::directory::MmapDirectory::open(&dir)
             .map_err(|e| Error::Index(tantivy::TantivyError::from(e)))?;
         let index = tantivy::Index::open_or_create(directory, schema)?;
-        let meta = read_meta(&index, q)?;
+        index
+            .tokenizers()
+            .register(TOKENIZER, FieldTokenizer::new(&def.analyzer, def.pairs));
+        let (meta, stored) = read_meta(&index, q)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         Ok(SearchIndex {
+            analyzer: def.analyzer.build(),
             def,
             dir,
             index,
             reader,
             writer: Mutex::new(None),
             meta: Mutex::new(meta),
+            stored: std::sync::atomic::AtomicBool::new(stored),
             fields,
             build: Mutex::new(BuildState::default()),
             changed: watch::Sender::new(0),
@@ -329,6 +292,11 @@ impl SearchIndex {
     /// The definition it was opened with.
     pub fn def(&self) -> &IndexDef {
         &self.def
+    }
+
+    /// The index's analyzers (clone to run them).
+    pub fn analyzer(&self) -> &crate::analyzer::Analyzer {
+        &self.analyzer
     }
 
     /// The schema's fields.
@@ -354,6 +322,10 @@ impl SearchIndex {
         for (id, doc) in batch {
             writer.delete_term(Term::from_field_text(self.fields.id, &id));
             if let Some(doc) = doc {
+                if doc.get_first(self.fields.stored).is_some() {
+                    self.stored
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 writer.add_document(doc)?;
             }
         }
@@ -364,7 +336,12 @@ impl SearchIndex {
     pub fn commit(&self, meta: IndexMeta) -> Result<()> {
         let mut guard = self.writer.lock().expect("writer lock");
         let writer = self.writer_in(&mut guard)?;
-        let payload = json!({"seq": meta.seq.0, "purge_seq": meta.purge_seq}).to_string();
+        let payload = json!({
+            "seq": meta.seq.0,
+            "purge_seq": meta.purge_seq,
+            "stored": self.has_stored(),
+        })
+        .to_string();
         let mut commit = writer.prepare_commit()?;
         commit.set_payload(&payload);
         commit.commit()?;
@@ -379,9 +356,17 @@ impl SearchIndex {
     ) -> Result<&'g mut IndexWriter<TantivyDocument>> {
         if guard.is_none() {
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-            *guard = Some(self.index.writer_with_num_threads(threads, WRITER_MEMORY * threads)?);
+            *guard = Some(
+                self.index
+                    .writer_with_num_threads(threads, WRITER_MEMORY * threads)?,
+            );
         }
         Ok(guard.as_mut().expect("a writer"))
+    }
+
+    /// Whether any document has stored a field.
+    pub fn has_stored(&self) -> bool {
+        self.stored.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every document id the index holds.
@@ -448,13 +433,15 @@ impl SearchIndex {
     }
 }
 
-fn read_meta(index: &tantivy::Index, q: usize) -> Result<IndexMeta> {
+/// The position of the last commit, and whether any document stored fields.
+fn read_meta(index: &tantivy::Index, q: usize) -> Result<(IndexMeta, bool)> {
     let metas = index.load_metas()?;
     let Some(payload) = metas.payload else {
-        return Ok(IndexMeta {
+        let meta = IndexMeta {
             seq: SeqVector::zero(q),
             purge_seq: 0,
-        });
+        };
+        return Ok((meta, false));
     };
     let v: Value =
         serde_json::from_str(&payload).map_err(|_| Error::Corrupted("search index position"))?;
@@ -466,9 +453,12 @@ fn read_meta(index: &tantivy::Index, q: usize) -> Result<IndexMeta> {
     if seq.len() != q {
         return Err(Error::Corrupted("search index position"));
     }
-    Ok(IndexMeta {
+    let meta = IndexMeta {
         seq: SeqVector(seq),
         purge_seq: v.get("purge_seq").and_then(Value::as_u64).unwrap_or(0),
-    })
+    };
+    Ok((
+        meta,
+        v.get("stored").and_then(Value::as_bool).unwrap_or(true),
+    ))
 }
-

@@ -43,16 +43,22 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
     let target = snap.seq()?;
     let purge_seq = snap.purge_seq()?.total();
     if purge_seq != start.purge_seq {
-        drop_purged(index, &snap, IndexMeta {
-            seq: start.seq.clone(),
-            purge_seq,
-        })?;
+        drop_purged(
+            index,
+            &snap,
+            IndexMeta {
+                seq: start.seq.clone(),
+                purge_seq,
+            },
+        )?;
     }
     if covers(&start.seq, &target) {
         return Ok(());
     }
     let def = index.def();
-    let task = db.tasks().start_for("search_indexer", db.name(), Some(&def.ddoc_id));
+    let task = db
+        .tasks()
+        .start_for("search_indexer", db.name(), Some(&def.ddoc_id));
     let total = snap.pending(&start.seq)?;
     task.update(0, total);
     let mut changes = snap.changes(
@@ -69,7 +75,11 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
         let batch = next_batch(&mut changes, skip_design)?;
         let next = (!batch.is_empty()).then(|| {
             let n = batch.len() as u64;
-            (start_batch(pool, index, batch), changes.position().clone(), n)
+            (
+                start_batch(pool, index, batch),
+                changes.position().clone(),
+                n,
+            )
         });
         if let Some((parts, position, n)) = running.take() {
             let mut ready = Vec::new();
@@ -112,7 +122,8 @@ fn next_batch(changes: &mut settee_db::Changes, skip_design: bool) -> Result<Vec
     let mut bytes = 0;
     for row in changes.by_ref() {
         let row = row?;
-        let indexed = !row.deleted && !(skip_design && row.id.starts_with(DESIGN_PREFIX));
+        let design = skip_design && row.id.starts_with(DESIGN_PREFIX);
+        let indexed = !row.deleted && !design;
         let doc = if indexed { row.doc } else { None };
         bytes += doc.as_ref().map_or(0, Vec::len);
         batch.push(Change { id: row.id, doc });
@@ -134,13 +145,21 @@ fn start_batch(pool: &Arc<Pool>, index: &Arc<SearchIndex>, batch: Vec<Change>) -
         parts.push(pool.submit(move |engine| {
             let def = index.def();
             let key = format!("search:{}", def.signature());
-            engine.load_indexer(&key, &def.source, &def.ddoc_json, def.flavor == Flavor::Nouveau)?;
+            engine.load_indexer(
+                &key,
+                &def.source,
+                &def.ddoc_json,
+                def.flavor == Flavor::Nouveau,
+            )?;
             let mut json = String::from("[");
             for c in part.iter().filter_map(|c| c.doc.as_deref()) {
                 if json.len() > 1 {
                     json.push(',');
                 }
-                json.push_str(&String::from_utf8_lossy(c));
+                match std::str::from_utf8(c) {
+                    Ok(text) => json.push_str(text),
+                    Err(_) => json.push_str(&String::from_utf8_lossy(c)),
+                }
             }
             json.push(']');
             let out = engine.index_docs(&key, json)?;
@@ -155,7 +174,6 @@ fn prepare(index: &SearchIndex, part: Vec<Change>, out: &str) -> Result<Ready> {
     let results: Vec<Value> =
         serde_json::from_str(out).map_err(|_| Error::Corrupted("index function output"))?;
     let mut results = results.into_iter();
-    let mut analyzer = index.def().analyzer.build();
     let partitioned = index.def().partitioned;
     let mut ready = Vec::with_capacity(part.len());
     for c in part {
@@ -168,8 +186,12 @@ fn prepare(index: &SearchIndex, part: Vec<Change>, out: &str) -> Result<Ready> {
             _ => Vec::new(),
         };
         let doc = (!fields.is_empty()).then(|| {
-            let partition = if partitioned { partition_of(&c.id) } else { None };
-            build_doc(index.fields(), &c.id, partition, &fields, &mut analyzer)
+            let partition = if partitioned {
+                partition_of(&c.id)
+            } else {
+                None
+            };
+            build_doc(index.fields(), &c.id, partition, &fields)
         });
         ready.push((c.id, doc));
     }

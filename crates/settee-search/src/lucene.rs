@@ -197,7 +197,9 @@ fn lex(q: &str) -> Result<Vec<Tok>> {
                         };
                         s.push(e);
                         i += 2;
-                    } else if special(c) && !(c == '-' || c == '+') || (c == '-' || c == '+') && s.is_empty() {
+                    } else if special(c) && !(c == '-' || c == '+')
+                        || (c == '-' || c == '+') && s.is_empty()
+                    {
                         break;
                     } else {
                         wild |= c == '*' || c == '?';
@@ -484,7 +486,10 @@ mod tests {
         );
         assert_eq!(
             parse("a && !b", "d").unwrap(),
-            Query::Bool(vec![(Occur::Must, term("d", "a")), (Occur::MustNot, term("d", "b"))])
+            Query::Bool(vec![
+                (Occur::Must, term("d", "a")),
+                (Occur::MustNot, term("d", "b"))
+            ])
         );
     }
 
@@ -492,7 +497,10 @@ mod tests {
     fn groups_phrases_ranges_boosts() {
         assert_eq!(
             parse("title:(a b)", "d").unwrap(),
-            Query::Bool(vec![(Occur::Should, term("title", "a")), (Occur::Should, term("title", "b"))])
+            Query::Bool(vec![
+                (Occur::Should, term("title", "a")),
+                (Occur::Should, term("title", "b"))
+            ])
         );
         assert_eq!(
             parse("\"quick fox\"~2", "d").unwrap(),
@@ -512,7 +520,10 @@ mod tests {
                 incl_upper: false
             }
         );
-        assert_eq!(parse("a^2.5", "d").unwrap(), Query::Boost(Box::new(term("d", "a")), 2.5));
+        assert_eq!(
+            parse("a^2.5", "d").unwrap(),
+            Query::Boost(Box::new(term("d", "a")), 2.5)
+        );
         assert_eq!(parse("*:*", "d").unwrap(), Query::All);
         assert!(matches!(
             parse("n:[-5 TO \"5\"]", "d").unwrap(),
@@ -546,12 +557,14 @@ mod tests {
         );
         assert_eq!(parse(r"a\:b", "d").unwrap(), term("d", "a:b"));
         assert_eq!(parse("wi-fi", "d").unwrap(), term("d", "wi-fi"));
-        assert_eq!(parse("price:-3", "d").unwrap_err().to_string().is_empty(), false);
+        assert!(!parse("price:-3", "d").unwrap_err().to_string().is_empty());
     }
 
     #[test]
     fn malformed_queries_fail() {
-        for q in ["", "(a", "a)", "\"open", "title:", "a AND", "[1 TO 2", "a^x", "n:[1 2]"] {
+        for q in [
+            "", "(a", "a)", "\"open", "title:", "a AND", "[1 TO 2", "a^x", "n:[1 2]",
+        ] {
             assert!(parse(q, "d").is_err(), "{q}");
         }
     }

@@ -3,7 +3,7 @@
 //! groups in one pass; then ids, stored fields and highlights for the hits on the page.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
@@ -61,9 +61,15 @@ impl SortKey {
             Some((name, ty)) => (name, Some(ty)),
             None => (rest, None),
         };
-        let word = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+        let word = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        };
         if !word(name) || ty.is_some_and(|t| !word(t)) {
-            return Err(Error::BadRequest(format!("Unrecognized sort parameter: {item}")));
+            return Err(Error::BadRequest(format!(
+                "Unrecognized sort parameter: {item}"
+            )));
         }
         let string = match ty {
             None | Some("number") | Some("double") => false,
@@ -139,7 +145,7 @@ pub struct SearchRequest {
 pub struct Hit {
     /// Document id.
     pub id: String,
-    /// Its sort values, the last a stable number per document.
+    /// Its sort values, the last its document number (as CouchDB's).
     pub order: Vec<Value>,
     /// Stored fields.
     pub fields: Map<String, Value>,
@@ -214,7 +220,7 @@ impl Val {
     }
 }
 
-/// How to compare two hits: the sort keys, then the stable number ascending.
+/// How to compare two hits: the sort keys, then the document number ascending.
 #[derive(Clone)]
 struct Order {
     keys: Vec<SortKey>,
@@ -225,7 +231,9 @@ impl Order {
         for (i, key) in self.keys.iter().enumerate() {
             let o = a[i].cmp(&b[i]);
             let desc = match key {
-                SortKey::Score { desc } | SortKey::Doc { desc } | SortKey::Field { desc, .. } => *desc,
+                SortKey::Score { desc } | SortKey::Doc { desc } | SortKey::Field { desc, .. } => {
+                    *desc
+                }
             };
             let o = if desc { o.reverse() } else { o };
             if o != Ordering::Equal {
@@ -244,108 +252,99 @@ struct Entry {
     doc: DocId,
 }
 
-/// Entries kept in a max-heap by order: the worst on top, to be dropped first.
-struct Ranked<'a> {
-    entry: Entry,
-    order: &'a Order,
-}
-
-impl PartialEq for Ranked<'_> {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Ranked<'_> {}
-impl PartialOrd for Ranked<'_> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ranked<'_> {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.order.cmp(&self.entry.vals, &o.entry.vals)
-    }
-}
-
-/// The best `limit` entries seen.
+/// The best `limit` entries seen: a binary max-heap by order, the worst on top.
 struct Top {
     limit: usize,
-    entries: Vec<Entry>,
+    heap: Vec<Entry>,
 }
 
 impl Top {
     fn new(limit: usize) -> Top {
         Top {
             limit,
-            entries: Vec::new(),
+            heap: Vec::new(),
         }
+    }
+
+    /// Whether an entry with these values would make the page now.
+    fn wants(&self, vals: &[Val], order: &Order) -> bool {
+        self.limit > 0
+            && (self.heap.len() < self.limit
+                || order.cmp(vals, &self.heap[0].vals) == Ordering::Less)
     }
 
     fn offer(&mut self, e: Entry, order: &Order) {
-        if self.limit == 0 {
+        if !self.wants(&e.vals, order) {
             return;
         }
-        self.entries.push(e);
-        if self.entries.len() >= self.limit * 2 + 16 {
-            self.trim(order);
-        }
-    }
-
-    /// Whether an entry with these values could still make the page.
-    fn wants(&self, vals: &[Val], order: &Order) -> bool {
-        self.limit > 0
-            && (self.entries.len() < self.limit
-                || self
-                    .entries
-                    .iter()
-                    .any(|e| order.cmp(vals, &e.vals) == Ordering::Less))
-    }
-
-    fn trim(&mut self, order: &Order) {
-        if self.entries.len() > self.limit {
-            let mut heap: BinaryHeap<Ranked> = BinaryHeap::new();
-            for entry in self.entries.drain(..) {
-                heap.push(Ranked { entry, order });
-                if heap.len() > self.limit {
-                    heap.pop();
+        if self.heap.len() < self.limit {
+            self.heap.push(e);
+            let mut i = self.heap.len() - 1;
+            while i > 0 {
+                let parent = (i - 1) / 2;
+                if order.cmp(&self.heap[i].vals, &self.heap[parent].vals) != Ordering::Greater {
+                    break;
                 }
+                self.heap.swap(i, parent);
+                i = parent;
             }
-            self.entries = heap.into_iter().map(|r| r.entry).collect();
+        } else {
+            self.heap[0] = e;
+            let mut i = 0;
+            loop {
+                let (l, r) = (2 * i + 1, 2 * i + 2);
+                let mut big = i;
+                for c in [l, r] {
+                    if c < self.heap.len()
+                        && order.cmp(&self.heap[c].vals, &self.heap[big].vals) == Ordering::Greater
+                    {
+                        big = c;
+                    }
+                }
+                if big == i {
+                    break;
+                }
+                self.heap.swap(i, big);
+                i = big;
+            }
         }
     }
 
     fn sorted(mut self, order: &Order) -> Vec<Entry> {
-        self.trim(order);
-        self.entries.sort_by(|a, b| order.cmp(&a.vals, &b.vals));
-        self.entries
+        self.heap.sort_by(|a, b| order.cmp(&a.vals, &b.vals));
+        self.heap
     }
 }
 
 /// Reads one sort key's value of a document in a segment.
 enum KeyReader {
     Score,
-    Doc(Column<u64>),
+    Doc(u32),
     Num(Option<Column<f64>>),
     Str(Option<StrColumn>),
 }
 
 impl KeyReader {
-    fn open(key: &SortKey, seg: &SegmentReader) -> tantivy::Result<KeyReader> {
+    fn open(key: &SortKey, seg: &SegmentReader, base: u32) -> tantivy::Result<KeyReader> {
         let ff = seg.fast_fields();
         Ok(match key {
             SortKey::Score { .. } => KeyReader::Score,
-            SortKey::Doc { .. } => KeyReader::Doc(ff.u64("key")?),
-            SortKey::Field { name, string: false, .. } => {
-                KeyReader::Num(ff.column_opt::<f64>(&Fields::column(name))?)
-            }
-            SortKey::Field { name, string: true, .. } => KeyReader::Str(ff.str(&Fields::column(name))?),
+            SortKey::Doc { .. } => KeyReader::Doc(base),
+            SortKey::Field {
+                name,
+                string: false,
+                ..
+            } => KeyReader::Num(ff.column_opt::<f64>(&Fields::column(name))?),
+            SortKey::Field {
+                name, string: true, ..
+            } => KeyReader::Str(ff.str(&Fields::column(name))?),
         })
     }
 
     fn read(&self, doc: DocId, score: Score) -> Val {
         match self {
             KeyReader::Score => Val::Num(f64::from(score)),
-            KeyReader::Doc(c) => Val::Num(c.first(doc).unwrap_or(0) as f64),
+            KeyReader::Doc(base) => Val::Num(f64::from(base + doc)),
             KeyReader::Num(c) => Val::Num(c.as_ref().and_then(|c| c.first(doc)).unwrap_or(0.0)),
             KeyReader::Str(c) => c
                 .as_ref()
@@ -372,6 +371,8 @@ struct Plan {
     ranges: Ranges,
     group: Option<Grouping>,
     scoring: bool,
+    /// The number of each segment's first document (document numbers are the last key).
+    bases: Vec<u32>,
 }
 
 /// The collector of one search.
@@ -401,11 +402,11 @@ struct SegCollect {
     plan: std::sync::Arc<Plan>,
     seg: SegmentOrdinal,
     keys: Vec<KeyReader>,
-    tie: Column<u64>,
+    base: u32,
     group_keys: Vec<KeyReader>,
     top: Top,
     total: u64,
-    counts: Vec<(Option<StrColumn>, HashMap<u64, u64>)>,
+    counts: Vec<(Option<StrColumn>, Vec<u64>)>,
     ranges: Vec<(Option<Column<f64>>, Vec<u64>)>,
     group_col: Option<StrColumn>,
     groups: HashMap<Option<String>, GroupAcc>,
@@ -415,23 +416,33 @@ impl Collector for Collect {
     type Fruit = Found;
     type Child = SegCollect;
 
-    fn for_segment(&self, seg: SegmentOrdinal, reader: &SegmentReader) -> tantivy::Result<SegCollect> {
+    fn for_segment(
+        &self,
+        seg: SegmentOrdinal,
+        reader: &SegmentReader,
+    ) -> tantivy::Result<SegCollect> {
         let plan = &self.0;
         let ff = reader.fast_fields();
-        let keys = plan
-            .order
-            .keys
-            .iter()
-            .map(|k| KeyReader::open(k, reader))
-            .collect::<tantivy::Result<_>>()?;
+        let base = plan.bases.get(seg as usize).copied().unwrap_or(0);
+        let open = |o: &Order| -> tantivy::Result<Vec<KeyReader>> {
+            o.keys
+                .iter()
+                .map(|k| KeyReader::open(k, reader, base))
+                .collect()
+        };
+        let keys = open(&plan.order)?;
         let group_keys = match &plan.group_order {
-            Some(o) => o.keys.iter().map(|k| KeyReader::open(k, reader)).collect::<tantivy::Result<_>>()?,
+            Some(o) => open(o)?,
             None => Vec::new(),
         };
         let counts = plan
             .counts
             .iter()
-            .map(|f| Ok((ff.str(&Fields::column(f))?, HashMap::new())))
+            .map(|f| {
+                let col = ff.str(&Fields::column(f))?;
+                let n = col.as_ref().map_or(0, |c| c.num_terms());
+                Ok((col, vec![0; n]))
+            })
             .collect::<tantivy::Result<_>>()?;
         let ranges = plan
             .ranges
@@ -446,7 +457,7 @@ impl Collector for Collect {
             plan: plan.clone(),
             seg,
             keys,
-            tie: ff.u64("key")?,
+            base,
             group_keys,
             top: Top::new(if plan.group.is_some() { 0 } else { plan.limit }),
             total: 0,
@@ -486,7 +497,11 @@ impl Collector for Collect {
                 let g = all.groups.entry(by).or_insert((0, Vec::new(), None));
                 g.0 += n;
                 g.1.extend(hits);
-                g.2 = better(g.2.take(), lead, plan.group_order.as_ref().unwrap_or(&plan.order));
+                g.2 = better(
+                    g.2.take(),
+                    lead,
+                    plan.group_order.as_ref().unwrap_or(&plan.order),
+                );
             }
         }
         all.top = top.sorted(&plan.order);
@@ -503,7 +518,11 @@ impl Collector for Collect {
 
 fn better(a: Option<Entry>, b: Option<Entry>, order: &Order) -> Option<Entry> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(if order.cmp(&b.vals, &a.vals) == Ordering::Less { b } else { a }),
+        (Some(a), Some(b)) => Some(if order.cmp(&b.vals, &a.vals) == Ordering::Less {
+            b
+        } else {
+            a
+        }),
         (a, b) => a.or(b),
     }
 }
@@ -511,8 +530,28 @@ fn better(a: Option<Entry>, b: Option<Entry>, order: &Order) -> Option<Entry> {
 impl SegCollect {
     fn vals(&self, keys: &[KeyReader], doc: DocId, score: Score) -> Vec<Val> {
         let mut v: Vec<Val> = keys.iter().map(|k| k.read(doc, score)).collect();
-        v.push(Val::Num(self.tie.first(doc).unwrap_or(0) as f64));
+        v.push(Val::Num(f64::from(self.base + doc)));
         v
+    }
+}
+
+impl SegCollect {
+    /// A quick test on the first key alone: false when the document cannot make the page
+    /// (its first key is worse than the page's worst), so most documents cost no values.
+    fn may_enter(&self, doc: DocId, score: Score) -> bool {
+        let Some(worst) = self.top.heap.first() else {
+            return true;
+        };
+        if self.top.heap.len() < self.top.limit {
+            return true;
+        }
+        let first = self.keys[0].read(doc, score);
+        let o = first.cmp(&worst.vals[0]);
+        let desc = match &self.plan.order.keys[0] {
+            SortKey::Score { desc } | SortKey::Doc { desc } | SortKey::Field { desc, .. } => *desc,
+        };
+        let o = if desc { o.reverse() } else { o };
+        o != Ordering::Greater
     }
 }
 
@@ -523,10 +562,13 @@ impl SegmentCollector for SegCollect {
         self.total += 1;
         for (col, counted) in &mut self.counts {
             if let Some(col) = col {
-                let mut ords: Vec<u64> = col.term_ords(doc).collect();
-                ords.dedup();
-                for ord in ords {
-                    *counted.entry(ord).or_default() += 1;
+                // A document's ordinals come sorted: count each value once.
+                let mut last = None;
+                for ord in col.ords().values_for_doc(doc) {
+                    if last != Some(ord) {
+                        counted[ord as usize] += 1;
+                        last = Some(ord);
+                    }
                 }
             }
         }
@@ -543,7 +585,11 @@ impl SegmentCollector for SegCollect {
         if let Some(g) = &self.plan.group {
             let by = self.group_col.as_ref().and_then(|c| str_of(c, doc));
             let vals = self.vals(&self.keys, doc, score);
-            let lead_vals = self.plan.group_order.as_ref().map(|_| self.vals(&self.group_keys, doc, score));
+            let lead_vals = self
+                .plan
+                .group_order
+                .as_ref()
+                .map(|_| self.vals(&self.group_keys, doc, score));
             let (seg, limit) = (self.seg, self.plan.limit);
             let acc = self.groups.entry(by).or_insert_with(|| GroupAcc {
                 total: 0,
@@ -564,6 +610,9 @@ impl SegmentCollector for SegCollect {
             return;
         }
         if self.plan.limit == 0 {
+            return;
+        }
+        if !self.may_enter(doc, score) {
             return;
         }
         let vals = self.vals(&self.keys, doc, score);
@@ -595,9 +644,9 @@ impl SegmentCollector for SegCollect {
             let mut values = HashMap::new();
             if let Some(col) = col {
                 let mut s = String::new();
-                for (ord, n) in counted {
+                for (ord, n) in counted.into_iter().enumerate().filter(|(_, n)| *n > 0) {
                     s.clear();
-                    if col.ord_to_str(ord, &mut s).unwrap_or(false) {
+                    if col.ord_to_str(ord as u64, &mut s).unwrap_or(false) {
                         values.insert(s.clone(), n);
                     }
                 }
@@ -608,7 +657,9 @@ impl SegmentCollector for SegCollect {
             found.ranges.insert(self.plan.ranges[i].0.clone(), counted);
         }
         for (by, acc) in self.groups {
-            found.groups.insert(by, (acc.total, acc.top.sorted(order), acc.lead));
+            found
+                .groups
+                .insert(by, (acc.total, acc.top.sorted(order), acc.lead));
         }
         found
     }
@@ -618,8 +669,8 @@ impl SearchIndex {
     /// Runs `req` over the index's last commit.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResult> {
         let parsed = lucene::parse(&req.q, "default")?;
-        let mut analyzer = self.def().analyzer.build();
-        let mut compiler = Compiler::new(self.fields(), &mut analyzer);
+        let mut analyzer = self.analyzer().clone();
+        let mut compiler = Compiler::new(self.fields(), &mut analyzer, self.def().pairs);
         let mut query = compiler.compile(&parsed)?;
         let filters = self.filters(req, &compiler);
         let wanted = std::mem::take(&mut compiler.wanted);
@@ -647,18 +698,34 @@ impl SearchIndex {
         });
         let uses_score = |o: &Order| o.keys.iter().any(|k| matches!(k, SortKey::Score { .. }));
         let scoring = uses_score(&order) || group_order.as_ref().is_some_and(uses_score);
-        let plan = Plan {
-            order: order.clone(),
-            group_order,
-            limit: req.limit,
-            after,
-            counts: req.counts.clone().unwrap_or_default(),
-            ranges: req.ranges.clone().unwrap_or_default(),
-            group: req.group.clone(),
-            scoring,
-        };
         let searcher = self.searcher();
-        let found = searcher.search(&query, &Collect(std::sync::Arc::new(plan)))?;
+        let mut bases = Vec::new();
+        let mut next = 0u32;
+        for seg in searcher.segment_readers() {
+            bases.push(next);
+            next += seg.max_doc();
+        }
+        let plain = req.sort.is_empty()
+            && after.is_none()
+            && req.counts.is_none()
+            && req.ranges.is_none()
+            && req.group.is_none();
+        let found = if plain {
+            top_by_relevance(&searcher, &query, req.limit, &bases)?
+        } else {
+            let plan = Plan {
+                order: order.clone(),
+                group_order,
+                limit: req.limit,
+                after,
+                counts: req.counts.clone().unwrap_or_default(),
+                ranges: req.ranges.clone().unwrap_or_default(),
+                group: req.group.clone(),
+                scoring,
+                bases,
+            };
+            searcher.search(&query, &Collect(std::sync::Arc::new(plan)))?
+        };
         let mut page = Page {
             index: self,
             searcher: &searcher,
@@ -683,7 +750,10 @@ impl SearchIndex {
             total: found.total,
             hits,
             bookmark,
-            counts: req.counts.as_ref().map(|fields| counts_json(fields, &found.counts)),
+            counts: req
+                .counts
+                .as_ref()
+                .map(|fields| counts_json(fields, &found.counts)),
             ranges: req.ranges.as_ref().map(|r| ranges_json(r, &found.ranges)),
             groups,
         })
@@ -705,6 +775,40 @@ impl SearchIndex {
     }
 }
 
+/// The first page by relevance, the way an index answers it fastest: the total counted
+/// without scoring (from the postings' document counts where it can), the best hits found
+/// skipping blocks that cannot make the page. Ties go to the lower document number, as the
+/// general collector orders them too.
+fn top_by_relevance(
+    searcher: &tantivy::Searcher,
+    query: &Compiled,
+    limit: usize,
+    bases: &[u32],
+) -> Result<Found> {
+    let total = query.count(searcher)? as u64;
+    let top = if limit == 0 || total == 0 {
+        Vec::new()
+    } else {
+        searcher
+            .search(query, &tantivy::collector::TopDocs::with_limit(limit))?
+            .into_iter()
+            .map(|(score, at)| Entry {
+                vals: vec![
+                    Val::Num(f64::from(score)),
+                    Val::Num(f64::from(bases[at.segment_ord as usize] + at.doc_id)),
+                ],
+                seg: at.segment_ord,
+                doc: at.doc_id,
+            })
+            .collect()
+    };
+    Ok(Found {
+        total,
+        top,
+        ..Found::default()
+    })
+}
+
 /// Turns collected entries into hits.
 struct Page<'a> {
     index: &'a SearchIndex,
@@ -717,23 +821,33 @@ struct Page<'a> {
 impl Page<'_> {
     fn hit(&mut self, e: &Entry) -> Result<Hit> {
         let f = self.index.fields();
-        let doc: TantivyDocument = self.searcher.doc(DocAddress::new(e.seg, e.doc))?;
-        let id = doc
-            .get_first(f.id)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string();
-        let stored: Map<String, Value> = doc
-            .get_first(f.stored)
-            .and_then(|v| v.as_str())
-            .and_then(|s| serde_json::from_str(s).ok())
+        let seg = self.searcher.segment_reader(e.seg);
+        let id = seg
+            .fast_fields()
+            .str("id")?
+            .and_then(|c| str_of(&c, e.doc))
             .unwrap_or_default();
-        let highlights = self.req.highlight.as_ref().map(|h| {
-            highlight::fields(h, &stored, self.wanted, self.analyzer)
-        });
+        // Documents are read from the store only when some document stored fields.
+        let stored: Map<String, Value> = if self.index.has_stored() {
+            let doc: TantivyDocument = self.searcher.doc(DocAddress::new(e.seg, e.doc))?;
+            doc.get_first(f.stored)
+                .and_then(|v| v.as_str())
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or_default()
+        } else {
+            Map::new()
+        };
+        let highlights = self
+            .req
+            .highlight
+            .as_ref()
+            .map(|h| highlight::fields(h, &stored, self.wanted, self.analyzer));
         let fields = match &self.req.include_fields {
             None => stored,
-            Some(names) => stored.into_iter().filter(|(k, _)| names.contains(k)).collect(),
+            Some(names) => stored
+                .into_iter()
+                .filter(|(k, _)| names.contains(k))
+                .collect(),
         };
         Ok(Hit {
             id,
@@ -754,7 +868,9 @@ impl Page<'_> {
                 keys: vec![SortKey::Score { desc: true }],
             }
         } else {
-            Order { keys: g.sort.clone() }
+            Order {
+                keys: g.sort.clone(),
+            }
         };
         let mut groups: Vec<(Option<String>, GroupFound)> = found.into_iter().collect();
         groups.sort_by(|a, b| match (&a.1 .2, &b.1 .2) {
@@ -776,14 +892,20 @@ impl Page<'_> {
     }
 }
 
-fn counts_json(fields: &[String], found: &HashMap<String, HashMap<String, u64>>) -> Map<String, Value> {
+fn counts_json(
+    fields: &[String],
+    found: &HashMap<String, HashMap<String, u64>>,
+) -> Map<String, Value> {
     fields
         .iter()
         .map(|f| {
             let mut values: Vec<(&String, &u64)> =
                 found.get(f).map(|m| m.iter().collect()).unwrap_or_default();
             values.sort_by(|a, b| a.0.cmp(b.0));
-            let m: Map<String, Value> = values.into_iter().map(|(k, n)| (k.clone(), json!(n))).collect();
+            let m: Map<String, Value> = values
+                .into_iter()
+                .map(|(k, n)| (k.clone(), json!(n)))
+                .collect();
             (f.clone(), Value::Object(m))
         })
         .collect()
@@ -828,7 +950,9 @@ fn decode_bookmark(b: &str, keys: usize) -> Result<Option<Vec<Val>>> {
         return Ok(None);
     }
     if vals.len() != keys + 1 {
-        return Err(Error::BadRequest("sort order not compatible with given bookmark".into()));
+        return Err(Error::BadRequest(
+            "sort order not compatible with given bookmark".into(),
+        ));
     }
     Ok(Some(vals))
 }

@@ -16,7 +16,14 @@ use crate::indexer::{self, covers};
 #[derive(Default)]
 struct DbSearch {
     open: Mutex<HashMap<(Flavor, String), Arc<SearchIndex>>>,
+    /// Indexes by design document, index name and flavor, with the design document's
+    /// sequence when it was read: a query finds its index without reading the design
+    /// document again until it changes.
+    named: Mutex<HashMap<NameKey, (u64, Arc<SearchIndex>)>>,
 }
+
+/// A design document id, an index name and the flavor.
+type NameKey = (String, String, Flavor);
 
 /// Search indexes for the whole server; index functions run on the views' engine pool.
 pub struct Search {
@@ -58,10 +65,47 @@ impl Search {
         Ok(index)
     }
 
+    /// The index named `name` in design document `ddoc_id`, if it was looked up while the
+    /// design document was at sequence `seq`.
+    pub fn named(
+        &self,
+        db: &Database,
+        ddoc_id: &str,
+        seq: u64,
+        name: &str,
+        flavor: Flavor,
+    ) -> Option<Arc<SearchIndex>> {
+        let d = db.existing_extension::<DbSearch>()?;
+        let named = d.named.lock().expect("search names lock");
+        let key = (ddoc_id.to_string(), name.to_string(), flavor);
+        named
+            .get(&key)
+            .filter(|(s, _)| *s == seq)
+            .map(|(_, ix)| ix.clone())
+    }
+
+    /// Remembers that index `name` of `ddoc_id` at sequence `seq` is `index`.
+    pub fn remember(&self, db: &Database, seq: u64, index: &Arc<SearchIndex>) {
+        let d = db.extension(DbSearch::default);
+        let def = index.def();
+        let key = (def.ddoc_id.clone(), def.name.clone(), def.flavor);
+        d.named
+            .lock()
+            .expect("search names lock")
+            .insert(key, (seq, index.clone()));
+    }
+
     /// The search indexes of `db` opened so far.
     pub fn open_indexes(db: &Database) -> Vec<Arc<SearchIndex>> {
         db.existing_extension::<DbSearch>()
-            .map(|d| d.open.lock().expect("search indexes lock").values().cloned().collect())
+            .map(|d| {
+                d.open
+                    .lock()
+                    .expect("search indexes lock")
+                    .values()
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -157,6 +201,8 @@ impl Search {
         if let Some(d) = db.existing_extension::<DbSearch>() {
             let mut open = d.open.lock().expect("search indexes lock");
             open.retain(|(f, sig), _| *f != flavor || keep.contains(sig));
+            let mut named = d.named.lock().expect("search names lock");
+            named.retain(|_, (_, ix)| ix.flavor() != flavor || keep.contains(ix.def().signature()));
         }
         let Ok(dir) = std::fs::read_dir(db.dir().join(member(flavor))) else {
             return Ok(0);

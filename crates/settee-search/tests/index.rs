@@ -13,14 +13,20 @@ fn field(name: &str, value: Value, opts: Value) -> Indexed {
     Indexed::from_json(&json!(["auto", name, value, opts])).unwrap()
 }
 
-const WORDS: &[&str] = &["apple", "banana", "cherry", "damson", "elder", "fig", "grape"];
+const WORDS: &[&str] = &[
+    "apple", "banana", "cherry", "damson", "elder", "fig", "grape",
+];
 
 /// 1,000 documents: `title` (two words), `n` (a number), `kind` (a facet), `body` stored.
 fn index(dir: &std::path::Path) -> SearchIndex {
-    let ddoc = json!({"indexes": {"i": {"index": "function(d){}"}}});
+    index_with(dir, false)
+}
+
+/// The same, with pairs of adjacent terms indexed (`index_phrases`) or not.
+fn index_with(dir: &std::path::Path, pairs: bool) -> SearchIndex {
+    let ddoc = json!({"indexes": {"i": {"index": "function(d){}", "index_phrases": pairs}}});
     let def = IndexDef::find("_design/d", &ddoc, "i", Flavor::Search, false).unwrap();
     let index = SearchIndex::open(dir, def.clone(), 1).unwrap();
-    let mut analyzer = def.analyzer.build();
     let mut batch = Vec::new();
     for i in 0..1000u64 {
         let id = format!("doc{i:04}");
@@ -30,9 +36,16 @@ fn index(dir: &std::path::Path) -> SearchIndex {
             field("title", json!(title), json!({"store": true})),
             field("n", json!(i), json!({"store": true, "facet": true})),
             field("kind", json!(format!("k{}", i % 3)), json!({"facet": true})),
-            field("body", json!(format!("The quick brown fox number {i} jumps")), json!({"store": true})),
+            field(
+                "body",
+                json!(format!("The quick brown fox number {i} jumps")),
+                json!({"store": true}),
+            ),
         ];
-        batch.push((id.clone(), Some(build_doc(index.fields(), &id, None, &fields, &mut analyzer))));
+        batch.push((
+            id.clone(),
+            Some(build_doc(index.fields(), &id, None, &fields)),
+        ));
     }
     index.add(batch).unwrap();
     index
@@ -54,8 +67,13 @@ fn req(q: &str) -> SearchRequest {
 
 #[test]
 fn terms_numbers_phrases_and_booleans() {
-    let dir = tempfile::tempdir().unwrap();
-    let ix = index(dir.path());
+    for pairs in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        queries_answer(&index_with(dir.path(), pairs));
+    }
+}
+
+fn queries_answer(ix: &SearchIndex) {
     // apple: i % 7 == 0 (143), or i % 5 == 0 (no: index 0 of WORDS is apple for %5 too).
     let expect = (0..1000).filter(|i| i % 7 == 0 || i % 5 == 0).count() as u64;
     assert_eq!(ix.search(&req("apple")).unwrap().total, expect);
@@ -68,15 +86,52 @@ fn terms_numbers_phrases_and_booleans() {
         .filter(|i| (i % 7 == 1 && i % 5 == 2) || (i % 7 == 2 && i % 5 == 1))
         .count() as u64;
     assert_eq!(ix.search(&req("banana AND cherry")).unwrap().total, both);
-    assert_eq!(ix.search(&req("+banana -cherry")).unwrap().total, (0..1000).filter(|i| (i % 7 == 1 || i % 5 == 1) && !(i % 7 == 2 || i % 5 == 2)).count() as u64);
+    assert_eq!(
+        ix.search(&req("+banana -cherry")).unwrap().total,
+        (0..1000)
+            .filter(|i| (i % 7 == 1 || i % 5 == 1) && !(i % 7 == 2 || i % 5 == 2))
+            .count() as u64
+    );
     assert_eq!(ix.search(&req("body:\"brown fox\"")).unwrap().total, 1000);
     assert_eq!(ix.search(&req("body:\"fox brown\"")).unwrap().total, 0);
     assert_eq!(ix.search(&req("body:\"quick fox\"~1")).unwrap().total, 1000);
     assert_eq!(ix.search(&req("body:\"number 7 jumps\"")).unwrap().total, 1);
-    assert_eq!(ix.search(&req("title:ban*")).unwrap().total, ix.search(&req("banana")).unwrap().total);
-    assert_eq!(ix.search(&req("title:b?nana")).unwrap().total, ix.search(&req("banana")).unwrap().total);
-    assert_eq!(ix.search(&req("title:bananna~1")).unwrap().total, ix.search(&req("banana")).unwrap().total);
-    assert_eq!(ix.search(&req("title:/ch.rry/")).unwrap().total, ix.search(&req("cherry")).unwrap().total);
+    // Stop words leave gaps that phrases keep.
+    assert_eq!(
+        ix.search(&req("body:\"the quick brown\"")).unwrap().total,
+        1000
+    );
+    assert_eq!(
+        ix.search(&req("body:\"quick the brown\"")).unwrap().total,
+        0
+    );
+    assert_eq!(
+        ix.search(&req("body:\"quick the brown\"~1")).unwrap().total,
+        1000
+    );
+    // Phrases do not span two fields' values, nor match pairs as words.
+    assert_eq!(ix.search(&req("\"apple jumps\"")).unwrap().total, 0);
+    assert_eq!(ix.search(&req("body:brown*")).unwrap().total, 1000);
+    assert_eq!(
+        ix.search(&req("body:[brown TO brown]")).unwrap().total,
+        1000
+    );
+    assert_eq!(
+        ix.search(&req("title:ban*")).unwrap().total,
+        ix.search(&req("banana")).unwrap().total
+    );
+    assert_eq!(
+        ix.search(&req("title:b?nana")).unwrap().total,
+        ix.search(&req("banana")).unwrap().total
+    );
+    assert_eq!(
+        ix.search(&req("title:bananna~1")).unwrap().total,
+        ix.search(&req("banana")).unwrap().total
+    );
+    assert_eq!(
+        ix.search(&req("title:/ch.rry/")).unwrap().total,
+        ix.search(&req("cherry")).unwrap().total
+    );
     assert_eq!(ix.search(&req("*:*")).unwrap().total, 1000);
     assert_eq!(ix.search(&req("the")).unwrap().total, 0);
     assert_eq!(ix.search(&req("kind:k1")).unwrap().total, 333);
@@ -118,7 +173,10 @@ fn sorting_and_bookmarks_page_without_gaps() {
     assert_eq!((ids.len(), unique.len()), (total, total));
     // Strings.
     let mut r = req("*:*");
-    r.sort = vec![SortKey::parse("title<string>").unwrap(), SortKey::parse("-n").unwrap()];
+    r.sort = vec![
+        SortKey::parse("title<string>").unwrap(),
+        SortKey::parse("-n").unwrap(),
+    ];
     let res = ix.search(&r).unwrap();
     assert_eq!(res.hits[0].fields["title"], "apple apple");
     assert_eq!(res.hits[0].order[0], "apple apple");
@@ -139,8 +197,22 @@ fn counts_ranges_drilldown_groups_highlights() {
     r.ranges = Some(vec![(
         "n".into(),
         vec![
-            ("low".into(), settee_search::compile::NumRange::new("n", std::ops::Bound::Unbounded, std::ops::Bound::Excluded(500.0))),
-            ("high".into(), settee_search::compile::NumRange::new("n", std::ops::Bound::Included(500.0), std::ops::Bound::Unbounded)),
+            (
+                "low".into(),
+                settee_search::compile::NumRange::new(
+                    "n",
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Excluded(500.0),
+                ),
+            ),
+            (
+                "high".into(),
+                settee_search::compile::NumRange::new(
+                    "n",
+                    std::ops::Bound::Included(500.0),
+                    std::ops::Bound::Unbounded,
+                ),
+            ),
         ],
     )]);
     let res = ix.search(&r).unwrap();
@@ -151,11 +223,20 @@ fn counts_ranges_drilldown_groups_highlights() {
         assert_eq!(kinds["kind"][format!("k{k}")], n);
     }
     let ranges = res.ranges.unwrap();
-    assert_eq!(ranges["n"]["low"], apples.iter().filter(|i| **i < 500).count() as u64);
-    assert_eq!(ranges["n"]["high"], apples.iter().filter(|i| **i >= 500).count() as u64);
+    assert_eq!(
+        ranges["n"]["low"],
+        apples.iter().filter(|i| **i < 500).count() as u64
+    );
+    assert_eq!(
+        ranges["n"]["high"],
+        apples.iter().filter(|i| **i >= 500).count() as u64
+    );
     let mut r = req("apple");
     r.drilldown = vec![("kind".into(), vec!["k1".into(), "k2".into()])];
-    assert_eq!(ix.search(&r).unwrap().total, apples.iter().filter(|i| *i % 3 != 0).count() as u64);
+    assert_eq!(
+        ix.search(&r).unwrap().total,
+        apples.iter().filter(|i| *i % 3 != 0).count() as u64
+    );
     let mut r = req("apple");
     r.limit = 2;
     r.sort = vec![SortKey::parse("n").unwrap()];
@@ -168,10 +249,20 @@ fn counts_ranges_drilldown_groups_highlights() {
     let groups = res.groups.unwrap();
     assert_eq!(groups.len(), 2);
     assert_eq!(groups[0].by, "k0");
-    assert_eq!(groups[0].hits.iter().map(|h| h.fields["n"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 15]);
+    assert_eq!(
+        groups[0]
+            .hits
+            .iter()
+            .map(|h| h.fields["n"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [0, 15]
+    );
     // k2's first apple (5) comes before k1's (7).
     assert_eq!(groups[1].by, "k2");
-    assert_eq!(groups[1].total, apples.iter().filter(|i| *i % 3 == 2).count() as u64);
+    assert_eq!(
+        groups[1].total,
+        apples.iter().filter(|i| *i % 3 == 2).count() as u64
+    );
     let mut r = req("body:jumps AND n:7");
     r.highlight = Some(Highlight {
         fields: vec!["body".into()],

@@ -163,7 +163,8 @@ struct BenchArgs {
     #[arg(long)]
     requests: Option<usize>,
     /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count),
-    /// `fabric` (fabric_bench), `c10k`, `replication` and `mango` (not in the default set).
+    /// `fabric` (fabric_bench), `c10k`, `replication`, `mango` and `search` (not in the
+    /// default set).
     #[arg(long, default_value = "reads,views,fabric,c10k", value_delimiter = ',')]
     workloads: Vec<String>,
     /// View indexing: score documents [default: 20,000; published 100,000].
@@ -175,6 +176,12 @@ struct BenchArgs {
     /// Mango: score documents [default: 100,000; published 1,000,000].
     #[arg(long)]
     mango_docs: Option<usize>,
+    /// Search: documents of ~1 KB of text [default: 20,000; published 200,000].
+    #[arg(long)]
+    search_docs: Option<usize>,
+    /// Search: index pairs of adjacent words too (`index_phrases`; fast exact phrases).
+    #[arg(long)]
+    search_index_phrases: bool,
     /// View indexing: large score documents, 0 to skip [default: 1,000; published 20,000].
     #[arg(long)]
     large_docs: Option<usize>,
@@ -407,14 +414,22 @@ async fn stop_signal(state: &settee_http::State) -> Result<(), String> {
 fn bench(args: BenchArgs) -> Result<(), String> {
     use settee_bench::client::Target;
     use settee_bench::report;
-    use settee_bench::workloads::{c10k, fabric, mango, reads, replication, views};
+    use settee_bench::workloads::{c10k, fabric, mango, reads, replication, search, views};
     let targets: Vec<Target> = std::iter::once(&args.url)
         .chain(args.compare.as_ref())
         .map(|u| Target::parse(u))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let wants = |w: &str| args.workloads.iter().any(|x| x == w);
-    const KNOWN: [&str; 6] = ["reads", "views", "fabric", "c10k", "replication", "mango"];
+    const KNOWN: [&str; 7] = [
+        "reads",
+        "views",
+        "fabric",
+        "c10k",
+        "replication",
+        "mango",
+        "search",
+    ];
     if let Some(unknown) = args.workloads.iter().find(|w| !KNOWN.contains(&w.as_str())) {
         return Err(format!(
             "unknown workload `{unknown}` (known: {})",
@@ -480,6 +495,18 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             };
             mango::Params {
                 docs: args.mango_docs.unwrap_or(p.docs),
+                ..p
+            }
+        }),
+        search: wants("search").then(|| {
+            let p = if args.published {
+                search::Params::FULL
+            } else {
+                search::Params::SMALL
+            };
+            search::Params {
+                docs: args.search_docs.unwrap_or(p.docs),
+                index_phrases: args.search_index_phrases,
                 ..p
             }
         }),

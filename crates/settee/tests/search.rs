@@ -11,7 +11,9 @@ use std::collections::HashSet;
 use common::{Client, TestServer};
 use serde_json::{json, Value};
 
-const WORDS: &[&str] = &["apple", "banana", "cherry", "damson", "elder", "fig", "grape"];
+const WORDS: &[&str] = &[
+    "apple", "banana", "cherry", "damson", "elder", "fig", "grape",
+];
 
 /// `n` documents: `title` (two words), `n`, `kind` (k0-k2), `text` (a sentence).
 fn seed(c: &Client, db: &str, n: usize) {
@@ -29,7 +31,10 @@ fn seed(c: &Client, db: &str, n: usize) {
                 })
             })
             .collect();
-        let r = c.post(&format!("/{db}/_bulk_docs"), &json!({"docs": docs}).to_string());
+        let r = c.post(
+            &format!("/{db}/_bulk_docs"),
+            &json!({"docs": docs}).to_string(),
+        );
         assert_eq!(r.status, 201, "{}", r.text);
     }
     let ddoc = json!({
@@ -78,7 +83,7 @@ fn queries_and_their_answers() {
     let s = TestServer::start();
     let c = s.admin();
     seed(&c, "db", 1000);
-    let apple = |i: usize| i % 7 == 0 || i % 5 == 0;
+    let apple = |i: usize| i.is_multiple_of(7) || i.is_multiple_of(5);
     let v = search(&c, "db", "q=apple");
     assert_eq!(v["total_rows"], count(1000, apple));
     assert_eq!(v["rows"].as_array().unwrap().len(), 25);
@@ -93,8 +98,14 @@ fn queries_and_their_answers() {
         ("n:[10 TO 19]", 10),
         ("n:{10 TO 19}", 8),
         ("n:[990 TO Infinity]", 10),
-        ("title:apple AND kind:k1", count(1000, |i| apple(i) && i % 3 == 1)),
-        ("title:apple -kind:k1", count(1000, |i| apple(i) && i % 3 != 1)),
+        (
+            "title:apple AND kind:k1",
+            count(1000, |i| apple(i) && i % 3 == 1),
+        ),
+        (
+            "title:apple -kind:k1",
+            count(1000, |i| apple(i) && i % 3 != 1),
+        ),
         ("text:\"brown fox\"", 1000),
         ("text:\"fox brown\"", 0),
         ("text:\"number 7 jumps\"", 1),
@@ -102,9 +113,17 @@ fn queries_and_their_answers() {
         ("title:b?nana", count(1000, |i| i % 7 == 1 || i % 5 == 1)),
         ("title:bananna~1", count(1000, |i| i % 7 == 1 || i % 5 == 1)),
         ("title:/ch.rry/", count(1000, |i| i % 7 == 2 || i % 5 == 2)),
-        ("title:[cherry TO damson]", count(1000, |i| [2, 3].contains(&(i % 7)) || [2, 3].contains(&(i % 5)))),
+        (
+            "title:[cherry TO damson]",
+            count(1000, |i| {
+                [2, 3].contains(&(i % 7)) || [2, 3].contains(&(i % 5))
+            }),
+        ),
         ("*:*", 1000),
-        ("(apple OR fig) AND kind:k0", count(1000, |i| (apple(i) || i % 7 == 5) && i % 3 == 0)),
+        (
+            "(apple OR fig) AND kind:k0",
+            count(1000, |i| (apple(i) || i % 7 == 5) && i % 3 == 0),
+        ),
         ("the", 0),
     ] {
         let v = search(&c, "db", &format!("q={}", enc(q)));
@@ -122,7 +141,10 @@ fn queries_and_their_answers() {
     assert_eq!(v["rows"][1]["doc"]["title"], "banana banana");
     assert_eq!(v["rows"][1]["doc"]["_id"], "doc00001");
     let v = search(&c, "db", "q=apple&limit=0");
-    assert_eq!((v["total_rows"].clone(), v["rows"].clone()), (json!(count(1000, apple)), json!([])));
+    assert_eq!(
+        (v["total_rows"].clone(), v["rows"].clone()),
+        (json!(count(1000, apple)), json!([]))
+    );
     // The English analyzer stems the query and the text alike.
     let r = c.get("/db/_design/s/_search/english?q=jumping");
     assert_eq!(r.json()["total_rows"], 1000, "{}", r.text);
@@ -133,11 +155,19 @@ fn bookmarks_page_through_ten_thousand_hits() {
     let s = TestServer::start();
     let c = s.admin();
     seed(&c, "db", 10_000);
-    for sort in ["", "&sort=%22-n%22", "&sort=%5B%22kind%3Cstring%3E%22%2C%22n%22%5D"] {
+    for sort in [
+        "",
+        "&sort=%22-n%22",
+        "&sort=%5B%22kind%3Cstring%3E%22%2C%22n%22%5D",
+    ] {
         let mut seen = Vec::new();
         let mut bookmark = String::new();
         loop {
-            let v = search(&c, "db", &format!("q=*:*&limit=200{sort}&bookmark={bookmark}"));
+            let v = search(
+                &c,
+                "db",
+                &format!("q=*:*&limit=200{sort}&bookmark={bookmark}"),
+            );
             assert_eq!(v["total_rows"], 10_000);
             let page = ids(&v);
             if page.is_empty() {
@@ -160,9 +190,12 @@ fn bookmarks_page_through_ten_thousand_hits() {
     // A bookmark from another sort is refused.
     let v = search(&c, "db", "q=*:*&limit=1");
     let b = v["bookmark"].as_str().unwrap();
-    let r = c.get(&format!("/db/_design/s/_search/all?q=*:*&sort=%5B%22n%22%2C%22kind%3Cstring%3E%22%5D&bookmark={b}"));
+    let r = c.get(&format!(
+        "/db/_design/s/_search/all?q=*:*&sort=%5B%22n%22%2C%22kind%3Cstring%3E%22%5D&bookmark={b}"
+    ));
     r.error(400, "bad_request");
-    c.get("/db/_design/s/_search/all?q=*:*&bookmark=!!!").error(400, "bad_request");
+    c.get("/db/_design/s/_search/all?q=*:*&bookmark=!!!")
+        .error(400, "bad_request");
 }
 
 #[test]
@@ -170,9 +203,13 @@ fn sorts_counts_ranges_drilldown_groups_and_highlights() {
     let s = TestServer::start();
     let c = s.admin();
     seed(&c, "db", 300);
-    let apple = |i: usize| i % 7 == 0 || i % 5 == 0;
+    let apple = |i: usize| i.is_multiple_of(7) || i.is_multiple_of(5);
     // Strings, then numbers descending.
-    let v = search(&c, "db", &format!("q=apple&sort={}", enc(r#"["title<string>","-n"]"#)));
+    let v = search(
+        &c,
+        "db",
+        &format!("q=apple&sort={}", enc(r#"["title<string>","-n"]"#)),
+    );
     assert_eq!(v["rows"][0]["fields"]["title"], "apple apple");
     assert_eq!(v["rows"][0]["fields"]["n"], 280);
     assert_eq!(v["rows"][0]["order"][0], "apple apple");
@@ -185,30 +222,51 @@ fn sorts_counts_ranges_drilldown_groups_and_highlights() {
     );
     let v = search(&c, "db", &q);
     for k in 0..3 {
-        assert_eq!(v["counts"]["kind"][format!("k{k}")], count(300, |i| apple(i) && i % 3 == k));
+        assert_eq!(
+            v["counts"]["kind"][format!("k{k}")],
+            count(300, |i| apple(i) && i % 3 == k)
+        );
     }
     assert_eq!(v["ranges"]["n"]["low"], count(150, apple));
-    assert_eq!(v["ranges"]["n"]["high"], count(300, apple) - count(150, apple));
+    assert_eq!(
+        v["ranges"]["n"]["high"],
+        count(300, apple) - count(150, apple)
+    );
     // Drilldown: values of one dimension are alternatives; dimensions all apply.
-    let v = search(&c, "db", &format!("q=apple&drilldown={}", enc(r#"["kind","k1","k2"]"#)));
+    let v = search(
+        &c,
+        "db",
+        &format!("q=apple&drilldown={}", enc(r#"["kind","k1","k2"]"#)),
+    );
     assert_eq!(v["total_rows"], count(300, |i| apple(i) && i % 3 != 0));
     let v = search(
         &c,
         "db",
-        &format!("q=apple&drilldown={}&drilldown={}", enc(r#"["kind","k1"]"#), enc(r#"["kind","k2"]"#)),
+        &format!(
+            "q=apple&drilldown={}&drilldown={}",
+            enc(r#"["kind","k1"]"#),
+            enc(r#"["kind","k2"]"#)
+        ),
     );
     assert_eq!(v["total_rows"], count(300, |i| apple(i) && i % 3 != 0));
     // Groups: by kind, two hits each, groups ordered by their first hit.
     let v = search(
         &c,
         "db",
-        &format!("q=apple&group_field=kind&limit=2&sort={}&group_sort={}", enc("\"n\""), enc("\"n\"")),
+        &format!(
+            "q=apple&group_field=kind&limit=2&sort={}&group_sort={}",
+            enc("\"n\""),
+            enc("\"n\"")
+        ),
     );
     assert_eq!(v["total_rows"], count(300, apple));
     let groups = v["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 3);
     assert_eq!(groups[0]["by"], "k0");
-    assert_eq!(groups[0]["total_rows"], count(300, |i| apple(i) && i % 3 == 0));
+    assert_eq!(
+        groups[0]["total_rows"],
+        count(300, |i| apple(i) && i % 3 == 0)
+    );
     assert_eq!(ids(&groups[0]), ["doc00000", "doc00015"]);
     assert_eq!(groups[1]["by"], "k2");
     let v = search(&c, "db", "q=apple&group_field=kind&group_limit=1");
@@ -228,8 +286,18 @@ fn sorts_counts_ranges_drilldown_groups_and_highlights() {
         v["rows"][0]["highlights"],
         json!({"text": ["The quick brown fox number 7 jumps over the <b>lazy</b> dog"]})
     );
-    let v = search(&c, "db", &format!("q=text:fox&limit=1&highlight_fields={}&highlight_size=20", enc(r#"["text"]"#)));
-    assert_eq!(v["rows"][0]["highlights"]["text"], json!(["The quick brown <em>fox</em> "]));
+    let v = search(
+        &c,
+        "db",
+        &format!(
+            "q=text:fox&limit=1&highlight_fields={}&highlight_size=20",
+            enc(r#"["text"]"#)
+        ),
+    );
+    assert_eq!(
+        v["rows"][0]["highlights"]["text"],
+        json!(["The quick brown <em>fox</em> "])
+    );
 }
 
 #[test]
@@ -237,13 +305,19 @@ fn updates_deletions_restarts_and_info() {
     let mut s = TestServer::start();
     let c = s.admin();
     seed(&c, "db", 100);
-    assert_eq!(search(&c, "db", "q=title:grape")["total_rows"], count(100, |i| i % 7 == 6));
+    assert_eq!(
+        search(&c, "db", "q=title:grape")["total_rows"],
+        count(100, |i| i % 7 == 6)
+    );
     let doc = c.get("/db/doc00006").json();
     let edit = json!({"_rev": doc["_rev"], "title": "zucchini", "n": 6, "kind": "k0", "text": "x"});
     let r = c.put("/db/doc00006", &edit.to_string());
     assert_eq!(r.status, 201);
     let r = c.get("/db/doc00013");
-    c.delete(&format!("/db/doc00013?rev={}", r.json()["_rev"].as_str().unwrap()));
+    c.delete(&format!(
+        "/db/doc00013?rev={}",
+        r.json()["_rev"].as_str().unwrap()
+    ));
     let v = search(&c, "db", "q=title:grape");
     assert_eq!(v["total_rows"], count(100, |i| i % 7 == 6) - 2);
     assert_eq!(ids(&search(&c, "db", "q=zucchini")), ["doc00006"]);
@@ -251,25 +325,38 @@ fn updates_deletions_restarts_and_info() {
     let late = json!({"title": "zucchini", "n": 1000, "kind": "k1", "text": "y"});
     assert_eq!(c.put("/db/late", &late.to_string()).status, 201);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let stale = c.get("/db/_design/s/_search/all?q=zucchini&stale=ok").json();
+    let stale = c
+        .get("/db/_design/s/_search/all?q=zucchini&stale=ok")
+        .json();
     assert!(stale["total_rows"].as_u64().unwrap() >= 1);
     assert_eq!(search(&c, "db", "q=zucchini")["total_rows"], 2);
     let info = c.get("/db/_design/s/_search_info/all").json();
     assert_eq!(info["name"], "_design/s/all");
     assert_eq!(info["search_index"]["doc_count"], 100);
-    assert_eq!(info["search_index"]["committed_seq"], info["search_index"]["pending_seq"]);
+    assert_eq!(
+        info["search_index"]["committed_seq"],
+        info["search_index"]["pending_seq"]
+    );
     assert!(info["search_index"]["disk_size"].as_u64().unwrap() > 0);
-    assert_eq!(info["search_index"]["signature"].as_str().unwrap().len(), 32);
+    assert_eq!(
+        info["search_index"]["signature"].as_str().unwrap().len(),
+        32
+    );
     let size = c.get("/db/_design/s/_search_disk_size/all").json();
     assert!(size["search_index"]["disk_size"].as_u64().unwrap() > 0);
     // The index survives a restart: answered without rebuilding from the start.
     s.restart();
     let c = s.admin();
-    let v = c.get("/db/_design/s/_search/all?q=zucchini&stale=ok").json();
+    let v = c
+        .get("/db/_design/s/_search/all?q=zucchini&stale=ok")
+        .json();
     assert_eq!(v["total_rows"], 2);
     // Cleanup removes the files of an index no design document has any more.
     // 100 documents, one deleted, one edited to other text.
-    assert_eq!(c.get("/db/_design/s/_search/english?q=jumping").json()["total_rows"], 98);
+    assert_eq!(
+        c.get("/db/_design/s/_search/english?q=jumping").json()["total_rows"],
+        98
+    );
     let ddoc = c.get("/db/_design/s").json();
     let r = c.put(
         "/db/_design/s",
@@ -294,25 +381,53 @@ fn bad_input_gets_couchdbs_errors() {
     seed(&c, "db", 10);
     let r = c.get("/db/_design/s/_search/all");
     r.error(400, "query_parse_error");
-    assert_eq!(r.json()["reason"], "Query must include a 'q' or 'query' argument");
+    assert_eq!(
+        r.json()["reason"],
+        "Query must include a 'q' or 'query' argument"
+    );
     for q in ["title:(apple", "\"open", "n:[1 TO", "a^x", "title:/[/"] {
-        c.get(&format!("/db/_design/s/_search/all?q={}", enc(q))).error(400, "bad_request");
+        c.get(&format!("/db/_design/s/_search/all?q={}", enc(q)))
+            .error(400, "bad_request");
     }
     let r = c.get("/db/_design/s/_search/all?q=a&limit=201");
     r.error(400, "query_parse_error");
-    assert_eq!(r.json()["reason"], "Value for limit is too large, must not exceed 200");
-    c.get("/db/_design/s/_search/all?q=a&limit=-1").error(400, "query_parse_error");
-    c.get("/db/_design/s/_search/all?q=a&stale=no").error(400, "query_parse_error");
-    let r = c.get(&format!("/db/_design/s/_search/all?q=a&sort={}", enc("\"n<date>\"")));
+    assert_eq!(
+        r.json()["reason"],
+        "Value for limit is too large, must not exceed 200"
+    );
+    c.get("/db/_design/s/_search/all?q=a&limit=-1")
+        .error(400, "query_parse_error");
+    c.get("/db/_design/s/_search/all?q=a&stale=no")
+        .error(400, "query_parse_error");
+    let r = c.get(&format!(
+        "/db/_design/s/_search/all?q=a&sort={}",
+        enc("\"n<date>\"")
+    ));
     r.error(400, "bad_request");
     assert_eq!(r.json()["reason"], "Unrecognized type: date");
-    c.get(&format!("/db/_design/s/_search/all?q=a&sort={}", enc("\"a b\""))).error(400, "bad_request");
-    c.get(&format!("/db/_design/s/_search/all?q=a&counts={}", enc("\"kind\""))).error(400, "bad_request");
-    c.get(&format!("/db/_design/s/_search/all?q=a&ranges={}", enc(r#"{"n":{"x":"apple"}}"#))).error(400, "bad_request");
-    c.get("/db/_design/s/_search/all?q=a&group_limit=0&group_field=kind").error(400, "query_parse_error");
-    c.get("/db/_design/nope/_search/all?q=a").error(404, "not_found");
-    c.get("/db/_design/s/_search/nope?q=a").error(404, "not_found");
-    c.get("/nodb/_design/s/_search/all?q=a").error(404, "not_found");
+    c.get(&format!(
+        "/db/_design/s/_search/all?q=a&sort={}",
+        enc("\"a b\"")
+    ))
+    .error(400, "bad_request");
+    c.get(&format!(
+        "/db/_design/s/_search/all?q=a&counts={}",
+        enc("\"kind\"")
+    ))
+    .error(400, "bad_request");
+    c.get(&format!(
+        "/db/_design/s/_search/all?q=a&ranges={}",
+        enc(r#"{"n":{"x":"apple"}}"#)
+    ))
+    .error(400, "bad_request");
+    c.get("/db/_design/s/_search/all?q=a&group_limit=0&group_field=kind")
+        .error(400, "query_parse_error");
+    c.get("/db/_design/nope/_search/all?q=a")
+        .error(404, "not_found");
+    c.get("/db/_design/s/_search/nope?q=a")
+        .error(404, "not_found");
+    c.get("/nodb/_design/s/_search/all?q=a")
+        .error(404, "not_found");
     let r = c.send("PUT", "/db/_design/s/_search/all", Some("{}"), &[]);
     r.error(405, "method_not_allowed");
     // Unknown analyzers, functions that throw or loop: errors, and the indexer keeps going.
@@ -329,42 +444,79 @@ fn bad_input_gets_couchdbs_errors() {
     r.error(400, "bad_request");
     assert_eq!(r.json()["reason"], "klingon is not a valid analyzer name");
     // A field of a kind index() refuses leaves the document out; others are indexed.
-    assert_eq!(c.get("/db/_design/bad/_search/throws?q=*:*").json()["total_rows"], 0);
-    assert_eq!(c.get("/db/_design/bad/_search/bad?q=*:*").json()["total_rows"], 0);
-    assert_eq!(c.get("/db/_design/bad/_search/odd?q=*:*").json()["total_rows"], 5);
-    c.get("/db/_design/bad/_search/syntax?q=a").error(400, "compilation_error");
+    assert_eq!(
+        c.get("/db/_design/bad/_search/throws?q=*:*").json()["total_rows"],
+        0
+    );
+    assert_eq!(
+        c.get("/db/_design/bad/_search/bad?q=*:*").json()["total_rows"],
+        0
+    );
+    assert_eq!(
+        c.get("/db/_design/bad/_search/odd?q=*:*").json()["total_rows"],
+        5
+    );
+    c.get("/db/_design/bad/_search/syntax?q=a")
+        .error(400, "compilation_error");
     let mut logs = s;
     logs.allow_errors = true;
     let c = logs.admin();
     common::set_config(&c, "couchdb", "os_process_timeout", "300");
     let r = c.get("/db/_design/bad/_search/loops?q=a");
     assert_eq!(r.status, 500, "{}", r.text);
-    assert_eq!(search(&c, "db", "q=apple")["total_rows"], count(10, |i| i % 7 == 0 || i % 5 == 0));
+    assert_eq!(
+        search(&c, "db", "q=apple")["total_rows"],
+        count(10, |i| i % 7 == 0 || i % 5 == 0)
+    );
 }
 
 #[test]
 fn analyze_endpoints() {
     let s = TestServer::start();
     let c = s.admin();
-    let r = c.post("/_search_analyze", &json!({"analyzer": "english", "text": "The running dogs"}).to_string());
+    let r = c.post(
+        "/_search_analyze",
+        &json!({"analyzer": "english", "text": "The running dogs"}).to_string(),
+    );
     assert_eq!(r.json(), json!({"tokens": ["run", "dog"]}), "{}", r.text);
-    let r = c.post("/_search_analyze", &json!({"analyzer": "standard", "text": "ablanks@renovations.com"}).to_string());
+    let r = c.post(
+        "/_search_analyze",
+        &json!({"analyzer": "standard", "text": "ablanks@renovations.com"}).to_string(),
+    );
     assert_eq!(r.json()["tokens"], json!(["ablanks", "renovations.com"]));
-    let r = c.post("/_search_analyze", &json!({"analyzer": "email", "text": "ablanks@renovations.com"}).to_string());
+    let r = c.post(
+        "/_search_analyze",
+        &json!({"analyzer": "email", "text": "ablanks@renovations.com"}).to_string(),
+    );
     assert_eq!(r.json()["tokens"], json!(["ablanks@renovations.com"]));
     let r = c.get("/_search_analyze?analyzer=keyword&text=Hello%20World");
     assert_eq!(r.json()["tokens"], json!(["Hello World"]));
     let r = c.post("/_search_analyze", &json!({"text": "x"}).to_string());
     r.error(400, "bad_request");
     assert_eq!(r.json()["reason"], "analyzer parameter is mandatory");
-    let r = c.post("/_search_analyze", &json!({"analyzer": "x", "text": "x"}).to_string());
+    let r = c.post(
+        "/_search_analyze",
+        &json!({"analyzer": "x", "text": "x"}).to_string(),
+    );
     r.error(400, "bad_request");
-    let r = c.post("/_nouveau_analyze", &json!({"analyzer": "standard", "text": "The Fox"}).to_string());
+    let r = c.post(
+        "/_nouveau_analyze",
+        &json!({"analyzer": "standard", "text": "The Fox"}).to_string(),
+    );
     assert_eq!(r.json()["tokens"], json!(["the", "fox"]));
-    c.post("/_nouveau_analyze", &json!({"analyzer": 1, "text": "x"}).to_string()).error(400, "bad_request");
+    c.post(
+        "/_nouveau_analyze",
+        &json!({"analyzer": 1, "text": "x"}).to_string(),
+    )
+    .error(400, "bad_request");
     c.get("/_nouveau_analyze").error(405, "method_not_allowed");
     let welcome = c.get("/").json();
-    let features: Vec<&str> = welcome["features"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let features: Vec<&str> = welcome["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
     assert!(features.contains(&"search") && features.contains(&"nouveau"));
 }
 
@@ -392,19 +544,31 @@ fn nouveau_indexes() {
     ));
     assert_eq!(r.status, 200, "{}", r.text);
     let v = r.json();
-    let apple = |i: usize| i % 7 == 0 || i % 5 == 0;
+    let apple = |i: usize| i.is_multiple_of(7) || i.is_multiple_of(5);
     assert_eq!(v["total_hits"], count(100, apple));
     assert_eq!(v["total_hits_relation"], "EQUAL_TO");
     assert_eq!(v["hits"][0]["id"], "doc00098");
-    assert_eq!(v["hits"][0]["order"], json!([{"@type": "double", "value": 98.0}, {"@type": "string", "value": "doc00098"}]));
-    assert_eq!(v["hits"][0]["fields"]["text"], "The quick brown fox number 98 jumps over the lazy dog");
-    assert_eq!(v["counts"]["kind"]["k0"], count(100, |i| apple(i) && i % 3 == 0));
+    assert_eq!(
+        v["hits"][0]["order"],
+        json!([{"@type": "double", "value": 98.0}, {"@type": "string", "value": "doc00098"}])
+    );
+    assert_eq!(
+        v["hits"][0]["fields"]["text"],
+        "The quick brown fox number 98 jumps over the lazy dog"
+    );
+    assert_eq!(
+        v["counts"]["kind"]["k0"],
+        count(100, |i| apple(i) && i % 3 == 0)
+    );
     assert_eq!(v["ranges"]["n"]["low"], count(50, apple));
     // Paging by bookmark, POST.
     let mut seen = Vec::new();
     let mut bookmark = Value::Null;
     loop {
-        let r = c.post("/db/_design/nv/_nouveau/n", &json!({"q": "*:*", "limit": 30, "bookmark": bookmark}).to_string());
+        let r = c.post(
+            "/db/_design/nv/_nouveau/n",
+            &json!({"q": "*:*", "limit": 30, "bookmark": bookmark}).to_string(),
+        );
         assert_eq!(r.status, 200, "{}", r.text);
         let v = r.json();
         assert!(v["counts"].is_null() && v["ranges"].is_null());
@@ -417,9 +581,15 @@ fn nouveau_indexes() {
     }
     assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 100);
     assert_eq!(seen.len(), 100);
-    c.get("/db/_design/nv/_nouveau/n").error(400, "query_parse_error");
-    c.get(&format!("/db/_design/nv/_nouveau/n?q=a&sort={}", enc("\"n\""))).error(400, "bad_request");
-    c.get("/db/_design/nv/_nouveau/n?q=a&limit=0").error(400, "query_parse_error");
+    c.get("/db/_design/nv/_nouveau/n")
+        .error(400, "query_parse_error");
+    c.get(&format!(
+        "/db/_design/nv/_nouveau/n?q=a&sort={}",
+        enc("\"n\"")
+    ))
+    .error(400, "bad_request");
+    c.get("/db/_design/nv/_nouveau/n?q=a&limit=0")
+        .error(400, "query_parse_error");
     let r = c.send(
         "POST",
         "/db/_design/nv/_nouveau/n",
@@ -431,7 +601,10 @@ fn nouveau_indexes() {
     assert_eq!(info["name"], "_design/nv/n");
     assert_eq!(info["search_index"]["num_docs"], 100);
     // Nouveau's standard analyzer keeps stop words.
-    assert_eq!(c.get("/db/_design/nv/_nouveau/n?q=title:the").json()["total_hits"], 0);
+    assert_eq!(
+        c.get("/db/_design/nv/_nouveau/n?q=title:the").json()["total_hits"],
+        0
+    );
     let r = c.post("/db/_nouveau_cleanup", "{}");
     assert_eq!(r.status, 202);
 }
@@ -450,19 +623,29 @@ fn partitioned_search_indexes() {
     let r = c.get("/pdb/_partition/p1/_design/s/_search/i?q=apple");
     assert_eq!(r.status, 200, "{}", r.text);
     let v = r.json();
-    assert_eq!(v["total_rows"], (0..60).filter(|i| i % 3 == 1 && i % 7 == 0).count());
+    assert_eq!(
+        v["total_rows"],
+        (0..60).filter(|i| i % 3 == 1 && i % 7 == 0).count()
+    );
     assert!(ids(&v).iter().all(|id| id.starts_with("p1:")));
     let r = c.get("/pdb/_design/s/_search/i?q=apple");
     r.error(400, "bad_request");
-    assert_eq!(r.json()["reason"], "`partition` parameter is mandatory for queries to this index.");
-    c.get(&format!("/pdb/_partition/p1/_design/s/_search/i?q=apple&counts={}", enc("[\"x\"]")))
-        .error(400, "bad_request");
+    assert_eq!(
+        r.json()["reason"],
+        "`partition` parameter is mandatory for queries to this index."
+    );
+    c.get(&format!(
+        "/pdb/_partition/p1/_design/s/_search/i?q=apple&counts={}",
+        enc("[\"x\"]")
+    ))
+    .error(400, "bad_request");
     // A global design document in a partitioned database searches everything.
     let ddoc = json!({"options": {"partitioned": false}, "indexes": {"i": {"index": "function(d){ index('default', d.title); }"}}});
     assert_eq!(c.put("/pdb/_design/g", &ddoc.to_string()).status, 201);
     let v = c.get("/pdb/_design/g/_search/i?q=apple").json();
     assert_eq!(v["total_rows"], (0..60).filter(|i| i % 7 == 0).count());
-    c.get("/pdb/_partition/p1/_design/g/_search/i?q=apple").error(400, "bad_request");
+    c.get("/pdb/_partition/p1/_design/g/_search/i?q=apple")
+        .error(400, "bad_request");
 }
 
 /// Search index directories (each under a directory named `indexes`) below `root`.

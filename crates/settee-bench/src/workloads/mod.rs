@@ -5,6 +5,7 @@ pub mod fabric;
 pub mod mango;
 pub mod reads;
 pub mod replication;
+pub mod search;
 pub mod views;
 
 use bytes::Bytes;

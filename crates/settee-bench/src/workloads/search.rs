@@ -1,0 +1,386 @@
+//! Full-text search: documents of about 1 KB of English words (a vocabulary of common
+//! words, drawn with a skew so some words are in nearly every document and others in few),
+//! a search index over their text built by the first query, one-term queries from many
+//! clients, and phrase queries with `counts`. Every answer's total is checked against what
+//! the generated documents say it must be; the index's size is reported against the
+//! documents'. A server without full-text search (CouchDB without its search service) is
+//! reported as such and skipped.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::Method;
+use indicatif::ProgressBar;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+use crate::client::{Conn, Target};
+use crate::error::{Error, Result};
+use crate::report::{quantile_ms, Metric, Outcome};
+use crate::workloads::load;
+
+const DB: &str = "bench_search";
+/// Words per document (about 1 KB of text).
+const WORDS_PER_DOC: usize = 170;
+/// Facet values.
+const CATEGORIES: usize = 8;
+
+/// Common English words, none of them a stop word of the standard analyzer.
+const VOCABULARY: &str = "time year people way day man thing woman life child world school \
+    state family student group country problem hand part place case week company system \
+    program question work government number night point home water room mother area money \
+    story fact month lot right study book eye job word business issue side kind head house \
+    service friend father power hour game line end member law car city community name \
+    president team minute idea kid body information back parent face others level office \
+    door health person art war history party result change morning reason research girl guy \
+    moment air teacher force education foot boy age policy process music market sense nation \
+    plan college interest death experience effect class control care field development role \
+    effort rate heart drug show leader light voice wife police mind price report decision \
+    son view relationship town road arm difference value building action model season \
+    society tax director position player record paper space ground form event official \
+    matter center couple site project activity star table need court oil situation cost \
+    industry figure street image phone data picture practice piece land product doctor wall \
+    patient worker news test movie north love support technology step baby computer type \
+    attention film tree source organization hair window evidence population site garden \
+    river ocean mountain forest island valley desert bridge castle village harbor meadow \
+    thunder lightning rain snow wind cloud storm sunrise sunset shadow mirror candle \
+    lantern compass anchor sail rudder engine wheel bicycle train station ticket journey \
+    traveler stranger neighbor cousin uncle aunt grandmother grandfather baker butcher \
+    farmer fisherman hunter soldier sailor pilot painter poet singer dancer writer reader \
+    kitchen bedroom garage attic cellar balcony chimney roof floor ceiling staircase \
+    hallway library museum theater stadium hospital church temple market bakery pharmacy \
+    apple banana cherry grape lemon orange peach pear plum melon berry walnut almond \
+    carrot potato tomato onion garlic pepper cabbage lettuce spinach pumpkin bread butter \
+    cheese honey sugar salt coffee tea milk juice soup salad pasta rice chicken fish \
+    silver golden copper iron marble granite crystal velvet silk cotton wool leather \
+    quickly slowly quietly loudly gently bravely happily sadly eagerly carefully \
+    ancient modern bright dark heavy light narrow wide shallow deep quiet noisy gentle \
+    fierce clever foolish humble proud brave curious patient restless hidden famous";
+
+/// The workload's sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Documents indexed (the issue's size: 200,000).
+    pub docs: usize,
+    /// Concurrent query clients.
+    pub clients: usize,
+    /// One-term queries per client.
+    pub queries: usize,
+    /// Phrase queries with counts, per client.
+    pub phrases: usize,
+    /// Index pairs of adjacent words too (Settee's `index_phrases`).
+    pub index_phrases: bool,
+}
+
+impl Params {
+    /// The issue's size.
+    pub const FULL: Params = Params {
+        docs: 200_000,
+        clients: 16,
+        queries: 200,
+        phrases: 50,
+        index_phrases: false,
+    };
+    /// Sizes that finish in seconds on a small machine.
+    pub const SMALL: Params = Params {
+        docs: 20_000,
+        clients: 16,
+        queries: 100,
+        phrases: 25,
+        index_phrases: false,
+    };
+}
+
+/// What the generated documents say: per word and per adjacent pair of words, the number
+/// of documents holding it; a sample of adjacent pairs to ask for; the documents' bytes.
+struct Expected {
+    words: Vec<&'static str>,
+    docs_with: Vec<u32>,
+    pairs: HashMap<(u16, u16), u32>,
+    sample_pairs: Vec<(u16, u16)>,
+}
+
+/// The documents and what queries over them must answer.
+fn documents(n: usize, seed: u64) -> (Vec<Value>, Expected) {
+    let mut seen = HashSet::new();
+    let words: Vec<&'static str> = VOCABULARY
+        .split_whitespace()
+        .filter(|w| seen.insert(*w))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut e = Expected {
+        docs_with: vec![0; words.len()],
+        pairs: HashMap::new(),
+        sample_pairs: Vec::new(),
+        words: words.clone(),
+    };
+    let docs = (0..n)
+        .map(|i| {
+            let picks: Vec<u16> = (0..WORDS_PER_DOC)
+                .map(|_| {
+                    let u: f64 = rng.gen();
+                    ((u * u * words.len() as f64) as usize).min(words.len() - 1) as u16
+                })
+                .collect();
+            let distinct: HashSet<u16> = picks.iter().copied().collect();
+            for w in distinct {
+                e.docs_with[w as usize] += 1;
+            }
+            let pairs: HashSet<(u16, u16)> = picks.windows(2).map(|p| (p[0], p[1])).collect();
+            for p in pairs {
+                *e.pairs.entry(p).or_default() += 1;
+            }
+            if i % 97 == 0 {
+                let at = rng.gen_range(0..WORDS_PER_DOC - 1);
+                e.sample_pairs.push((picks[at], picks[at + 1]));
+            }
+            let text: Vec<&str> = picks.iter().map(|w| words[*w as usize]).collect();
+            json!({
+                "_id": format!("s{i:08}"),
+                "text": text.join(" "),
+                "category": format!("c{}", i % CATEGORIES),
+                "n": i,
+            })
+        })
+        .collect();
+    (docs, e)
+}
+
+/// The design document, with `index_phrases` as asked.
+fn ddoc(index_phrases: bool) -> String {
+    json!({"indexes": {"text": {
+        "index": "function(doc) { if (doc.text) { index('default', doc.text); \
+            index('category', doc.category, {facet: true}); index('n', doc.n); } }",
+        "index_phrases": index_phrases,
+    }}})
+    .to_string()
+}
+
+/// Whether the server offers `_search` (its welcome names the feature).
+async fn has_search(c: &mut Conn) -> Result<bool> {
+    let answer = c.expect(Method::GET, "/", None, &[200]).await?;
+    let welcome: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
+    Ok(welcome["features"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == "search")))
+}
+
+async fn query(c: &mut Conn, q: &str) -> Result<Value> {
+    let answer = c
+        .expect(
+            Method::GET,
+            &format!("/{DB}/_design/s/_search/text?{q}"),
+            None,
+            &[200],
+        )
+        .await?;
+    serde_json::from_slice(&answer.body)
+        .map_err(|_| Error::WrongAnswer("a search answer is not JSON".into()))
+}
+
+/// Creates the index and times the first query, which builds it.
+async fn build(c: &mut Conn, n: usize, index_phrases: bool) -> Result<Outcome> {
+    let started = Instant::now();
+    c.expect(
+        Method::PUT,
+        &format!("/{DB}/_design/s"),
+        Some(Bytes::from(ddoc(index_phrases))),
+        &[201, 202],
+    )
+    .await?;
+    let v = query(c, "q=*:*&limit=1").await?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Outcome {
+        workload: format!(
+            "search index build, {n} docs of ~1 KB{}",
+            if index_phrases { ", index_phrases" } else { "" }
+        ),
+        metrics: vec![
+            Metric::cost("build+query s", seconds),
+            Metric::rate("docs/s", n as f64 / seconds),
+        ],
+        failures: u64::from(v["total_rows"] != json!(n)),
+        series: Vec::new(),
+    })
+}
+
+/// One query client: latencies and wrong answers.
+async fn client(
+    target: Target,
+    p: Params,
+    seed: u64,
+    e: Arc<Expected>,
+    progress: ProgressBar,
+) -> (Vec<Duration>, Vec<Duration>, u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut terms, mut phrases, mut failures) = (Vec::new(), Vec::new(), 0);
+    let Ok(mut c) = Conn::open(&target).await else {
+        return (terms, phrases, (p.queries + p.phrases) as u64);
+    };
+    for i in 0..p.queries + p.phrases {
+        let started = Instant::now();
+        let ok = if i < p.queries {
+            let w = rng.gen_range(0..e.words.len());
+            let got = query(&mut c, &format!("q={}", e.words[w])).await;
+            terms.push(started.elapsed());
+            let want = e.docs_with[w] as u64;
+            got.is_ok_and(|v| {
+                v["total_rows"] == json!(want)
+                    && v["rows"].as_array().map(Vec::len) == Some(want.min(25) as usize)
+            })
+        } else {
+            let (a, b) = e.sample_pairs[rng.gen_range(0..e.sample_pairs.len())];
+            let q = format!(
+                "q=%22{}%20{}%22&counts=%5B%22category%22%5D",
+                e.words[a as usize], e.words[b as usize]
+            );
+            let got = query(&mut c, &q).await;
+            phrases.push(started.elapsed());
+            let want = e.pairs.get(&(a, b)).copied().unwrap_or(0) as u64;
+            got.is_ok_and(|v| {
+                let counted: u64 = v["counts"]["category"]
+                    .as_object()
+                    .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+                v["total_rows"] == json!(want) && counted == want
+            })
+        };
+        failures += u64::from(!ok);
+        progress.inc(1);
+    }
+    (terms, phrases, failures)
+}
+
+async fn queries(
+    target: &Target,
+    p: Params,
+    e: Arc<Expected>,
+    progress: &ProgressBar,
+) -> Result<Vec<Outcome>> {
+    progress.set_length((p.clients * (p.queries + p.phrases)) as u64);
+    progress.set_position(0);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..p.clients)
+        .map(|i| {
+            tokio::spawn(client(
+                target.clone(),
+                p,
+                500 + i as u64,
+                e.clone(),
+                progress.clone(),
+            ))
+        })
+        .collect();
+    let (mut terms, mut phrases, mut failures) = (Vec::new(), Vec::new(), 0);
+    for t in tasks {
+        let (a, b, f) = t.await.map_err(|e| Error::Io(e.to_string()))?;
+        terms.extend(a);
+        phrases.extend(b);
+        failures += f;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    terms.sort_unstable();
+    phrases.sort_unstable();
+    Ok(vec![
+        Outcome {
+            workload: format!("search one-term queries, {} clients", p.clients),
+            metrics: vec![
+                Metric::rate("queries/s", (terms.len() + phrases.len()) as f64 / elapsed),
+                Metric::cost("p50 ms", quantile_ms(&terms, 0.5)),
+                Metric::cost("p99 ms", quantile_ms(&terms, 0.99)),
+            ],
+            failures,
+            series: Vec::new(),
+        },
+        Outcome {
+            workload: format!("search phrase queries with counts, {} clients", p.clients),
+            metrics: vec![
+                Metric::cost("p50 ms", quantile_ms(&phrases, 0.5)),
+                Metric::cost("p99 ms", quantile_ms(&phrases, 0.99)),
+            ],
+            failures: 0,
+            series: Vec::new(),
+        },
+    ])
+}
+
+/// The index's size on disk against the documents' (JSON) size.
+async fn sizes(c: &mut Conn) -> Result<Outcome> {
+    let info = c
+        .expect(
+            Method::GET,
+            &format!("/{DB}/_design/s/_search_info/text"),
+            None,
+            &[200],
+        )
+        .await?;
+    let info: Value = serde_json::from_slice(&info.body).unwrap_or(Value::Null);
+    let db = c
+        .expect(Method::GET, &format!("/{DB}"), None, &[200])
+        .await?;
+    let db: Value = serde_json::from_slice(&db.body).unwrap_or(Value::Null);
+    let index = info["search_index"]["disk_size"].as_f64().unwrap_or(0.0);
+    let docs = db["sizes"]["external"].as_f64().unwrap_or(0.0);
+    Ok(Outcome {
+        workload: "search index size".into(),
+        metrics: vec![
+            Metric::cost("index MB", index / 1e6),
+            Metric::cost("docs MB", docs / 1e6),
+            Metric::cost("index/docs", if docs > 0.0 { index / docs } else { 0.0 }),
+        ],
+        failures: u64::from(index == 0.0 || docs == 0.0),
+        series: Vec::new(),
+    })
+}
+
+/// Runs the workload.
+pub async fn run(target: &Target, p: Params, progress: ProgressBar) -> Result<Vec<Outcome>> {
+    let mut c = Conn::open(target).await?;
+    if !has_search(&mut c).await? {
+        progress.finish_and_clear();
+        eprintln!(
+            "{}: no full-text search (welcome features lack `search`); skipped",
+            target.display
+        );
+        return Ok(Vec::new());
+    }
+    let (docs, expected) = documents(p.docs, 40);
+    progress.set_length(p.docs as u64);
+    load(&mut c, DB, docs.into_iter(), &progress).await?;
+    let mut out = vec![build(&mut c, p.docs, p.index_phrases).await?];
+    out.extend(queries(target, p, Arc::new(expected), &progress).await?);
+    out.push(sizes(&mut c).await?);
+    progress.finish_and_clear();
+    let _ = c.call(Method::DELETE, &format!("/{DB}"), None).await;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectations_follow_the_documents() {
+        let (docs, e) = documents(300, 1);
+        for (w, word) in e.words.iter().enumerate().step_by(37) {
+            let n = docs
+                .iter()
+                .filter(|d| d["text"].as_str().unwrap().split(' ').any(|x| x == *word))
+                .count();
+            assert_eq!(e.docs_with[w] as usize, n, "{word}");
+        }
+        let (a, b) = e.sample_pairs[0];
+        let pair = format!(" {} {} ", e.words[a as usize], e.words[b as usize]);
+        let n = docs
+            .iter()
+            .filter(|d| format!(" {} ", d["text"].as_str().unwrap()).contains(&pair))
+            .count();
+        assert_eq!(e.pairs[&(a, b)] as usize, n);
+        let len = docs[0]["text"].as_str().unwrap().len();
+        assert!((700..1600).contains(&len), "{len}");
+        let unique: HashSet<&str> = e.words.iter().copied().collect();
+        assert!(unique.len() > 350, "{}", unique.len());
+    }
+}
