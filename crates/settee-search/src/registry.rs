@@ -152,12 +152,18 @@ impl Search {
     /// Waits until `index` holds every change `db` had when this was called, sharing the
     /// update with every other client waiting for the same index.
     pub async fn refresh(&self, db: &Arc<Database>, index: &Arc<SearchIndex>) -> Result<()> {
-        let target = db.snapshot().seq()?;
+        let snap = db.snapshot();
+        let (target, purged) = (snap.seq()?, snap.purge_seq()?.total());
+        // Purges change no sequence: an index is current when it has both.
+        let current = || {
+            let meta = index.meta();
+            covers(&meta.seq, &target) && meta.purge_seq >= purged
+        };
         index.build.lock().expect("build lock").waiting += 1;
         let _waiting = Waiting(index);
         loop {
             let mut rx = index.changed.subscribe();
-            if covers(&index.meta().seq, &target) {
+            if current() {
                 return Ok(());
             }
             let run = self.refresh_in_background(db, index);
@@ -165,7 +171,7 @@ impl Search {
                 if rx.changed().await.is_err() {
                     return Err(Error::Corrupted("index closed while updating"));
                 }
-                if covers(&index.meta().seq, &target) {
+                if current() {
                     return Ok(());
                 }
                 let st = index.build.lock().expect("build lock");
@@ -179,21 +185,6 @@ impl Search {
                 }
             }
         }
-    }
-
-    /// Merges an index's segments in the background (`search_compaction` in active tasks).
-    pub fn compact(db: &Arc<Database>, index: &Arc<SearchIndex>) {
-        let task = db
-            .tasks()
-            .start_for("search_compaction", db.name(), Some(&index.def().ddoc_id));
-        let index = index.clone();
-        std::thread::spawn(move || {
-            task.update(0, 1);
-            if let Err(e) = index.compact() {
-                tracing::warn!("search index compaction failed: {e}");
-            }
-            task.update(1, 1);
-        });
     }
 
     /// Deletes the `flavor` index directories of `db` whose signature is not in `keep`.

@@ -224,12 +224,18 @@ impl Views {
     /// Waits until `index` holds every change `db` had when this was called, sharing the
     /// update with every other client waiting for the same index.
     pub async fn refresh(&self, db: &Arc<Database>, index: &Arc<Index>) -> Result<()> {
-        let target = db.snapshot().seq()?;
+        let snap = db.snapshot();
+        let (target, purged) = (snap.seq()?, snap.purge_seq()?.total());
+        // Purges change no sequence: an index is current when it has both.
+        let current = || -> Result<bool> {
+            let meta = index.meta()?;
+            Ok(covers(&meta.seq, &target) && meta.purge_seq >= purged)
+        };
         index.build.lock().expect("build lock").waiting += 1;
         let _waiting = Waiting(index);
         loop {
             let mut rx = index.changed.subscribe();
-            if covers(&index.meta()?.seq, &target) {
+            if current()? {
                 return Ok(());
             }
             let run = self.refresh_in_background(db, index);
@@ -237,7 +243,7 @@ impl Views {
                 if rx.changed().await.is_err() {
                     return Err(Error::Corrupted("index closed while updating"));
                 }
-                if covers(&index.meta()?.seq, &target) {
+                if current()? {
                     return Ok(());
                 }
                 let st = index.build.lock().expect("build lock");

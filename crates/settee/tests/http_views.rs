@@ -1954,3 +1954,26 @@ fn every_view_test_passes_after_functions_that_failed_in_every_way() {
         clear(&mut s);
     }
 }
+
+/// A purge changes no sequence; a view queried after one must still leave the purged
+/// document out (it answered with it until the next write).
+#[test]
+fn purged_documents_leave_views_at_once() {
+    let s = TestServer::start();
+    let c = s.admin();
+    assert_eq!(c.put("/pv", "").status, 201);
+    let rev = c.put("/pv/a", r#"{"v":1}"#).json()["rev"].clone();
+    c.put("/pv/b", r#"{"v":2}"#);
+    put_ddoc(
+        &c,
+        "pv",
+        "d",
+        json!({"views": {"v": {"map": "function(d) { emit(d.v, 1); }"}}}),
+    );
+    assert_eq!(ok(&c, "/pv/_design/d/_view/v")["total_rows"], 2);
+    let r = c.post("/pv/_purge", &json!({"a": [rev]}).to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let v = ok(&c, "/pv/_design/d/_view/v");
+    assert_eq!(v["total_rows"], 1, "{v}");
+    assert_eq!(v["rows"][0]["id"], "b");
+}

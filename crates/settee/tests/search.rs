@@ -648,6 +648,94 @@ fn partitioned_search_indexes() {
         .error(400, "bad_request");
 }
 
+#[test]
+fn builds_show_in_active_tasks_and_are_shared_by_waiting_clients() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, "db", 20_000);
+    let url = s.url.clone();
+    let watcher = std::thread::spawn(move || {
+        let c = Client::new(&url, Some(common::ADMIN));
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60) {
+            let tasks = c.get("/_active_tasks").json();
+            if let Some(t) = tasks
+                .as_array()
+                .and_then(|ts| ts.iter().find(|t| t["type"] == "search_indexer"))
+            {
+                return Some(t.clone());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        None
+    });
+    // Eight clients ask at once while the index is built: one build, eight equal answers.
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let url = s.url.clone();
+            std::thread::spawn(move || {
+                let c = Client::new(&url, Some(common::ADMIN));
+                let r = c.get("/db/_design/s/_search/all?q=apple&limit=1");
+                assert_eq!(r.status, 200, "{}", r.text);
+                r.json()["total_rows"].clone()
+            })
+        })
+        .collect();
+    let want = json!(count(20_000, |i| i % 7 == 0 || i % 5 == 0));
+    for t in clients {
+        assert_eq!(t.join().unwrap(), want);
+    }
+    let task = watcher
+        .join()
+        .unwrap()
+        .expect("the build is listed in _active_tasks");
+    assert_eq!(task["database"], "db");
+    assert_eq!(task["design_document"], "_design/s");
+    assert!(task["total_changes"].as_u64().unwrap() >= 20_000, "{task}");
+}
+
+#[test]
+fn new_index_functions_and_purges_change_answers() {
+    let s = TestServer::start();
+    let c = s.admin();
+    seed(&c, "db", 50);
+    assert_eq!(
+        search(&c, "db", "q=title:apple")["total_rows"],
+        count(50, |i| i % 7 == 0 || i % 5 == 0)
+    );
+    // A new function: a new index, built from the start.
+    let ddoc = c.get("/db/_design/s").json();
+    let f = "function(doc) { if (doc.n < 10) { index('title', doc.title, {store: true}); } }";
+    let r = c.put(
+        "/db/_design/s",
+        &json!({"_rev": ddoc["_rev"], "indexes": {"all": {"index": f}}}).to_string(),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        search(&c, "db", "q=title:apple")["total_rows"],
+        count(10, |i| i % 7 == 0 || i % 5 == 0)
+    );
+    // A purged document leaves the index.
+    let rev = c.get("/db/doc00005").json()["_rev"].clone();
+    let r = c.post("/db/_purge", &json!({"doc00005": [rev]}).to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let v = search(&c, "db", "q=title:apple&limit=50");
+    assert_eq!(
+        v["total_rows"],
+        count(10, |i| (i % 7 == 0 || i % 5 == 0) && i != 5)
+    );
+    assert!(!ids(&v).contains(&"doc00005".to_string()));
+    // A deleted design document's index is gone.
+    let ddoc = c.get("/db/_design/s").json();
+    c.delete(&format!(
+        "/db/_design/s?rev={}",
+        ddoc["_rev"].as_str().unwrap()
+    ));
+    let r = c.get("/db/_design/s/_search/all?q=apple");
+    r.error(404, "not_found");
+    assert_eq!(r.json()["reason"], "deleted");
+}
+
 /// Search index directories (each under a directory named `indexes`) below `root`.
 fn index_dirs(root: &std::path::Path) -> usize {
     let mut n = 0;
