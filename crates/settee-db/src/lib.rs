@@ -25,6 +25,7 @@ mod salvage;
 mod seq;
 mod shard;
 mod tasks;
+mod updates;
 mod upload;
 
 pub use att::{
@@ -53,4 +54,5 @@ pub use seq::SeqVector;
 pub use settee_store::Durability;
 pub use shard::{EditMode, EditResult, ShardMeta};
 pub use tasks::{TaskHandle, TaskInfo, Tasks};
+pub use updates::{Updates, WaitError};
 pub use upload::Uploader;

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde_json::{json, Value};
 use settee_db::SeqVector;
@@ -20,7 +20,6 @@ use tantivy::schema::{
 };
 
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
-use tokio::sync::watch;
 
 use crate::analyzer::{FieldTokenizer, Flavor};
 use crate::def::IndexDef;
@@ -93,15 +92,6 @@ pub struct IndexMeta {
     pub seq: SeqVector,
     /// Purge sequence reached.
     pub purge_seq: u64,
-}
-
-/// An update's bookkeeping, shared by every client waiting for the index.
-#[derive(Default)]
-pub(crate) struct BuildState {
-    pub running: bool,
-    pub started: u64,
-    pub last_error: Option<(u64, Arc<Error>)>,
-    pub waiting: usize,
 }
 
 /// One field of one document, as the index function gave it.
@@ -250,8 +240,8 @@ pub struct SearchIndex {
     /// Whether any document ever stored a field (else hits need no stored document).
     stored: std::sync::atomic::AtomicBool,
     fields: Fields,
-    pub(crate) build: Mutex<BuildState>,
-    pub(crate) changed: watch::Sender<u64>,
+    /// Its updates, shared by the clients waiting for them.
+    pub(crate) updates: settee_db::Updates<Error>,
 }
 
 impl SearchIndex {
@@ -284,8 +274,7 @@ impl SearchIndex {
             meta: Mutex::new(meta),
             stored: std::sync::atomic::AtomicBool::new(stored),
             fields,
-            build: Mutex::new(BuildState::default()),
-            changed: watch::Sender::new(0),
+            updates: settee_db::Updates::default(),
         })
     }
 
@@ -424,7 +413,7 @@ impl SearchIndex {
 
     /// Whether an update or compaction holds the writer now.
     pub fn updating(&self) -> bool {
-        self.build.lock().expect("build lock").running
+        self.updates.running()
     }
 
     /// Whether the index belongs to `_search` or `_nouveau`.

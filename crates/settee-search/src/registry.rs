@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use settee_db::Database;
+use settee_db::{Database, WaitError};
 use settee_js::Pool;
 
 use crate::analyzer::Flavor;
@@ -28,17 +28,6 @@ type NameKey = (String, String, Flavor);
 /// Search indexes for the whole server; index functions run on the views' engine pool.
 pub struct Search {
     pool: Arc<Pool>,
-}
-
-/// Counts a client as waiting for an index while it lives.
-struct Waiting<'a>(&'a SearchIndex);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut st) = self.0.build.lock() {
-            st.waiting = st.waiting.saturating_sub(1);
-        }
-    }
 }
 
 impl Search {
@@ -111,35 +100,15 @@ impl Search {
 
     /// Starts an update of `index` unless one is running; returns the update's number.
     pub fn refresh_in_background(&self, db: &Arc<Database>, index: &Arc<SearchIndex>) -> u64 {
-        let mut st = index.build.lock().expect("build lock");
-        if st.running {
-            return st.started;
-        }
-        st.running = true;
-        st.started += 1;
-        let run = st.started;
-        let (db, index, pool) = (db.clone(), index.clone(), self.pool.clone());
-        std::thread::Builder::new()
-            .name("settee-search".into())
-            .spawn(move || {
-                let result = indexer::update(&index, &db, &pool);
-                if let Err(e) = &result {
-                    tracing::warn!(
-                        db = db.name(),
-                        ddoc = index.def().ddoc_id,
-                        "search index update failed: {e}"
-                    );
-                }
-                let mut st = index.build.lock().expect("build lock");
-                st.running = false;
-                if let Err(e) = result {
-                    st.last_error = Some((run, Arc::new(e)));
-                }
-                drop(st);
-                index.changed.send_modify(|v| *v += 1);
-            })
-            .expect("a search indexer thread");
-        run
+        let (db, ix, pool) = (db.clone(), index.clone(), self.pool.clone());
+        index.updates.start("settee-search", move || {
+            let result = indexer::update(&ix, &db, &pool);
+            if let Err(e) = &result {
+                let ddoc = &ix.def().ddoc_id;
+                tracing::warn!(db = db.name(), ddoc, "search index update failed: {e}");
+            }
+            result
+        })
     }
 
     /// After writes to `db`: starts an update of each of its open search indexes.
@@ -157,34 +126,17 @@ impl Search {
         // Purges change no sequence: an index is current when it has both.
         let current = || {
             let meta = index.meta();
-            covers(&meta.seq, &target) && meta.purge_seq >= purged
+            Ok(covers(&meta.seq, &target) && meta.purge_seq >= purged)
         };
-        index.build.lock().expect("build lock").waiting += 1;
-        let _waiting = Waiting(index);
-        loop {
-            let mut rx = index.changed.subscribe();
-            if current() {
-                return Ok(());
-            }
-            let run = self.refresh_in_background(db, index);
-            loop {
-                if rx.changed().await.is_err() {
-                    return Err(Error::Corrupted("index closed while updating"));
-                }
-                if current() {
-                    return Ok(());
-                }
-                let st = index.build.lock().expect("build lock");
-                if let Some((failed, e)) = &st.last_error {
-                    if *failed >= run {
-                        return Err(Error::Shared(e.clone()));
-                    }
-                }
-                if !st.running {
-                    break;
-                }
-            }
-        }
+        let start = || self.refresh_in_background(db, index);
+        index
+            .updates
+            .wait(current, start)
+            .await
+            .map_err(|e| match e {
+                WaitError::Failed(e) => Error::Shared(e),
+                WaitError::Check(e) => e,
+            })
     }
 
     /// Deletes the `flavor` index directories of `db` whose signature is not in `keep`.

@@ -7,7 +7,7 @@
 //! node carrying the view's reduction. The header metadata holds the database position.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use settee_db::SeqVector;
 use settee_json::viewkey;
@@ -15,7 +15,6 @@ use settee_store::format::{put_bytes, put_varint, Reader};
 use settee_store::{
     Action, Durability, NoReduce, Pending, Snapshot, Store, StoreOptions, TreeSpec,
 };
-use tokio::sync::watch;
 
 use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
@@ -113,18 +112,6 @@ impl IndexMeta {
     }
 }
 
-/// Whether an index update is running, and how the last one ended.
-#[derive(Default)]
-pub(crate) struct BuildState {
-    pub running: bool,
-    pub started: u64,
-    pub last_error: Option<(u64, Arc<Error>)>,
-    /// Clients waiting for the running update.
-    pub waiting: u64,
-    /// Whether a compaction of the index runs.
-    pub compacting: bool,
-}
-
 /// An open index.
 pub struct Index {
     ddoc: DesignDoc,
@@ -135,9 +122,10 @@ pub struct Index {
     /// The view-key version this index writes under.
     key_version: String,
     reducers: Vec<Option<Arc<ViewReducer>>>,
-    pub(crate) build: Mutex<BuildState>,
-    /// Bumped after every batch an update writes and when it ends.
-    pub(crate) changed: watch::Sender<u64>,
+    /// Its updates, shared by the clients waiting for them.
+    pub(crate) updates: settee_db::Updates<Error>,
+    /// Whether a compaction of the index runs.
+    pub(crate) compacting: std::sync::atomic::AtomicBool,
 }
 
 impl Index {
@@ -207,8 +195,8 @@ impl Index {
             store,
             key_version: key_version.to_string(),
             reducers,
-            build: Mutex::default(),
-            changed: watch::channel(0).0,
+            updates: settee_db::Updates::default(),
+            compacting: std::sync::atomic::AtomicBool::new(false),
         };
         index.meta()?;
         Ok(index)
@@ -251,8 +239,8 @@ impl Index {
 
     /// Whether an update runs, how many clients wait for it, and whether a compaction runs.
     pub fn state(&self) -> (bool, u64, bool) {
-        let st = self.build.lock().expect("build lock");
-        (st.running, st.waiting, st.compacting)
+        let compacting = self.compacting.load(std::sync::atomic::Ordering::Relaxed);
+        (self.updates.running(), self.updates.waiting(), compacting)
     }
 
     /// The store, for compaction.

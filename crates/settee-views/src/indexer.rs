@@ -121,7 +121,7 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, mappers: &Mappers) -> Re
             let mapped = started.finish()?;
             if let Some(w) = writing.take() {
                 w.wait()?;
-                index.changed.send_modify(|v| *v += 1);
+                index.updates.moved();
             }
             writing = Some(index.submit(
                 mapped,

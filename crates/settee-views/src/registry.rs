@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use settee_db::{Database, DbSnapshot, DocOptions};
+use settee_db::{Database, DbSnapshot, DocOptions, WaitError};
 use settee_js::{Limits, Pool};
 use settee_queryserver::QueryServers;
 use settee_store::{NoBlobs, StoreOptions};
@@ -46,17 +46,6 @@ pub struct Views {
     natives: Arc<NativeLanguages>,
     store: StoreOptions,
     reduce_limit: AtomicBool,
-}
-
-/// Counts a client as waiting for an index while it lives.
-struct Waiting<'a>(&'a Index);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut st) = self.0.build.lock() {
-            st.waiting = st.waiting.saturating_sub(1);
-        }
-    }
 }
 
 impl Views {
@@ -159,48 +148,26 @@ impl Views {
 
     /// Starts an update of `index` unless one is running; returns the update's number.
     pub fn refresh_in_background(&self, db: &Arc<Database>, index: &Arc<Index>) -> u64 {
-        let mut st = index.build.lock().expect("build lock");
-        if st.running {
-            return st.started;
-        }
-        st.running = true;
-        st.started += 1;
-        let run = st.started;
-        let (db, index, pool, servers, natives) = (
+        let (db, ix, pool, servers, natives) = (
             db.clone(),
             index.clone(),
             self.pool.clone(),
             self.servers.clone(),
             self.natives.clone(),
         );
-        std::thread::Builder::new()
-            .name("settee-indexer".into())
-            // Native maps compile selectors, which recurse per level of nesting.
-            .stack_size(16 << 20)
-            .spawn(move || {
-                let mappers = indexer::Mappers {
-                    pool: &pool,
-                    servers: &servers,
-                    natives: &natives,
-                };
-                let result = indexer::update(&index, &db, &mappers);
-                if let Err(e) = &result {
-                    tracing::warn!(
-                        db = db.name(),
-                        ddoc = index.ddoc().id,
-                        "index update failed: {e}"
-                    );
-                }
-                let mut st = index.build.lock().expect("build lock");
-                st.running = false;
-                if let Err(e) = result {
-                    st.last_error = Some((run, Arc::new(e)));
-                }
-                drop(st);
-                index.changed.send_modify(|v| *v += 1);
-            })
-            .expect("an indexer thread");
-        run
+        index.updates.start("settee-indexer", move || {
+            let mappers = indexer::Mappers {
+                pool: &pool,
+                servers: &servers,
+                natives: &natives,
+            };
+            let result = indexer::update(&ix, &db, &mappers);
+            if let Err(e) = &result {
+                let ddoc = &ix.ddoc().id;
+                tracing::warn!(db = db.name(), ddoc, "index update failed: {e}");
+            }
+            result
+        })
     }
 
     /// After writes to `db`: starts an update of each of its open indexes that is not
@@ -227,46 +194,27 @@ impl Views {
         let snap = db.snapshot();
         let (target, purged) = (snap.seq()?, snap.purge_seq()?.total());
         // Purges change no sequence: an index is current when it has both.
-        let current = || -> Result<bool> {
+        let current = || {
             let meta = index.meta()?;
             Ok(covers(&meta.seq, &target) && meta.purge_seq >= purged)
         };
-        index.build.lock().expect("build lock").waiting += 1;
-        let _waiting = Waiting(index);
-        loop {
-            let mut rx = index.changed.subscribe();
-            if current()? {
-                return Ok(());
-            }
-            let run = self.refresh_in_background(db, index);
-            loop {
-                if rx.changed().await.is_err() {
-                    return Err(Error::Corrupted("index closed while updating"));
-                }
-                if current()? {
-                    return Ok(());
-                }
-                let st = index.build.lock().expect("build lock");
-                if let Some((failed, e)) = &st.last_error {
-                    if *failed >= run {
-                        return Err(Error::Shared(e.clone()));
-                    }
-                }
-                if !st.running {
-                    break;
-                }
-            }
-        }
+        let start = || self.refresh_in_background(db, index);
+        index
+            .updates
+            .wait(current, start)
+            .await
+            .map_err(|e| match e {
+                WaitError::Failed(e) => Error::Shared(e),
+                WaitError::Check(e) => e,
+            })
     }
 
     /// Compacts an index in the background; false if a compaction is already running.
     pub fn compact(&self, db: &Arc<Database>, index: &Arc<Index>) -> bool {
-        let mut st = index.build.lock().expect("build lock");
-        if st.compacting {
+        use std::sync::atomic::Ordering;
+        if index.compacting.swap(true, Ordering::SeqCst) {
             return false;
         }
-        st.compacting = true;
-        drop(st);
         let task = db
             .tasks()
             .start_for("view_compaction", db.name(), Some(&index.ddoc().id));
@@ -278,7 +226,7 @@ impl Views {
             {
                 tracing::warn!("view compaction failed: {e}");
             }
-            index.build.lock().expect("build lock").compacting = false;
+            index.compacting.store(false, Ordering::SeqCst);
         });
         true
     }
