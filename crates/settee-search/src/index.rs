@@ -242,6 +242,8 @@ pub struct SearchIndex {
     fields: Fields,
     /// Its updates, shared by the clients waiting for them.
     pub(crate) updates: settee_db::Updates<Error>,
+    /// Set when the index's files are being removed: updates stop, nothing more is written.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl SearchIndex {
@@ -275,6 +277,7 @@ impl SearchIndex {
             stored: std::sync::atomic::AtomicBool::new(stored),
             fields,
             updates: settee_db::Updates::default(),
+            closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -343,6 +346,9 @@ impl SearchIndex {
         &self,
         guard: &'g mut Option<IndexWriter<TantivyDocument>>,
     ) -> Result<&'g mut IndexWriter<TantivyDocument>> {
+        if self.is_closed() {
+            return Err(Error::NotFound("the index was removed".into()));
+        }
         if guard.is_none() {
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
             *guard = Some(
@@ -351,6 +357,21 @@ impl SearchIndex {
             );
         }
         Ok(guard.as_mut().expect("a writer"))
+    }
+
+    /// Stops writing the index for good: updates end at their next batch and the writer,
+    /// with its merges, is finished, so the index's files can be removed.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let writer = self.writer.lock().expect("writer lock").take();
+        if let Some(w) = writer {
+            let _ = w.wait_merging_threads();
+        }
+    }
+
+    /// Whether [`SearchIndex::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether any document has stored a field.

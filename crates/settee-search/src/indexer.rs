@@ -72,6 +72,9 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
     let mut running: Option<(Vec<Running>, SeqVector, u64)> = None;
     let (mut done, mut last_commit, mut uncommitted) = (0u64, Instant::now(), false);
     loop {
+        if index.is_closed() {
+            return Ok(());
+        }
         let batch = next_batch(&mut changes, skip_design)?;
         let next = (!batch.is_empty()).then(|| {
             let n = batch.len() as u64;

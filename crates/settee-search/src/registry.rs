@@ -139,13 +139,29 @@ impl Search {
             })
     }
 
-    /// Deletes the `flavor` index directories of `db` whose signature is not in `keep`.
+    /// Deletes the `flavor` index directories of `db` whose signature is not in `keep`,
+    /// closing the indexes open on them first (an update running on one stops at its next
+    /// batch and is waited for).
     pub fn cleanup(db: &Database, flavor: Flavor, keep: &HashSet<String>) -> Result<usize> {
+        let mut closing = Vec::new();
         if let Some(d) = db.existing_extension::<DbSearch>() {
             let mut open = d.open.lock().expect("search indexes lock");
-            open.retain(|(f, sig), _| *f != flavor || keep.contains(sig));
+            open.retain(|(f, sig), ix| {
+                let stays = *f != flavor || keep.contains(sig);
+                if !stays {
+                    closing.push(ix.clone());
+                }
+                stays
+            });
             let mut named = d.named.lock().expect("search names lock");
             named.retain(|_, (_, ix)| ix.flavor() != flavor || keep.contains(ix.def().signature()));
+        }
+        for ix in &closing {
+            ix.close();
+            let waited = std::time::Instant::now();
+            while ix.updating() && waited.elapsed() < std::time::Duration::from_secs(30) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
         let Ok(dir) = std::fs::read_dir(db.dir().join(member(flavor))) else {
             return Ok(0);

@@ -659,10 +659,11 @@ fn builds_show_in_active_tasks_and_are_shared_by_waiting_clients() {
         let started = std::time::Instant::now();
         while started.elapsed() < std::time::Duration::from_secs(60) {
             let tasks = c.get("/_active_tasks").json();
-            if let Some(t) = tasks
-                .as_array()
-                .and_then(|ts| ts.iter().find(|t| t["type"] == "search_indexer"))
-            {
+            // A task is listed as it starts, before it knows its total: wait for that.
+            if let Some(t) = tasks.as_array().and_then(|ts| {
+                ts.iter()
+                    .find(|t| t["type"] == "search_indexer" && t["total_changes"] != 0)
+            }) {
                 return Some(t.clone());
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
