@@ -23,6 +23,12 @@ impl SeqVector {
         self.0.iter().sum()
     }
 
+    /// Whether every shard has reached `want` (an index at `self` holds every change of a
+    /// database at `want`).
+    pub fn covers(&self, want: &SeqVector) -> bool {
+        self.0.len() == want.0.len() && self.0.iter().zip(&want.0).all(|(h, w)| h >= w)
+    }
+
     /// The opaque string clients see.
     pub fn encode(&self) -> String {
         let mut raw = Vec::with_capacity(self.0.len() * 3 + 1);

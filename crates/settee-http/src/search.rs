@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hyper::Method;
 use serde_json::{json, Map, Value};
-use settee_db::{Database, DocOptions};
+use settee_db::{Database, DbSnapshot, DocOptions};
 use settee_search::analyzer::{AnalyzerSpec, Flavor};
 use settee_search::compile::NumRange;
 use settee_search::{
@@ -193,10 +193,12 @@ pub async fn search(
         state.node.search.refresh(&db, &ix).await?;
     }
     let result = run(ix, r.clone()).await?;
+    let snap = db.snapshot();
     let rows = |hits: &[Hit]| -> HttpResult<Vec<Value>> {
-        hits.iter()
-            .map(|h| search_row(&db, h, include_docs, r.highlight.is_some()))
-            .collect()
+        Ok(hits
+            .iter()
+            .map(|h| search_row(&snap, h, include_docs, r.highlight.is_some()))
+            .collect())
     };
     let body = match &result.groups {
         Some(groups) => {
@@ -399,7 +401,7 @@ fn search_ranges(v: &Value) -> HttpResult<Ranges> {
                 match b.as_deref() {
                     None => Ok(std::ops::Bound::Unbounded),
                     Some(s) => {
-                        let x = number_bound(s).ok_or_else(not_range)?;
+                        let x = settee_search::compile::range_number(s).ok_or_else(not_range)?;
                         Ok(if incl {
                             std::ops::Bound::Included(x)
                         } else {
@@ -414,14 +416,6 @@ fn search_ranges(v: &Value) -> HttpResult<Ranges> {
         out.push((field.clone(), rs));
     }
     Ok(out)
-}
-
-fn number_bound(s: &str) -> Option<f64> {
-    match s {
-        "Infinity" | "+Infinity" => Some(f64::INFINITY),
-        "-Infinity" => Some(f64::NEG_INFINITY),
-        s => settee_search::compile::number(s),
-    }
 }
 
 /// `drilldown=["dim","value",…]`, repeatable, or `[["dim","v"],…]`.
@@ -453,7 +447,7 @@ fn drilldown(p: &Params) -> HttpResult<Vec<(String, Vec<String>)>> {
 }
 
 /// One `_search` row.
-fn search_row(db: &Database, h: &Hit, include_docs: bool, highlights: bool) -> HttpResult<Value> {
+fn search_row(db: &DbSnapshot, h: &Hit, include_docs: bool, highlights: bool) -> Value {
     let mut row = json!({"id": h.id, "order": h.order, "fields": h.fields});
     if highlights {
         row["highlights"] = Value::Object(h.highlights.clone().unwrap_or_default());
@@ -461,11 +455,11 @@ fn search_row(db: &Database, h: &Hit, include_docs: bool, highlights: bool) -> H
     if include_docs {
         add_doc(db, &h.id, &mut row);
     }
-    Ok(row)
+    row
 }
 
-fn add_doc(db: &Database, id: &str, row: &mut Value) {
-    match db.snapshot().open_doc(id, None, &DocOptions::default()) {
+fn add_doc(db: &DbSnapshot, id: &str, row: &mut Value) {
+    match db.open_doc(id, None, &DocOptions::default()) {
         Ok(body) => {
             row["doc"] = serde_json::from_slice(&body).unwrap_or(Value::Null);
         }
@@ -527,13 +521,14 @@ pub async fn nouveau(
     let include_docs = p.bool("include_docs")?.unwrap_or(false);
     let sorts = r.sort.clone();
     let result = run(ix, r).await?;
+    let snap = db.snapshot();
     let hits: Vec<Value> = result
         .hits
         .iter()
         .map(|h| {
             let mut hit = json!({"id": h.id, "order": typed_order(h, &sorts), "fields": h.fields});
             if include_docs {
-                add_doc(&db, &h.id, &mut hit);
+                add_doc(&snap, &h.id, &mut hit);
             }
             hit
         })

@@ -266,7 +266,7 @@ pub fn number(text: &str) -> Option<f64> {
 }
 
 /// A range bound: a number, or `Infinity`.
-fn range_number(text: &str) -> Option<f64> {
+pub fn range_number(text: &str) -> Option<f64> {
     match text {
         "Infinity" | "+Infinity" => Some(f64::INFINITY),
         "-Infinity" => Some(f64::NEG_INFINITY),

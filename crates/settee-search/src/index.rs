@@ -402,19 +402,6 @@ impl SearchIndex {
         Ok(out)
     }
 
-    /// Merges every segment into one and drops deleted documents (compaction).
-    pub fn compact(&self) -> Result<()> {
-        let ids = self.index.searchable_segment_ids()?;
-        if ids.len() < 2 {
-            return Ok(());
-        }
-        let mut guard = self.writer.lock().expect("writer lock");
-        let writer = self.writer_in(&mut guard)?;
-        drop(writer.merge(&ids).wait()?);
-        self.reader.reload()?;
-        Ok(())
-    }
-
     /// Bytes of the index's files.
     pub fn disk_size(&self) -> u64 {
         std::fs::read_dir(&self.dir)

@@ -22,11 +22,6 @@ const BATCH_BYTES: usize = 8 << 20;
 /// Longest an update runs between commits.
 const COMMIT_EVERY: Duration = Duration::from_secs(5);
 
-/// Whether every shard of `have` has reached `want`.
-pub fn covers(have: &SeqVector, want: &SeqVector) -> bool {
-    have.0.len() == want.0.len() && have.0.iter().zip(&want.0).all(|(h, w)| h >= w)
-}
-
 /// A document read from the changes feed: its id, and its JSON unless it leaves the index.
 struct Change {
     id: String,
@@ -52,7 +47,7 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
             },
         )?;
     }
-    if covers(&start.seq, &target) {
+    if start.seq.covers(&target) {
         return Ok(());
     }
     let def = index.def();
@@ -107,10 +102,10 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
             break;
         }
     }
-    if uncommitted || !covers(&index.meta().seq, &target) {
+    if uncommitted || !index.meta().seq.covers(&target) {
         let seq = changes.position().clone();
         index.commit(IndexMeta {
-            seq: if covers(&seq, &target) { seq } else { target },
+            seq: if seq.covers(&target) { seq } else { target },
             purge_seq,
         })?;
     }

@@ -582,7 +582,7 @@ impl SegmentCollector for SegCollect {
                 }
             }
         }
-        if let Some(g) = &self.plan.group {
+        if self.plan.group.is_some() {
             let by = self.group_col.as_ref().and_then(|c| str_of(c, doc));
             let vals = self.vals(&self.keys, doc, score);
             let lead_vals = self
@@ -606,7 +606,6 @@ impl SegmentCollector for SegCollect {
             let order = self.plan.group_order.as_ref().unwrap_or(&self.plan.order);
             acc.lead = better(acc.lead.take(), Some(lead), order);
             acc.top.offer(entry, &self.plan.order);
-            let _ = g;
             return;
         }
         if self.plan.limit == 0 {
@@ -743,7 +742,7 @@ impl SearchIndex {
             None => req.bookmark.clone().unwrap_or_else(|| encode_bookmark(&[])),
         };
         let groups = match &req.group {
-            Some(g) => Some(page.groups(found.groups, g, &order)?),
+            Some(g) => Some(page.groups(found.groups, g)?),
             None => None,
         };
         Ok(SearchResult {
@@ -861,7 +860,6 @@ impl Page<'_> {
         &mut self,
         found: HashMap<Option<String>, GroupFound>,
         g: &Grouping,
-        order: &Order,
     ) -> Result<Vec<Group>> {
         let group_order = if g.sort.is_empty() {
             Order {
@@ -877,7 +875,6 @@ impl Page<'_> {
             (Some(x), Some(y)) => group_order.cmp(&x.vals, &y.vals),
             _ => Ordering::Equal,
         });
-        let _ = order;
         groups
             .into_iter()
             .take(g.limit)

@@ -10,7 +10,7 @@ use crate::analyzer::Flavor;
 use crate::def::{member, IndexDef};
 use crate::error::{Error, Result};
 use crate::index::SearchIndex;
-use crate::indexer::{self, covers};
+use crate::indexer;
 
 /// The open search indexes of one database, kept with the database so they close with it.
 #[derive(Default)]
@@ -126,7 +126,7 @@ impl Search {
         // Purges change no sequence: an index is current when it has both.
         let current = || {
             let meta = index.meta();
-            Ok(covers(&meta.seq, &target) && meta.purge_seq >= purged)
+            Ok(meta.seq.covers(&target) && meta.purge_seq >= purged)
         };
         let start = || self.refresh_in_background(db, index);
         index

@@ -29,11 +29,6 @@ const BATCH_BYTES: usize = 16 << 20;
 /// Parts a batch is cut into per engine.
 const PARTS_PER_ENGINE: usize = 2;
 
-/// Whether every shard of `have` has reached `want`.
-pub fn covers(have: &SeqVector, want: &SeqVector) -> bool {
-    have.0.len() == want.0.len() && have.0.iter().zip(&want.0).all(|(h, w)| h >= w)
-}
-
 /// One document read from the changes feed.
 struct Change {
     id: String,
@@ -64,7 +59,7 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, mappers: &Mappers) -> Re
             },
         )?;
     }
-    if covers(&start.seq, &target) {
+    if start.seq.covers(&target) {
         return Ok(());
     }
     let ddoc = index.ddoc().clone();
@@ -143,7 +138,7 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, mappers: &Mappers) -> Re
     }
     // Catch up the position past changes that touched no indexed document.
     let meta = index.meta()?;
-    if !covers(&meta.seq, &target) {
+    if !meta.seq.covers(&target) {
         index
             .submit(
                 Vec::new(),

@@ -30,7 +30,6 @@ pub use ddoc::{DesignDoc, IndexOptions, ViewDef, QUERY_LANGUAGE};
 pub use error::{Error, Result};
 pub use filter::Filter;
 pub use index::{Index, IndexMeta};
-pub use indexer::covers;
 pub use native::{NativeLanguage, NativeLanguages, NativeMap};
 pub use query::{Grouping, MapRow, ReduceRow, ViewQuery};
 pub use reduce::{Reduce, ViewReducer};

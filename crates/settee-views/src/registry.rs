@@ -12,7 +12,7 @@ use settee_store::{NoBlobs, StoreOptions};
 use crate::ddoc::DesignDoc;
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::indexer::{self, covers};
+use crate::indexer;
 use crate::native::NativeLanguages;
 use crate::reduce::{Runner, ViewReducer};
 
@@ -196,7 +196,7 @@ impl Views {
         // Purges change no sequence: an index is current when it has both.
         let current = || {
             let meta = index.meta()?;
-            Ok(covers(&meta.seq, &target) && meta.purge_seq >= purged)
+            Ok(meta.seq.covers(&target) && meta.purge_seq >= purged)
         };
         let start = || self.refresh_in_background(db, index);
         index
