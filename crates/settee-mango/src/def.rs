@@ -140,6 +140,31 @@ pub fn add_to_ddoc(
     def: &Value,
     partitioned: Option<bool>,
 ) -> Result<Value> {
+    let view = json!({"map": index.map_json(), "reduce": "_count",
+        "options": {"def": def}});
+    let target = Partitioning {
+        ddoc: &index.ddoc,
+        requested: partitioned,
+    };
+    add_index_member(body, target, "views", &index.name, view)
+}
+
+/// The design document an index goes into, and the `partitioned` its request named.
+pub(crate) struct Partitioning<'a> {
+    pub ddoc: &'a str,
+    pub requested: Option<bool>,
+}
+
+/// A design document body with `entry` as `member.name`: `language` set to `query` (a
+/// design document in another language is refused), and the request's `partitioned`
+/// checked against the design document's as CouchDB checks it.
+pub(crate) fn add_index_member(
+    body: Option<&Value>,
+    target: Partitioning,
+    member: &str,
+    name: &str,
+    entry: Value,
+) -> Result<Value> {
     let mut doc = match body {
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(Error::query("invalid_ddoc", "Invalid design document")),
@@ -151,26 +176,25 @@ pub fn add_to_ddoc(
                 "invalid_index_ddoc",
                 format!(
                     "Design document {} is not a query design document",
-                    index.ddoc
+                    target.ddoc
                 ),
             ));
         }
     }
     doc.insert("language".into(), json!(QUERY_LANGUAGE));
-    let view = json!({"map": index.map_json(), "reduce": "_count",
-        "options": {"def": def}});
-    let views = doc
-        .entry("views")
+    let members = doc
+        .entry(member)
         .or_insert_with(|| Value::Object(Map::new()));
-    if !views.is_object() {
-        *views = Value::Object(Map::new());
+    if !members.is_object() {
+        *members = Value::Object(Map::new());
     }
-    views
+    members
         .as_object_mut()
         .expect("an object")
-        .insert(index.name.clone(), view);
+        .insert(name.to_string(), entry);
     // As CouchDB: the request's `partitioned` must be what the design document says (both
     // silent counts as agreeing); only a new design document takes it.
+    let partitioned = target.requested;
     let stored = doc.get("options").and_then(|o| o.get("partitioned"));
     if stored != partitioned.map(Value::Bool).as_ref() {
         match (body, partitioned) {
@@ -188,7 +212,7 @@ pub fn add_to_ddoc(
                     "invalid_partitioned_option",
                     format!(
                         "Requested partitioned option does not match existing value on design document {}",
-                        index.ddoc
+                        target.ddoc
                     ),
                 ))
             }
@@ -197,19 +221,34 @@ pub fn add_to_ddoc(
     Ok(Value::Object(doc))
 }
 
-/// A design document body without view `name`; `None` when the design document is then
-/// empty of everything but its language (CouchDB deletes it then). `Err` when it has no such
-/// view.
-pub fn remove_from_ddoc(body: &Value, name: &str) -> Result<Option<Value>> {
+/// The Mango indexes of a design document, as `(type, name)`: its JSON indexes, then its
+/// text indexes.
+pub fn index_names(id: &str, doc: &Value) -> Vec<(&'static str, String)> {
+    let json = from_ddoc(id, doc, false).into_iter().map(|i| ("json", i.name));
+    let text = crate::text::TextIndex::from_ddoc(id, doc, false)
+        .into_iter()
+        .map(|i| ("text", i.name));
+    json.chain(text).collect()
+}
+
+/// A design document body without index `name` of type `kind` (`json`: a view, `text`:
+/// a text index); `None` when the design document is then empty of everything but its
+/// language (CouchDB deletes it then). `Err` when it has no such index.
+pub fn remove_from_ddoc(body: &Value, kind: &str, name: &str) -> Result<Option<Value>> {
     let not_found = || Error::query("not_found", "Index not found");
+    let member = match kind {
+        "json" => "views",
+        "text" => crate::text::MEMBER,
+        _ => return Err(not_found()),
+    };
     let mut doc = body.as_object().cloned().ok_or_else(not_found)?;
-    let views = doc
-        .get_mut("views")
+    let members = doc
+        .get_mut(member)
         .and_then(Value::as_object_mut)
         .ok_or_else(not_found)?;
-    views.shift_remove(name).ok_or_else(not_found)?;
-    if views.is_empty() {
-        doc.shift_remove("views");
+    members.shift_remove(name).ok_or_else(not_found)?;
+    if members.is_empty() {
+        doc.shift_remove(member);
     }
     let only_language = doc.keys().all(|k| k == "language" || k.starts_with('_'));
     Ok((!only_language).then_some(Value::Object(doc)))

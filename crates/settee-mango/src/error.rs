@@ -33,6 +33,9 @@ pub enum Error {
     /// An index failed to open, update or read.
     #[error(transparent)]
     Views(#[from] settee_views::Error),
+    /// A text index failed to open, update or read.
+    #[error(transparent)]
+    Search(#[from] settee_search::Error),
 }
 
 impl Error {

@@ -60,7 +60,12 @@ enum Cond {
     Not(Box<Cond>),
     Both(Vec<Cond>),
     Either(Vec<Cond>),
+    /// `$text`: a text index's query on its default field; documents it returns match.
+    Text(Value),
 }
+
+/// The field a text index's `$text` searches (CouchDB's name for it).
+pub const DEFAULT_FIELD: &str = "$default";
 
 impl Selector {
     /// Parses a selector object.
@@ -128,6 +133,7 @@ fn member(k: &str, v: &Value, prefix: &mut Vec<String>, elem: bool) -> Result<No
     match k {
         // An explicit empty `$and` or `$nor` matches nothing, as in CouchDB (only `{}` matches
         // everything).
+        "$not" | "$nor" if mentions_text(v) => bad_arg(k, v),
         "$and" | "$nor" if v.as_array().is_some_and(Vec::is_empty) => Ok(Node::Any(Vec::new())),
         "$and" => Ok(Node::All(list(v, k, prefix, elem)?)),
         "$or" => Ok(Node::Any(list(v, k, prefix, elem)?)),
@@ -135,6 +141,7 @@ fn member(k: &str, v: &Value, prefix: &mut Vec<String>, elem: bool) -> Result<No
         "$nor" => Ok(Node::All(
             list(v, k, prefix, elem)?.into_iter().map(negate).collect(),
         )),
+        "$text" | DEFAULT_FIELD if prefix.is_empty() && !elem => text(k, v),
         "$not" => match v {
             Value::Object(m) => Ok(negate(object(m, prefix, elem)?)),
             _ => bad_arg("$not", v),
@@ -148,6 +155,34 @@ fn member(k: &str, v: &Value, prefix: &mut Vec<String>, elem: bool) -> Result<No
             prefix.truncate(len);
             node
         }
+    }
+}
+
+/// `{"$text": q}`, or its normal form `{"$default": {"$text": q}}`: a text query, only at
+/// the top of a selector (through `$and` and `$or`), as CouchDB takes it.
+fn text(k: &str, v: &Value) -> Result<Node, Error> {
+    let arg = match (k, v) {
+        ("$text", arg) => arg,
+        (_, Value::Object(m)) if m.len() == 1 && m.contains_key("$text") => &m["$text"],
+        _ => return bad_op(k),
+    };
+    match arg {
+        Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(Node::Field(
+            vec![DEFAULT_FIELD.to_string()],
+            Cond::Text(arg.clone()),
+        )),
+        _ => bad_arg("$text", arg),
+    }
+}
+
+/// Whether a selector's part names `$text` anywhere (CouchDB refuses to negate it).
+fn mentions_text(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| k == "$text" || k == DEFAULT_FIELD || mentions_text(v)),
+        Value::Array(items) => items.iter().any(mentions_text),
+        _ => false,
     }
 }
 
@@ -308,6 +343,11 @@ impl Selector {
     /// Whether the selector can match nothing (an empty `$or`, `$and` or `$nor`).
     pub fn matches_nothing(&self) -> bool {
         matches!(&self.0, Node::Any(parts) if parts.is_empty())
+    }
+
+    /// Whether the selector has a `$text` query (only a text index can answer it).
+    pub fn has_text(&self) -> bool {
+        self.fields().iter().any(|f| f == DEFAULT_FIELD)
     }
 
     /// Whether the selector is `{}`.
@@ -508,6 +548,7 @@ fn cond_json(c: &Cond) -> Value {
         Cond::Not(inner) => one("$not", cond_json(inner)),
         Cond::Both(cs) => one("$and", conds(cs)),
         Cond::Either(cs) => one("$or", conds(cs)),
+        Cond::Text(q) => one("$text", q.clone()),
     }
 }
 
@@ -528,6 +569,8 @@ fn missing_matches(c: &Cond) -> bool {
         Cond::Exists(want) => !want,
         Cond::Both(cs) => cs.iter().all(missing_matches),
         Cond::Either(cs) => cs.iter().any(missing_matches),
+        // The text index chose the document.
+        Cond::Text(_) => true,
         _ => false,
     }
 }
@@ -627,6 +670,7 @@ fn cond_matches(c: &Cond, v: &Value, raw: bool) -> bool {
         Cond::Not(inner) => !cond_matches(inner, v, raw),
         Cond::Both(cs) => cs.iter().all(|c| cond_matches(c, v, raw)),
         Cond::Either(cs) => cs.iter().any(|c| cond_matches(c, v, raw)),
+        Cond::Text(_) => true,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct Compiler<'a> {
     fields: &'a Fields,
     analyzer: &'a mut Analyzer,
     pairs: bool,
+    /// Wildcards, fuzzy terms and term ranges taken as written, not lower-cased as
+    /// Lucene's parser lower-cases them (queries built rather than typed).
+    exact: bool,
     /// Terms the query looks for.
     pub wanted: Wanted,
 }
@@ -47,7 +50,23 @@ impl<'a> Compiler<'a> {
             fields,
             analyzer,
             pairs,
+            exact: false,
             wanted: Wanted::default(),
+        }
+    }
+
+    /// The same, taking wildcards, fuzzy terms and term ranges as written.
+    pub fn exact(mut self) -> Compiler<'a> {
+        self.exact = true;
+        self
+    }
+
+    /// `text` as an expanded term: lower-cased unless the compiler is exact.
+    fn expanded(&self, text: &str) -> String {
+        if self.exact {
+            text.to_string()
+        } else {
+            text.to_lowercase()
         }
     }
 
@@ -63,7 +82,7 @@ impl<'a> Compiler<'a> {
             Query::Phrase { field, text, slop } => self.phrase(field, text, *slop),
             Query::Wildcard { field, pattern } => {
                 let mut re = String::new();
-                for c in pattern.to_lowercase().chars() {
+                for c in self.expanded(pattern).chars() {
                     match c {
                         '*' => re.push_str(".*"),
                         '?' => re.push('.'),
@@ -79,7 +98,7 @@ impl<'a> Compiler<'a> {
                 distance,
             } => {
                 let dfa = LevenshteinAutomatonBuilder::new(*distance, true)
-                    .build_dfa(&text.to_lowercase());
+                    .build_dfa(&self.expanded(text));
                 Some(automaton(self.fields.terms, field, Lev(Arc::new(dfa))))
             }
             Query::Range {
@@ -206,7 +225,7 @@ impl<'a> Compiler<'a> {
                 Ok(Box::new(NumRange::new(field, lo, hi)))
             }
             _ => {
-                let low = |s: &Option<String>| s.as_ref().map(|s| s.to_lowercase().into_bytes());
+                let low = |s: &Option<String>| s.as_ref().map(|s| self.expanded(s).into_bytes());
                 let r = TermRange {
                     lower: low(lower),
                     upper: low(upper),

@@ -20,8 +20,11 @@ pub struct IndexDef {
     pub name: String,
     /// `indexes` or `nouveau`.
     pub flavor: Flavor,
-    /// The index function's source.
+    /// The index function's source (empty for a native index).
     pub source: String,
+    /// A Mango text index's definition (the `index` object of a `query` design document),
+    /// indexed natively by the server's [`crate::NativeIndexer`] rather than by JavaScript.
+    pub native: Option<Value>,
     /// Its analyzers.
     pub analyzer: AnalyzerSpec,
     /// The design document as JSON, for `require`.
@@ -73,9 +76,19 @@ impl IndexDef {
         flavor: Flavor,
         db_partitioned: bool,
     ) -> Result<IndexDef> {
-        let source = def.get("index").and_then(Value::as_str).ok_or_else(|| {
-            Error::InvalidDesignDoc(format!("index `{name}` must have parameter `index`"))
-        })?;
+        let query_language = ddoc.get("language").and_then(Value::as_str) == Some("query");
+        let (source, native) = match def.get("index") {
+            Some(Value::String(s)) => (s.as_str(), None),
+            Some(o @ Value::Object(_)) if query_language && flavor == Flavor::Search => {
+                ("", Some(o.clone()))
+            }
+            _ => {
+                return Err(Error::InvalidDesignDoc(format!(
+                    "index `{name}` must have parameter `index`"
+                )))
+            }
+        };
+        let native_json = native.as_ref().map(Value::to_string).unwrap_or_default();
         let (analyzer, analyzer_json) = match flavor {
             Flavor::Search => {
                 let a = def.get("analyzer");
@@ -104,6 +117,7 @@ impl IndexDef {
             member(flavor),
             &analyzer_json.to_string(),
             source,
+            &native_json,
             if partitioned { "p" } else { "-" },
             if pairs { "pairs" } else { "-" },
         ] {
@@ -116,6 +130,7 @@ impl IndexDef {
             name: name.to_string(),
             flavor,
             source: source.to_string(),
+            native,
             analyzer,
             ddoc_json: ddoc.to_string(),
             partitioned,

@@ -14,6 +14,7 @@ use tantivy::TantivyDocument;
 use crate::analyzer::Flavor;
 use crate::error::{Error, Result};
 use crate::index::{build_doc, IndexMeta, Indexed, SearchIndex};
+use crate::registry::NativeIndexer;
 
 /// Most documents in one batch.
 const BATCH_DOCS: usize = 1000;
@@ -32,7 +33,12 @@ struct Change {
 type Ready = Vec<(String, Option<TantivyDocument>)>;
 
 /// Runs one update of `index` to the database's current position.
-pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Pool>) -> Result<()> {
+pub(crate) fn update(
+    index: &Arc<SearchIndex>,
+    db: &Arc<Database>,
+    pool: &Arc<Pool>,
+    native: Option<&NativeIndexer>,
+) -> Result<()> {
     let snap = db.snapshot();
     let start = index.meta();
     let target = snap.seq()?;
@@ -63,7 +69,14 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
             ..ChangesOptions::default()
         },
     )?;
-    let skip_design = def.flavor == Flavor::Nouveau || snap.partitioned();
+    let native = match (&def.native, native) {
+        (None, _) => None,
+        (Some(_), Some(n)) => Some(n.clone()),
+        (Some(_), None) => return Err(Error::Corrupted("no native indexer for a native index")),
+    };
+    // Design documents are indexed only by index functions of global indexes, as CouchDB
+    // indexes them.
+    let skip_design = def.flavor == Flavor::Nouveau || snap.partitioned() || native.is_some();
     let mut running: Option<(Vec<Running>, SeqVector, u64)> = None;
     let (mut done, mut last_commit, mut uncommitted) = (0u64, Instant::now(), false);
     loop {
@@ -74,7 +87,7 @@ pub(crate) fn update(index: &Arc<SearchIndex>, db: &Arc<Database>, pool: &Arc<Po
         let next = (!batch.is_empty()).then(|| {
             let n = batch.len() as u64;
             (
-                start_batch(pool, index, batch),
+                start_batch(pool, index, batch, native.as_ref()),
                 changes.position().clone(),
                 n,
             )
@@ -133,13 +146,23 @@ fn next_batch(changes: &mut settee_db::Changes, skip_design: bool) -> Result<Vec
 }
 
 /// Queues a batch on the pool, cut into one part per engine.
-fn start_batch(pool: &Arc<Pool>, index: &Arc<SearchIndex>, batch: Vec<Change>) -> Vec<Running> {
+fn start_batch(
+    pool: &Arc<Pool>,
+    index: &Arc<SearchIndex>,
+    batch: Vec<Change>,
+    native: Option<&NativeIndexer>,
+) -> Vec<Running> {
     let per = batch.len().div_ceil(pool.workers().max(1)).max(1);
     let mut batch = batch.into_iter().peekable();
     let mut parts = Vec::new();
     while batch.peek().is_some() {
         let part: Vec<Change> = batch.by_ref().take(per).collect();
         let index = index.clone();
+        if let Some(native) = native {
+            let native = native.clone();
+            parts.push(pool.submit(move |_| Ok(Ok(index_natively(&index, &native, part)))));
+            continue;
+        }
         parts.push(pool.submit(move |engine| {
             let def = index.def();
             let key = format!("search:{}", def.signature());
@@ -165,6 +188,30 @@ fn start_batch(pool: &Arc<Pool>, index: &Arc<SearchIndex>, batch: Vec<Change>) -
         }));
     }
     parts
+}
+
+/// Index documents for `part` from the native indexer.
+fn index_natively(index: &SearchIndex, native: &NativeIndexer, part: Vec<Change>) -> Ready {
+    let def = index.def().native.as_ref().expect("a native index");
+    part.into_iter()
+        .map(|c| {
+            let doc = c
+                .doc
+                .as_deref()
+                .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+                .map(|doc| native(def, &doc))
+                .filter(|fields| !fields.is_empty())
+                .map(|fields| {
+                    let partition = index
+                        .def()
+                        .partitioned
+                        .then(|| partition_of(&c.id))
+                        .flatten();
+                    build_doc(index.fields(), &c.id, partition, &fields)
+                });
+            (c.id, doc)
+        })
+        .collect()
 }
 
 /// Turns the index function's output for `part` into index documents.

@@ -118,6 +118,9 @@ pub struct Highlight {
 pub struct SearchRequest {
     /// Lucene query.
     pub q: String,
+    /// A query built rather than written, used in place of `q`: its wildcards, fuzzy terms
+    /// and ranges are taken as written (Mango's text queries).
+    pub query: Option<lucene::Query>,
     /// Most hits (per group when grouping).
     pub limit: usize,
     /// Order; empty is relevance.
@@ -667,10 +670,15 @@ impl SegmentCollector for SegCollect {
 impl SearchIndex {
     /// Runs `req` over the index's last commit.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResult> {
-        let parsed = lucene::parse(&req.q, "default")?;
         let mut analyzer = self.analyzer().clone();
         let mut compiler = Compiler::new(self.fields(), &mut analyzer, self.def().pairs);
-        let mut query = compiler.compile(&parsed)?;
+        let mut query = match &req.query {
+            Some(built) => {
+                compiler = compiler.exact();
+                compiler.compile(built)?
+            }
+            None => compiler.compile(&lucene::parse(&req.q, "default")?)?,
+        };
         let filters = self.filters(req, &compiler);
         let wanted = std::mem::take(&mut compiler.wanted);
         if !filters.is_empty() {
@@ -923,10 +931,15 @@ fn ranges_json(ranges: &Ranges, found: &HashMap<String, Vec<u64>>) -> Map<String
         .collect()
 }
 
+/// The bookmark of a page ending at a hit whose `order` this is: the next page starts
+/// after it.
+pub fn bookmark_of(order: &[Value]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Value::Array(order.to_vec()).to_string())
+}
+
 /// A bookmark: the last hit's sort values as URL-safe base64 JSON.
 fn encode_bookmark(vals: &[Val]) -> String {
-    let json = Value::Array(vals.iter().map(Val::json).collect()).to_string();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    bookmark_of(&vals.iter().map(Val::json).collect::<Vec<_>>())
 }
 
 /// The sort values a bookmark holds; `None` for the bookmark of an empty page.

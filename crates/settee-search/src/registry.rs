@@ -3,13 +3,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use serde_json::Value;
 use settee_db::{Database, WaitError};
 use settee_js::Pool;
 
 use crate::analyzer::Flavor;
 use crate::def::{member, IndexDef};
 use crate::error::{Error, Result};
-use crate::index::SearchIndex;
+use crate::index::{Indexed, SearchIndex};
 use crate::indexer;
 
 /// The open search indexes of one database, kept with the database so they close with it.
@@ -25,15 +26,27 @@ struct DbSearch {
 /// A design document id, an index name and the flavor.
 type NameKey = (String, String, Flavor);
 
+/// What indexes a document natively for an index with a native definition (Mango's text
+/// indexes): given the definition and the document, the fields to index. Registered by the
+/// layer that knows the definition's meaning, so search never depends on it.
+pub type NativeIndexer = Arc<dyn Fn(&Value, &Value) -> Vec<Indexed> + Send + Sync>;
+
 /// Search indexes for the whole server; index functions run on the views' engine pool.
 pub struct Search {
     pool: Arc<Pool>,
+    native: Option<NativeIndexer>,
 }
 
 impl Search {
     /// Search over `pool`'s JavaScript engines.
     pub fn new(pool: Arc<Pool>) -> Search {
-        Search { pool }
+        Search { pool, native: None }
+    }
+
+    /// The same, indexing native definitions with `native`.
+    pub fn with_native(mut self, native: NativeIndexer) -> Search {
+        self.native = Some(native);
+        self
     }
 
     /// The index for `def` in `db`, opened on first use and shared by every design document
@@ -101,8 +114,9 @@ impl Search {
     /// Starts an update of `index` unless one is running; returns the update's number.
     pub fn refresh_in_background(&self, db: &Arc<Database>, index: &Arc<SearchIndex>) -> u64 {
         let (db, ix, pool) = (db.clone(), index.clone(), self.pool.clone());
+        let native = self.native.clone();
         index.updates.start("settee-search", move || {
-            let result = indexer::update(&ix, &db, &pool);
+            let result = indexer::update(&ix, &db, &pool, native.as_ref());
             if let Err(e) = &result {
                 let ddoc = &ix.def().ddoc_id;
                 tracing::warn!(db = db.name(), ddoc, "search index update failed: {e}");
