@@ -133,6 +133,7 @@ impl From<&settee_mango::Error> for HttpError {
             }
             settee_mango::Error::Db(e) => HttpError::from(e),
             settee_mango::Error::Views(e) => HttpError::from(e),
+            settee_mango::Error::Search(e) => HttpError::from(e),
             settee_mango::Error::Status {
                 status,
                 error,

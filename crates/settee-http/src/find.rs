@@ -62,7 +62,11 @@ pub async fn find(
 ) -> HttpResult<Response> {
     let db = open(state, name)?;
     let (query, settings) = query(state, req, partition).await?;
-    let prepared = settee_mango::prepare(&state.node.views, &db, query, settings).await?;
+    let engines = settee_mango::Engines {
+        views: &state.node.views,
+        search: &state.node.search,
+    };
+    let prepared = settee_mango::prepare(engines, &db, query, settings).await?;
     let (resp, mut sink) = reply::channel(200, "application/json");
     // Headers wait for the first bytes, so that a query failing early fails the request.
     let ready = sink.hold();
@@ -132,7 +136,7 @@ pub async fn index(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<
         (&Method::POST, [bulk]) if bulk == "_bulk_delete" => bulk_delete(state, req, name).await,
         (_, [bulk]) if bulk == "_bulk_delete" => Err(HttpError::method_not_allowed("POST")),
         (&Method::DELETE, _) => match index_path(&rest) {
-            Some((ddoc, name_)) => delete(state, req, name, &ddoc, &name_).await,
+            Some((ddoc, kind, name_)) => delete(state, req, name, &ddoc, (&kind, &name_)).await,
             None => {
                 open(state, name)?;
                 Err(HttpError::new(404, "not_found", "missing"))
@@ -142,14 +146,19 @@ pub async fn index(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<
     }
 }
 
-/// The design document and index name of `…/_index/{ddoc}/json/{name}` (the design
-/// document with or without `_design/`).
-fn index_path(rest: &[String]) -> Option<(String, String)> {
+/// The design document, index type and name of `…/_index/{ddoc}/{json|text}/{name}`
+/// (the design document with or without `_design/`).
+fn index_path(rest: &[String]) -> Option<(String, String, String)> {
+    let known = |kind: &str| kind == "json" || kind == "text";
     match rest {
-        [d, ddoc, kind, name] if d == "_design" && kind == "json" => {
-            Some((format!("_design/{ddoc}"), name.clone()))
+        [d, ddoc, kind, name] if d == "_design" && known(kind) => {
+            Some((format!("_design/{ddoc}"), kind.clone(), name.clone()))
         }
-        [ddoc, kind, name] if kind == "json" => Some((settee_mango::ddoc_id(ddoc), name.clone())),
+        [ddoc, kind, name] if known(kind) => Some((
+            settee_mango::ddoc_id(ddoc),
+            kind.clone(),
+            name.clone(),
+        )),
         _ => None,
     }
 }
@@ -195,17 +204,17 @@ async fn create(state: &Arc<State>, req: &mut Req, name: &str) -> HttpResult<Res
     let result = if created { "created" } else { "exists" };
     Ok(reply::json(
         200,
-        &json!({"result": result, "id": new.index.ddoc, "name": new.index.name}),
+        &json!({"result": result, "id": new.ddoc(), "name": new.name()}),
     ))
 }
 
-/// `DELETE /{db}/_index/{ddoc}/json/{name}`.
+/// `DELETE /{db}/_index/{ddoc}/{json|text}/{name}`.
 async fn delete(
     state: &Arc<State>,
     req: &mut Req,
     name: &str,
     ddoc: &str,
-    index: &str,
+    index: (&str, &str),
 ) -> HttpResult<Response> {
     let db = open(state, name)?;
     (state.node)

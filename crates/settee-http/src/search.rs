@@ -333,6 +333,7 @@ fn search_request(
         group,
         highlight,
         partition,
+        query: None,
     };
     Ok((r, include_docs, update))
 }

@@ -7,6 +7,7 @@ use sha1::{Digest, Sha1};
 
 use crate::def::{ddoc_id, Fields, JsonIndex};
 use crate::erl;
+use crate::text::TextIndex;
 use crate::{Error, Result, Selector};
 
 /// The keys a `POST /{db}/_index` body may have.
@@ -16,11 +17,46 @@ const INDEX_KEYS: &[&str] = &["index", "type", "name", "ddoc", "w", "partitioned
 #[derive(Debug, Clone)]
 pub struct NewIndex {
     /// The index.
-    pub index: JsonIndex,
-    /// The definition as given (`options.def` of the view).
+    pub index: Kind,
+    /// The definition as given (`options.def` of a JSON index's view).
     pub def: Value,
     /// `partitioned`, when the request set it.
     pub partitioned: Option<bool>,
+}
+
+/// The index a request creates.
+#[derive(Debug, Clone)]
+pub enum Kind {
+    /// A JSON index (a view).
+    Json(JsonIndex),
+    /// A text index.
+    Text(TextIndex),
+}
+
+impl NewIndex {
+    /// The design document the index goes into.
+    pub fn ddoc(&self) -> &str {
+        match &self.index {
+            Kind::Json(i) => &i.ddoc,
+            Kind::Text(i) => &i.ddoc,
+        }
+    }
+
+    /// The index's name.
+    pub fn name(&self) -> &str {
+        match &self.index {
+            Kind::Json(i) => &i.name,
+            Kind::Text(i) => &i.name,
+        }
+    }
+
+    /// Design document `body` (`None`: a new one) with the index added.
+    pub fn add_to(&self, body: Option<&Value>) -> Result<Value> {
+        match &self.index {
+            Kind::Json(i) => crate::def::add_to_ddoc(body, i, &self.def, self.partitioned),
+            Kind::Text(i) => crate::text::add_to_ddoc(body, i, self.partitioned),
+        }
+    }
 }
 
 impl NewIndex {
@@ -35,16 +71,11 @@ impl NewIndex {
         let def = body
             .get("index")
             .ok_or_else(|| Error::query("missing_required_key", "Missing required key: index"))?;
-        let Value::Object(def_map) = def else {
-            return Err(Error::query(
-                "invalid_index",
-                format!("JSON indexes must be an object, not: {}", erl::w(def)),
-            ));
-        };
-        match body.get("type") {
-            None => {}
-            Some(Value::String(t)) if t == "json" => {}
-            Some(Value::String(t)) if t == "text" || t == "nouveau" => {
+        let text = match body.get("type") {
+            None => false,
+            Some(Value::String(t)) if t == "json" => false,
+            Some(Value::String(t)) if t == "text" => true,
+            Some(Value::String(t)) if t == "nouveau" => {
                 return Err(Error::Status {
                     status: 503,
                     error: "required index service unavailable",
@@ -58,8 +89,23 @@ impl NewIndex {
                 ))
             }
             Some(v) => return Err(not_string(v)),
-        }
-        let text = |key: &str| match body.get(key) {
+        };
+        let text_def = if text {
+            Some(TextIndex::parse_def(def)?)
+        } else {
+            None
+        };
+        let def_map = match def {
+            _ if text => None,
+            Value::Object(m) => Some(m),
+            _ => {
+                return Err(Error::query(
+                    "invalid_index",
+                    format!("JSON indexes must be an object, not: {}", erl::w(def)),
+                ))
+            }
+        };
+        let string = |key: &str| match body.get(key) {
             None => Ok(None),
             Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
             Some(Value::String(_)) => Err(Error::query(
@@ -68,7 +114,7 @@ impl NewIndex {
             )),
             Some(v) => Err(not_string(v)),
         };
-        let (name, ddoc) = (text("name")?, text("ddoc")?);
+        let (name, ddoc) = (string("name")?, string("ddoc")?);
         if let Some(w) = body.get("w") {
             if w.as_u64().is_none_or(|w| w == 0) {
                 return Err(Error::query(
@@ -95,16 +141,29 @@ impl NewIndex {
                 ))
             }
         };
-        let (fields, partial) = definition(def_map)?;
         let auto = auto_name(def, body);
-        Ok(NewIndex {
-            index: JsonIndex {
-                ddoc: ddoc_id(ddoc.as_deref().unwrap_or(&auto)),
-                name: name.unwrap_or(auto),
-                fields,
-                partial,
+        let ddoc = ddoc_id(ddoc.as_deref().unwrap_or(&auto));
+        let name = name.unwrap_or(auto);
+        let index = match text_def {
+            Some(def) => Kind::Text(TextIndex {
+                ddoc,
+                name,
+                def,
                 partitioned: partitioned.unwrap_or(db_partitioned),
-            },
+            }),
+            None => {
+                let (fields, partial) = definition(def_map.expect("an object, checked above"))?;
+                Kind::Json(JsonIndex {
+                    ddoc,
+                    name,
+                    fields,
+                    partial,
+                    partitioned: partitioned.unwrap_or(db_partitioned),
+                })
+            }
+        };
+        Ok(NewIndex {
+            index,
             def: def.clone(),
             partitioned,
         })
@@ -183,8 +242,31 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(body: Value) -> Result<NewIndex> {
-        NewIndex::parse(body.as_object().unwrap(), false)
+    fn parse(body: Value) -> Result<JsonIndexRequest> {
+        NewIndex::parse(body.as_object().unwrap(), false).map(|n| match n.index {
+            Kind::Json(index) => JsonIndexRequest { index },
+            Kind::Text(_) => panic!("a text index"),
+        })
+    }
+
+    struct JsonIndexRequest {
+        index: JsonIndex,
+    }
+
+    #[test]
+    fn text_indexes_are_named_and_defined_as_couchdb_does() {
+        let n = NewIndex::parse(
+            json!({"index": {}, "type": "text", "name": "t", "ddoc": "d"})
+                .as_object()
+                .unwrap(),
+            false,
+        )
+        .unwrap();
+        assert_eq!((n.ddoc(), n.name()), ("_design/d", "t"));
+        let doc = n.add_to(None).unwrap();
+        assert_eq!(doc["language"], "query");
+        assert_eq!(doc["indexes"]["t"]["index"]["fields"], "all_fields");
+        assert_eq!(doc["indexes"]["t"]["analyzer"]["name"], "perfield");
     }
 
     #[test]

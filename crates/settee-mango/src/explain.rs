@@ -7,6 +7,8 @@ use serde_json::{json, Map, Value};
 
 use crate::plan::{Chosen, Plan};
 use crate::selector::Range;
+use crate::text_query::TextQuery;
+use settee_search::SortKey;
 use crate::FindQuery;
 
 /// The explanation of `q`'s plan on database `db`.
@@ -14,6 +16,7 @@ pub fn explain(db: &settee_db::Database, q: &FindQuery, plan: &Plan) -> Value {
     let index = match &plan.chosen {
         Chosen::AllDocs => crate::index::all_docs_json(),
         Chosen::Json(i, _) => i.to_json(),
+        Chosen::Text(t) => t.to_json(),
         Chosen::Nothing => Value::Null,
     };
     let candidates: Vec<Value> = plan.candidates.iter().map(|c| c.to_json()).collect();
@@ -28,16 +31,46 @@ pub fn explain(db: &settee_db::Database, q: &FindQuery, plan: &Plan) -> Value {
     out.insert("skip".into(), json!(q.skip));
     out.insert("fields".into(), json!(q.fields.clone().unwrap_or_default()));
     out.insert("index_candidates".into(), Value::Array(candidates));
-    out.insert(
-        "selector_hints".into(),
-        json!([{"type": "json", "indexable_fields": indexable,
-            "unindexable_fields": unindexable}]),
-    );
+    let mut hints = vec![json!({"type": "json", "indexable_fields": indexable,
+        "unindexable_fields": unindexable})];
+    let text = TextQuery::new(&q.selector.to_json());
+    if let (Chosen::Text(_), Ok(text)) = (&plan.chosen, &text) {
+        hints.push(json!({"type": "text", "indexable_fields": text.indexable_fields(),
+            "unindexable_fields": []}));
+        // The text cursor's part: the query it runs, the partition and the sort.
+        out.insert("selector_hints".into(), Value::Array(hints));
+        out.insert("query".into(), json!(text.lucene()));
+        out.insert(
+            "partition".into(),
+            json!(Some(&q.partition).filter(|p| !p.is_empty())),
+        );
+        let sort = match crate::text_query::sort(q) {
+            Ok(keys) if keys.is_empty() => json!("relevance"),
+            Ok(keys) => json!(keys.iter().map(sort_spec).collect::<Vec<_>>()),
+            Err(_) => Value::Null,
+        };
+        out.insert("sort".into(), sort);
+        return Value::Object(out);
+    }
+    out.insert("selector_hints".into(), Value::Array(hints));
     if plan.chosen != Chosen::Nothing {
         out.insert("mrargs".into(), mrargs(q, plan));
         out.insert("covering".into(), json!(plan.covering));
     }
     Value::Object(out)
+}
+
+/// A text index sort key as CouchDB writes it: `-name_3astring<string>`.
+fn sort_spec(k: &SortKey) -> String {
+    match k {
+        SortKey::Field { name, desc, string } => format!(
+            "{}{name}<{}>",
+            if *desc { "-" } else { "" },
+            if *string { "string" } else { "number" }
+        ),
+        SortKey::Score { .. } => "relevance".into(),
+        SortKey::Doc { .. } => "<doc>".into(),
+    }
 }
 
 /// The query's options as CouchDB lists them.

@@ -8,11 +8,15 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 use settee_db::{Database, DbSnapshot, DocOptions};
+use settee_search::analyzer::Flavor;
+use settee_search::{IndexDef, Search, SearchIndex, SearchRequest, SortKey};
 use settee_store::Snapshot;
 use settee_views::{Index as ViewIndex, Views};
 
 use crate::def::JsonIndex;
-use crate::index::{all_docs_cursor, json_indexes, parse};
+use crate::index::{all_docs_cursor, all_indexes, parse};
+use crate::text::TextIndex;
+use crate::text_query::TextQuery;
 use crate::plan::{plan, Chosen, Plan};
 use crate::project::{project_one, put_path};
 use crate::query::{encode_bookmark, Bookmark};
@@ -97,31 +101,67 @@ impl Found {
     }
 }
 
+/// Most documents a query on a text index returns, and most hits read at once (CouchDB's
+/// `[dreyfus] max_limit`).
+const TEXT_MAX_LIMIT: u64 = 200;
+
+/// The indexes a query may run on: views for JSON indexes, search for text indexes.
+#[derive(Clone, Copy)]
+pub struct Engines<'a> {
+    /// JSON indexes' views.
+    pub views: &'a Views,
+    /// Text indexes' search indexes.
+    pub search: &'a Search,
+}
+
 /// A planned query, its index up to date, ready to run.
 pub struct Prepared {
     query: FindQuery,
     plan: Plan,
     snap: DbSnapshot,
     view: Option<(Arc<ViewIndex>, usize, Snapshot)>,
+    text: Option<TextRun>,
     settings: FindSettings,
     started: Instant,
 }
 
+/// A query on a text index: the index, the query run on it, and its sort.
+struct TextRun {
+    index: Arc<SearchIndex>,
+    query: settee_search::lucene::Query,
+    sort: Vec<SortKey>,
+}
+
 /// Plans `query` on `db` and brings the chosen index up to date (as the query asks).
 pub async fn prepare(
-    views: &Views,
+    engines: Engines<'_>,
     db: &Arc<Database>,
     query: FindQuery,
     settings: FindSettings,
 ) -> Result<Prepared> {
     let started = Instant::now();
     let snap = db.snapshot();
-    let (query, mut plan) = planned(&snap, query).await?;
+    let (mut query, mut plan) = planned(&snap, query).await?;
     if let Some(refusal) = plan.refusal.take() {
         return Err(refusal);
     }
+    if query.foreign_bookmark && !matches!(plan.chosen, Chosen::Text(_)) {
+        return Err(Error::query(
+            "invalid_bookmark",
+            format!("Invalid bookmark value: {}", json!(query.bookmark)),
+        ));
+    }
     let view = match &plan.chosen {
-        Chosen::Json(index, _) => Some(open_view(views, db, &snap, index, query.update).await?),
+        Chosen::Json(index, _) => {
+            Some(open_view(engines.views, db, &snap, index, query.update).await?)
+        }
+        _ => None,
+    };
+    let text = match &plan.chosen {
+        Chosen::Text(index) => {
+            query.limit = query.limit.min(TEXT_MAX_LIMIT);
+            Some(open_text(engines.search, db, &snap, index, &query).await?)
+        }
         _ => None,
     };
     Ok(Prepared {
@@ -129,9 +169,55 @@ pub async fn prepare(
         plan,
         snap: db.snapshot(),
         view,
+        text,
         settings,
         started,
     })
+}
+
+/// The search index behind text index `index`, brought up to date when the query asks,
+/// with the query and sort to run on it.
+async fn open_text(
+    search: &Search,
+    db: &Arc<Database>,
+    snap: &DbSnapshot,
+    index: &TextIndex,
+    query: &FindQuery,
+) -> Result<TextRun> {
+    let text = TextQuery::new(&query.selector.to_json())?;
+    let sort = crate::text_query::sort(query)?;
+    let body = snap.open_doc(&index.ddoc, None, &DocOptions::default())?;
+    let ddoc = parse(&body)?;
+    let def = IndexDef::find(
+        &index.ddoc,
+        &ddoc,
+        &index.name,
+        Flavor::Search,
+        snap.partitioned(),
+    )?;
+    let ix = search.index(db, def)?;
+    if query.update {
+        search.refresh(db, &ix).await?;
+    }
+    Ok(TextRun {
+        index: ix,
+        query: text.query(),
+        sort,
+    })
+}
+
+/// A search failure as Mango reports it: a refused bookmark, CouchDB's `text_search_error`
+/// for a query the index refuses, else the failure itself.
+fn text_error(e: settee_search::Error, bookmark: &str) -> Error {
+    use settee_search::Error as S;
+    match e {
+        S::BadRequest(m) if m.contains("bookmark") => Error::query(
+            "invalid_bookmark",
+            format!("Invalid bookmark value: {}", json!(bookmark)),
+        ),
+        S::BadRequest(m) | S::QueryParse(m) => Error::query("text_search_error", m),
+        e => Error::Search(e),
+    }
 }
 
 /// `query` planned on the indexes of a database as `snap` has them.
@@ -144,8 +230,8 @@ async fn planned(snap: &DbSnapshot, query: FindQuery) -> Result<(FindQuery, Plan
     }
     let snap = snap.clone();
     tokio::task::spawn_blocking(move || {
-        let indexes = json_indexes(&snap)?;
-        let plan = plan(&indexes, &query, snap.partitioned())?;
+        let (indexes, texts) = all_indexes(&snap)?;
+        let plan = plan(&indexes, &texts, &query, snap.partitioned())?;
         Ok::<_, Error>((query, plan))
     })
     .await
@@ -186,12 +272,12 @@ async fn open_view(
 
 /// Plans and runs `query`, gathering the page.
 pub async fn find(
-    views: &Views,
+    engines: Engines<'_>,
     db: &Arc<Database>,
     query: FindQuery,
     settings: FindSettings,
 ) -> Result<Found> {
-    let prepared = prepare(views, db, query, settings).await?;
+    let prepared = prepare(engines, db, query, settings).await?;
     tokio::task::spawn_blocking(move || {
         let mut docs = Vec::new();
         let summary = prepared.run(&mut |doc| {
@@ -213,6 +299,8 @@ struct Progress {
     returned: u64,
     evaluated: u64,
     last: Option<Bookmark>,
+    /// Where a text index's hits were read to.
+    text_bookmark: Option<String>,
 }
 
 impl Prepared {
@@ -227,11 +315,12 @@ impl Prepared {
         let mut p = Progress::default();
         let unsatisfiable = self.query.selector.matches_nothing();
         if self.query.limit > 0 && !unsatisfiable {
-            match (&self.plan.chosen, &self.view) {
-                (Chosen::Json(index, ranges), Some((vindex, view, isnap))) => {
+            match (&self.plan.chosen, &self.view, &self.text) {
+                (Chosen::Json(index, ranges), Some((vindex, view, isnap)), _) => {
                     let rows = self.rows(vindex, *view, isnap, ranges)?;
                     self.run_json(index, rows, &mut p, emit)?
                 }
+                (Chosen::Text(_), _, Some(run)) => self.run_text(run, &mut p, emit)?,
                 _ => self.run_all_docs(&mut p, emit)?,
             }
         }
@@ -244,10 +333,11 @@ impl Prepared {
         self.count(&p, scanned_many);
         Ok(Summary {
             // As CouchDB: a page that moved nothing answers the bookmark it was given.
-            bookmark: p
-                .last
-                .as_ref()
-                .map_or(self.query.bookmark.clone(), encode_bookmark),
+            bookmark: match (&p.text_bookmark, &p.last) {
+                (Some(b), _) => b.clone(),
+                (None, Some(last)) if self.text.is_none() => encode_bookmark(last),
+                _ => self.query.bookmark.clone(),
+            },
             warnings,
             keys_examined: p.keys,
             docs_examined: p.docs,
@@ -330,6 +420,59 @@ impl Prepared {
         }
         self.count_one_more(&mut rows, p);
         Ok(())
+    }
+
+    /// Reads a text index's hits in pages (after the query's bookmark), each hit's document
+    /// matched against the selector again; the bookmark moves with every hit read.
+    fn run_text(
+        &self,
+        run: &TextRun,
+        p: &mut Progress,
+        emit: &mut dyn FnMut(Value) -> bool,
+    ) -> Result<()> {
+        let q = &self.query;
+        let given = Some(q.bookmark.clone()).filter(|b| b != "nil");
+        let mut req = SearchRequest {
+            query: Some(run.query.clone()),
+            limit: (q.limit + q.skip).min(TEXT_MAX_LIMIT) as usize,
+            sort: run.sort.clone(),
+            bookmark: given,
+            partition: Some(q.partition.clone()).filter(|p| !p.is_empty()),
+            ..SearchRequest::default()
+        };
+        let opts = DocOptions {
+            conflicts: q.conflicts,
+            ..DocOptions::default()
+        };
+        loop {
+            let found = run
+                .index
+                .search(&req)
+                .map_err(|e| text_error(e, &q.bookmark))?;
+            p.text_bookmark = Some(found.bookmark.clone());
+            if found.hits.is_empty() {
+                return Ok(());
+            }
+            for hit in found.hits {
+                let at = settee_search::bookmark_of(&hit.order);
+                p.text_bookmark = Some(at.clone());
+                req.bookmark = Some(at);
+                let doc = match self.snap.open_doc(&hit.id, None, &opts) {
+                    Ok(bytes) => parse(&bytes)?,
+                    // Gone since the index was updated (`update: false`).
+                    Err(settee_db::Error::NotFound(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                p.docs += 1;
+                let at = Bookmark {
+                    key: None,
+                    id: hit.id,
+                };
+                if !self.offer(doc, at, p, emit) {
+                    return Ok(());
+                }
+            }
+        }
     }
 
     /// The index rows in the selector's ranges, in the query's order, after its bookmark.

@@ -6,6 +6,7 @@ use settee_db::{AllDocsOptions, DbSnapshot, DocOptions, DESIGN_PREFIX};
 
 use crate::def::{from_ddoc, JsonIndex};
 use crate::query::Bookmark;
+use crate::text::TextIndex;
 use crate::{FindQuery, Result};
 
 /// Candidate documents for a query, in an index's order: each document's id and body
@@ -18,8 +19,11 @@ pub fn all_docs_json() -> Value {
         "def": {"fields": [{"_id": "asc"}]}})
 }
 
-/// The JSON indexes of the database, by design document and then name.
-pub fn json_indexes(snap: &DbSnapshot) -> Result<Vec<JsonIndex>> {
+/// The Mango indexes of one design document: its JSON indexes, then its text indexes.
+pub type DesignIndexes = (Vec<JsonIndex>, Vec<TextIndex>);
+
+/// The Mango indexes of every design document of the database, in id order.
+fn design_indexes(snap: &DbSnapshot) -> Result<Vec<DesignIndexes>> {
     let opts = AllDocsOptions {
         start: Some(DESIGN_PREFIX.to_string()),
         end: Some("_design0".to_string()),
@@ -32,15 +36,36 @@ pub fn json_indexes(snap: &DbSnapshot) -> Result<Vec<JsonIndex>> {
         let row = row?;
         let Some(doc) = row.doc else { continue };
         let Ok(doc) = parse(&doc) else { continue };
-        out.extend(from_ddoc(&row.id, &doc, snap.partitioned()));
+        let json = from_ddoc(&row.id, &doc, snap.partitioned());
+        let text = TextIndex::from_ddoc(&row.id, &doc, snap.partitioned());
+        out.push((json, text));
     }
     Ok(out)
 }
 
-/// Every index, as `GET /{db}/_index` lists them: `_all_docs` first.
+/// The JSON and text indexes of the database, by design document and then name.
+pub fn all_indexes(snap: &DbSnapshot) -> Result<DesignIndexes> {
+    let (mut json, mut text) = (Vec::new(), Vec::new());
+    for (j, t) in design_indexes(snap)? {
+        json.extend(j);
+        text.extend(t);
+    }
+    Ok((json, text))
+}
+
+/// The JSON indexes of the database, by design document and then name.
+pub fn json_indexes(snap: &DbSnapshot) -> Result<Vec<JsonIndex>> {
+    Ok(all_indexes(snap)?.0)
+}
+
+/// Every index, as `GET /{db}/_index` lists them: `_all_docs` first, then each design
+/// document's JSON and text indexes.
 pub fn indexes(snap: &DbSnapshot) -> Result<Vec<Value>> {
     let mut out = vec![all_docs_json()];
-    out.extend(json_indexes(snap)?.iter().map(JsonIndex::to_json));
+    for (json, text) in design_indexes(snap)? {
+        out.extend(json.iter().map(JsonIndex::to_json));
+        out.extend(text.iter().map(TextIndex::to_json));
+    }
     Ok(out)
 }
 

@@ -25,11 +25,11 @@ mod text;
 mod text_doc;
 mod text_query;
 
-pub use create::NewIndex;
+pub use create::{Kind as NewKind, NewIndex};
 pub use def::{add_to_ddoc, ddoc_id, from_ddoc, index_names, remove_from_ddoc, JsonIndex};
 pub use erl::w as erl_w;
 pub use error::{Error, Result};
-pub use find::{explain, find, prepare, FindSettings, Found, Prepared, Summary};
+pub use find::{explain, find, prepare, Engines, FindSettings, Found, Prepared, Summary};
 pub use index::{all_docs_json, indexes, json_indexes};
 pub use native::native_languages;
 pub use plan::{Candidate, Chosen, Plan};

@@ -10,6 +10,8 @@ use std::cmp::Ordering;
 use serde_json::{json, Value};
 
 use crate::def::JsonIndex;
+use crate::text::TextIndex;
+use crate::text_query::TextQuery;
 use crate::selector::Range;
 use crate::{field_path, Error, FindQuery, Result};
 
@@ -26,13 +28,17 @@ pub enum Chosen {
     AllDocs,
     /// A JSON index, with the selector's range on each of its fields (in order).
     Json(JsonIndex, Vec<Option<Range>>),
+    /// A text index.
+    Text(TextIndex),
 }
 
 /// Why an index was or was not chosen, as `_explain` lists it.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    /// The index (`None`: `_all_docs`).
+    /// The index (`None`: `_all_docs`, or the text index).
     pub index: Option<JsonIndex>,
+    /// The text index, when it is one.
+    pub text: Option<TextIndex>,
     /// Whether it could serve the query.
     pub usable: bool,
     /// CouchDB's names for why it was not chosen.
@@ -66,13 +72,100 @@ fn named_index(ddoc: &str, name: Option<&String>) -> String {
     }
 }
 
-/// Chooses the index for `q` among the JSON indexes of a database (`partitioned` or not).
-/// A partition query uses partitioned indexes only, any other query global ones only.
-pub fn plan(indexes: &[JsonIndex], q: &FindQuery, partitioned: bool) -> Result<Plan> {
-    let named = |i: &JsonIndex| match &q.use_index {
+/// Whether `use_index` names the index `name` of design document `ddoc`.
+fn names(q: &FindQuery, ddoc: &str, name: &str) -> bool {
+    match &q.use_index {
         None => false,
-        Some((ddoc, name)) => i.ddoc == *ddoc && name.as_ref().is_none_or(|n| *n == i.name),
-    };
+        Some((d, n)) => d == ddoc && n.as_ref().is_none_or(|n| n == name),
+    }
+}
+
+/// The text indexes that can serve `q`, and a candidate for each text index.
+fn text_candidates(texts: &[TextIndex], q: &FindQuery) -> (Vec<TextIndex>, Vec<Candidate>) {
+    let wanted = TextQuery::new(&q.selector.to_json()).map(|t| t.indexable_fields());
+    let mut usable = Vec::new();
+    let candidates = texts
+        .iter()
+        .map(|t| {
+            let reasons = if t.partitioned == q.partition.is_empty() {
+                vec!["scope_mismatch"]
+            } else if t.partial().is_some() && !names(q, &t.ddoc, &t.name) {
+                vec!["is_partial"]
+            } else if q.selector.is_empty() {
+                vec!["empty_selector"]
+            } else {
+                match (t.columns(), &wanted) {
+                    (_, Err(_)) => vec!["field_mismatch"],
+                    (None, Ok(_)) => vec![],
+                    (Some(cols), Ok(w)) if w.iter().all(|f| cols.contains(f)) => vec![],
+                    (Some(_), Ok(_)) => vec!["field_mismatch"],
+                }
+            };
+            if reasons.is_empty() {
+                usable.push(t.clone());
+            }
+            Candidate {
+                index: None,
+                text: Some(t.clone()),
+                usable: reasons.is_empty(),
+                reasons,
+                ranking: 0,
+                covering: false,
+            }
+        })
+        .collect();
+    (usable, candidates)
+}
+
+/// The one text index among `usable` (CouchDB refuses to choose among several).
+fn one_text(usable: &[TextIndex]) -> Result<TextIndex> {
+    match usable {
+        [one] => Ok(one.clone()),
+        _ => Err(Error::query(
+            "multiple_text_indexes",
+            "You must specify an index with the `use_index` parameter.",
+        )),
+    }
+}
+
+/// The plan of a query on text index `text`, which `use_index` named.
+fn text_plan(text: TextIndex, mut candidates: Vec<Candidate>) -> Plan {
+    for c in candidates.iter_mut() {
+        let chosen = c.text.as_ref() == Some(&text);
+        if c.usable && !chosen {
+            c.reasons.push("excluded_by_user");
+        }
+        c.ranking = if chosen { 1 } else { 2 };
+    }
+    Plan {
+        chosen: Chosen::Text(text),
+        warnings: Vec::new(),
+        covering: false,
+        candidates,
+        refusal: None,
+    }
+}
+
+/// Chooses the index for `q` among the JSON and text indexes of a database
+/// (`partitioned` or not), in CouchDB's order: a JSON index if one can serve the query, else
+/// a text index, else `_all_docs`. A partition query uses partitioned indexes only, any
+/// other query global ones only.
+pub fn plan(
+    indexes: &[JsonIndex],
+    texts: &[TextIndex],
+    q: &FindQuery,
+    partitioned: bool,
+) -> Result<Plan> {
+    let (usable_text, mut text_candidates) = text_candidates(texts, q);
+    let named_text: Vec<TextIndex> = usable_text
+        .iter()
+        .filter(|t| names(q, &t.ddoc, &t.name))
+        .cloned()
+        .collect();
+    if !named_text.is_empty() {
+        return Ok(text_plan(one_text(&named_text)?, text_candidates));
+    }
+    let named = |i: &JsonIndex| names(q, &i.ddoc, &i.name);
     let mut candidates: Vec<Candidate> = indexes
         .iter()
         .map(|i| {
@@ -88,6 +181,7 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery, partitioned: bool) -> Result<P
                 covering: holds_fields(i, q),
                 usable: reasons.is_empty(),
                 index: Some(i.clone()),
+                text: None,
                 reasons,
                 ranking: 0,
             }
@@ -165,6 +259,13 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery, partitioned: bool) -> Result<P
                 .collect();
             Chosen::Json(index, ranges)
         }
+        None if !usable_text.is_empty() => {
+            let text = one_text(&usable_text)?;
+            for c in text_candidates.iter_mut() {
+                c.ranking = if c.text.as_ref() == Some(&text) { 1 } else { 2 };
+            }
+            Chosen::Text(text)
+        }
         None if all_docs.is_ok() => {
             if !q.allow_fallback && q.use_index.is_none() {
                 return Err(Error::query(
@@ -182,6 +283,13 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery, partitioned: bool) -> Result<P
     };
     let covering = matches!(&chosen, Chosen::Json(i, _) if covers(i, q));
     let mut candidates = order_for_explain(candidates);
+    if matches!(chosen, Chosen::Json(..)) {
+        for c in text_candidates.iter_mut().filter(|c| c.usable) {
+            c.reasons.push("unfavored_type");
+            c.ranking = ranked.len() + 1;
+        }
+    }
+    candidates.extend(text_candidates);
     if chosen != Chosen::AllDocs {
         let usable = refusal.is_none() && all_docs_allowed(q, partitioned).is_ok();
         let usable_json = ranked.len().saturating_sub(1);
@@ -192,6 +300,7 @@ pub fn plan(indexes: &[JsonIndex], q: &FindQuery, partitioned: bool) -> Result<P
         };
         candidates.push(Candidate {
             index: None,
+            text: None,
             usable,
             reasons: vec![reason],
             ranking,
@@ -230,6 +339,13 @@ fn order_for_explain(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
 /// Whether `_all_docs` can give the sort `q` asks for: only `_id`, with `_id` bounded. The
 /// refusal names the kind of index missing in a `partitioned` database, as CouchDB's does.
 fn all_docs_allowed(q: &FindQuery, partitioned: bool) -> Result<()> {
+    // Every document would match `$text` there: only a text index can answer it.
+    if q.selector.has_text() {
+        return Err(Error::query(
+            "no_usable_index",
+            "No text index exists for this query, try creating one.",
+        ));
+    }
     if !q.sort.is_empty()
         && (q.sort.iter().any(|f| f != "_id") || !crate::query::bounds_id(&q.selector_json))
     {
@@ -248,6 +364,9 @@ fn all_docs_allowed(q: &FindQuery, partitioned: bool) -> Result<()> {
 
 /// CouchDB's reasons an index cannot serve `q` (none when it can).
 fn unusable_reasons(i: &JsonIndex, q: &FindQuery) -> Vec<&'static str> {
+    if q.selector.has_text() {
+        return vec!["field_mismatch"];
+    }
     let columns = i.columns();
     let sort: Vec<Vec<String>> = q.sort.iter().map(|f| field_path(f)).collect();
     let mut out = Vec::new();
@@ -344,9 +463,10 @@ fn held(i: &JsonIndex, f: &str) -> bool {
 impl Candidate {
     /// The candidate as `_explain`'s `index_candidates` lists it.
     pub fn to_json(&self) -> Value {
-        let (index, covering) = match &self.index {
-            Some(i) => (i.to_json(), json!(self.covering)),
-            None => (crate::index::all_docs_json(), Value::Null),
+        let (index, covering) = match (&self.index, &self.text) {
+            (Some(i), _) => (i.to_json(), json!(self.covering)),
+            (None, Some(t)) => (t.to_json(), json!(false)),
+            (None, None) => (crate::index::all_docs_json(), Value::Null),
         };
         let reasons: Vec<Value> = self.reasons.iter().map(|r| json!({"name": r})).collect();
         json!({"index": index, "analysis": {"usable": self.usable, "reasons": reasons,

@@ -65,6 +65,8 @@ pub struct FindQuery {
     pub after: Option<Bookmark>,
     /// The bookmark given, answered again by a page that moves nothing (`nil` for none).
     pub bookmark: String,
+    /// Whether a bookmark was given that is not a JSON index's (a text index's, or none).
+    pub foreign_bookmark: bool,
     /// With each document's `_conflicts`.
     pub conflicts: bool,
     /// Whether the answer reports `execution_stats`.
@@ -145,7 +147,8 @@ impl FindQuery {
         let after = match body.get("bookmark") {
             None | Some(Value::Null) => None,
             Some(Value::String(b)) if b.is_empty() => None,
-            Some(v @ Value::String(b)) => Some(decode_bookmark(b).ok_or_else(|| bad_bookmark(v))?),
+            // Not a JSON index's: perhaps a text index's, known once the query is planned.
+            Some(Value::String(b)) => decode_bookmark(b),
             Some(other) => return Err(bad_bookmark(other)),
         };
         let sort = match body.get("sort") {
@@ -182,6 +185,8 @@ impl FindQuery {
             })?,
         };
         let (use_index, use_index_json) = use_index(body.get("use_index"))?;
+        let foreign_bookmark = after.is_none()
+            && matches!(body.get("bookmark"), Some(Value::String(b)) if !b.is_empty());
         Ok(FindQuery {
             limit: count("limit", default_limit)?,
             skip: count("skip", 0)?,
@@ -200,6 +205,7 @@ impl FindQuery {
             stable: flag("stable", false)? || stale_ok,
             r,
             partition,
+            foreign_bookmark,
             bookmark: body
                 .get("bookmark")
                 .and_then(Value::as_str)

@@ -20,10 +20,9 @@ impl Node {
         db: &Arc<Database>,
         new: &NewIndex,
     ) -> Result<bool> {
-        let id = &new.index.ddoc;
+        let id = new.ddoc();
         let current = current_ddoc(db, id)?;
-        let updated =
-            settee_mango::add_to_ddoc(current.as_ref(), &new.index, &new.def, new.partitioned)?;
+        let updated = new.add_to(current.as_ref())?;
         if current.as_ref() == Some(&updated) {
             return Ok(false);
         }
@@ -31,25 +30,24 @@ impl Node {
         Ok(true)
     }
 
-    /// Deletes JSON index `index` of design document `ddoc` in `db` as `user` (every JSON
-    /// index of it when `None`), deleting the design document when nothing else is left.
-    /// A design document or index that is not there, or a view that is not a JSON index, is
-    /// CouchDB's `missing`.
+    /// Deletes index `index` (its type, `json` or `text`, and name) of design document
+    /// `ddoc` in `db` as `user` (every Mango index of it when `None`), deleting the design
+    /// document when nothing else is left. A design document or index that is not there, or
+    /// a view that is not a JSON index, is CouchDB's `missing`.
     pub async fn delete_indexes(
         self: &Arc<Self>,
         user: Option<&User>,
         db: &Arc<Database>,
         ddoc: &str,
-        index: Option<&str>,
+        index: Option<(&str, &str)>,
     ) -> Result<()> {
         let missing = || Error::NotFound("missing".into());
         let current = current_ddoc(db, ddoc)?.ok_or_else(missing)?;
-        let indexes: Vec<String> = settee_mango::from_ddoc(ddoc, &current, false)
-            .into_iter()
-            .map(|i| i.name)
-            .collect();
-        let names: Vec<String> = match index {
-            Some(n) if indexes.iter().any(|i| i == n) => vec![n.to_string()],
+        let indexes = settee_mango::index_names(ddoc, &current);
+        let names: Vec<(&str, String)> = match index {
+            Some((k, n)) if indexes.iter().any(|(ik, i)| *ik == k && i == n) => {
+                vec![(k, n.to_string())]
+            }
             Some(_) => return Err(missing()),
             None => indexes,
         };
@@ -57,9 +55,9 @@ impl Node {
             return Err(missing());
         }
         let mut body = Some(current.clone());
-        for n in &names {
+        for (k, n) in &names {
             let Some(b) = body.as_ref() else { break };
-            body = settee_mango::remove_from_ddoc(b, n).map_err(|_| missing())?;
+            body = settee_mango::remove_from_ddoc(b, k, n).map_err(|_| missing())?;
         }
         let body = body.unwrap_or_else(
             || json!({"_rev": current.get("_rev").cloned().unwrap_or(Value::Null), "_deleted": true}),

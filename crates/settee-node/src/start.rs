@@ -83,7 +83,8 @@ impl Node {
             natives: settee_mango::native_languages(),
         });
         let algorithm = config.get("uuids", "algorithm").unwrap_or("sequential");
-        let search = settee_search::Search::new(views.pool().clone());
+        let search = settee_search::Search::new(views.pool().clone())
+            .with_native(Arc::new(settee_mango::text_fields));
         let node = Node {
             catalog,
             views,
