@@ -154,11 +154,9 @@ fn index_path(rest: &[String]) -> Option<(String, String, String)> {
         [d, ddoc, kind, name] if d == "_design" && known(kind) => {
             Some((format!("_design/{ddoc}"), kind.clone(), name.clone()))
         }
-        [ddoc, kind, name] if known(kind) => Some((
-            settee_mango::ddoc_id(ddoc),
-            kind.clone(),
-            name.clone(),
-        )),
+        [ddoc, kind, name] if known(kind) => {
+            Some((settee_mango::ddoc_id(ddoc), kind.clone(), name.clone()))
+        }
         _ => None,
     }
 }

@@ -224,7 +224,9 @@ pub(crate) fn add_index_member(
 /// The Mango indexes of a design document, as `(type, name)`: its JSON indexes, then its
 /// text indexes.
 pub fn index_names(id: &str, doc: &Value) -> Vec<(&'static str, String)> {
-    let json = from_ddoc(id, doc, false).into_iter().map(|i| ("json", i.name));
+    let json = from_ddoc(id, doc, false)
+        .into_iter()
+        .map(|i| ("json", i.name));
     let text = crate::text::TextIndex::from_ddoc(id, doc, false)
         .into_iter()
         .map(|i| ("text", i.name));

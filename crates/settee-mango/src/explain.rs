@@ -8,8 +8,8 @@ use serde_json::{json, Map, Value};
 use crate::plan::{Chosen, Plan};
 use crate::selector::Range;
 use crate::text_query::TextQuery;
-use settee_search::SortKey;
 use crate::FindQuery;
+use settee_search::SortKey;
 
 /// The explanation of `q`'s plan on database `db`.
 pub fn explain(db: &settee_db::Database, q: &FindQuery, plan: &Plan) -> Value {
@@ -35,8 +35,10 @@ pub fn explain(db: &settee_db::Database, q: &FindQuery, plan: &Plan) -> Value {
         "unindexable_fields": unindexable})];
     let text = TextQuery::new(&q.selector.to_json());
     if let (Chosen::Text(_), Ok(text)) = (&plan.chosen, &text) {
-        hints.push(json!({"type": "text", "indexable_fields": text.indexable_fields(),
-            "unindexable_fields": []}));
+        hints.push(
+            json!({"type": "text", "indexable_fields": text.indexable_fields(),
+            "unindexable_fields": []}),
+        );
         // The text cursor's part: the query it runs, the partition and the sort.
         out.insert("selector_hints".into(), Value::Array(hints));
         out.insert("query".into(), json!(text.lucene()));

@@ -15,12 +15,12 @@ use settee_views::{Index as ViewIndex, Views};
 
 use crate::def::JsonIndex;
 use crate::index::{all_docs_cursor, all_indexes, parse};
-use crate::text::TextIndex;
-use crate::text_query::TextQuery;
 use crate::plan::{plan, Chosen, Plan};
 use crate::project::{project_one, put_path};
 use crate::query::{encode_bookmark, Bookmark};
 use crate::selector::Range;
+use crate::text::TextIndex;
+use crate::text_query::TextQuery;
 use crate::{scan, Error, FindQuery, Result};
 
 /// What CouchDB adds when a query reads many more documents than it returns.

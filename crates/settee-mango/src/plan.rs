@@ -10,9 +10,9 @@ use std::cmp::Ordering;
 use serde_json::{json, Value};
 
 use crate::def::JsonIndex;
+use crate::selector::Range;
 use crate::text::TextIndex;
 use crate::text_query::TextQuery;
-use crate::selector::Range;
 use crate::{field_path, Error, FindQuery, Result};
 
 /// What CouchDB says when a query runs on the `_all_docs` index.

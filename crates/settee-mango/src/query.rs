@@ -148,6 +148,7 @@ impl FindQuery {
             None | Some(Value::Null) => None,
             Some(Value::String(b)) if b.is_empty() => None,
             // Not a JSON index's: perhaps a text index's, known once the query is planned.
+            Some(v @ Value::String(b)) if !listed(b) => return Err(bad_bookmark(v)),
             Some(Value::String(b)) => decode_bookmark(b),
             Some(other) => return Err(bad_bookmark(other)),
         };
@@ -300,6 +301,15 @@ pub(crate) fn bounds_id(selector: &Value) -> bool {
             .is_some_and(|parts| parts.iter().any(bounds_id)),
         _ => false,
     })
+}
+
+/// Whether a bookmark is base64url JSON list, as every index's bookmarks are.
+fn listed(b: &str) -> bool {
+    URL_SAFE_NO_PAD
+        .decode(b.trim_end_matches('='))
+        .ok()
+        .and_then(|bytes| settee_json::deep::from_slice::<Value>(&bytes).ok())
+        .is_some_and(|v| v.is_array())
 }
 
 /// Where a bookmark of ours resumes.

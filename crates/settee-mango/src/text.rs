@@ -56,7 +56,10 @@ impl TextIndex {
         }
         let mut def = Map::new();
         let take = |k: &str, default: Value| given.get(k).cloned().unwrap_or(default);
-        def.insert("default_analyzer".into(), take("default_analyzer", json!("keyword")));
+        def.insert(
+            "default_analyzer".into(),
+            take("default_analyzer", json!("keyword")),
+        );
         def.insert("default_field".into(), take("default_field", json!({})));
         for k in ["partial_filter_selector", "selector"] {
             let v = take(k, json!({}));
@@ -320,6 +323,9 @@ mod tests {
             "invalid_index_fields_definition"
         );
         assert_eq!(code(json!({"index_array_lengths": 1})), "invalid_bool");
-        assert_eq!(code(json!({"default_analyzer": "klingon"})), "invalid_index");
+        assert_eq!(
+            code(json!({"default_analyzer": "klingon"})),
+            "invalid_index"
+        );
     }
 }

@@ -134,7 +134,12 @@ fn convert(path: &[String], sel: &Value) -> Result<Tq> {
     if m.len() > 1 {
         let parts = m
             .iter()
-            .map(|(k, v)| convert(path, &Value::Object([(k.clone(), v.clone())].into_iter().collect())))
+            .map(|(k, v)| {
+                convert(
+                    path,
+                    &Value::Object([(k.clone(), v.clone())].into_iter().collect()),
+                )
+            })
             .collect::<Result<_>>()?;
         return Ok(Tq::And(parts));
     }
@@ -332,12 +337,24 @@ fn lucene(q: &Tq) -> String {
         Tq::Eq(path, ty, t) => format!("({}:{})", field_name(path, ty), value_str(t)),
         Tq::Range(path, lo, hi) => {
             let ty = range_type(lo, hi);
-            let (low, high) = if ty == "number" { ("*", "*") } else { ("\"\"", "u0x10FFFF") };
+            let (low, high) = if ty == "number" {
+                ("*", "*")
+            } else {
+                ("\"\"", "u0x10FFFF")
+            };
             let bound = |b: &Option<(Term, bool)>, open: &str| {
                 b.as_ref().map_or(open.to_string(), |(t, _)| value_str(t))
             };
-            let open = if lo.as_ref().is_some_and(|(_, inc)| !inc) { "{" } else { "[" };
-            let close = if hi.as_ref().is_some_and(|(_, inc)| !inc) { "}" } else { "]" };
+            let open = if lo.as_ref().is_some_and(|(_, inc)| !inc) {
+                "{"
+            } else {
+                "["
+            };
+            let close = if hi.as_ref().is_some_and(|(_, inc)| !inc) {
+                "}"
+            } else {
+                "]"
+            };
             format!(
                 "({}:{open}{} TO {}{close})",
                 field_name(path, ty),
@@ -364,7 +381,8 @@ fn bool_of(parts: Vec<(Occur, Query)>) -> Option<Query> {
 }
 
 fn ast(q: &Tq) -> Option<Query> {
-    let all = |parts: &[Tq], o: Occur| bool_of(parts.iter().filter_map(ast).map(|q| (o, q)).collect());
+    let all =
+        |parts: &[Tq], o: Occur| bool_of(parts.iter().filter_map(ast).map(|q| (o, q)).collect());
     match q {
         Tq::And(parts) => all(parts, Occur::Must),
         Tq::Or(parts) => all(parts, Occur::Should),
@@ -392,7 +410,10 @@ fn ast(q: &Tq) -> Option<Query> {
                 Term::Bool(b) => b.to_string(),
             };
             let (lower, upper) = if ty == "number" {
-                (lo.as_ref().map(|(t, _)| text(t)), hi.as_ref().map(|(t, _)| text(t)))
+                (
+                    lo.as_ref().map(|(t, _)| text(t)),
+                    hi.as_ref().map(|(t, _)| text(t)),
+                )
             } else {
                 // String bounds are never read as numbers: both are given.
                 (
@@ -469,9 +490,7 @@ fn indexable(q: &Tq, out: &mut Vec<String>) {
     match q {
         // A value or an array element: only the value's field counts (an index names
         // the field once).
-        Tq::Or(parts)
-            if matches!(parts.as_slice(), [Tq::Eq(..), Tq::Eq(p, ..)] if p.iter().any(|x| x == "[]")) =>
-        {
+        Tq::Or(parts) if matches!(parts.as_slice(), [Tq::Eq(..), Tq::Eq(p, ..)] if p.iter().any(|x| x == "[]")) => {
             indexable(&parts[0], out)
         }
         Tq::And(parts) | Tq::Or(parts) => parts.iter().for_each(|p| indexable(p, out)),
@@ -586,9 +605,18 @@ mod tests {
         assert_eq!(q(json!({"x": null})), "(x_3anull:true)");
         assert_eq!(q(json!({"age": {"$gt": 5}})), "(age_3anumber:{5 TO *])");
         assert_eq!(q(json!({"age": {"$lte": 5}})), "(age_3anumber:[* TO 5])");
-        assert_eq!(q(json!({"n": {"$gt": "abc"}})), "(n_3astring:{\"abc\" TO u0x10FFFF])");
-        assert_eq!(q(json!({"n": {"$lt": "abc"}})), "(n_3astring:[\"\" TO \"abc\"})");
-        assert_eq!(q(json!({"f": 1.5})), "(f_3anumber:1.50000000000000000000e+00)");
+        assert_eq!(
+            q(json!({"n": {"$gt": "abc"}})),
+            "(n_3astring:{\"abc\" TO u0x10FFFF])"
+        );
+        assert_eq!(
+            q(json!({"n": {"$lt": "abc"}})),
+            "(n_3astring:[\"\" TO \"abc\"})"
+        );
+        assert_eq!(
+            q(json!({"f": 1.5})),
+            "(f_3anumber:1.50000000000000000000e+00)"
+        );
         assert_eq!(
             q(json!({"name": {"$exists": true}})),
             "(($fieldnames:name_3a*) OR ($fieldnames:name.*))"
@@ -613,8 +641,14 @@ mod tests {
             q(json!({"tags": {"$in": ["a"]}})),
             "(((tags_3astring:\"a\") OR (tags._5b_5d_3astring:\"a\")))"
         );
-        assert_eq!(q(json!({"r": {"$regex": "^a"}})), "($fieldnames:r_3astring)");
-        assert_eq!(q(json!({"n": {"$beginsWith": "a b"}})), "(n_3astring:a\\ b*)");
+        assert_eq!(
+            q(json!({"r": {"$regex": "^a"}})),
+            "($fieldnames:r_3astring)"
+        );
+        assert_eq!(
+            q(json!({"n": {"$beginsWith": "a b"}})),
+            "(n_3astring:a\\ b*)"
+        );
     }
 
     #[test]

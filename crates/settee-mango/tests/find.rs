@@ -42,14 +42,26 @@ fn query(body: Value) -> Result<FindQuery, Error> {
     FindQuery::parse(&map, 25)
 }
 
+/// `_find` over `views` (and no text indexes).
+async fn find_on(
+    views: &Views,
+    db: &std::sync::Arc<Database>,
+    q: FindQuery,
+) -> Result<Found, Error> {
+    let search = settee_search::Search::new(views.pool().clone());
+    let engines = settee_mango::Engines {
+        views,
+        search: &search,
+    };
+    find(engines, db, q, SETTINGS).await
+}
+
 async fn run(views: &Views, db: &std::sync::Arc<Database>, body: Value) -> Found {
-    find(views, db, query(body).unwrap(), SETTINGS)
-        .await
-        .unwrap()
+    find_on(views, db, query(body).unwrap()).await.unwrap()
 }
 
 async fn planning_refusal(views: &Views, db: &std::sync::Arc<Database>, body: Value) -> String {
-    match find(views, db, query(body).unwrap(), SETTINGS).await {
+    match find_on(views, db, query(body).unwrap()).await {
         Err(Error::Query { error, .. }) => error.to_string(),
         other => panic!("refused expected, got {:?}", other.map(|_| ())),
     }

@@ -214,7 +214,12 @@ async fn pages(
     loop {
         let body = q.body(q.page, use_index, &bookmark);
         let parsed = FindQuery::parse(body.as_object().unwrap(), 25)?;
-        let found = find(views, db, parsed, SETTINGS).await?;
+        let search = settee_search::Search::new(views.pool().clone());
+        let engines = settee_mango::Engines {
+            views,
+            search: &search,
+        };
+        let found = find(engines, db, parsed, SETTINGS).await?;
         if found.docs.is_empty() {
             return Ok(out);
         }

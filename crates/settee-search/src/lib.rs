@@ -23,6 +23,6 @@ mod registry;
 pub use def::{member, IndexDef};
 pub use error::{Error, Result};
 pub use index::{build_doc, Fields, IndexMeta, Indexed, SearchIndex};
-pub use query::{Group, Grouping, Highlight, Hit, Ranges, SearchRequest, SearchResult, SortKey};
 pub use query::bookmark_of;
+pub use query::{Group, Grouping, Highlight, Hit, Ranges, SearchRequest, SearchResult, SortKey};
 pub use registry::{NativeIndexer, Search};

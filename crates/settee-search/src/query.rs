@@ -934,7 +934,8 @@ fn ranges_json(ranges: &Ranges, found: &HashMap<String, Vec<u64>>) -> Map<String
 /// The bookmark of a page ending at a hit whose `order` this is: the next page starts
 /// after it.
 pub fn bookmark_of(order: &[Value]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Value::Array(order.to_vec()).to_string())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(Value::Array(order.to_vec()).to_string())
 }
 
 /// A bookmark: the last hit's sort values as URL-safe base64 JSON.

@@ -224,9 +224,15 @@ fn bad_index_requests_get_couchdbs_answers_and_store_nothing() {
         ),
         (
             json!({"index": {"fields": ["foo"]}, "type": "text"}),
+            400,
+            "invalid_index_fields_definition",
+            "Text Index field definitions must be of the form {\"name\": \"non-empty fieldname\", \"type\": \"boolean,number, or string\"}. Def: [<<\"foo\">>]",
+        ),
+        (
+            json!({"index": {"fields": ["foo"]}, "type": "nouveau"}),
             503,
             "required index service unavailable",
-            "text",
+            "nouveau",
         ),
         (
             json!({"index": {"fields": ["foo"]}, "type": "nonsense"}),

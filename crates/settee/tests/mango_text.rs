@@ -21,14 +21,14 @@ fn person(i: usize) -> Value {
         "name": format!("{} {i}", ["Alice", "Bob", "Carol", "Dave"][i % 4]),
         "age": i % 50,
         "tags": (0..(i % 3)).map(|k| COLOURS[(i + k) % 4]).collect::<Vec<_>>(),
-        "kind": if i % 5 == 0 { "a" } else { "b" },
-        "bio": if i % 2 == 0 {
+        "kind": if i.is_multiple_of(5) { "a" } else { "b" },
+        "bio": if i.is_multiple_of(2) {
             format!("the quick brown fox jumps over the lazy dog {i}")
         } else {
             format!("a slow green turtle walking to town {i}")
         },
     });
-    if i % 7 != 0 {
+    if !i.is_multiple_of(7) {
         d["city"] = json!(CITIES[i % 3]);
     }
     d
@@ -247,7 +247,10 @@ fn queries_on_a_text_index_find_what_their_selectors_match() {
             json!({"age": {"$ne": 7}, "kind": "a"}),
             Box::new(move |d| age(d) != 7 && d["kind"] == "a"),
         ),
-        (json!({"name": "Bob 9"}), Box::new(move |d| name(d) == "Bob 9")),
+        (
+            json!({"name": "Bob 9"}),
+            Box::new(move |d| name(d) == "Bob 9"),
+        ),
         (
             json!({"name": {"$gt": "Carol"}}),
             Box::new(move |d| name(d).as_str() > "Carol"),
@@ -303,9 +306,7 @@ fn queries_on_a_text_index_find_what_their_selectors_match() {
     ];
     for (selector, pred) in &cases {
         let want = expected(&docs, pred);
-        let got: BTreeSet<String> = all_ids(&c, "t", selector, json!({}))
-            .into_iter()
-            .collect();
+        let got: BTreeSet<String> = all_ids(&c, "t", selector, json!({})).into_iter().collect();
         assert_eq!(got, want, "selector {selector}");
         let e = explain(&c, "t", json!({"selector": selector}));
         assert_eq!(e["index"]["type"], "text", "{selector}: {e}");
@@ -348,7 +349,10 @@ fn queries_on_a_text_index_find_what_their_selectors_match() {
     let mut want = names.clone();
     want.sort();
     assert_eq!(names, want);
-    assert_eq!(names.len(), expected(&docs, |d| name(d).as_str() > "C").len());
+    assert_eq!(
+        names.len(),
+        expected(&docs, |d| name(d).as_str() > "C").len()
+    );
     c.post(
         "/t/_find",
         &json!({"selector": {"$text": "fox"}, "sort": ["age"]}).to_string(),
@@ -443,20 +447,39 @@ fn the_planner_chooses_json_first_and_one_text_index() {
         &json!({"selector": {"$text": "fox"}}).to_string(),
     )
     .error(400, "no_usable_index");
-    create(&c, "t", json!({"index": {}, "type": "text", "ddoc": "a", "name": "a"}));
-    create(&c, "t", json!({"index": {"fields": ["age"]}, "ddoc": "j", "name": "j"}));
+    create(
+        &c,
+        "t",
+        json!({"index": {}, "type": "text", "ddoc": "a", "name": "a"}),
+    );
+    create(
+        &c,
+        "t",
+        json!({"index": {"fields": ["age"]}, "ddoc": "j", "name": "j"}),
+    );
     let e = explain(&c, "t", json!({"selector": {"age": {"$gt": 3}}}));
     assert_eq!(e["index"]["type"], "json");
-    let e = explain(&c, "t", json!({"selector": {"$text": "fox", "age": {"$gt": 3}}}));
+    let e = explain(
+        &c,
+        "t",
+        json!({"selector": {"$text": "fox", "age": {"$gt": 3}}}),
+    );
     assert_eq!(e["index"]["type"], "text");
-    assert_eq!(e["query"], "(($default:\"fox\") AND (age_3anumber:{3 TO *]))");
+    assert_eq!(
+        e["query"],
+        "(($default:\"fox\") AND (age_3anumber:{3 TO *]))"
+    );
     let e = explain(
         &c,
         "t",
         json!({"selector": {"age": {"$gt": 3}}, "use_index": ["a", "a"]}),
     );
     assert_eq!(e["index"]["type"], "text");
-    create(&c, "t", json!({"index": {}, "type": "text", "ddoc": "b", "name": "b"}));
+    create(
+        &c,
+        "t",
+        json!({"index": {}, "type": "text", "ddoc": "b", "name": "b"}),
+    );
     c.post(
         "/t/_find",
         &json!({"selector": {"$text": "fox"}}).to_string(),
@@ -481,7 +504,11 @@ fn text_indexes_follow_updates_and_deletions() {
     let s = TestServer::start();
     let c = s.admin();
     seed(&c, "t");
-    create(&c, "t", json!({"index": {}, "type": "text", "ddoc": "a", "name": "a"}));
+    create(
+        &c,
+        "t",
+        json!({"index": {}, "type": "text", "ddoc": "a", "name": "a"}),
+    );
     let q = json!({"selector": {"$text": "zebra"}});
     assert!(ids(&find(&c, "t", q.clone())).is_empty());
     let doc = c.get("/t/p004").json();
@@ -489,9 +516,54 @@ fn text_indexes_follow_updates_and_deletions() {
     changed["bio"] = json!("a zebra in the garden");
     assert_eq!(c.put("/t/p004", &changed.to_string()).status, 201);
     assert_eq!(ids(&find(&c, "t", q.clone())), vec!["p004"]);
-    let r = find(&c, "t", json!({"selector": {"$text": "lazy dog"}, "limit": 200}));
+    let r = find(
+        &c,
+        "t",
+        json!({"selector": {"$text": "lazy dog"}, "limit": 200}),
+    );
     assert!(!ids(&r).contains(&"p004".to_string()));
-    let rev = c.get("/t/p004").json()["_rev"].as_str().unwrap().to_string();
+    let rev = c.get("/t/p004").json()["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(c.delete(&format!("/t/p004?rev={rev}")).status, 200);
     assert!(ids(&find(&c, "t", q)).is_empty());
+}
+
+#[test]
+fn partitioned_text_indexes_answer_one_partition() {
+    let s = TestServer::start();
+    let c = s.admin();
+    assert_eq!(c.put("/pt?partitioned=true", "").status, 201);
+    let docs: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"_id": format!("{}:d{i:02}", ["east", "west"][i % 2]),
+                "note": format!("shared words {i}"), "n": i})
+        })
+        .collect();
+    let r = c.post("/pt/_bulk_docs", &json!({ "docs": docs }).to_string());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = create(
+        &c,
+        "pt",
+        json!({"index": {}, "type": "text", "ddoc": "p", "name": "p"}),
+    );
+    assert_eq!(r["result"], "created");
+    let r = c.post(
+        "/pt/_partition/east/_find",
+        &json!({"selector": {"$text": "shared", "n": {"$lt": 10}}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    let got: BTreeSet<String> = ids(&r.json()).into_iter().collect();
+    let want: BTreeSet<String> = (0..10)
+        .step_by(2)
+        .map(|i| format!("east:d{i:02}"))
+        .collect();
+    assert_eq!(got, want);
+    // A global query cannot use the partitioned index.
+    c.post(
+        "/pt/_find",
+        &json!({"selector": {"$text": "shared"}}).to_string(),
+    )
+    .error(400, "no_usable_index");
 }
