@@ -189,6 +189,8 @@ pub async fn search(
     let p = Params::read(state, req, false).await?;
     let ix = open_index(state, &db, ddoc, index, Flavor::Search)?;
     let (r, include_docs, update) = search_request(&p, &db, &ix)?;
+    // `group_by` alone asks for the older grouped answer.
+    let legacy = p.text("group_field").is_none() && p.text("group_by").is_some();
     if update {
         state.node.search.refresh(&db, &ix).await?;
     }
@@ -201,6 +203,14 @@ pub async fn search(
             .collect())
     };
     let body = match &result.groups {
+        Some(groups) if legacy => {
+            let groups: Vec<Value> = groups
+                .iter()
+                .map(|g| Ok(json!({"by": g.by, "total_hits": g.total, "hits": rows(&g.hits)?})))
+                .collect::<HttpResult<_>>()?;
+            let grouped: u64 = result.groups.iter().flatten().map(|g| g.total).sum();
+            json!({"total_hits": result.total, "total_grouped_hits": grouped, "groups": groups})
+        }
         Some(groups) => {
             let groups: Vec<Value> = groups
                 .iter()
@@ -285,7 +295,7 @@ fn search_request(
             })
             .transpose()
     };
-    let group = match p.text("group_field") {
+    let group = match p.text("group_field").or_else(|| p.text("group_by")) {
         Some(field) => Some(Grouping {
             field: field.trim_end_matches("<string>").to_string(),
             limit: p.positive("group_limit", 10, Some(200))? as usize,

@@ -93,14 +93,7 @@ pub fn read_map(map: &Value) -> Option<(Fields, Option<Value>)> {
 /// its language is `query`. `db_partitioned` is the database's default for indexes whose
 /// design document does not say.
 pub fn from_ddoc(id: &str, doc: &Value, db_partitioned: bool) -> Vec<JsonIndex> {
-    if doc.get("language").and_then(Value::as_str) != Some(QUERY_LANGUAGE) {
-        return Vec::new();
-    }
-    let partitioned = doc
-        .pointer("/options/partitioned")
-        .and_then(Value::as_bool)
-        .unwrap_or(db_partitioned);
-    let Some(views) = doc.get("views").and_then(Value::as_object) else {
+    let Some((views, partitioned)) = query_member(doc, "views", db_partitioned) else {
         return Vec::new();
     };
     let mut out: Vec<JsonIndex> = views
@@ -119,6 +112,24 @@ pub fn from_ddoc(id: &str, doc: &Value, db_partitioned: bool) -> Vec<JsonIndex> 
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// Member `member` of a `query` design document, with whether its indexes are partitioned
+/// (the design document's `options.partitioned`, else `db_partitioned`); `None` for a design
+/// document in another language or without the member.
+pub(crate) fn query_member<'a>(
+    doc: &'a Value,
+    member: &str,
+    db_partitioned: bool,
+) -> Option<(&'a Map<String, Value>, bool)> {
+    if doc.get("language").and_then(Value::as_str) != Some(QUERY_LANGUAGE) {
+        return None;
+    }
+    let partitioned = doc
+        .pointer("/options/partitioned")
+        .and_then(Value::as_bool)
+        .unwrap_or(db_partitioned);
+    Some((doc.get(member)?.as_object()?, partitioned))
 }
 
 /// `_design/{d}` for a design document named with or without its prefix.

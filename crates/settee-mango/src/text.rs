@@ -6,9 +6,8 @@
 //! turns selectors into queries.
 
 use serde_json::{json, Map, Value};
-use settee_views::QUERY_LANGUAGE;
 
-use crate::def::{add_index_member, Partitioning};
+use crate::def::{add_index_member, query_member, Partitioning};
 use crate::{erl, Error, Result, Selector};
 
 /// The design document member holding text indexes.
@@ -99,14 +98,7 @@ impl TextIndex {
     /// The text indexes of design document `id` (body `doc`), by name; none unless its
     /// language is `query`. Definitions that do not read are skipped, as CouchDB skips them.
     pub fn from_ddoc(id: &str, doc: &Value, db_partitioned: bool) -> Vec<TextIndex> {
-        if doc.get("language").and_then(Value::as_str) != Some(QUERY_LANGUAGE) {
-            return Vec::new();
-        }
-        let partitioned = doc
-            .pointer("/options/partitioned")
-            .and_then(Value::as_bool)
-            .unwrap_or(db_partitioned);
-        let Some(indexes) = doc.get(MEMBER).and_then(Value::as_object) else {
+        let Some((indexes, partitioned)) = query_member(doc, MEMBER, db_partitioned) else {
             return Vec::new();
         };
         let mut out: Vec<TextIndex> = indexes

@@ -271,6 +271,18 @@ fn sorts_counts_ranges_drilldown_groups_and_highlights() {
     assert_eq!(groups[1]["by"], "k2");
     let v = search(&c, "db", "q=apple&group_field=kind&group_limit=1");
     assert_eq!(v["groups"].as_array().unwrap().len(), 1);
+    // `group_by` alone: the older answer, with the grouped total of the groups returned.
+    let v = search(&c, "db", "q=apple&group_by=kind&group_limit=2&limit=1");
+    assert_eq!(v["total_hits"], count(300, apple));
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2);
+    let grouped: u64 = groups
+        .iter()
+        .map(|g| g["total_hits"].as_u64().unwrap())
+        .sum();
+    assert_eq!(v["total_grouped_hits"], grouped);
+    assert!(grouped > 0 && v.get("total_rows").is_none());
+    assert_eq!(groups[0]["hits"].as_array().unwrap().len(), 1);
     // Highlights.
     let v = search(
         &c,
