@@ -8,9 +8,9 @@
 //!   queries and ranges, sorting, counts);
 //! * `stored`: the stored fields as JSON; `id` and `part` (the partition).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use settee_db::SeqVector;
@@ -19,7 +19,11 @@ use tantivy::schema::{
     TextOptions, FAST, STORED, STRING,
 };
 
-use tantivy::{IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::columnar::StrColumn;
+use tantivy::index::SegmentId;
+use tantivy::{
+    DocId, IndexReader, IndexWriter, ReloadPolicy, SegmentReader, TantivyDocument, Term,
+};
 
 use crate::analyzer::{FieldTokenizer, Flavor};
 use crate::def::IndexDef;
@@ -244,6 +248,39 @@ pub struct SearchIndex {
     pub(crate) updates: settee_db::Updates<Error>,
     /// Set when the index's files are being removed: updates stop, nothing more is written.
     closed: std::sync::atomic::AtomicBool,
+    /// Each open segment's document ids by ordinal (see [`SearchIndex::segment_ids`]).
+    ids: Mutex<HashMap<SegmentId, Arc<SegmentIds>>>,
+}
+
+/// A segment's document ids: the `id` column (document to ordinal) and every id by
+/// ordinal. Reading an id from the column alone decodes part of a dictionary block, which
+/// cost a third of a one-term query's time; segments never change, so this is read once.
+pub struct SegmentIds {
+    column: Option<StrColumn>,
+    by_ord: Vec<Box<str>>,
+}
+
+impl SegmentIds {
+    fn read(seg: &SegmentReader) -> Result<SegmentIds> {
+        let column = seg.fast_fields().str("id")?;
+        let mut by_ord = Vec::new();
+        if let Some(c) = &column {
+            let mut terms = c.dictionary().stream().map_err(|source| Error::Io {
+                op: "read a search index",
+                source,
+            })?;
+            while terms.advance() {
+                by_ord.push(String::from_utf8_lossy(terms.key()).into());
+            }
+        }
+        Ok(SegmentIds { column, by_ord })
+    }
+
+    /// The id of document `doc` of the segment.
+    pub fn get(&self, doc: DocId) -> Option<&str> {
+        let ord = self.column.as_ref()?.term_ords(doc).next()?;
+        self.by_ord.get(ord as usize).map(|s| &**s)
+    }
 }
 
 impl SearchIndex {
@@ -278,7 +315,31 @@ impl SearchIndex {
             fields,
             updates: settee_db::Updates::default(),
             closed: std::sync::atomic::AtomicBool::new(false),
+            ids: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The document ids of segment `seg` of `searcher`, read once per segment; segments the
+    /// searcher no longer has are forgotten.
+    pub fn segment_ids(
+        &self,
+        searcher: &tantivy::Searcher,
+        seg: &SegmentReader,
+    ) -> Result<Arc<SegmentIds>> {
+        let id = seg.segment_id();
+        if let Some(ids) = self.ids.lock().expect("ids lock").get(&id) {
+            return Ok(ids.clone());
+        }
+        let ids = Arc::new(SegmentIds::read(seg)?);
+        let mut cache = self.ids.lock().expect("ids lock");
+        let live: HashSet<SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.segment_id())
+            .collect();
+        cache.retain(|k, _| live.contains(k));
+        cache.insert(id, ids.clone());
+        Ok(ids)
     }
 
     /// The definition it was opened with.
@@ -384,20 +445,11 @@ impl SearchIndex {
         let searcher = self.searcher();
         let mut out = Vec::new();
         for seg in searcher.segment_readers() {
-            let Some(col) = seg.fast_fields().str("id")? else {
-                continue;
-            };
-            let mut s = String::new();
-            for doc in seg.doc_ids_alive() {
-                if let Some(ord) = col.term_ords(doc).next() {
-                    s.clear();
-                    col.ord_to_str(ord, &mut s).map_err(|source| Error::Io {
-                        op: "read a search index",
-                        source,
-                    })?;
-                    out.push(s.clone());
-                }
-            }
+            let ids = self.segment_ids(&searcher, seg)?;
+            out.extend(
+                seg.doc_ids_alive()
+                    .filter_map(|d| ids.get(d).map(str::to_string)),
+            );
         }
         Ok(out)
     }

@@ -829,11 +829,12 @@ impl Page<'_> {
     fn hit(&mut self, e: &Entry) -> Result<Hit> {
         let f = self.index.fields();
         let seg = self.searcher.segment_reader(e.seg);
-        let id = seg
-            .fast_fields()
-            .str("id")?
-            .and_then(|c| str_of(&c, e.doc))
-            .unwrap_or_default();
+        let id = self
+            .index
+            .segment_ids(self.searcher, seg)?
+            .get(e.doc)
+            .unwrap_or_default()
+            .to_string();
         // Documents are read from the store only when some document stored fields.
         let stored: Map<String, Value> = if self.index.has_stored() {
             let doc: TantivyDocument = self.searcher.doc(DocAddress::new(e.seg, e.doc))?;
@@ -856,9 +857,15 @@ impl Page<'_> {
                 .filter(|(k, _)| names.contains(k))
                 .collect(),
         };
+        // The document number last, a whole number as CouchDB writes it.
+        let mut order: Vec<Value> = e.vals.iter().map(Val::json).collect();
+        if let Some(Val::Num(n)) = e.vals.last() {
+            order.pop();
+            order.push(json!(*n as u64));
+        }
         Ok(Hit {
             id,
-            order: e.vals.iter().map(Val::json).collect(),
+            order,
             fields,
             highlights,
         })

@@ -3,8 +3,10 @@
 //! a search index over their text built by the first query, one-term queries from many
 //! clients, and phrase queries with `counts`. Every answer's total is checked against what
 //! the generated documents say it must be; the index's size is reported against the
-//! documents'. A server without full-text search (CouchDB without its search service) is
-//! reported as such and skipped.
+//! documents'. Then a Mango text index over every field of the same documents: its build,
+//! and `_find` with `$text` from many clients, each answer's count checked. A server
+//! without full-text search (CouchDB without its search service) is reported as such and
+//! skipped.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -335,6 +337,97 @@ async fn sizes(c: &mut Conn) -> Result<Outcome> {
     })
 }
 
+/// `_find` with `selector`, the number of documents answered.
+async fn find_count(c: &mut Conn, selector: Value) -> Result<usize> {
+    let body = json!({"selector": selector, "limit": 25}).to_string();
+    let answer = c
+        .expect(
+            Method::POST,
+            &format!("/{DB}/_find"),
+            Some(Bytes::from(body)),
+            &[200],
+        )
+        .await?;
+    let v: Value = serde_json::from_slice(&answer.body)
+        .map_err(|_| Error::WrongAnswer("a _find answer is not JSON".into()))?;
+    Ok(v["docs"].as_array().map_or(0, Vec::len))
+}
+
+/// A Mango text index over every field: its build (timed by the first `_find`), then
+/// one-word `$text` queries from every client, each answer's count checked.
+async fn mango_text(
+    target: &Target,
+    c: &mut Conn,
+    p: Params,
+    e: Arc<Expected>,
+    progress: &ProgressBar,
+) -> Result<Vec<Outcome>> {
+    let started = Instant::now();
+    let body = json!({"index": {}, "type": "text", "ddoc": "mt", "name": "mt"}).to_string();
+    c.expect(
+        Method::POST,
+        &format!("/{DB}/_index"),
+        Some(Bytes::from(body)),
+        &[200],
+    )
+    .await?;
+    let all = find_count(c, json!({"n": {"$gte": 0}})).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let build = Outcome {
+        workload: format!("mango text index build, {} docs, all fields", p.docs),
+        metrics: vec![
+            Metric::cost("build+query s", seconds),
+            Metric::rate("docs/s", p.docs as f64 / seconds),
+        ],
+        failures: u64::from(all != p.docs.min(25)),
+        series: Vec::new(),
+    };
+    progress.set_length((p.clients * p.queries) as u64);
+    progress.set_position(0);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..p.clients)
+        .map(|i| {
+            let (target, e, progress) = (target.clone(), e.clone(), progress.clone());
+            tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(900 + i as u64);
+                let (mut times, mut failures) = (Vec::new(), 0u64);
+                let Ok(mut c) = Conn::open(&target).await else {
+                    return (times, p.queries as u64);
+                };
+                for _ in 0..p.queries {
+                    let w = rng.gen_range(0..e.words.len());
+                    let at = Instant::now();
+                    let got = find_count(&mut c, json!({"$text": e.words[w]})).await;
+                    times.push(at.elapsed());
+                    let want = (e.docs_with[w] as usize).min(25);
+                    failures += u64::from(!got.is_ok_and(|n| n == want));
+                    progress.inc(1);
+                }
+                (times, failures)
+            })
+        })
+        .collect();
+    let (mut times, mut failures) = (Vec::new(), 0);
+    for t in tasks {
+        let (a, f) = t.await.map_err(|e| Error::Io(e.to_string()))?;
+        times.extend(a);
+        failures += f;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    times.sort_unstable();
+    let queries = Outcome {
+        workload: format!("mango $text queries, {} clients", p.clients),
+        metrics: vec![
+            Metric::rate("queries/s", times.len() as f64 / elapsed),
+            Metric::cost("p50 ms", quantile_ms(&times, 0.5)),
+            Metric::cost("p99 ms", quantile_ms(&times, 0.99)),
+        ],
+        failures,
+        series: Vec::new(),
+    };
+    Ok(vec![build, queries])
+}
+
 /// Runs the workload.
 pub async fn run(target: &Target, p: Params, progress: ProgressBar) -> Result<Vec<Outcome>> {
     let mut c = Conn::open(target).await?;
@@ -350,8 +443,10 @@ pub async fn run(target: &Target, p: Params, progress: ProgressBar) -> Result<Ve
     progress.set_length(p.docs as u64);
     load(&mut c, DB, docs.into_iter(), &progress).await?;
     let mut out = vec![build(&mut c, p.docs, p.index_phrases).await?];
-    out.extend(queries(target, p, Arc::new(expected), &progress).await?);
+    let expected = Arc::new(expected);
+    out.extend(queries(target, p, expected.clone(), &progress).await?);
     out.push(sizes(&mut c).await?);
+    out.extend(mango_text(target, &mut c, p, expected, &progress).await?);
     progress.finish_and_clear();
     let _ = c.call(Method::DELETE, &format!("/{DB}"), None).await;
     Ok(out)
