@@ -563,10 +563,54 @@ fn runs(text: &str, keep: impl Fn(char) -> bool) -> impl Iterator<Item = (usize,
 
 /// UAX #29 words of `text` that hold a letter, digit or ideograph; offsets start at `base`.
 fn words(text: &str, base: usize) -> Vec<(usize, &str)> {
+    if text.is_ascii() {
+        return ascii_words(text, base);
+    }
     text.split_word_bound_indices()
         .filter(|(_, w)| w.chars().any(char::is_alphanumeric))
         .map(|(i, w)| (base + i, w))
         .collect()
+}
+
+/// The same for ASCII text, by UAX #29's rules as they apply to ASCII (the general
+/// segmenter's table lookups were an eighth of an index build): letters, digits and `_`
+/// join; `:`, `.` and `'` join two letters; `,`, `;`, `.` and `'` join two digits; anything
+/// else ends a word.
+fn ascii_words(text: &str, base: usize) -> Vec<(usize, &str)> {
+    let b = text.as_bytes();
+    let joins = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !joins(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i += 1;
+        while i < b.len() {
+            if joins(b[i]) {
+                i += 1;
+                continue;
+            }
+            let (prev, mid, next) = (b[i - 1], b[i], b.get(i + 1).copied().unwrap_or(0));
+            let letters = prev.is_ascii_alphabetic()
+                && next.is_ascii_alphabetic()
+                && matches!(mid, b':' | b'.' | b'\'');
+            let digits = prev.is_ascii_digit()
+                && next.is_ascii_digit()
+                && matches!(mid, b',' | b';' | b'.' | b'\'');
+            if !(letters || digits) {
+                break;
+            }
+            i += 2;
+        }
+        let word = &text[start..i];
+        if word.bytes().any(|c| c.is_ascii_alphanumeric()) {
+            out.push((base + start, word));
+        }
+    }
+    out
 }
 
 /// Words, with the matches of `whole` kept as single tokens.
@@ -744,5 +788,17 @@ mod tests {
         let t = spec.build().analyze("f", "quick the fox");
         assert_eq!((t[0].position, t[1].position), (0, 2));
         assert_eq!((t[1].from, t[1].to), (10, 13));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ascii_words_are_uax29_words(text in "[a-zA-Z0-9_.,;:' \"\n\t!-]{0,40}") {
+            let general: Vec<(usize, &str)> = text
+                .split_word_bound_indices()
+                .filter(|(_, w)| w.chars().any(char::is_alphanumeric))
+                .map(|(i, w)| (i + 3, w))
+                .collect();
+            proptest::prop_assert_eq!(ascii_words(&text, 3), general);
+        }
     }
 }
