@@ -654,14 +654,14 @@ function __searchIndexer(source, ddoc, nouveau) {
       __fields = { nouveau: nouveau, out: [] };
       try {
         fn(docs[i]);
-        out[i] = JSON.stringify(__fields.out);
+        out[i] = __fields.out;
       } catch (e) {
         var text = e && e.name && e.message ? e.name + ": " + e.message : __describe(e);
         __log("index function raised exception " + text + " with doc._id " + (docs[i] && docs[i]._id));
-        out[i] = JSON.stringify(String(text));
+        out[i] = null;
       }
     }
     __fields = null;
-    return "[" + out.join(",") + "]";
+    return out;
   };
 }

@@ -184,7 +184,7 @@ fn start_batch(
             }
             json.push(']');
             let out = engine.index_docs(&key, json)?;
-            Ok(prepare(&index, part, &out))
+            Ok(Ok(prepare(&index, part, out)))
         }));
     }
     parts
@@ -215,10 +215,8 @@ fn index_natively(index: &SearchIndex, native: &NativeIndexer, part: Vec<Change>
 }
 
 /// Turns the index function's output for `part` into index documents.
-fn prepare(index: &SearchIndex, part: Vec<Change>, out: &str) -> Result<Ready> {
-    let results: Vec<Value> =
-        serde_json::from_str(out).map_err(|_| Error::Corrupted("index function output"))?;
-    let mut results = results.into_iter();
+fn prepare(index: &SearchIndex, part: Vec<Change>, out: Vec<Option<Vec<Value>>>) -> Ready {
+    let mut results = out.into_iter();
     let partitioned = index.def().partitioned;
     let mut ready = Vec::with_capacity(part.len());
     for c in part {
@@ -227,7 +225,7 @@ fn prepare(index: &SearchIndex, part: Vec<Change>, out: &str) -> Result<Ready> {
             continue;
         }
         let fields: Vec<Indexed> = match results.next() {
-            Some(Value::Array(fields)) => fields.iter().filter_map(Indexed::from_json).collect(),
+            Some(Some(fields)) => fields.iter().filter_map(Indexed::from_json).collect(),
             _ => Vec::new(),
         };
         let doc = (!fields.is_empty()).then(|| {
@@ -240,7 +238,7 @@ fn prepare(index: &SearchIndex, part: Vec<Change>, out: &str) -> Result<Ready> {
         });
         ready.push((c.id, doc));
     }
-    Ok(ready)
+    ready
 }
 
 /// Removes documents purged from the database (purges leave no change behind).
