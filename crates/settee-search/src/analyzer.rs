@@ -484,60 +484,73 @@ pub fn pair_term(name: &str, a: &str, b: &str) -> String {
 #[derive(Clone, Copy)]
 struct Splitter(Split);
 
-/// Tokens made in one go and handed out one at a time.
-pub struct Tokens {
-    tokens: Vec<Token>,
+/// A token's span in its text, and its text when it is not that slice.
+type Span = (usize, usize, Option<String>);
+
+/// Tokens found in one go and handed out one at a time through one reused token.
+pub struct Tokens<'a> {
+    text: &'a str,
+    spans: Vec<Span>,
     next: usize,
+    token: Token,
 }
 
-impl TokenStream for Tokens {
+impl TokenStream for Tokens<'_> {
     fn advance(&mut self) -> bool {
+        let Some((from, to, own)) = self.spans.get(self.next) else {
+            return false;
+        };
+        let t = &mut self.token;
+        t.offset_from = *from;
+        t.offset_to = *to;
+        t.position = self.next;
+        t.position_length = 1;
+        t.text.clear();
+        t.text
+            .push_str(own.as_deref().unwrap_or(&self.text[*from..*to]));
         self.next += 1;
-        self.next <= self.tokens.len()
+        true
     }
     fn token(&self) -> &Token {
-        &self.tokens[self.next - 1]
+        &self.token
     }
     fn token_mut(&mut self) -> &mut Token {
-        &mut self.tokens[self.next - 1]
+        &mut self.token
     }
 }
 
 impl Tokenizer for Splitter {
-    type TokenStream<'a> = Tokens;
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Tokens {
-        let spans = split(self.0, text);
-        let tokens = spans
-            .into_iter()
-            .enumerate()
-            .map(|(position, (from, to, text))| Token {
-                offset_from: from,
-                offset_to: to,
-                position,
-                text,
-                position_length: 1,
-            })
-            .collect();
-        Tokens { tokens, next: 0 }
+    type TokenStream<'a> = Tokens<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Tokens<'a> {
+        Tokens {
+            text,
+            spans: split(self.0, text),
+            next: 0,
+            token: Token::default(),
+        }
     }
 }
 
-/// The spans of `text` a split makes, with their token text.
-fn split(kind: Split, text: &str) -> Vec<(usize, usize, String)> {
-    let own = |(i, s): (usize, &str)| (i, i + s.len(), s.to_string());
+/// The spans of `text` a split makes (a token's own text only where it is not its span).
+fn split(kind: Split, text: &str) -> Vec<Span> {
+    let span = |(i, s): (usize, &str)| (i, i + s.len(), None);
+    let own = |(from, to, s): (usize, usize, String)| (from, to, Some(s));
     match kind {
         Split::Keyword => {
             if text.is_empty() {
                 Vec::new()
             } else {
-                vec![(0, text.len(), text.to_string())]
+                vec![(0, text.len(), None)]
             }
         }
-        Split::Whitespace => runs(text, |c| !c.is_whitespace()).map(own).collect(),
-        Split::Letters => runs(text, char::is_alphabetic).map(own).collect(),
-        Split::Words => words(text, 0).into_iter().map(own).collect(),
-        Split::Classic => classic(text),
-        Split::Email => with_whole(text, email_or_url()),
+        Split::Whitespace => runs(text, |c| !c.is_whitespace()).map(span).collect(),
+        Split::Letters => runs(text, char::is_alphabetic).map(span).collect(),
+        Split::Words => words(text, 0).into_iter().map(span).collect(),
+        Split::Classic => classic(text).into_iter().map(own).collect(),
+        Split::Email => with_whole(text, email_or_url())
+            .into_iter()
+            .map(own)
+            .collect(),
     }
 }
 
