@@ -33,8 +33,12 @@ pub fn explain(db: &settee_db::Database, q: &FindQuery, plan: &Plan) -> Value {
     out.insert("index_candidates".into(), Value::Array(candidates));
     let mut hints = vec![json!({"type": "json", "indexable_fields": indexable,
         "unindexable_fields": unindexable})];
-    let text = TextQuery::new(&q.selector.to_json());
-    if let (Chosen::Text(_), Ok(text)) = (&plan.chosen, &text) {
+    // Only a query on a text index is translated for it.
+    let text = match plan.chosen {
+        Chosen::Text(_) => TextQuery::new(&q.selector.to_json()).ok(),
+        _ => None,
+    };
+    if let Some(text) = text {
         hints.push(
             json!({"type": "text", "indexable_fields": text.indexable_fields(),
             "unindexable_fields": []}),

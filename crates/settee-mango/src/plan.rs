@@ -82,6 +82,10 @@ fn names(q: &FindQuery, ddoc: &str, name: &str) -> bool {
 
 /// The text indexes that can serve `q`, and a candidate for each text index.
 fn text_candidates(texts: &[TextIndex], q: &FindQuery) -> (Vec<TextIndex>, Vec<Candidate>) {
+    // Most databases have no text index: their queries are not translated at all.
+    if texts.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
     let wanted = TextQuery::new(&q.selector.to_json()).map(|t| t.indexable_fields());
     let mut usable = Vec::new();
     let candidates = texts
