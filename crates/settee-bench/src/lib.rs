@@ -34,6 +34,8 @@ pub struct Plan {
     pub mango: Option<workloads::mango::Params>,
     /// Full-text search: index build, one-term and phrase queries.
     pub search: Option<workloads::search::Params>,
+    /// Durable writes: `_bulk_docs` with sequential and random ids, single-document `PUT`s.
+    pub writes: Option<workloads::writes::Params>,
     /// No progress bars (for `--json`).
     pub quiet: bool,
 }
@@ -72,6 +74,14 @@ pub async fn run(target: &client::Target, plan: &Plan) -> Result<Vec<report::Out
             workloads::views::run(target, p, bar)
                 .await
                 .map_err(|e| e.context("view workloads"))?,
+        );
+    }
+    if let Some(p) = &plan.writes {
+        let bar = bar(format!("writes on {}", target.display), plan.quiet);
+        out.extend(
+            workloads::writes::run(target, p, bar)
+                .await
+                .map_err(|e| e.context("writes"))?,
         );
     }
     if let Some(p) = plan.fabric {

@@ -163,9 +163,13 @@ struct BenchArgs {
     #[arg(long)]
     requests: Option<usize>,
     /// Workloads to run, comma-separated: `reads`, `views` (indexing and word count),
-    /// `fabric` (fabric_bench), `c10k`, `replication`, `mango` and `search` (not in the
-    /// default set).
-    #[arg(long, default_value = "reads,views,fabric,c10k", value_delimiter = ',')]
+    /// `writes` (bulk and single-document), `fabric` (fabric_bench), `c10k`, `replication`,
+    /// `mango` and `search` (the last three not in the default set).
+    #[arg(
+        long,
+        default_value = "reads,views,writes,fabric,c10k",
+        value_delimiter = ','
+    )]
     workloads: Vec<String>,
     /// View indexing: score documents [default: 20,000; published 100,000].
     #[arg(long)]
@@ -188,6 +192,12 @@ struct BenchArgs {
     /// Word count: word documents, 0 to skip [default: 50,000; published 200,000].
     #[arg(long)]
     words: Option<usize>,
+    /// Writes: seconds each measurement runs [default: 3].
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Writes: client counts for single-document PUTs, comma-separated [default: 1,64].
+    #[arg(long, value_delimiter = ',')]
+    writers: Option<Vec<usize>>,
     /// fabric_bench: documents added and read at random [default: 10,000; published 100,000].
     #[arg(long)]
     fabric_docs: Option<usize>,
@@ -414,16 +424,17 @@ async fn stop_signal(state: &settee_http::State) -> Result<(), String> {
 fn bench(args: BenchArgs) -> Result<(), String> {
     use settee_bench::client::Target;
     use settee_bench::report;
-    use settee_bench::workloads::{c10k, fabric, mango, reads, replication, search, views};
+    use settee_bench::workloads::{c10k, fabric, mango, reads, replication, search, views, writes};
     let targets: Vec<Target> = std::iter::once(&args.url)
         .chain(args.compare.as_ref())
         .map(|u| Target::parse(u))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let wants = |w: &str| args.workloads.iter().any(|x| x == w);
-    const KNOWN: [&str; 7] = [
+    const KNOWN: [&str; 8] = [
         "reads",
         "views",
+        "writes",
         "fabric",
         "c10k",
         "replication",
@@ -462,6 +473,14 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             docs: args.docs.unwrap_or(v.docs),
             large_docs: args.large_docs.unwrap_or(v.large_docs),
             words: args.words.unwrap_or(v.words),
+        }),
+        writes: wants("writes").then(|| {
+            let p = writes::Params::standard();
+            writes::Params {
+                seconds: args.seconds.unwrap_or(p.seconds).max(0.01),
+                clients: args.writers.clone().unwrap_or(p.clients),
+                ..p
+            }
         }),
         fabric: wants("fabric").then(|| fabric::Params {
             docs: args.fabric_docs.unwrap_or(f.docs),

@@ -43,6 +43,10 @@ fn every_workload_against_a_real_server() {
         "20",
         "--words",
         "1000",
+        "--seconds",
+        "0.2",
+        "--writers",
+        "1,4",
         "--fabric-docs",
         "300",
         "--updates",
@@ -86,6 +90,10 @@ fn every_workload_against_a_real_server() {
             "large docs indexing, _sum",
             "word count, _count",
             "word count, JS sum",
+            "writes: _bulk_docs, 1000 docs a batch, sequential ids",
+            "writes: _bulk_docs, 1000 docs a batch, random ids",
+            "writes: single-doc PUTs, 1 client",
+            "writes: single-doc PUTs, 4 clients",
             "fabric_bench add docs",
             "fabric_bench random doc gets",
             "fabric_bench _all_docs",
@@ -102,6 +110,14 @@ fn every_workload_against_a_real_server() {
         assert_eq!(r["failures"], 0, "{r}");
     }
     assert!(report["results"][1]["docs/s"].as_f64().unwrap() > 0.0);
+    for r in &report["results"].as_array().unwrap()[7..11] {
+        assert!(r["docs/s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert_eq!(
+        s.admin().get("/bench_writes").status,
+        404,
+        "writes clean up"
+    );
     assert!(report["results"][5]["groups"].as_f64().unwrap() > 10.0);
     let result = |name: &str| {
         report["results"]

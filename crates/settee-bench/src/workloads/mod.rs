@@ -7,6 +7,7 @@ pub mod reads;
 pub mod replication;
 pub mod search;
 pub mod views;
+pub mod writes;
 
 use bytes::Bytes;
 use hyper::Method;
