@@ -191,10 +191,11 @@ impl NewDoc {
         let mut revisions = None;
         let mut deleted = false;
         let mut atts = None;
-        let mut body = Map::new();
+        // The body's members in order (the map has no key twice), encoded from here.
+        let mut body: Vec<(String, Value)> = Vec::with_capacity(map.len());
         for (key, value) in map {
             if !key.starts_with('_') || KEPT_SPECIAL.contains(&key.as_str()) {
-                body.insert(key, value);
+                body.push((key, value));
                 continue;
             }
             match (key.as_str(), value) {
@@ -233,13 +234,16 @@ impl NewDoc {
                 Some(_) => return Err(Error::BadRequest("Invalid rev format".into())),
             },
         };
-        let encoded = body::encode(&body);
+        let members = || body.iter().map(|(k, v)| (k.as_str(), v));
+        let encoded = settee_json::body::encode_members(members());
         if encoded.len() > limits.max_document_size {
             return Err(Error::DocumentTooLarge(id));
         }
-        let edit = EditTerm::new(&body);
+        let edit = EditTerm::from_members(members(), encoded.len());
         // Dropped without recursion: a body may nest deeply (see settee_json::deep).
-        settee_json::deep::dispose(Value::Object(body));
+        for (_, value) in body {
+            settee_json::deep::dispose(value);
+        }
         let atts = match atts {
             Some(v) => parse_attachments(v, &limits.atts, &mut parts.into_iter())?,
             None => Vec::new(),

@@ -387,35 +387,39 @@ const HEADER_LEN: usize = BLOB_BYTES_AT + 8;
 impl FreshRecord {
     /// The first revision, `1-{rev_id}`, of document `id`, with `body` inline.
     pub fn new(id: &str, rev_id: RevId, deleted: bool, body: &[u8]) -> FreshRecord {
-        let mut tree = RevTree::default();
-        let rev = Rev {
-            pos: 1,
-            id: rev_id.clone(),
-        };
-        tree.add_child(
-            None,
-            rev_id,
-            deleted,
-            RevInfo {
-                body: Body::Inline(body.to_vec()),
-                seq: 0,
-                atts: Vec::new(),
-            },
-        );
-        let record = DocRecord { tree, seq: 0 };
-        let seq_entry = SeqEntry::of(id, &record).encode();
-        let whole = record.encode();
-        // The header, the winner's rev, the node count (1), then the node: its rev, its
-        // parent (0, a root), its flags, and the sequence, a one-byte varint here.
-        let mut rev_bytes = Vec::new();
-        put_rev(&mut rev_bytes, &rev);
-        let at = HEADER_LEN + rev_bytes.len() + 1 + rev_bytes.len() + 1 + 1;
+        // Written here as [`DocRecord::encode`] and [`SeqEntry::encode`] write a record of
+        // one inline revision (a test holds them to it), without building its tree.
+        let rev = Rev { pos: 1, id: rev_id };
+        let flag = if deleted { DELETED } else { 0 };
+        let size = body.len().min(u32::MAX as usize) as u32;
+        let mut head = Vec::with_capacity(HEADER_LEN + 2 * 20 + 4);
+        head.push(VERSION);
+        head.push(flag);
+        head.extend_from_slice(&0u64.to_le_bytes());
+        head.extend_from_slice(&size.to_le_bytes());
+        head.extend_from_slice(&[0; 4]);
+        head.extend_from_slice(&0u64.to_le_bytes()); // no leaf blobs
+        put_rev(&mut head, &rev);
+        put_varint(&mut head, 1);
+        let node_at = u32::try_from(head.len()).expect("a revision id is short");
+        head[14..18].copy_from_slice(&node_at.to_le_bytes());
+        put_rev(&mut head, &rev);
+        put_varint(&mut head, 0); // no parent
+        head.push(flag | STORED);
+        let mut tail = Vec::with_capacity(body.len() + 12);
+        put_bytes(&mut tail, body);
+        put_varint(&mut tail, 0); // no attachments
+        let mut seq_entry = Vec::with_capacity(id.len() + 24);
+        put_bytes(&mut seq_entry, id.as_bytes());
+        put_varint(&mut seq_entry, 1);
+        seq_entry.push(u8::from(deleted));
+        put_rev(&mut seq_entry, &rev);
         FreshRecord {
             rev,
             deleted,
             seq_entry,
-            head: whole[..at].to_vec(),
-            tail: whole[at + 1..].to_vec(),
+            head,
+            tail,
         }
     }
 

@@ -26,11 +26,7 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     post_json(req)?;
     let db = open(state, name)?;
     let bytes = req.json_bytes(state.max_request).await?;
-    let st = state.clone();
-    let (parsed, new_edits, atomic) =
-        settee_node::run_in_background(move || parse_bulk(&st, &bytes))
-            .await
-            .ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))??;
+    let (parsed, new_edits, atomic) = crate::bulk_body::parse(state, bytes).await?;
     if atomic {
         return Ok(not_atomic(&parsed));
     }
@@ -127,55 +123,6 @@ fn push_row(out: &mut Vec<u8>, id: &str, rev: Option<&str>, row: Result<Rev, Htt
             out.push(b'}');
         }
     }
-}
-
-/// Reads a `_bulk_docs` body: the documents, `new_edits` and `all_or_nothing`.
-fn parse_bulk(state: &State, bytes: &[u8]) -> HttpResult<(Vec<NewDoc>, bool, bool)> {
-    if bytes.is_empty() {
-        return Err(HttpError::bad_request("Missing request body"));
-    }
-    let Value::Object(mut body) = crate::request::parse_json(bytes)? else {
-        return Err(HttpError::bad_request("Request body must be a JSON object"));
-    };
-    let docs = match body.remove("docs") {
-        Some(Value::Array(d)) => d,
-        Some(_) => return Err(HttpError::bad_request("`docs` parameter must be an array.")),
-        None => {
-            return Err(HttpError::bad_request(
-                "POST body must include `docs` parameter.",
-            ))
-        }
-    };
-    let new_edits = match body.get("new_edits") {
-        None => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(HttpError::bad_request(
-                "`new_edits` parameter must be a boolean.",
-            ))
-        }
-    };
-    let mut parsed = docs
-        .into_iter()
-        .map(|d| NewDoc::from_json(d, None, || state.node.new_uuid(), &state.node.limits))
-        .collect::<Result<Vec<_>, _>>()?;
-    if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
-        return Err(HttpError::bad_request(
-            "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
-        ));
-    }
-    if new_edits {
-        // Here, on a parsing thread, rather than on the database's writer.
-        parsed
-            .iter_mut()
-            .filter(|d| !settee_db::is_local(&d.id))
-            .for_each(NewDoc::presume_rev);
-    }
-    Ok((
-        parsed,
-        new_edits,
-        body.get("all_or_nothing") == Some(&Value::Bool(true)),
-    ))
 }
 
 /// `POST /{db}/_bulk_get`.

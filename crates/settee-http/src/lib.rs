@@ -14,6 +14,7 @@ mod access;
 mod att;
 mod auth;
 mod bulk;
+mod bulk_body;
 mod changes;
 pub use settee_config as config;
 mod connections;

@@ -9,9 +9,15 @@ use serde_json::{Map, Value};
 
 /// Encodes a body map as compact JSON (at any depth: see [`crate::deep`]).
 pub fn encode(body: &Map<String, Value>) -> Vec<u8> {
+    encode_members(body.iter().map(|(k, v)| (k.as_str(), v)))
+}
+
+/// Like [`encode`], for members given one by one (in order, each key once), so a caller
+/// that took a document apart need not build a map again to encode its body.
+pub fn encode_members<'a>(members: impl Iterator<Item = (&'a str, &'a Value)>) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.push(b'{');
-    for (i, (key, value)) in body.iter().enumerate() {
+    for (i, (key, value)) in members.enumerate() {
         if i > 0 {
             out.push(b',');
         }

@@ -119,6 +119,13 @@ pub fn write(out: &mut Vec<u8>, value: &Value) {
 
 /// Drops a value of any depth without recursion (dropping it plainly recurses per level).
 pub fn dispose(value: Value) {
+    let value = match value {
+        // A scalar, or a container holding only scalars, drops without deep recursion.
+        Value::Array(items) if items.iter().all(is_flat) => return drop(items),
+        Value::Object(members) if members.values().all(is_flat) => return drop(members),
+        Value::Array(_) | Value::Object(_) => value,
+        _ => return,
+    };
     let mut pending = vec![value];
     while let Some(value) = pending.pop() {
         match value {
@@ -127,6 +134,11 @@ pub fn dispose(value: Value) {
             _ => {}
         }
     }
+}
+
+/// Whether a value holds no array or object.
+fn is_flat(value: &Value) -> bool {
+    !matches!(value, Value::Array(_) | Value::Object(_))
 }
 
 #[cfg(test)]

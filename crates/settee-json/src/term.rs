@@ -48,8 +48,17 @@ struct Presumed {
 impl EditTerm {
     /// Encodes a body (without `_`-fields).
     pub fn new(body: &Map<String, Value>) -> EditTerm {
-        let mut out = Vec::with_capacity(64);
-        object(&mut out, body);
+        EditTerm::from_members(body.iter().map(|(k, v)| (k.as_str(), v)), 64)
+    }
+
+    /// Like [`EditTerm::new`], for members given one by one (in order, each key once), with
+    /// the bytes their JSON takes as a hint of the term's size.
+    pub fn from_members<'a>(
+        members: impl ExactSizeIterator<Item = (&'a str, &'a Value)>,
+        json_len: usize,
+    ) -> EditTerm {
+        let mut out = Vec::with_capacity(json_len + 8 * members.len() + 16);
+        object(&mut out, members);
         EditTerm {
             body: out,
             presumed: None,
@@ -212,15 +221,16 @@ fn list_header(out: &mut Vec<u8>, len: usize) {
     }
 }
 
-fn object(out: &mut Vec<u8>, map: &Map<String, Value>) {
+fn object<'a>(out: &mut Vec<u8>, members: impl ExactSizeIterator<Item = (&'a str, &'a Value)>) {
     out.extend_from_slice(&[104, 1]);
-    list_header(out, map.len());
-    for (k, v) in map {
+    let len = members.len();
+    list_header(out, len);
+    for (k, v) in members {
         out.extend_from_slice(&[104, 2]);
         binary(out, k.as_bytes());
         value(out, v);
     }
-    if !map.is_empty() {
+    if len > 0 {
         out.push(106);
     }
 }
@@ -239,21 +249,24 @@ fn value(out: &mut Vec<u8>, v: &Value) {
                 out.push(106);
             }
         }),
-        Value::Object(map) => crate::deep::grow(|| object(out, map)),
+        Value::Object(map) => {
+            crate::deep::grow(|| object(out, map.iter().map(|(k, v)| (k.as_str(), v))))
+        }
     }
 }
 
 /// JSON integers become Erlang integers of any size, other numbers doubles (as the JSON
 /// decoder CouchDB uses does).
 fn number(out: &mut Vec<u8>, n: &Number) {
-    let text = n.to_string();
+    // The number's text as given (numbers keep it: `arbitrary_precision`).
+    let text = n.as_str();
     if text.contains(['.', 'e', 'E']) {
         out.push(70);
         out.extend_from_slice(&n.as_f64().unwrap_or(0.0).to_bits().to_be_bytes());
     } else if let Ok(i) = text.parse::<i128>() {
         integer(out, i);
     } else {
-        bignum(out, &text);
+        bignum(out, text);
     }
 }
 

@@ -67,11 +67,24 @@ fn set_niceness(niceness: i32) {
 
 /// Runs `f` on a low-priority thread and waits for its answer; `None` if it panicked.
 pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    start(f).await
+}
+
+/// Hands `f` to a low-priority thread now, before the answer is awaited, so that several
+/// pieces of one request's work run side by side; the future answers `None` if it panicked.
+pub fn start<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> impl std::future::Future<Output = Option<T>> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let job: Work = Box::new(move || {
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         let _ = tx.send(out.ok());
     });
-    pool().lock().expect("pool sender").send(job).ok()?;
-    rx.await.ok().flatten()
+    let sent = pool().lock().expect("pool sender").send(job).is_ok();
+    async move {
+        if !sent {
+            return None;
+        }
+        rx.await.ok().flatten()
+    }
 }

@@ -127,3 +127,108 @@ fn attachment_writes_to_user_documents_keep_per_user_databases_in_step() {
     let security = c.get(&format!("{userdb}/_security")).json();
     assert_eq!(security["members"]["names"], json!(["ann"]));
 }
+
+/// A document of the large-body test: nested members, numbers of every shape, escapes.
+fn assorted(i: usize) -> Value {
+    json!({
+        "_id": format!("d{i:04}"),
+        "n": i,
+        "f": 1.5e3 + i as f64,
+        "big": 123456789012345678901234567890u128.to_string().parse::<Value>().unwrap(),
+        "text": format!("caf\u{e9} \"{i}\" \\ \u{1}"),
+        "nested": {"a": [1, {"b": null, "c": [true, false]}], "": {}},
+        "list": [],
+        "pad": "x".repeat(40),
+    })
+}
+
+fn bulk_body(docs: &[Value]) -> String {
+    json!({ "docs": docs }).to_string()
+}
+
+/// Large `_bulk_docs` bodies are read in parts side by side; what they store, the
+/// revisions they make, the ids the server gives out and the errors they get must be those
+/// of the same documents sent in small bodies (read whole).
+#[test]
+fn large_bulk_bodies_read_in_parts_as_small_ones_are_read_whole() {
+    let s = TestServer::start();
+    let c = s.admin();
+    c.put("/big", "");
+    c.put("/small", "");
+    let docs: Vec<Value> = (0..600).map(assorted).collect();
+    let body = bulk_body(&docs);
+    assert!(body.len() > 64 << 10, "a body large enough to be split");
+    let big = c.post("/big/_bulk_docs", &body);
+    assert_eq!(big.status, 201, "{}", big.text);
+    let big = big.json();
+    for (i, doc) in docs.iter().enumerate() {
+        let one = c.post("/small/_bulk_docs", &bulk_body(std::slice::from_ref(doc)));
+        assert_eq!(one.json()[0], big[i], "the same revision for document {i}");
+    }
+    for i in [0, 1, 299, 300, 599] {
+        let path = format!("d{i:04}");
+        assert_eq!(
+            c.get(&format!("/big/{path}")).text,
+            c.get(&format!("/small/{path}")).text
+        );
+    }
+
+    // Ids the server gives out follow the body's order.
+    let mut docs: Vec<Value> = (0..600)
+        .map(|i| json!({"n": i, "pad": "y".repeat(80)}))
+        .collect();
+    docs[5]["_id"] = json!("named");
+    let rows = c.post("/big/_bulk_docs", &bulk_body(&docs)).json();
+    let ids: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 600);
+    assert_eq!(ids[5], "named");
+    let given: Vec<&str> = ids.iter().copied().filter(|id| *id != "named").collect();
+    assert!(
+        given.windows(2).all(|w| w[0] < w[1]),
+        "ascending: {given:?}"
+    );
+
+    // Refusals are those of a small body, and nothing is written.
+    let count = |db: &str| c.get(&format!("/{db}")).json()["doc_count"].clone();
+    let before = count("big");
+    let mut bad: Vec<Value> = (1000..1600).map(assorted).collect();
+    bad[450]["_id"] = json!(5);
+    let refused = c.post("/big/_bulk_docs", &bulk_body(&bad));
+    let alone = c.post("/small/_bulk_docs", &bulk_body(&bad[450..451]));
+    assert_eq!(
+        (refused.status, refused.json()),
+        (alone.status, alone.json())
+    );
+    assert_eq!(refused.status, 400);
+    let mut unknown: Vec<Value> = (1000..1600).map(assorted).collect();
+    unknown[599]["_bogus"] = json!(1);
+    let refused = c.post("/big/_bulk_docs", &bulk_body(&unknown));
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert_eq!(refused.json()["error"], "doc_validation");
+    let docs: Vec<Value> = (2000..2600).map(assorted).collect();
+    let replicated = json!({"docs": docs, "new_edits": false}).to_string();
+    let refused = c.post("/big/_bulk_docs", &replicated);
+    assert_eq!(refused.status, 400);
+    assert!(refused.json()["reason"].as_str().unwrap().contains("_rev"));
+    let odd = json!({"docs": docs, "new_edits": null}).to_string();
+    let refused = c.post("/big/_bulk_docs", &odd);
+    assert_eq!(
+        (refused.status, refused.json()["reason"].clone()),
+        (400, json!("`new_edits` parameter must be a boolean."))
+    );
+    assert_eq!(count("big"), before, "no refused body wrote anything");
+
+    // A member given twice counts as its last value, as when read whole.
+    let twice = format!(
+        r#"{{"docs":[{{"_id":"first"}}],"docs":{}}}"#,
+        json!((3000..3600).map(assorted).collect::<Vec<_>>())
+    );
+    let rows = c.post("/big/_bulk_docs", &twice).json();
+    assert_eq!(rows.as_array().unwrap().len(), 600);
+    assert_eq!(c.get("/big/first").status, 404);
+}
