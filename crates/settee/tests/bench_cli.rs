@@ -69,6 +69,10 @@ fn every_workload_against_a_real_server() {
     assert_eq!(reads["failures"], 0);
     assert!(reads["requests/s"].as_f64().unwrap() > 0.0);
     assert!(reads["p99 ms"].as_f64().unwrap() >= reads["p50 ms"].as_f64().unwrap());
+    assert!(
+        reads["elapsed s"].as_f64().unwrap() >= 0.2,
+        "reads go on for the time floor: {reads}"
+    );
     assert_eq!(
         s.admin().get("/animals/cat").json()["name"],
         "gizmo",
@@ -134,6 +138,10 @@ fn every_workload_against_a_real_server() {
             .unwrap()
             > 0.0
     );
+    for part in ["add docs", "random doc gets", "single-doc updates"] {
+        let r = result(&format!("fabric_bench {part}"));
+        assert!(r["s"].as_f64().unwrap() >= 0.2, "the time floor: {r}");
+    }
     let mixed = result("fabric_bench mixed, 3 readers");
     assert!(mixed["reads/s while loading"].as_f64().unwrap() > 0.0);
     let kept = |m: &str| mixed[m].as_f64().unwrap();
@@ -170,6 +178,8 @@ fn every_workload_against_a_real_server() {
         "2",
         "--requests",
         "10",
+        "--seconds",
+        "0.2",
         "--workloads",
         "reads",
     ]);
@@ -241,6 +251,8 @@ fn fast_wrong_answers_are_failures() {
         "2",
         "--requests",
         "10",
+        "--seconds",
+        "0",
         "--workloads",
         "reads",
         "--json",

@@ -2,7 +2,9 @@
 //! change): add N documents in batches of 1,000, read random documents, `_all_docs` with and
 //! without `include_docs`, `_changes`, single-document updates; then a mixed run where readers
 //! hammer one document while a writer bulk-loads, each measured alone and together, in
-//! alternating rounds.
+//! alternating rounds. With a time floor, each of the first five parts also goes on until
+//! that time has passed (adding more documents, reading more, listing again, updating more),
+//! so a fast server is measured as long as a slow one.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -31,6 +33,8 @@ pub struct Params {
     pub mixed_docs: usize,
     /// Clients reading one document in the mixed run (published: 15).
     pub readers: usize,
+    /// Seconds each of the first five parts goes on at least (0: exactly the counts).
+    pub seconds: f64,
 }
 
 impl Params {
@@ -40,6 +44,7 @@ impl Params {
         updates: 1000,
         mixed_docs: 1_000_000,
         readers: 15,
+        seconds: 0.0,
     };
     /// Sizes that finish in seconds on a small machine.
     pub const SMALL: Params = Params {
@@ -47,6 +52,7 @@ impl Params {
         updates: 1000,
         mixed_docs: 100_000,
         readers: 15,
+        seconds: 0.0,
     };
 }
 
@@ -83,16 +89,21 @@ fn parse(body: &[u8], what: &str) -> Result<Value> {
     serde_json::from_slice(body).map_err(|_| Error::WrongAnswer(format!("{what}: not JSON")))
 }
 
-/// Reads `n` random documents one after another; wrong answers are failures.
+/// Reads random documents of the `n` one after another, at least `gets` of them and for at
+/// least `floor`; wrong answers are failures.
 async fn random_gets(
     c: &mut Conn,
     n: usize,
+    gets: usize,
+    floor: Duration,
     rng: &mut StdRng,
     progress: &ProgressBar,
 ) -> Result<Outcome> {
     let started = Instant::now();
-    let mut failures = 0;
-    for _ in 0..n {
+    let until = started + floor;
+    let (mut failures, mut done) = (0, 0usize);
+    while done < gets || Instant::now() < until {
+        done += 1;
         let i = rng.gen_range(0..n);
         let a = c
             .call(Method::GET, &format!("/{DB}/{}", id(i)), None)
@@ -106,18 +117,40 @@ async fn random_gets(
     let s = started.elapsed().as_secs_f64();
     Ok(outcome(
         "random doc gets",
-        vec![Metric::cost("s", s), Metric::rate("gets/s", n as f64 / s)],
+        vec![
+            Metric::cost("s", s),
+            Metric::rate("gets/s", done as f64 / s),
+        ],
         failures,
     ))
 }
 
-/// Times one whole-database read and checks that it lists every document in id order.
-async fn listing(c: &mut Conn, n: usize, query: &str) -> Result<Outcome> {
+/// Times whole-database reads, once and then again until `until`, and checks that each
+/// lists every document in id order; the time of one.
+async fn listing(c: &mut Conn, n: usize, query: &str, until: Instant) -> Result<Outcome> {
+    let (mut times, mut taken) = (0u32, Duration::ZERO);
+    while times == 0 || Instant::now() < until {
+        taken += listed(c, n, query).await?;
+        times += 1;
+    }
+    let s = taken.as_secs_f64() / f64::from(times);
+    Ok(outcome(
+        query,
+        vec![
+            Metric::cost("ms", s * 1000.0),
+            Metric::rate("rows/s", n as f64 / s),
+        ],
+        0,
+    ))
+}
+
+/// One whole-database read, checked; the time its answer took (not the checking).
+async fn listed(c: &mut Conn, n: usize, query: &str) -> Result<Duration> {
     let started = Instant::now();
     let a = c
         .expect(Method::GET, &format!("/{DB}/{query}"), None, &[200])
         .await?;
-    let s = started.elapsed().as_secs_f64();
+    let taken = started.elapsed();
     let body = parse(&a.body, query)?;
     let ok = if query.starts_with("_changes") {
         let ids: HashSet<&str> = body["results"]
@@ -145,18 +178,12 @@ async fn listing(c: &mut Conn, n: usize, query: &str) -> Result<Outcome> {
             "{query} does not list the {n} documents"
         )));
     }
-    Ok(outcome(
-        query,
-        vec![
-            Metric::cost("ms", s * 1000.0),
-            Metric::rate("rows/s", n as f64 / s),
-        ],
-        0,
-    ))
+    Ok(taken)
 }
 
-/// Updates one document `n` times in a row, checking each new revision and the result.
-async fn updates(c: &mut Conn, n: usize) -> Result<Outcome> {
+/// Updates one document at least `at_least` times in a row and for at least `floor`,
+/// checking each new revision and the result.
+async fn updates(c: &mut Conn, at_least: usize, floor: Duration) -> Result<Outcome> {
     let path = format!("/{DB}/{}", id(0));
     let first = parse(
         &c.expect(Method::GET, &path, None, &[200]).await?.body,
@@ -164,8 +191,11 @@ async fn updates(c: &mut Conn, n: usize) -> Result<Outcome> {
     )?;
     let mut rev = first["_rev"].as_str().unwrap_or_default().to_string();
     let started = Instant::now();
-    let mut failures = 0;
-    for k in 0..n {
+    let until = started + floor;
+    let (mut failures, mut n) = (0, 0usize);
+    while n < at_least || Instant::now() < until {
+        let k = n;
+        n += 1;
         let body = json!({"_id": id(0), "_rev": rev, "i": 0, "data": format!("{k:032}")});
         let a = c
             .call(Method::PUT, &path, Some(Bytes::from(body.to_string())))
@@ -365,24 +395,29 @@ pub async fn run(target: &Target, params: Params, progress: ProgressBar) -> Resu
     );
     let mut c = Conn::open(target).await?;
     let mut rng = StdRng::seed_from_u64(10);
-    let docs: Vec<Value> = (0..params.docs).map(|i| small_doc(i, &mut rng)).collect();
+    let floor = Duration::from_secs_f64(params.seconds.max(0.0));
     let started = Instant::now();
-    load(&mut c, DB, docs.into_iter(), &progress).await?;
+    let mut n = 0usize;
+    // The documents asked for, then more while the time floor lasts.
+    let docs = (0..).map_while(|i| {
+        (i < params.docs || started.elapsed() < floor).then(|| {
+            n += 1;
+            small_doc(i, &mut rng)
+        })
+    });
+    load(&mut c, DB, docs, &progress).await?;
     let s = started.elapsed().as_secs_f64();
     let mut out = vec![outcome(
         "add docs",
-        vec![
-            Metric::cost("s", s),
-            Metric::rate("docs/s", params.docs as f64 / s),
-        ],
+        vec![Metric::cost("s", s), Metric::rate("docs/s", n as f64 / s)],
         0,
     )];
-    out.push(random_gets(&mut c, params.docs, &mut rng, &progress).await?);
+    out.push(random_gets(&mut c, n, params.docs, floor, &mut rng, &progress).await?);
     for query in ["_all_docs", "_all_docs?include_docs=true", "_changes"] {
-        out.push(listing(&mut c, params.docs, query).await?);
+        out.push(listing(&mut c, n, query, Instant::now() + floor).await?);
     }
     if params.updates > 0 {
-        out.push(updates(&mut c, params.updates).await?);
+        out.push(updates(&mut c, params.updates, floor).await?);
         progress.inc(params.updates as u64);
     }
     if params.mixed_docs > 0 {
