@@ -192,9 +192,9 @@ struct BenchArgs {
     /// Word count: word documents, 0 to skip [default: 50,000; published 200,000].
     #[arg(long)]
     words: Option<usize>,
-    /// Seconds each measurement of single-document reads, writes and fabric_bench's first
-    /// five parts runs at least, so that a fast server is measured long enough; 0 runs the
-    /// counts alone [default: 3].
+    /// Seconds each measurement of single-document reads, view builds, writes and
+    /// fabric_bench's first five parts runs at least, so that a fast server is measured long
+    /// enough; 0 runs the counts alone [default: 3].
     #[arg(long)]
     seconds: Option<f64>,
     /// Writes: client counts for single-document PUTs, comma-separated [default: 1,64].
@@ -478,6 +478,7 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             docs: args.docs.unwrap_or(v.docs),
             large_docs: args.large_docs.unwrap_or(v.large_docs),
             words: args.words.unwrap_or(v.words),
+            seconds,
         }),
         writes: wants("writes").then(|| {
             let p = writes::Params::standard();
