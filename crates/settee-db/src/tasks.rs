@@ -68,15 +68,17 @@ pub struct Tasks {
 impl Tasks {
     /// Registers a task; it is listed until the handle is dropped.
     pub fn start(self: &Arc<Self>, kind: &'static str, database: &str) -> TaskHandle {
-        self.start_for(kind, database, None)
+        self.start_for(kind, database, None, 0)
     }
 
-    /// Registers a task working for one design document (an index build).
+    /// Registers a task working for one design document (an index build), with the changes
+    /// it has to go through when they are known, so that it is never listed with none.
     pub fn start_for(
         self: &Arc<Self>,
         kind: &'static str,
         database: &str,
         design_document: Option<&str>,
+        total_changes: u64,
     ) -> TaskHandle {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let t = now();
@@ -86,7 +88,7 @@ impl Tasks {
             database: database.to_string(),
             design_document,
             changes_done: 0,
-            total_changes: 0,
+            total_changes,
             started_on: t,
             updated_on: t,
         };
@@ -167,8 +169,9 @@ mod tests {
         assert_eq!(listed[0]["progress"], 50);
         assert_eq!(listed[0]["database"], "db");
         assert!(listed[0].get("design_document").is_none());
-        let b = tasks.start_for("indexer", "other", Some("_design/d"));
+        let b = tasks.start_for("indexer", "other", Some("_design/d"), 40);
         assert_eq!(tasks.to_json()[1]["design_document"], "_design/d");
+        assert_eq!(tasks.to_json()[1]["total_changes"], 40);
         assert_eq!(tasks.list().len(), 2);
         drop(a);
         assert_eq!(tasks.list()[0].database, "other");

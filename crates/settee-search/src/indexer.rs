@@ -57,11 +57,10 @@ pub(crate) fn update(
         return Ok(());
     }
     let def = index.def();
+    let total = snap.pending(&start.seq)?;
     let task = db
         .tasks()
-        .start_for("search_indexer", db.name(), Some(&def.ddoc_id));
-    let total = snap.pending(&start.seq)?;
-    task.update(0, total);
+        .start_for("search_indexer", db.name(), Some(&def.ddoc_id), total);
     let mut changes = snap.changes(
         &start.seq,
         ChangesOptions {

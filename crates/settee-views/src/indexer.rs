@@ -64,8 +64,9 @@ pub(crate) fn update(index: &Index, db: &Arc<Database>, mappers: &Mappers) -> Re
     }
     let ddoc = index.ddoc().clone();
     let total = snap.pending(&start.seq)?;
-    let task = db.tasks().start_for("indexer", db.name(), Some(&ddoc.id));
-    task.update(0, total);
+    let task = db
+        .tasks()
+        .start_for("indexer", db.name(), Some(&ddoc.id), total);
     let doc = DocOptions {
         conflicts: true,
         local_seq: ddoc.options.local_seq,

@@ -217,7 +217,7 @@ impl Views {
         }
         let task = db
             .tasks()
-            .start_for("view_compaction", db.name(), Some(&index.ddoc().id));
+            .start_for("view_compaction", db.name(), Some(&index.ddoc().id), 0);
         let index = index.clone();
         std::thread::spawn(move || {
             if let Err(e) = index
