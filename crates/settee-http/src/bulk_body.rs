@@ -151,13 +151,25 @@ fn parse_part(
         .iter()
         .map(|r| {
             let value: Value = serde_json::from_slice(&bytes[r.clone()]).ok()?;
-            let mut doc = NewDoc::from_json(value, None, new_id, &state.node.limits).ok()?;
-            if new_edits && !settee_db::is_local(&doc.id) {
-                doc.presume_rev();
-            }
-            Some(doc)
+            edit_of(state, value, new_id, new_edits).ok()
         })
         .collect()
+}
+
+/// One document of a body as an edit. A new edit's revision and record are worked out here,
+/// on a parsing thread, rather than on the database's writer (`presume_rev` leaves local
+/// documents alone).
+fn edit_of(
+    state: &State,
+    value: Value,
+    new_id: impl FnOnce() -> String,
+    new_edits: bool,
+) -> Result<NewDoc, settee_db::Error> {
+    let mut doc = NewDoc::from_json(value, None, new_id, &state.node.limits)?;
+    if new_edits {
+        doc.presume_rev();
+    }
+    Ok(doc)
 }
 
 /// Reads a `_bulk_docs` body: the documents, `new_edits` and `all_or_nothing`.
@@ -186,21 +198,14 @@ fn parse_whole(state: &State, bytes: &[u8]) -> HttpResult<BulkBody> {
             ))
         }
     };
-    let mut parsed = docs
+    let parsed = docs
         .into_iter()
-        .map(|d| NewDoc::from_json(d, None, || state.node.new_uuid(), &state.node.limits))
+        .map(|d| edit_of(state, d, || state.node.new_uuid(), new_edits))
         .collect::<Result<Vec<_>, _>>()?;
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
         return Err(HttpError::bad_request(
             "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
         ));
-    }
-    if new_edits {
-        // Here, on a parsing thread, rather than on the database's writer.
-        parsed
-            .iter_mut()
-            .filter(|d| !settee_db::is_local(&d.id))
-            .for_each(NewDoc::presume_rev);
     }
     Ok((
         parsed,

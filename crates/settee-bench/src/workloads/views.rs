@@ -128,8 +128,9 @@ async fn time_first_group(
     let until = Instant::now() + floor;
     let (mut builds, mut taken, mut first_series) = (0u32, 0.0, None);
     while builds == 0 || Instant::now() < until {
-        let (name, mut view) = (format!("{ddoc}{}", builds_suffix(builds)), view.clone());
+        let (mut name, mut view) = (ddoc.to_string(), view.clone());
         if builds > 0 {
+            name = format!("{ddoc}-{builds}");
             let map = view["map"].as_str().unwrap_or_default();
             view["map"] = json!(format!("/* build {builds} */ {map}"));
         }
@@ -172,15 +173,6 @@ async fn time_first_group(
             .await;
     }
     Ok((taken / f64::from(builds), first_series.unwrap_or_default()))
-}
-
-/// The name suffix of a repeated build's design document.
-fn builds_suffix(builds: u32) -> String {
-    if builds == 0 {
-        String::new()
-    } else {
-        format!("-{builds}")
-    }
 }
 
 /// Whether `?group=true` rows equal `expected` (key → value).
