@@ -417,6 +417,8 @@ pub struct ReferenceCouch {
     pub url: String,
     port: u16,
     scripts: PathBuf,
+    /// Its release, data and log, removed when it stops (each is tens of megabytes).
+    home: PathBuf,
 }
 
 impl ReferenceCouch {
@@ -433,8 +435,17 @@ impl ReferenceCouch {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        // A fresh data directory every time: an earlier run that drew the same port
+        // must not leave its databases behind for this one to trip over.
+        let _ = Command::new(scripts.join("stop"))
+            .arg(port.to_string())
+            .output();
+        let home = std::env::temp_dir().join(format!("couchdb-ref-{port}"));
+        let data = home.join("data");
+        let _ = std::fs::remove_dir_all(&data);
         let out = Command::new(scripts.join("start"))
             .arg(port.to_string())
+            .arg(&data)
             .output()
             .expect("run ../shared/couchdb/start");
         assert!(
@@ -446,6 +457,7 @@ impl ReferenceCouch {
             url: format!("http://127.0.0.1:{port}"),
             port,
             scripts,
+            home,
         })
     }
 
@@ -460,5 +472,6 @@ impl Drop for ReferenceCouch {
         let _ = Command::new(self.scripts.join("stop"))
             .arg(self.port.to_string())
             .output();
+        let _ = std::fs::remove_dir_all(&self.home);
     }
 }
