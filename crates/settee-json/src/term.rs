@@ -241,6 +241,12 @@ fn value(out: &mut Vec<u8>, v: &Value) {
         Value::Bool(b) => atom(out, if *b { "true" } else { "false" }),
         Value::Number(n) => number(out, n),
         Value::String(s) => binary(out, s.as_bytes()),
+        Value::Array(items) if is_byte_list(items) => {
+            // Erlang writes a list of small integers as a string of bytes.
+            out.push(107);
+            out.extend_from_slice(&(items.len() as u16).to_be_bytes());
+            out.extend(items.iter().filter_map(small_int));
+        }
         // Containers on a stack that grows as deep documents need (see crate::deep).
         Value::Array(items) => crate::deep::grow(|| {
             list_header(out, items.len());
@@ -253,6 +259,25 @@ fn value(out: &mut Vec<u8>, v: &Value) {
             crate::deep::grow(|| object(out, map.iter().map(|(k, v)| (k.as_str(), v))))
         }
     }
+}
+
+/// Whether `term_to_binary` writes this list as `STRING_EXT`: not empty, at most 65,535
+/// items, each an integer from 0 to 255.
+fn is_byte_list(items: &[Value]) -> bool {
+    !items.is_empty()
+        && items.len() <= usize::from(u16::MAX)
+        && items.iter().all(|v| small_int(v).is_some())
+}
+
+/// The value as a byte, if it is a JSON integer from 0 to 255 (`-0` included, which is the
+/// integer 0; `1.0` is a float).
+fn small_int(v: &Value) -> Option<u8> {
+    let Value::Number(n) = v else { return None };
+    let text = n.as_str();
+    if text.contains(['.', 'e', 'E']) {
+        return None;
+    }
+    text.parse::<i16>().ok().and_then(|i| u8::try_from(i).ok())
 }
 
 /// JSON integers become Erlang integers of any size, other numbers doubles (as the JSON
@@ -441,6 +466,30 @@ mod tests {
         assert_eq!(huge[..3], [110, 17, 0]);
         assert_eq!(huge[3..19], [0; 16]);
         assert_eq!(huge[19], 1);
+    }
+
+    #[test]
+    fn lists_of_small_integers_encode_as_strings_of_bytes() {
+        assert_eq!(encoded("[1,2,255]"), [107, 0, 3, 1, 2, 255]);
+        assert_eq!(encoded("[-0]"), [107, 0, 1, 0]);
+        // Anything else in the list makes it a list of terms.
+        assert_eq!(encoded("[256]"), [108, 0, 0, 0, 1, 98, 0, 0, 1, 0, 106]);
+        assert_eq!(encoded("[-1]")[0], 108);
+        assert_eq!(encoded("[1.0]")[0], 108);
+        assert_eq!(encoded(r#"[1,"x"]"#)[0], 108);
+        let long = format!("[{}]", vec!["7"; 65_536].join(","));
+        assert_eq!(encoded(&long)[0], 108);
+        let longest = format!("[{}]", vec!["7"; 65_535].join(","));
+        assert_eq!(encoded(&longest)[..3], [107, 255, 255]);
+        // As the reference CouchDB 3.5 answered for these bodies.
+        for (json, rev) in [
+            (r#"{"a":[1,2,3]}"#, "308048961a84beb0c9e99e07facf0f5f"),
+            (r#"{"a":[0,255]}"#, "ebdd13a7ecf6387443aa094a0d18b4d6"),
+            (r#"{"a":[256]}"#, "dae5a862c278c62f4314bcf887e53971"),
+        ] {
+            let id = new_rev_id(false, None, &EditTerm::new(&body(json)), &[]);
+            assert_eq!(id.to_string(), rev, "{json}");
+        }
     }
 
     #[test]

@@ -741,3 +741,96 @@ fn an_answer_before_the_body_is_read_closes_the_connection() {
         "{answer}"
     );
 }
+
+/// Values of every JSON shape, chosen by a fixed sequence: scalars CouchDB's decoder reads
+/// differently (integers and floats, `-0`, big integers, escapes), lists of small integers
+/// (which Erlang writes as strings of bytes), nested lists and objects.
+fn varied_value(seed: &mut u64, depth: u32) -> Value {
+    *seed = seed
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    let pick = (*seed >> 33) as usize;
+    let scalars = [
+        "null",
+        "true",
+        "false",
+        "0",
+        "-0",
+        "7",
+        "255",
+        "256",
+        "-1",
+        "1.0",
+        "1e3",
+        "0.25",
+        "123456789012345678901234567890",
+        r#""""#,
+        r#""\u00e9\/\n""#,
+        r#""\ud83d\ude00""#,
+        "[1,2,3]",
+        "[0,255]",
+        "[255,256]",
+        "[1,\"x\"]",
+        "[]",
+        "{}",
+    ];
+    match (depth, pick % 4) {
+        (3.., _) | (_, 0 | 1) => serde_json::from_str(scalars[pick % scalars.len()]).unwrap(),
+        (_, 2) => Value::Array(
+            (0..pick % 4)
+                .map(|_| varied_value(seed, depth + 1))
+                .collect(),
+        ),
+        _ => Value::Object(
+            (0..pick % 4)
+                .map(|k| (format!("k{k}"), varied_value(seed, depth + 1)))
+                .collect(),
+        ),
+    }
+}
+
+/// A document's revision id is the one CouchDB gives the same edit, for any body: first
+/// revisions, edits on top of them and deletions (replicas that made the same edit agree).
+#[test]
+fn revision_ids_are_couchdbs_for_any_body() {
+    let Some(couch) = common::ReferenceCouch::start("revision_ids_are_couchdbs_for_any_body")
+    else {
+        return;
+    };
+    let s = TestServer::start();
+    let servers = [s.admin(), couch.admin()];
+    for c in &servers {
+        assert_eq!(c.put("/revs", "").status, 201);
+    }
+    let mut seed = 27;
+    for i in 0..120 {
+        let body = varied_value(&mut seed, 0);
+        let body = match body {
+            Value::Object(o) => Value::Object(o),
+            other => json!({ "v": other }),
+        };
+        let path = format!("/revs/d{i}");
+        let revs: Vec<Value> = servers
+            .iter()
+            .map(|c| c.put(&path, &body.to_string()).json()["rev"].clone())
+            .collect();
+        assert_eq!(revs[0], revs[1], "first revision of {body}");
+        let mut edited = json!({ "_rev": revs[0], "again": varied_value(&mut seed, 1) });
+        edited["was"] = body.clone();
+        let revs: Vec<Value> = servers
+            .iter()
+            .map(|c| c.put(&path, &edited.to_string()).json()["rev"].clone())
+            .collect();
+        assert_eq!(revs[0], revs[1], "second revision of {edited}");
+        let gone: Vec<Value> = servers
+            .iter()
+            .map(|c| {
+                c.delete(&format!("{path}?rev={}", revs[0].as_str().unwrap()))
+                    .json()["rev"]
+                    .clone()
+            })
+            .collect();
+        assert!(gone[0].is_string(), "{gone:?}");
+        assert_eq!(gone[0], gone[1], "deletion of {edited}");
+    }
+}
