@@ -1,6 +1,8 @@
 //! Reading a `_bulk_docs` body into document edits. A large body is split into its
 //! documents' texts first and the parts are parsed side by side on the background threads,
-//! so a thousand-document request does not wait for one core to parse it all; bodies that
+//! so a thousand-document request does not wait for one core to parse it all. Each plain
+//! document is read straight from its text ([`NewDoc::from_text`]), the others through a
+//! `Value`. Bodies that
 //! are small, nest deeply, are malformed or leave ids to the server are read whole on one
 //! thread, which also gives every error exactly.
 
@@ -150,7 +152,14 @@ fn parse_part(
     ranges
         .iter()
         .map(|r| {
-            let value: Value = serde_json::from_slice(&bytes[r.clone()]).ok()?;
+            let text = &bytes[r.clone()];
+            if let Some(mut doc) = NewDoc::from_text(text, &state.node.limits) {
+                if new_edits {
+                    doc.presume_rev();
+                }
+                return Some(doc);
+            }
+            let value: Value = serde_json::from_slice(text).ok()?;
             edit_of(state, value, new_id, new_edits).ok()
         })
         .collect()

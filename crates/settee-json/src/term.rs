@@ -9,7 +9,7 @@
 //!
 //! Term tags used (from the external term format): 70 float (8-byte IEEE, big-endian),
 //! 97 small integer (u8), 98 integer (i32), 100 atom (u16 length, Latin-1), 104 small tuple,
-//! 106 empty list, 108 list (u32 length, elements, tail), 109 binary (u32 length), 110/111
+//! 106 empty list, 107 string of bytes (u16 length; a list of integers 0 to 255), 108 list (u32 length, elements, tail), 109 binary (u32 length), 110/111
 //! small/large bignum (length, sign, little-endian magnitude).
 
 use md5::{Digest, Md5};
@@ -63,6 +63,21 @@ impl EditTerm {
             body: out,
             presumed: None,
         }
+    }
+
+    /// The term [`crate::transcode::transcode`] wrote for a document's members (the same
+    /// bytes [`EditTerm::from_members`] writes for them).
+    pub fn from_transcoded(term: Vec<u8>) -> EditTerm {
+        EditTerm {
+            body: term,
+            presumed: None,
+        }
+    }
+
+    /// The encoded members.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.body
     }
 
     /// Works out the revision id of this edit on top of `parent`, without attachments, now
@@ -198,13 +213,13 @@ impl Term {
     }
 }
 
-fn atom(out: &mut Vec<u8>, name: &str) {
+pub(crate) fn atom(out: &mut Vec<u8>, name: &str) {
     out.push(100);
     out.extend_from_slice(&(name.len() as u16).to_be_bytes());
     out.extend_from_slice(name.as_bytes());
 }
 
-fn binary(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn binary(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(109);
     out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
     out.extend_from_slice(bytes);
@@ -284,10 +299,16 @@ fn small_int(v: &Value) -> Option<u8> {
 /// decoder CouchDB uses does).
 fn number(out: &mut Vec<u8>, n: &Number) {
     // The number's text as given (numbers keep it: `arbitrary_precision`).
-    let text = n.as_str();
+    number_text(out, n.as_str());
+}
+
+/// [`number`] from the number's JSON text.
+pub(crate) fn number_text(out: &mut Vec<u8>, text: &str) {
     if text.contains(['.', 'e', 'E']) {
+        // As `Number::as_f64` reads it.
+        let float = text.parse::<f64>().ok().filter(|f| f.is_finite());
         out.push(70);
-        out.extend_from_slice(&n.as_f64().unwrap_or(0.0).to_bits().to_be_bytes());
+        out.extend_from_slice(&float.unwrap_or(0.0).to_bits().to_be_bytes());
     } else if let Ok(i) = text.parse::<i128>() {
         integer(out, i);
     } else {
