@@ -2,9 +2,8 @@
 //! documents' texts first and the parts are parsed side by side on the background threads,
 //! so a thousand-document request does not wait for one core to parse it all. Each plain
 //! document is read straight from its text ([`NewDoc::from_text`]), the others through a
-//! `Value`. Bodies that
-//! are small, nest deeply, are malformed or leave ids to the server are read whole on one
-//! thread, which also gives every error exactly.
+//! `Value`. Bodies that are small, nest deeply, are malformed or leave ids to the server are
+//! read whole on one thread, which also gives every error exactly.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
