@@ -16,6 +16,23 @@ use crate::read::DbSnapshot;
 use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
 use crate::tasks::Tasks;
 
+/// Requests of at least this many edits free them on a thread of their own (see
+/// [`free_apart`]).
+const FREE_APART_FROM: usize = 64;
+
+/// Frees a large request's edits on a blocking thread once they are applied, so that
+/// neither the shard's writer (which would otherwise hold the last reference) nor the
+/// request's answer waits for thousands of small frees.
+fn free_apart(edits: Vec<Arc<NewDoc>>) {
+    if edits.is_empty() {
+        return;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(move || drop(edits))),
+        Err(_) => drop(edits),
+    }
+}
+
 /// Store options whose commits bump a new watch channel.
 fn notifying(options: &StoreOptions) -> (Arc<watch::Sender<u64>>, StoreOptions) {
     let changed = Arc::new(watch::channel(0u64).0);
@@ -271,10 +288,19 @@ impl Database {
                 (false, false) => 0,
             })
             .collect();
+        let mut kept = Vec::with_capacity(if docs.len() >= FREE_APART_FROM {
+            docs.len()
+        } else {
+            0
+        });
         for (i, doc) in docs.into_iter().enumerate() {
             let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
+            let doc = Arc::new(doc);
+            if kept.capacity() > 0 {
+                kept.push(doc.clone());
+            }
             groups[g].0.push(i);
-            groups[g].1.push(Arc::new(doc));
+            groups[g].1.push(doc);
         }
         let total: usize = groups.iter().map(|g| g.0.len()).sum();
         let mut pending = Vec::new();
@@ -302,6 +328,7 @@ impl Database {
                 Err(e) => failure = Some(e),
             }
         }
+        free_apart(kept);
         if let Some(e) = failure {
             return Err(e);
         }
