@@ -192,9 +192,9 @@ struct BenchArgs {
     /// Word count: word documents, 0 to skip [default: 50,000; published 200,000].
     #[arg(long)]
     words: Option<usize>,
-    /// Seconds each measurement of single-document reads, view builds, writes and
-    /// fabric_bench's first five parts runs at least, so that a fast server is measured long
-    /// enough; 0 runs the counts alone [default: 3].
+    /// Seconds each measurement of single-document reads, view builds, writes, fabric_bench's
+    /// first five parts and each C10K step runs at least, so that a fast server is measured
+    /// long enough; 0 runs the counts alone [default: 3].
     #[arg(long)]
     seconds: Option<f64>,
     /// Writes: client counts for single-document PUTs, comma-separated [default: 1,64].
@@ -498,6 +498,7 @@ fn bench(args: BenchArgs) -> Result<(), String> {
         c10k: wants("c10k").then(|| c10k::Params {
             steps: args.connections.clone().unwrap_or(c.steps.clone()),
             requests: args.c10k_requests.unwrap_or(c.requests),
+            seconds,
             step_limit: args
                 .step_seconds
                 .map_or(c.step_limit, std::time::Duration::from_secs),

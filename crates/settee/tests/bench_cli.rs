@@ -157,6 +157,13 @@ fn every_workload_against_a_real_server() {
             > 0.0
     );
     assert_eq!(result("C10K, 300 connections")["connect errors"], 0.0);
+    for step in ["C10K, 20 connections", "C10K, 300 connections"] {
+        let r = result(step);
+        assert!(
+            r["elapsed s"].as_f64().unwrap() >= 0.2,
+            "the time floor: {r}"
+        );
+    }
     assert!(
         result("C10K, 300 connections")["requests/s"]
             .as_f64()
@@ -276,6 +283,8 @@ fn fast_wrong_answers_are_failures() {
         "5",
         "--c10k-requests",
         "2",
+        "--seconds",
+        "0",
         "--json",
     ]);
     assert!(!ok, "{stdout}");

@@ -1,7 +1,8 @@
 //! Workload 4, C10K (from "Help CouchDB break the C10K barrier"): for each step, open that
-//! many keep-alive connections and hold them all open while each sends a few requests,
-//! alternating `GET /` and a document GET; report per step the rate, errors and latencies.
-//! Connects only to the URL given; every step is bounded in requests and in time.
+//! many keep-alive connections and hold them all open while each sends a few requests (and
+//! goes on until the step's time floor has passed), alternating `GET /` and a document GET;
+//! report per step the rate, errors and latencies. Connects only to the URL given; every
+//! step is bounded in time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +23,11 @@ use crate::workloads::reads::{is_gizmo, setup};
 pub struct Params {
     /// Concurrent connections at each step (published: 1,000, 5,000, 10,000).
     pub steps: Vec<usize>,
-    /// Requests each connection sends per step.
+    /// Requests each connection sends per step, at least.
     pub requests: usize,
+    /// Seconds each step's requests go on for at least (every connection keeps sending
+    /// until then), so that a fast server is measured long enough; 0 sends `requests` alone.
+    pub seconds: f64,
     /// The most a step may take, connecting included; what is unfinished then is an error.
     pub step_limit: Duration,
 }
@@ -34,6 +38,7 @@ impl Params {
         Params {
             steps: vec![1000, 5000, 10_000],
             requests: 4,
+            seconds: 3.0,
             step_limit: Duration::from_secs(120),
         }
     }
@@ -55,11 +60,12 @@ fn is_welcome(body: &[u8]) -> bool {
     serde_json::from_slice::<Value>(body).is_ok_and(|v| v["version"].is_string())
 }
 
-/// One connection: connect (a few at a time), wait for all the others, send `requests`.
-/// The connection is returned so it stays open until the whole step is over.
+/// One connection: connect (a few at a time), wait for all the others, send `requests`
+/// and go on until `seconds` have passed since all were connected. The connection is
+/// returned so it stays open until the whole step is over.
 async fn connection(
     target: Target,
-    requests: usize,
+    (requests, seconds): (usize, f64),
     gate: Arc<Semaphore>,
     start: Arc<Barrier>,
     deadline: tokio::time::Instant,
@@ -80,7 +86,9 @@ async fn connection(
         progress.inc(requests as u64);
         return (seen, None);
     };
-    for k in 0..requests {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut k = 0;
+    while k < requests || Instant::now() < until {
         let (path, check): (&str, fn(&[u8]) -> bool) = if k % 2 == 0 {
             ("/", is_welcome)
         } else {
@@ -93,13 +101,14 @@ async fn connection(
             }
             Ok(Ok(_)) => seen.errors += 1,
             Ok(Err(_)) | Err(_) => {
-                let left = (requests - k) as u64;
+                let left = requests.saturating_sub(k).max(1) as u64;
                 seen.errors += left;
                 progress.inc(left);
                 return (seen, None);
             }
         }
         progress.inc(1);
+        k += 1;
     }
     (seen, Some(conn))
 }
@@ -113,7 +122,7 @@ async fn step(target: &Target, n: usize, params: &Params, progress: &ProgressBar
         .map(|_| {
             tokio::spawn(connection(
                 target.clone(),
-                params.requests,
+                (params.requests, params.seconds),
                 gate.clone(),
                 start.clone(),
                 deadline,
@@ -142,6 +151,7 @@ async fn step(target: &Target, n: usize, params: &Params, progress: &ProgressBar
     Outcome {
         workload: format!("C10K, {n} connections"),
         metrics: vec![
+            Metric::cost("elapsed s", elapsed),
             Metric::rate("requests/s", latencies.len() as f64 / elapsed),
             Metric::cost("p50 ms", quantile_ms(&latencies, 0.5)),
             Metric::cost("p99 ms", quantile_ms(&latencies, 0.99)),
