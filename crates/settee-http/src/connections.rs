@@ -12,7 +12,7 @@
 //!   left after a reserve kept for database files ([`socket_budget`]). At the limit, a
 //!   connection waiting for a request is closed to make room (one trickling a head first,
 //!   then the one idle longest); if every one is in a request, accepting pauses until one
-//!   closes. Clients in a request are never cut.
+//!   closes. Clients in a request, or whose whole request head has arrived, are never cut.
 //!
 //! Nothing limits a request while it is being answered (a continuous change feed may last
 //! for days): the limits apply only while the server waits for what the client must send.
@@ -226,9 +226,13 @@ impl Conn {
     }
 
     /// The order in which connections waiting for a request give way: those trickling a
-    /// head first, longest first, then those idle longest; `None` for one that does not wait.
+    /// head first, longest first, then those idle longest; `None` for one that does not wait,
+    /// or whose whole head has arrived (its request is about to begin: a client that sent
+    /// one must not be cut for a crowd that sent nothing).
     fn give_way_order(&self) -> Option<(bool, u64)> {
-        if self.state.load(Ordering::Acquire) != WAITING {
+        if self.state.load(Ordering::Acquire) != WAITING
+            || self.head_end.load(Ordering::Relaxed) != 0
+        {
             return None;
         }
         match self.head_since.load(Ordering::Relaxed) {
@@ -653,5 +657,44 @@ impl Body for TimedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(c: &Conn) -> u8 {
+        c.state.load(Ordering::Acquire)
+    }
+
+    /// At the limit, one that trickles a head gives way first, then the one idle longest;
+    /// one whose whole head has arrived (its request not yet begun) never does.
+    #[test]
+    fn a_client_whose_head_arrived_is_not_cut_for_idle_ones() {
+        let registry = Connections::new(16);
+        let (idle, whole, partial) = (
+            registry.register(),
+            registry.register(),
+            registry.register(),
+        );
+        idle.idle_since
+            .store(nanos(Instant::now()), Ordering::Relaxed);
+        for (c, bytes) in [
+            (&whole, &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..]),
+            (&partial, b"GET / HT"),
+        ] {
+            c.note_read(bytes, true);
+            c.head_since.store(nanos(Instant::now()), Ordering::Relaxed);
+        }
+        assert!(registry.full(3));
+        assert_eq!(
+            (state(&partial), state(&whole), state(&idle)),
+            (SHED, WAITING, WAITING)
+        );
+        assert!(registry.full(3));
+        assert_eq!((state(&whole), state(&idle)), (WAITING, SHED));
+        assert!(registry.full(3), "still at the limit, with none to ask");
+        assert_eq!(state(&whole), WAITING);
     }
 }
