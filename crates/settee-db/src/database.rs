@@ -288,21 +288,17 @@ impl Database {
                 (false, false) => 0,
             })
             .collect();
-        let mut kept = Vec::with_capacity(if docs.len() >= FREE_APART_FROM {
-            docs.len()
-        } else {
-            0
-        });
         for (i, doc) in docs.into_iter().enumerate() {
             let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
-            let doc = Arc::new(doc);
-            if kept.capacity() > 0 {
-                kept.push(doc.clone());
-            }
             groups[g].0.push(i);
-            groups[g].1.push(doc);
+            groups[g].1.push(Arc::new(doc));
         }
         let total: usize = groups.iter().map(|g| g.0.len()).sum();
+        let kept: Vec<Arc<NewDoc>> = if total >= FREE_APART_FROM {
+            groups.iter().flat_map(|g| g.1.iter().cloned()).collect()
+        } else {
+            Vec::new()
+        };
         let mut pending = Vec::new();
         for (g, (slots, docs)) in groups
             .into_iter()

@@ -152,32 +152,26 @@ fn parse_part(
         .iter()
         .map(|r| {
             let text = &bytes[r.clone()];
-            if let Some(mut doc) = NewDoc::from_text(text, &state.node.limits) {
-                if new_edits {
-                    doc.presume_rev();
+            let doc = match NewDoc::from_text(text, &state.node.limits) {
+                Some(doc) => doc,
+                None => {
+                    let value: Value = serde_json::from_slice(text).ok()?;
+                    NewDoc::from_json(value, None, new_id, &state.node.limits).ok()?
                 }
-                return Some(doc);
-            }
-            let value: Value = serde_json::from_slice(text).ok()?;
-            edit_of(state, value, new_id, new_edits).ok()
+            };
+            Some(presumed(doc, new_edits))
         })
         .collect()
 }
 
-/// One document of a body as an edit. A new edit's revision and record are worked out here,
-/// on a parsing thread, rather than on the database's writer (`presume_rev` leaves local
-/// documents alone).
-fn edit_of(
-    state: &State,
-    value: Value,
-    new_id: impl FnOnce() -> String,
-    new_edits: bool,
-) -> Result<NewDoc, settee_db::Error> {
-    let mut doc = NewDoc::from_json(value, None, new_id, &state.node.limits)?;
+/// A document of a body ready for the writer: a new edit's revision and record are worked
+/// out here, on a parsing thread, rather than on the database's writer (`presume_rev`
+/// leaves local documents alone).
+fn presumed(mut doc: NewDoc, new_edits: bool) -> NewDoc {
     if new_edits {
         doc.presume_rev();
     }
-    Ok(doc)
+    doc
 }
 
 /// Reads a `_bulk_docs` body: the documents, `new_edits` and `all_or_nothing`.
@@ -208,7 +202,10 @@ fn parse_whole(state: &State, bytes: &[u8]) -> HttpResult<BulkBody> {
     };
     let parsed = docs
         .into_iter()
-        .map(|d| edit_of(state, d, || state.node.new_uuid(), new_edits))
+        .map(|d| {
+            NewDoc::from_json(d, None, || state.node.new_uuid(), &state.node.limits)
+                .map(|doc| presumed(doc, new_edits))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
         return Err(HttpError::bad_request(

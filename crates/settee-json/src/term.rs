@@ -187,11 +187,7 @@ impl Term {
             Term::Atom(name) => atom(out, name),
             Term::Binary(bytes) => binary(out, bytes),
             Term::Chars(s) if s.is_empty() => out.push(106),
-            Term::Chars(s) if s.len() <= usize::from(u16::MAX) => {
-                out.push(107);
-                out.extend_from_slice(&(s.len() as u16).to_be_bytes());
-                out.extend_from_slice(s.as_bytes());
-            }
+            Term::Chars(s) if s.len() <= BYTE_STRING_MAX => byte_string(out, s.as_bytes()),
             Term::Chars(s) => {
                 let items: Vec<Term> = s.bytes().map(|b| Term::Int(i64::from(b))).collect();
                 Term::List(items).write(out);
@@ -217,6 +213,17 @@ pub(crate) fn atom(out: &mut Vec<u8>, name: &str) {
     out.push(100);
     out.extend_from_slice(&(name.len() as u16).to_be_bytes());
     out.extend_from_slice(name.as_bytes());
+}
+
+/// The longest list of bytes Erlang writes as a string of bytes (`STRING_EXT`).
+pub(crate) const BYTE_STRING_MAX: usize = u16::MAX as usize;
+
+/// A string of bytes (`STRING_EXT`): a list of integers 0 to 255, at most
+/// [`BYTE_STRING_MAX`] long and not empty.
+pub(crate) fn byte_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(107);
+    out.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+    out.extend_from_slice(bytes);
 }
 
 pub(crate) fn binary(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -258,9 +265,8 @@ fn value(out: &mut Vec<u8>, v: &Value) {
         Value::String(s) => binary(out, s.as_bytes()),
         Value::Array(items) if is_byte_list(items) => {
             // Erlang writes a list of small integers as a string of bytes.
-            out.push(107);
-            out.extend_from_slice(&(items.len() as u16).to_be_bytes());
-            out.extend(items.iter().filter_map(small_int));
+            let bytes: Vec<u8> = items.iter().filter_map(small_int).collect();
+            byte_string(out, &bytes);
         }
         // Containers on a stack that grows as deep documents need (see crate::deep).
         Value::Array(items) => crate::deep::grow(|| {
@@ -280,7 +286,7 @@ fn value(out: &mut Vec<u8>, v: &Value) {
 /// items, each an integer from 0 to 255.
 fn is_byte_list(items: &[Value]) -> bool {
     !items.is_empty()
-        && items.len() <= usize::from(u16::MAX)
+        && items.len() <= BYTE_STRING_MAX
         && items.iter().all(|v| small_int(v).is_some())
 }
 

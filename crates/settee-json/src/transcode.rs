@@ -198,7 +198,7 @@ impl<'a> Reader<'a> {
         }
         self.at += 1;
         self.body.push(b']');
-        self.end_list(head, count, bytes && count <= usize::from(u16::MAX));
+        self.end_list(head, count, bytes && count <= term::BYTE_STRING_MAX);
         Some(())
     }
 
@@ -217,9 +217,7 @@ impl<'a> Reader<'a> {
                 .copied()
                 .collect();
             self.term.truncate(head);
-            self.term.push(107);
-            self.term.extend_from_slice(&(count as u16).to_be_bytes());
-            self.term.extend_from_slice(&items);
+            term::byte_string(&mut self.term, &items);
         } else {
             self.term[head + 1..head + 5].copy_from_slice(&(count as u32).to_be_bytes());
             self.term.push(106);
