@@ -17,6 +17,7 @@ mod highlight;
 mod index;
 mod indexer;
 pub mod lucene;
+mod one_term;
 mod query;
 mod registry;
 

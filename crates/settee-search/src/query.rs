@@ -784,7 +784,8 @@ impl SearchIndex {
 
 /// The first page by relevance, the way an index answers it fastest: the total counted
 /// without scoring (from the postings' document counts where it can), the best hits found
-/// skipping blocks that cannot make the page. Ties go to the lower document number, as the
+/// skipping blocks that cannot make the page (for one term, also those that can only tie
+/// it: [`crate::one_term`]). Ties go to the lower document number, as the
 /// general collector orders them too.
 fn top_by_relevance(
     searcher: &tantivy::Searcher,
@@ -793,20 +794,27 @@ fn top_by_relevance(
     bases: &[u32],
 ) -> Result<Found> {
     let total = query.count(searcher)? as u64;
+    let entry = |score: f32, seg: SegmentOrdinal, doc: DocId| Entry {
+        vals: vec![
+            Val::Num(f64::from(score)),
+            Val::Num(f64::from(bases[seg as usize] + doc)),
+        ],
+        seg,
+        doc,
+    };
+    let one_term = query.downcast_ref::<TermQuery>();
     let top = if limit == 0 || total == 0 {
         Vec::new()
+    } else if let Some(term) = one_term {
+        crate::one_term::best_of_term(searcher, term, limit)?
+            .into_iter()
+            .map(|h| entry(h.score, h.seg, h.doc))
+            .collect()
     } else {
         searcher
             .search(query, &tantivy::collector::TopDocs::with_limit(limit))?
             .into_iter()
-            .map(|(score, at)| Entry {
-                vals: vec![
-                    Val::Num(f64::from(score)),
-                    Val::Num(f64::from(bases[at.segment_ord as usize] + at.doc_id)),
-                ],
-                seg: at.segment_ord,
-                doc: at.doc_id,
-            })
+            .map(|(score, at)| entry(score, at.segment_ord, at.doc_id))
             .collect()
     };
     Ok(Found {
