@@ -237,8 +237,12 @@ pub async fn search(
 }
 
 /// Runs a search off the async threads: a phrase over common words can take tens of
-/// milliseconds, which would hold up every request queued behind it there.
+/// milliseconds, which would hold up every request queued behind it there. A quick one (the
+/// first page of one term) runs here, where handing it over would cost more than it takes.
 async fn run(ix: Arc<SearchIndex>, r: SearchRequest) -> HttpResult<settee_search::SearchResult> {
+    if let Some(quick) = ix.search_if_quick(&r) {
+        return quick.map_err(HttpError::from);
+    }
     tokio::task::spawn_blocking(move || ix.search(&r))
         .await
         .map_err(|_| HttpError::new(500, "unknown_error", "a search failed"))?

@@ -667,9 +667,61 @@ impl SegmentCollector for SegCollect {
     }
 }
 
+/// Most documents a one-term query may match and still be run on the thread that asked
+/// ([`SearchIndex::search_if_quick`]): its first page then takes well under a millisecond.
+pub const QUICK_POSTINGS: u64 = 1 << 20;
+
+/// A request's compiled query and what it asks for.
+struct Asked {
+    query: Compiled,
+    wanted: Wanted,
+    analyzer: crate::analyzer::Analyzer,
+}
+
 impl SearchIndex {
     /// Runs `req` over the index's last commit.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResult> {
+        let asked = self.compile(req)?;
+        self.answer(req, asked)
+    }
+
+    /// Runs `req` if it is quick to answer, on the caller's thread: the first page by
+    /// relevance of one term in at most [`QUICK_POSTINGS`] documents (which costs a fraction
+    /// of a millisecond, less than handing it to another thread), or a query that does not
+    /// compile. `None` for any other request, to be run with [`SearchIndex::search`] where
+    /// a long search holds up nothing else.
+    pub fn search_if_quick(&self, req: &SearchRequest) -> Option<Result<SearchResult>> {
+        let plain = req.sort.is_empty()
+            && req.bookmark.is_none()
+            && req.counts.is_none()
+            && req.ranges.is_none()
+            && req.group.is_none()
+            && req.highlight.is_none()
+            && req.partition.is_none()
+            && req.drilldown.is_empty();
+        if !plain {
+            return None;
+        }
+        let asked = match self.compile(req) {
+            Ok(asked) => asked,
+            Err(e) => return Some(Err(e)),
+        };
+        let term = asked.query.downcast_ref::<TermQuery>()?.term();
+        let searcher = self.searcher();
+        let postings: u64 = searcher
+            .segment_readers()
+            .iter()
+            .map(|seg| {
+                seg.inverted_index(term.field())
+                    .and_then(|ix| Ok(ix.doc_freq(term)?))
+                    .map_or(u64::MAX, u64::from)
+            })
+            .fold(0, u64::saturating_add);
+        (postings <= QUICK_POSTINGS).then(|| self.answer(req, asked))
+    }
+
+    /// The query of `req`, its filters applied, and what it asks for.
+    fn compile(&self, req: &SearchRequest) -> Result<Asked> {
         let mut analyzer = self.analyzer().clone();
         let mut compiler = Compiler::new(self.fields(), &mut analyzer, self.def().pairs);
         let mut query = match &req.query {
@@ -686,6 +738,20 @@ impl SearchIndex {
             clauses.extend(filters.into_iter().map(|f| (Occur::Must, f)));
             query = Box::new(BooleanQuery::new(clauses));
         }
+        Ok(Asked {
+            query,
+            wanted,
+            analyzer,
+        })
+    }
+
+    /// Runs a compiled request.
+    fn answer(&self, req: &SearchRequest, asked: Asked) -> Result<SearchResult> {
+        let Asked {
+            query,
+            wanted,
+            mut analyzer,
+        } = asked;
         let keys = if req.sort.is_empty() {
             vec![SortKey::Score { desc: true }]
         } else {

@@ -277,3 +277,39 @@ fn counts_ranges_drilldown_groups_highlights() {
         json!(["The quick brown fox number 7 <b>jumps</b>"])
     );
 }
+
+/// A one-term first page is answered on the caller's thread with exactly what the general
+/// path answers; anything else is left to it, except a query that does not parse.
+#[test]
+fn quick_searches_are_one_term_first_pages_answered_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = index(dir.path());
+    for q in ["apple", "title:cherry", "body:fox", "missing"] {
+        for limit in [0, 1, 7, 25, 200] {
+            let r = SearchRequest { limit, ..req(q) };
+            let quick = ix.search_if_quick(&r).expect("one term is quick").unwrap();
+            assert_eq!(quick, ix.search(&r).unwrap(), "{q} {limit}");
+        }
+    }
+    let sorted = SearchRequest {
+        sort: vec![SortKey::Field {
+            name: "n".into(),
+            desc: false,
+            string: false,
+        }],
+        ..req("apple")
+    };
+    let counted = SearchRequest {
+        counts: Some(vec!["kind".into()]),
+        ..req("apple")
+    };
+    for slow in [
+        req("\"apple banana\""),
+        req("apple OR fig"),
+        sorted,
+        counted,
+    ] {
+        assert!(ix.search_if_quick(&slow).is_none(), "{}", slow.q);
+    }
+    assert!(matches!(ix.search_if_quick(&req("ap(ple")), Some(Err(_))));
+}
