@@ -115,6 +115,11 @@ impl<'a> Compiler<'a> {
                         out.push((occur_of(*occur), q));
                     }
                 }
+                // One clause that must or should match is that clause, scored alike (as
+                // Lucene rewrites it), and a one-term query is answered fastest alone.
+                if let [(TOccur::Must | TOccur::Should, _)] = out.as_slice() {
+                    return Ok(out.pop().map(|(_, q)| q));
+                }
                 (!out.is_empty()).then(|| Box::new(BooleanQuery::new(out)) as Compiled)
             }
             Query::Boost(inner, boost) => self

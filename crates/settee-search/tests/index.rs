@@ -291,6 +291,28 @@ fn quick_searches_are_one_term_first_pages_answered_alike() {
             assert_eq!(quick, ix.search(&r).unwrap(), "{q} {limit}");
         }
     }
+    // A boolean query of one clause that must or should match is that clause (as Mango's
+    // `$text` builds them): quick, and scored as the clause alone.
+    use settee_search::lucene::{parse, Occur, Query};
+    for occur in [Occur::Must, Occur::Should] {
+        let built = SearchRequest {
+            query: Some(Query::Bool(vec![(
+                occur,
+                parse("apple", "default").unwrap(),
+            )])),
+            ..req("")
+        };
+        let quick = ix.search_if_quick(&built).expect("one clause").unwrap();
+        assert_eq!(quick, ix.search(&req("apple")).unwrap());
+    }
+    let none = SearchRequest {
+        query: Some(Query::Bool(vec![(
+            Occur::MustNot,
+            parse("apple", "default").unwrap(),
+        )])),
+        ..req("")
+    };
+    assert!(ix.search_if_quick(&none).is_none());
     let sorted = SearchRequest {
         sort: vec![SortKey::Field {
             name: "n".into(),
