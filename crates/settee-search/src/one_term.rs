@@ -101,13 +101,13 @@ impl Page {
 /// the lower segment and document: exactly what tantivy's `TopDocs` answers for `query`,
 /// in less time.
 pub fn best_of_term(searcher: &Searcher, query: &TermQuery, limit: usize) -> Result<Vec<TermHit>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
     let mut page = Page {
         limit,
         heap: BinaryHeap::with_capacity(limit + 1),
     };
-    if limit == 0 {
-        return Ok(Vec::new());
-    }
     let weight = query.weight(EnableScoring::enabled_from_searcher(searcher))?;
     for (seg, reader) in searcher.segment_readers().iter().enumerate() {
         let seg = seg as SegmentOrdinal;

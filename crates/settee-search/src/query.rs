@@ -667,6 +667,17 @@ impl SegmentCollector for SegCollect {
     }
 }
 
+impl SearchRequest {
+    /// Whether the request wants hits by relevance and nothing else: no sort, counts,
+    /// ranges or groups (the first page of which [`top_by_relevance`] finds fastest).
+    fn by_relevance_alone(&self) -> bool {
+        self.sort.is_empty()
+            && self.counts.is_none()
+            && self.ranges.is_none()
+            && self.group.is_none()
+    }
+}
+
 /// Most documents a one-term query may match and still be run on the thread that asked
 /// ([`SearchIndex::search_if_quick`]): its first page then takes well under a millisecond.
 pub const QUICK_POSTINGS: u64 = 1 << 20;
@@ -691,11 +702,9 @@ impl SearchIndex {
     /// compile. `None` for any other request, to be run with [`SearchIndex::search`] where
     /// a long search holds up nothing else.
     pub fn search_if_quick(&self, req: &SearchRequest) -> Option<Result<SearchResult>> {
-        let plain = req.sort.is_empty()
+        // Partitions and drilldowns would add filters: not one term.
+        let plain = req.by_relevance_alone()
             && req.bookmark.is_none()
-            && req.counts.is_none()
-            && req.ranges.is_none()
-            && req.group.is_none()
             && req.highlight.is_none()
             && req.partition.is_none()
             && req.drilldown.is_empty();
@@ -707,16 +716,7 @@ impl SearchIndex {
             Err(e) => return Some(Err(e)),
         };
         let term = asked.query.downcast_ref::<TermQuery>()?.term();
-        let searcher = self.searcher();
-        let postings: u64 = searcher
-            .segment_readers()
-            .iter()
-            .map(|seg| {
-                seg.inverted_index(term.field())
-                    .and_then(|ix| Ok(ix.doc_freq(term)?))
-                    .map_or(u64::MAX, u64::from)
-            })
-            .fold(0, u64::saturating_add);
+        let postings = self.searcher().doc_freq(term).unwrap_or(u64::MAX);
         (postings <= QUICK_POSTINGS).then(|| self.answer(req, asked))
     }
 
@@ -778,11 +778,7 @@ impl SearchIndex {
             bases.push(next);
             next += seg.max_doc();
         }
-        let plain = req.sort.is_empty()
-            && after.is_none()
-            && req.counts.is_none()
-            && req.ranges.is_none()
-            && req.group.is_none();
+        let plain = req.by_relevance_alone() && after.is_none();
         let found = if plain {
             top_by_relevance(&searcher, &query, req.limit, &bases)?
         } else {

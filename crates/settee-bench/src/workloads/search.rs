@@ -1,9 +1,9 @@
 //! Full-text search: documents of about 1 KB of English words (a vocabulary of common
 //! words, drawn with a skew so some words are in nearly every document and others in few),
 //! a search index over their text built by the first query, one-term queries from many
-//! clients, then (once all of those are answered) phrase queries with `counts` from as many. Every answer's total is checked against what
-//! the generated documents say it must be; the index's size is reported against the
-//! documents'. Then a Mango text index over every field of the same documents: its build,
+//! clients, then (once all of those are answered) phrase queries with `counts` from as
+//! many. Every answer's total is checked against what the generated documents say it must
+//! be; the index's size is reported against the documents'. Then a Mango text index over every field of the same documents: its build,
 //! and `_find` with `$text` from many clients, each answer's count checked. A server
 //! without full-text search (CouchDB without its search service) is reported as such and
 //! skipped.
@@ -221,47 +221,74 @@ async fn client(
     progress: ProgressBar,
 ) -> (Vec<Duration>, Vec<Duration>, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let (mut terms, mut phrases, mut failures) = (Vec::new(), Vec::new(), 0);
-    let mut c = Conn::open(&target).await.ok();
-    for _ in 0..p.queries {
-        let Some(c) = c.as_mut() else { break };
-        let started = Instant::now();
-        let w = rng.gen_range(0..e.words.len());
-        let got = query(c, &format!("q={}", e.words[w])).await;
-        terms.push(started.elapsed());
-        let want = e.docs_with[w] as u64;
-        let ok = got.is_ok_and(|v| {
-            v["total_rows"] == json!(want)
-                && v["rows"].as_array().map(Vec::len) == Some(want.min(25) as usize)
-        });
-        failures += u64::from(!ok);
-        progress.inc(1);
-    }
+    let Ok(mut c) = Conn::open(&target).await else {
+        between.wait().await;
+        return (Vec::new(), Vec::new(), (p.queries + p.phrases) as u64);
+    };
+    let mut ask = Asker {
+        c: &mut c,
+        rng: &mut rng,
+        e: &e,
+        progress: &progress,
+    };
+    let (terms, wrong_terms) = ask.timed(p.queries, false).await;
     between.wait().await;
-    for _ in 0..p.phrases {
-        let Some(c) = c.as_mut() else { break };
-        let started = Instant::now();
-        let (a, b) = e.sample_pairs[rng.gen_range(0..e.sample_pairs.len())];
-        let q = format!(
-            "q=%22{}%20{}%22&counts=%5B%22category%22%5D",
-            e.words[a as usize], e.words[b as usize]
-        );
-        let got = query(c, &q).await;
-        phrases.push(started.elapsed());
-        let want = e.pairs.get(&(a, b)).copied().unwrap_or(0) as u64;
-        let ok = got.is_ok_and(|v| {
-            let counted: u64 = v["counts"]["category"]
-                .as_object()
-                .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
-            v["total_rows"] == json!(want) && counted == want
-        });
-        failures += u64::from(!ok);
-        progress.inc(1);
+    let (phrases, wrong_phrases) = ask.timed(p.phrases, true).await;
+    (terms, phrases, wrong_terms + wrong_phrases)
+}
+
+/// What one client asks with.
+struct Asker<'a> {
+    c: &'a mut Conn,
+    rng: &'a mut StdRng,
+    e: &'a Expected,
+    progress: &'a ProgressBar,
+}
+
+impl Asker<'_> {
+    /// `n` one-term queries, or phrases: each answer's latency, and how many were wrong.
+    async fn timed(&mut self, n: usize, phrases: bool) -> (Vec<Duration>, u64) {
+        let (mut took, mut wrong) = (Vec::with_capacity(n), 0);
+        for _ in 0..n {
+            let started = Instant::now();
+            let ok = if phrases {
+                phrase(self.c, self.rng, self.e).await
+            } else {
+                one_term(self.c, self.rng, self.e).await
+            };
+            took.push(started.elapsed());
+            wrong += u64::from(!ok);
+            self.progress.inc(1);
+        }
+        (took, wrong)
     }
-    if c.is_none() {
-        failures += (p.queries + p.phrases) as u64;
-    }
-    (terms, phrases, failures)
+}
+
+/// A random word of the vocabulary; whether the answer's total and page are right.
+async fn one_term(c: &mut Conn, rng: &mut StdRng, e: &Expected) -> bool {
+    let w = rng.gen_range(0..e.words.len());
+    let want = e.docs_with[w] as u64;
+    query(c, &format!("q={}", e.words[w])).await.is_ok_and(|v| {
+        v["total_rows"] == json!(want)
+            && v["rows"].as_array().map(Vec::len) == Some(want.min(25) as usize)
+    })
+}
+
+/// A sampled pair of adjacent words as a phrase, with `counts`; whether the answer's total
+/// and the counts' sum are right.
+async fn phrase(c: &mut Conn, rng: &mut StdRng, e: &Expected) -> bool {
+    let (a, b) = e.sample_pairs[rng.gen_range(0..e.sample_pairs.len())];
+    let q = format!(
+        "q=%22{}%20{}%22&counts=%5B%22category%22%5D",
+        e.words[a as usize], e.words[b as usize]
+    );
+    let want = e.pairs.get(&(a, b)).copied().unwrap_or(0) as u64;
+    query(c, &q).await.is_ok_and(|v| {
+        let counted: u64 = v["counts"]["category"]
+            .as_object()
+            .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+        v["total_rows"] == json!(want) && counted == want
+    })
 }
 
 /// The query clients side by side: all their one-term queries, then all their phrases, so
