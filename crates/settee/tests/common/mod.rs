@@ -431,40 +431,77 @@ impl ReferenceCouch {
             );
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        // A port can be taken between choosing it and CouchDB binding it (an outgoing
+        // connection's ephemeral port, or another test's server), so a failed start is
+        // retried on another port; ports are drawn below the ephemeral range to make
+        // that rare.
+        let mut failures = Vec::new();
+        for attempt in 0..4u32 {
+            let port = free_port_below_ephemeral(attempt);
+            let couch = ReferenceCouch {
+                url: format!("http://127.0.0.1:{port}"),
+                port,
+                scripts: scripts.clone(),
+                home: std::env::temp_dir().join(format!("couchdb-ref-{port}")),
+            };
+            match couch.launch() {
+                Ok(()) => return Some(couch),
+                Err(why) => failures.push(format!("port {port}: {why}")),
+            }
+        }
+        panic!("CouchDB did not start:\n{}", failures.join("\n"));
+    }
+
+    /// Runs the start script on this one's port with a fresh data directory, answering the
+    /// script's complaint and the end of CouchDB's log when it does not come up.
+    fn launch(&self) -> Result<(), String> {
         // A fresh data directory every time: an earlier run that drew the same port
         // must not leave its databases behind for this one to trip over.
-        let _ = Command::new(scripts.join("stop"))
-            .arg(port.to_string())
+        let _ = Command::new(self.scripts.join("stop"))
+            .arg(self.port.to_string())
             .output();
-        let home = std::env::temp_dir().join(format!("couchdb-ref-{port}"));
-        let data = home.join("data");
+        let data = self.home.join("data");
         let _ = std::fs::remove_dir_all(&data);
-        let out = Command::new(scripts.join("start"))
-            .arg(port.to_string())
+        let out = Command::new(self.scripts.join("start"))
+            .arg(self.port.to_string())
             .arg(&data)
             .output()
             .expect("run ../shared/couchdb/start");
-        assert!(
-            out.status.success(),
-            "CouchDB did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
+        if out.status.success() {
+            return Ok(());
+        }
+        let log = std::fs::read_to_string(self.home.join("log/couchdb.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(8).collect();
+        let why = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
-        Some(ReferenceCouch {
-            url: format!("http://127.0.0.1:{port}"),
-            port,
-            scripts,
-            home,
-        })
+        Err(why) // dropping self stops what is left of it and removes its home
     }
 
     /// A client for its server admin.
     pub fn admin(&self) -> Client {
         Client::new(&self.url, Some(("admin", "admin")))
     }
+}
+
+/// A port that is free now, drawn from 20000-32767 (below Linux's ephemeral range, where
+/// outgoing connections take theirs) and varied by process, time and attempt.
+fn free_port_below_ephemeral(attempt: u32) -> u16 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut seed = nanos ^ std::process::id().rotate_left(16) ^ attempt.wrapping_mul(7919);
+    for _ in 0..1000 {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let port = 20_000 + (seed >> 8) as u16 % 12_768;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32767");
 }
 
 impl Drop for ReferenceCouch {
