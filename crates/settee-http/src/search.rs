@@ -12,7 +12,7 @@ use settee_db::{Database, DbSnapshot, DocOptions};
 use settee_search::analyzer::{AnalyzerSpec, Flavor};
 use settee_search::compile::NumRange;
 use settee_search::{
-    Grouping, Highlight, Hit, IndexDef, Ranges, Search, SearchIndex, SearchRequest, SortKey,
+    Group, Grouping, Highlight, Hit, IndexDef, Ranges, Search, SearchIndex, SearchRequest, SortKey,
 };
 
 use crate::db::open;
@@ -196,44 +196,93 @@ pub async fn search(
     }
     let result = run(ix, r.clone()).await?;
     let snap = db.snapshot();
-    let rows = |hits: &[Hit]| -> HttpResult<Vec<Value>> {
-        Ok(hits
-            .iter()
-            .map(|h| search_row(&snap, h, include_docs, r.highlight.is_some()))
-            .collect())
+    let highlights = r.highlight.is_some();
+    let grouped = |g: &Group| {
+        let rows = Row::all(&snap, &g.hits, include_docs, highlights);
+        serde_json::to_value(rows).expect("rows serialize")
     };
     let body = match &result.groups {
         Some(groups) if legacy => {
             let groups: Vec<Value> = groups
                 .iter()
-                .map(|g| Ok(json!({"by": g.by, "total_hits": g.total, "hits": rows(&g.hits)?})))
-                .collect::<HttpResult<_>>()?;
-            let grouped: u64 = result.groups.iter().flatten().map(|g| g.total).sum();
-            json!({"total_hits": result.total, "total_grouped_hits": grouped, "groups": groups})
+                .map(|g| json!({"by": g.by, "total_hits": g.total, "hits": grouped(g)}))
+                .collect();
+            let total: u64 = result.groups.iter().flatten().map(|g| g.total).sum();
+            json!({"total_hits": result.total, "total_grouped_hits": total, "groups": groups})
         }
         Some(groups) => {
             let groups: Vec<Value> = groups
                 .iter()
-                .map(|g| Ok(json!({"by": g.by, "total_rows": g.total, "rows": rows(&g.hits)?})))
-                .collect::<HttpResult<_>>()?;
+                .map(|g| json!({"by": g.by, "total_rows": g.total, "rows": grouped(g)}))
+                .collect();
             json!({"total_rows": result.total, "groups": groups})
         }
         None => {
-            let mut body = json!({
-                "total_rows": result.total,
-                "bookmark": result.bookmark,
-                "rows": rows(&result.hits)?,
-            });
-            if let Some(c) = result.counts {
-                body["counts"] = Value::Object(c);
-            }
-            if let Some(r) = result.ranges {
-                body["ranges"] = Value::Object(r);
-            }
-            body
+            // The common answer is written straight from the hits: building a JSON tree of
+            // every row first cost more than finding them.
+            let page = Page {
+                total_rows: result.total,
+                bookmark: &result.bookmark,
+                rows: Row::all(&snap, &result.hits, include_docs, highlights),
+                counts: result.counts.as_ref(),
+                ranges: result.ranges.as_ref(),
+            };
+            let bytes = serde_json::to_vec(&page).expect("a search answer serializes");
+            return Ok(reply::json_bytes(200, bytes));
         }
     };
     Ok(reply::json(200, &body))
+}
+
+/// An ungrouped `_search` answer as it is written.
+#[derive(serde::Serialize)]
+struct Page<'a> {
+    total_rows: u64,
+    bookmark: &'a str,
+    rows: Vec<Row<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counts: Option<&'a Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranges: Option<&'a Map<String, Value>>,
+}
+
+/// One row of a `_search` answer as it is written: the hit, its highlights when asked for,
+/// and its document (or why there is none) with `include_docs`.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    id: &'a str,
+    order: &'a [Value],
+    fields: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    highlights: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    doc: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+}
+
+impl<'a> Row<'a> {
+    fn all(db: &DbSnapshot, hits: &'a [Hit], include_docs: bool, highlights: bool) -> Vec<Self> {
+        hits.iter()
+            .map(|h| Row::of(db, h, include_docs, highlights))
+            .collect()
+    }
+
+    fn of(db: &DbSnapshot, h: &'a Hit, include_docs: bool, highlights: bool) -> Row<'a> {
+        let (doc, error) = match include_docs.then(|| doc_of(db, &h.id)) {
+            None => (None, None),
+            Some(Some(doc)) => (Some(doc), None),
+            Some(None) => (None, Some("not_found")),
+        };
+        Row {
+            id: &h.id,
+            order: &h.order,
+            fields: &h.fields,
+            highlights: highlights.then(|| h.highlights.clone().unwrap_or_default()),
+            doc,
+            error,
+        }
+    }
 }
 
 /// Runs a search off the async threads: a phrase over common words can take tens of
@@ -462,24 +511,18 @@ fn drilldown(p: &Params) -> HttpResult<Vec<(String, Vec<String>)>> {
 }
 
 /// One `_search` row.
-fn search_row(db: &DbSnapshot, h: &Hit, include_docs: bool, highlights: bool) -> Value {
-    let mut row = json!({"id": h.id, "order": h.order, "fields": h.fields});
-    if highlights {
-        row["highlights"] = Value::Object(h.highlights.clone().unwrap_or_default());
+/// Sets a hit's `doc` (or `error` when it is gone) for `include_docs`.
+fn add_doc(db: &DbSnapshot, id: &str, row: &mut Value) {
+    match doc_of(db, id) {
+        Some(doc) => row["doc"] = doc,
+        None => row["error"] = json!("not_found"),
     }
-    if include_docs {
-        add_doc(db, &h.id, &mut row);
-    }
-    row
 }
 
-fn add_doc(db: &DbSnapshot, id: &str, row: &mut Value) {
-    match db.open_doc(id, None, &DocOptions::default()) {
-        Ok(body) => {
-            row["doc"] = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        }
-        Err(_) => row["error"] = json!("not_found"),
-    }
+/// The document `id` as `include_docs` shows it, or `None` when it is gone.
+fn doc_of(db: &DbSnapshot, id: &str) -> Option<Value> {
+    let body = db.open_doc(id, None, &DocOptions::default()).ok()?;
+    Some(serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 /// `GET|POST /{db}/_design/{ddoc}/_nouveau/{index}`.

@@ -193,7 +193,7 @@ struct BenchArgs {
     #[arg(long)]
     words: Option<usize>,
     /// Seconds each measurement of single-document reads, view builds, writes, fabric_bench's
-    /// first five parts and each C10K step runs at least, so that a fast server is measured
+    /// first five parts, each kind of search query and each C10K step runs at least, so that a fast server is measured
     /// long enough; 0 runs the counts alone [default: 3].
     #[arg(long)]
     seconds: Option<f64>,
@@ -534,6 +534,7 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             search::Params {
                 docs: args.search_docs.unwrap_or(p.docs),
                 index_phrases: args.search_index_phrases,
+                seconds,
                 ..p
             }
         }),
