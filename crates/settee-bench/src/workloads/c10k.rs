@@ -53,6 +53,8 @@ struct Seen {
     latencies: Vec<Duration>,
     errors: u64,
     connect_error: bool,
+    /// When this connection was let go, so the step's time runs from the first start.
+    began: Option<Instant>,
 }
 
 /// Whether `body` is a CouchDB welcome: a JSON object with a `version`.
@@ -80,6 +82,7 @@ async fn connection(
         Err(_) => None,
     };
     start.wait().await;
+    seen.began = Some(Instant::now());
     let Some(mut conn) = conn else {
         seen.connect_error = true;
         seen.errors += requests as u64;
@@ -131,7 +134,7 @@ async fn step(target: &Target, n: usize, params: &Params, progress: &ProgressBar
         })
         .collect();
     start.wait().await;
-    let started = Instant::now();
+    let mut started = Instant::now();
     let mut latencies = Vec::with_capacity(n * params.requests);
     let (mut errors, mut connect_errors) = (0, 0);
     let mut open = Vec::with_capacity(n);
@@ -141,6 +144,7 @@ async fn step(target: &Target, n: usize, params: &Params, progress: &ProgressBar
             continue;
         };
         latencies.extend(seen.latencies);
+        started = seen.began.map_or(started, |b| b.min(started));
         errors += seen.errors;
         connect_errors += u64::from(seen.connect_error);
         open.extend(conn);
