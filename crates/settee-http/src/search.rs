@@ -4,7 +4,7 @@
 //! parameters, answers and errors (docs/COMPATIBILITY.md).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use hyper::Method;
 use serde_json::{json, Map, Value};
@@ -14,6 +14,7 @@ use settee_search::compile::NumRange;
 use settee_search::{
     Group, Grouping, Highlight, Hit, IndexDef, Ranges, Search, SearchIndex, SearchRequest, SortKey,
 };
+use tokio::sync::Semaphore;
 
 use crate::db::open;
 use crate::error::{HttpError, HttpResult};
@@ -285,13 +286,22 @@ impl<'a> Row<'a> {
     }
 }
 
-/// Runs a search off the async threads: a phrase over common words can take tens of
-/// milliseconds, which would hold up every request queued behind it there. A quick one (the
-/// first page of one term) runs here, where handing it over would cost more than it takes.
+/// Runs a search off the async threads: a phrase over common words can take milliseconds,
+/// which would hold up every request queued behind it there. A quick one (the first page
+/// of one term) runs here, where handing it over would cost more than it takes. Searches
+/// run one per core at most, the rest waiting their turn in arrival order: sharing the
+/// cores among every search at once would stretch each long one by the number of others.
 async fn run(ix: Arc<SearchIndex>, r: SearchRequest) -> HttpResult<settee_search::SearchResult> {
+    static RUNNING: LazyLock<Semaphore> = LazyLock::new(|| {
+        Semaphore::new(2 * std::thread::available_parallelism().map_or(2, |n| n.get()))
+    });
     if let Some(quick) = ix.search_if_quick(&r) {
         return quick.map_err(HttpError::from);
     }
+    let _turn = RUNNING
+        .acquire()
+        .await
+        .map_err(|_| HttpError::new(500, "unknown_error", "a search failed"))?;
     tokio::task::spawn_blocking(move || ix.search(&r))
         .await
         .map_err(|_| HttpError::new(500, "unknown_error", "a search failed"))?

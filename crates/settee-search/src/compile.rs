@@ -19,6 +19,7 @@ use crate::analyzer::{pair_term, Analyzer};
 use crate::error::{Error, Result};
 use crate::index::{term, Fields, SEP};
 use crate::lucene::{Occur, Query};
+use crate::phrase::TwoTermPhrase;
 
 /// A compiled query, boxed.
 pub type Compiled = Box<dyn TQuery>;
@@ -178,6 +179,13 @@ impl<'a> Compiler<'a> {
                     return Some(self.pairs(field, &tokens));
                 }
                 let first = tokens[0].position;
+                if tokens.len() == 2 && slop == 0 {
+                    return Some(Box::new(TwoTermPhrase::new(
+                        term(self.fields.terms, field, &tokens[0].text),
+                        term(self.fields.terms, field, &tokens[1].text),
+                        (tokens[1].position - first) as u32,
+                    )));
+                }
                 let terms = tokens
                     .iter()
                     .map(|t| (t.position - first, term(self.fields.terms, field, &t.text)))

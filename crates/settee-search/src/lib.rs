@@ -18,6 +18,7 @@ mod index;
 mod indexer;
 pub mod lucene;
 mod one_term;
+mod phrase;
 mod query;
 mod registry;
 
