@@ -289,8 +289,9 @@ impl<'a> Row<'a> {
 /// Runs a search off the async threads: a phrase over common words can take milliseconds,
 /// which would hold up every request queued behind it there. A quick one (the first page
 /// of one term) runs here, where handing it over would cost more than it takes. Searches
-/// run one per core at most, the rest waiting their turn in arrival order: sharing the
-/// cores among every search at once would stretch each long one by the number of others.
+/// run two per core at most (so a core is not idle while a search is handed over), the
+/// rest waiting their turn in arrival order: sharing the cores among every search at once
+/// would stretch each long one by the number of others.
 async fn run(ix: Arc<SearchIndex>, r: SearchRequest) -> HttpResult<settee_search::SearchResult> {
     static RUNNING: LazyLock<Semaphore> = LazyLock::new(|| {
         Semaphore::new(2 * std::thread::available_parallelism().map_or(2, |n| n.get()))
