@@ -89,7 +89,8 @@ struct PhraseWeight {
 }
 
 impl PhraseWeight {
-    /// The matches in `reader`'s segment, or `None` where the general scorer should answer.
+    /// The matches in `reader`'s segment, or `None` where the general scorer should answer
+    /// (its terms' positions not readable here, among them).
     fn matches(&self, reader: &SegmentReader) -> io::Result<Option<Vec<(DocId, u32)>>> {
         let field = self.phrase.first.field();
         let inverted = reader.inverted_index(field).map_err(io::Error::other)?;
@@ -106,8 +107,12 @@ impl PhraseWeight {
         let Some(positions) = self.positions(reader, field)? else {
             return Ok(None);
         };
-        let first = Side::open(&inverted, &a, &positions)?;
-        let second = Side::open(&inverted, &b, &positions)?;
+        let (Ok(first), Ok(second)) = (
+            Side::open(&inverted, &a, &positions),
+            Side::open(&inverted, &b, &positions),
+        ) else {
+            return Ok(None);
+        };
         Ok(Some(walk(first, second, self.phrase.gap)))
     }
 

@@ -193,9 +193,10 @@ struct BenchArgs {
     #[arg(long)]
     words: Option<usize>,
     /// Seconds each measurement of single-document reads, view builds, writes, fabric_bench's
-    /// parts (its mixed load grows to it), Mango's queries and scans, each kind of search
-    /// query and each C10K step runs at least, so that a fast server is measured long
-    /// enough; 0 runs the counts alone [default: 3].
+    /// parts (its mixed load grows to it), each kind of one-shot replication (repeated into
+    /// fresh targets), Mango's queries and scans, each kind of search query and each C10K
+    /// step runs at least, so that a fast server is measured long enough; 0 runs the counts
+    /// alone [default: 3].
     #[arg(long)]
     seconds: Option<f64>,
     /// Writes: client counts for single-document PUTs, comma-separated [default: 1,64].
@@ -512,6 +513,7 @@ fn bench(args: BenchArgs) -> Result<(), String> {
             };
             replication::Params {
                 docs: args.replication_docs.unwrap_or(p.docs),
+                seconds,
                 ..p
             }
         }),

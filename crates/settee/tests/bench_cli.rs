@@ -306,3 +306,58 @@ fn fast_wrong_answers_are_failures() {
     assert!(!ok);
     assert!(stderr.contains("wrong answer: fabric_bench: "), "{stderr}");
 }
+
+#[test]
+fn one_shot_replications_repeat_for_the_time_floor() {
+    let s = TestServer::start();
+    let url = s
+        .url
+        .replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
+    let (ok, stdout, stderr) = bench(&[
+        "--url",
+        &url,
+        "--workloads",
+        "replication",
+        "--replication-docs",
+        "200",
+        "--seconds",
+        "0.5",
+        "--json",
+    ]);
+    assert!(ok, "{stdout}\n{stderr}");
+    let report: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
+    for (i, name) in [
+        "replicate 200 docs",
+        "replicate 200 docs with 100 KB attachments",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = &report["results"][i];
+        assert_eq!(r["workload"], *name);
+        assert_eq!(r["failures"], 0);
+        assert!(
+            r["elapsed s"].as_f64().unwrap() >= 0.5,
+            "the time floor: {r}"
+        );
+        let copies = r["copies"].as_f64().unwrap();
+        assert!(copies >= 1.0, "{r}");
+        assert!(r["docs/s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let small = &report["results"][0];
+    assert!(
+        small["copies"].as_f64().unwrap() >= 2.0,
+        "200 small documents copy in well under half a second: {small}"
+    );
+    assert_eq!(
+        s.admin().get("/bench-repl-tgt").status,
+        200,
+        "the first copy stays"
+    );
+    assert_eq!(
+        s.admin().get("/bench-repl-tgt-2").status,
+        404,
+        "later copies are deleted once checked"
+    );
+}
