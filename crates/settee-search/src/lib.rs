@@ -21,6 +21,8 @@ mod one_term;
 mod phrase;
 mod query;
 mod registry;
+#[cfg(test)]
+mod test_index;
 
 pub use def::{member, IndexDef};
 pub use error::{Error, Result};

@@ -133,32 +133,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use tantivy::collector::TopDocs;
-    use tantivy::schema::{IndexRecordOption, Schema, TEXT};
-    use tantivy::{doc, Index, IndexWriter, Term};
+    use tantivy::schema::IndexRecordOption;
+    use tantivy::{Index, Term};
 
     /// An index of `docs` (each a count of "a" and of filler words), committed in
     /// `segments` parts, with the documents numbered in `deleted` removed.
     fn index(docs: &[(u8, u8)], segments: usize, deleted: &[usize]) -> (Index, Searcher) {
-        let mut schema = Schema::builder();
-        let body = schema.add_text_field("body", TEXT);
-        let n = schema.add_u64_field("n", tantivy::schema::INDEXED);
-        let index = Index::create_in_ram(schema.build());
-        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
-        let per = docs.len().div_ceil(segments.max(1)).max(1);
-        for (i, (a, filler)) in docs.iter().enumerate() {
-            let mut text = "a ".repeat(*a as usize);
-            text.push_str(&"z ".repeat(*filler as usize));
-            writer
-                .add_document(doc!(body => text, n => i as u64))
-                .unwrap();
-            if (i + 1) % per == 0 {
-                writer.commit().unwrap();
-            }
-        }
-        for d in deleted {
-            writer.delete_term(Term::from_field_u64(n, *d as u64));
-        }
-        writer.commit().unwrap();
+        let texts: Vec<String> = docs
+            .iter()
+            .map(|(a, filler)| "a ".repeat(*a as usize) + &"z ".repeat(*filler as usize))
+            .collect();
+        let index = crate::test_index::build(&texts, segments, deleted);
         let searcher = index.reader().unwrap().searcher();
         (index, searcher)
     }

@@ -493,9 +493,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use tantivy::collector::{Count, TopDocs};
-    use tantivy::indexer::NoMergePolicy;
-    use tantivy::schema::{Schema, INDEXED, TEXT};
-    use tantivy::{doc, DocAddress, IndexWriter, Searcher};
+    use tantivy::{DocAddress, Searcher};
 
     const WORDS: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -503,32 +501,19 @@ mod tests {
     /// positions [`count`] marks), committed in `segments` parts, without the documents
     /// numbered in `deleted`.
     fn index(docs: &[(Vec<u8>, bool)], segments: usize, deleted: &[usize]) -> Searcher {
-        let mut schema = Schema::builder();
-        let body = schema.add_text_field("body", TEXT);
-        let n = schema.add_u64_field("n", INDEXED);
-        let index = Index::create_in_ram(schema.build());
-        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
-        writer.set_merge_policy(Box::new(NoMergePolicy));
-        let per = docs.len().div_ceil(segments.max(1)).max(1);
-        for (i, (words, long)) in docs.iter().enumerate() {
-            let repeat = if *long {
-                MARKS / words.len().max(1) + 2
-            } else {
-                1
-            };
-            let text: Vec<&str> = words.iter().map(|w| WORDS[*w as usize]).collect();
-            let text = vec![text.join(" "); repeat].join(" ");
-            writer
-                .add_document(doc!(body => text, n => i as u64))
-                .unwrap();
-            if (i + 1) % per == 0 {
-                writer.commit().unwrap();
-            }
-        }
-        for d in deleted {
-            writer.delete_term(Term::from_field_u64(n, *d as u64));
-        }
-        writer.commit().unwrap();
+        let texts: Vec<String> = docs
+            .iter()
+            .map(|(words, long)| {
+                let repeat = if *long {
+                    MARKS / words.len().max(1) + 2
+                } else {
+                    1
+                };
+                let text: Vec<&str> = words.iter().map(|w| WORDS[*w as usize]).collect();
+                vec![text.join(" "); repeat].join(" ")
+            })
+            .collect();
+        let index = crate::test_index::build(&texts, segments, deleted);
         index.reader().unwrap().searcher()
     }
 

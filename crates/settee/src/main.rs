@@ -550,10 +550,16 @@ fn bench(args: BenchArgs) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::new();
+    let plan = std::sync::Arc::new(plan);
     for target in &targets {
+        // Run on one of the runtime's threads, which wait on the sockets themselves: a
+        // connection's answer then wakes the task that asked without a hand-off.
+        let (t, p) = (target.clone(), plan.clone());
+        let run = runtime.spawn(async move { settee_bench::run(&t, &p).await });
         outcomes.push(
             runtime
-                .block_on(settee_bench::run(target, &plan))
+                .block_on(run)
+                .map_err(|e| e.to_string())?
                 .map_err(|e| format!("{}: {e}", target.display))?,
         );
     }

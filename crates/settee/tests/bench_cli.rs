@@ -24,12 +24,16 @@ fn bench(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The server's address with the admin's credentials in it, as `--url` takes them.
+fn admin_url(s: &TestServer) -> String {
+    s.url
+        .replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1))
+}
+
 #[test]
 fn every_workload_against_a_real_server() {
     let s = TestServer::start();
-    let url = s
-        .url
-        .replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
+    let url = admin_url(&s);
     let (ok, stdout, stderr) = bench(&[
         "--url",
         &url,
@@ -310,9 +314,7 @@ fn fast_wrong_answers_are_failures() {
 #[test]
 fn one_shot_replications_repeat_for_the_time_floor() {
     let s = TestServer::start();
-    let url = s
-        .url
-        .replace("http://", &format!("http://{}:{}@", ADMIN.0, ADMIN.1));
+    let url = admin_url(&s);
     let (ok, stdout, stderr) = bench(&[
         "--url",
         &url,
