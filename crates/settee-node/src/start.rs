@@ -12,7 +12,7 @@ use settee_config::Config;
 use settee_db::{Catalog, CatalogOptions, DocLimits};
 use settee_js::Limits;
 use settee_queryserver::QueryServers;
-use settee_store::{NodeCache, StoreOptions};
+use settee_store::{CallerTurn, NodeCache, StoreOptions};
 use settee_views::{Views, ViewsConfig};
 
 use crate::policy::{users_db, Policy};
@@ -35,6 +35,11 @@ pub struct NodeOptions {
     /// Applies what the process owns in the configuration (logging), at start and after
     /// every change; the binary owns the process, so it says how.
     pub on_config: Option<fn(&Config)>,
+    /// How many threads serve requests. With more than one, a lone small write may be
+    /// committed by the thread that read it (no hand-off to the writer and back); with one,
+    /// writes always go to their database's writer thread, since that thread waiting on
+    /// the sync would hold up every other request.
+    pub request_threads: usize,
 }
 
 /// A node just started, and an admin password generated on the first start, to show once.
@@ -183,6 +188,11 @@ fn open_catalog(
         store: StoreOptions {
             cache: NodeCache::new(cache_mb << 20),
             on_writer_start: Some(Arc::new(crate::background::lower_priority)),
+            caller_turn: if opts.request_threads > 1 {
+                CallerTurn::default()
+            } else {
+                CallerTurn::never()
+            },
             on_writer_quiet: opts
                 .release_memory
                 .map(|f| Arc::new(f) as Arc<dyn Fn() + Send + Sync>),

@@ -15,6 +15,7 @@ fn start(dir: &std::path::Path) -> Arc<Node> {
         config_path: dir.join("settee.ini"),
         release_memory: None,
         on_config: None,
+        request_threads: 2,
     };
     let started = Node::start(&opts, Some("root:secret".into())).expect("node starts");
     assert!(

@@ -81,6 +81,13 @@ pub struct StoreOptions {
 pub struct CallerTurn(Arc<AtomicBool>);
 
 impl CallerTurn {
+    /// A turn that is never free: every caller queues for its store's writer thread. For a
+    /// process with one thread serving requests, where a caller waiting on its sync would
+    /// hold up every other request, and no other could arrive to share the commit.
+    pub fn never() -> CallerTurn {
+        CallerTurn(Arc::new(AtomicBool::new(true)))
+    }
+
     fn take(&self) -> Option<TurnTaken<'_>> {
         self.0
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)

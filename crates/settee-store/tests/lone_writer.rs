@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread::ThreadId;
 
 use settee_store::{
-    Action, Durability, Error, MemBackend, NodeCache, RangeOptions, Store, StoreOptions, TreeSpec,
-    Txn,
+    Action, CallerTurn, Durability, Error, MemBackend, NodeCache, RangeOptions, Store,
+    StoreOptions, TreeSpec, Txn,
 };
 
 fn options() -> StoreOptions {
@@ -99,6 +99,28 @@ fn an_idle_writer_lets_the_caller_commit_its_own_update() {
     )
     .unwrap();
     assert_eq!(keys(&durable), ["k"], "synced before the answer");
+}
+
+#[test]
+fn a_turn_that_is_never_free_sends_every_update_to_the_writer() {
+    let options = StoreOptions {
+        caller_turn: CallerTurn::never(),
+        ..options()
+    };
+    let store =
+        Store::create_backend(Arc::new(MemBackend::new()), Path::new("f"), options).unwrap();
+    for value in ["1", "2"] {
+        let seen = run_recorded(&store, Durability::Durable, value);
+        wait_answered(&seen).unwrap();
+        let ran_on = seen.lock().unwrap().ran_on;
+        assert!(ran_on.is_some(), "the update ran");
+        assert_ne!(
+            ran_on,
+            Some(std::thread::current().id()),
+            "the writer thread ran it, with the writer idle"
+        );
+    }
+    assert_eq!(keys(&store), ["k"]);
 }
 
 #[test]

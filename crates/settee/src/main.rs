@@ -323,11 +323,13 @@ fn serve(
     std::fs::create_dir_all(&data_dir)
         .map_err(|e| format!("creating {}: {e}", data_dir.display()))?;
     raise_open_files_limit();
+    let threads = request_threads();
     let opts = ServerOptions {
         data_dir,
         config_path,
         release_memory: Some(release_thread_memory),
         on_config: Some(logging::apply),
+        request_threads: threads,
     };
     let prepared = State::prepare(&opts, std::env::var("SETTEE_ADMIN").ok())?;
     if let Some((name, password)) = &prepared.generated_admin {
@@ -352,6 +354,7 @@ fn serve(
     // handling one recurses about a hundred bytes a level (several times that in unoptimised
     // builds). Only the stack used is committed.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .thread_stack_size(16 << 20)
         .enable_all()
         .build()
@@ -578,6 +581,16 @@ fn bench(args: BenchArgs) -> Result<(), String> {
         return Err(format!("{failures} wrong or failed answers"));
     }
     Ok(())
+}
+
+/// The threads that serve requests: `TOKIO_WORKER_THREADS` when set to a positive number
+/// (as the runtime itself would read it), else one per core.
+fn request_threads() -> usize {
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Raises the soft open-files limit to the hard limit, for many connections and databases.
