@@ -17,7 +17,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -28,13 +28,19 @@ use crate::doc::NewDoc;
 use crate::error::{Error, Result};
 use crate::shard::{EditMode, EditResult};
 
+/// Jobs of a single request that must follow one of several before a request may commit
+/// alone again.
+const CROWDED_FOR: usize = 16;
+
 /// One queue per way of applying edits (mode and durability), since one job applies one way.
 #[derive(Default)]
 pub(crate) struct EditQueues {
     queues: [Mutex<Queue>; 4],
-    /// The last job took more than one request: requests are arriving together, so each
-    /// should queue for a shared commit rather than commit alone.
-    crowded: AtomicBool,
+    /// How many more jobs must take a single request before a request may commit alone:
+    /// set when a job takes several (requests are arriving together, so each should queue
+    /// for a shared commit), counted down by each job that takes one. A single job of one
+    /// request in a busy spell is no sign that the spell has ended.
+    crowded: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -78,7 +84,7 @@ impl EditQueues {
     ) -> EditsPending {
         let (answer, rx) = oneshot::channel();
         let i = Self::index(mode, durability);
-        let alone = alone && !self.crowded.load(Ordering::Relaxed);
+        let alone = alone && self.crowded.load(Ordering::Relaxed) == 0;
         let first = {
             let mut q = self.queues[i].lock().expect("edit queue lock");
             q.waiting.push(Waiting { docs, answer });
@@ -108,7 +114,7 @@ impl EditQueues {
                 .into_iter()
                 .map(|w| (w.docs, w.answer))
                 .unzip();
-            queues.crowded.store(requests.len() > 1, Ordering::Relaxed);
+            queues.note_taken(requests.len());
             *in_job.lock().expect("taken lock") = Some(answers);
             apply_apart(txn, &requests, mode, apply)
         };
@@ -126,6 +132,17 @@ impl EditQueues {
             store.run_or_submit_with(durability, job, done);
         } else {
             store.submit_with(durability, job, done);
+        }
+    }
+
+    /// Keeps [`EditQueues::crowded`] for a job that took `requests` requests.
+    fn note_taken(&self, requests: usize) {
+        if requests > 1 {
+            self.crowded.store(CROWDED_FOR, Ordering::Relaxed);
+        } else {
+            let left = self.crowded.load(Ordering::Relaxed);
+            self.crowded
+                .store(left.saturating_sub(1), Ordering::Relaxed);
         }
     }
 
@@ -351,7 +368,8 @@ mod tests {
     }
 
     /// A single-document request applies itself while requests come one at a time, and
-    /// queues for the writer's shared commit once they arrive together.
+    /// queues for the writer's shared commit once they arrive together, until
+    /// [`CROWDED_FOR`] jobs in a row have taken one request each.
     #[tokio::test]
     async fn lone_requests_commit_on_their_own_thread_crowds_share_the_writer() {
         let dir = tempfile::tempdir().unwrap();
@@ -391,17 +409,20 @@ mod tests {
         // The writer answers only once idle again, so nothing but the crowd's size sends
         // the next request to it.
 
-        push(&["after_crowd"]).await.unwrap();
-        assert_eq!(
-            applied_on("after_crowd"),
-            writer,
-            "right after a crowd, a request queues for the writer"
-        );
+        for k in 0..CROWDED_FOR {
+            let id = format!("after_crowd{k}");
+            push(&[id.as_str()]).await.unwrap();
+            assert_eq!(
+                applied_on(&id),
+                writer,
+                "for a while after a crowd, a request queues for the writer"
+            );
+        }
         push(&["lone2"]).await.unwrap();
         assert_eq!(
             applied_on("lone2"),
             here,
-            "alone again once a job took one request"
+            "alone again once enough jobs in a row took one request"
         );
         push(&["two", "docs"]).await.unwrap();
         assert_eq!(
