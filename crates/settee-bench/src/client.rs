@@ -3,12 +3,12 @@
 //! the task that asks, not by a task of its own: a request then costs no hand-off between
 //! threads, which on a fast server is a large part of one request's time.
 
+use std::pin::Pin;
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use std::pin::Pin;
-
 use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
@@ -146,23 +146,22 @@ impl Conn {
             Ok::<_, hyper::Error>(Answer { status, body })
         };
         tokio::pin!(exchange);
+        // The link is polled beside the exchange; an answer is `None` if the link ended first.
         let answer = match self.link.as_mut() {
-            Some(link) => {
-                let link_ended = tokio::select! {
-                    biased;
-                    answer = &mut exchange => Some(answer),
-                    _ = link.as_mut() => None,
-                };
-                match link_ended {
-                    Some(answer) => answer,
-                    None => {
-                        // Dropping the ended link fails whatever the exchange still waits on.
-                        self.link = None;
-                        exchange.await
-                    }
-                }
+            Some(link) => tokio::select! {
+                biased;
+                answer = &mut exchange => Some(answer),
+                _ = link.as_mut() => None,
+            },
+            None => None,
+        };
+        let answer = match answer {
+            Some(answer) => answer,
+            None => {
+                // Dropping an ended link fails whatever the exchange still waits on.
+                self.link = None;
+                exchange.await
             }
-            None => exchange.await,
         };
         answer.map_err(|e| Error::Io(e.to_string()))
     }

@@ -137,13 +137,11 @@ impl EditQueues {
 
     /// Keeps [`EditQueues::crowded`] for a job that took `requests` requests.
     fn note_taken(&self, requests: usize) {
-        if requests > 1 {
-            self.crowded.store(CROWDED_FOR, Ordering::Relaxed);
-        } else {
-            let left = self.crowded.load(Ordering::Relaxed);
-            self.crowded
-                .store(left.saturating_sub(1), Ordering::Relaxed);
-        }
+        let left = match requests {
+            0 | 1 => self.crowded.load(Ordering::Relaxed).saturating_sub(1),
+            _ => CROWDED_FOR,
+        };
+        self.crowded.store(left, Ordering::Relaxed);
     }
 
     /// Everything queued at `i`; the next request schedules a new job.
