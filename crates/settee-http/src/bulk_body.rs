@@ -5,15 +5,17 @@
 //! `Value`. Bodies that are small, nest deeply, are malformed or leave ids to the server are
 //! read whole on one thread, which also gives every error exactly.
 
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 use settee_db::NewDoc;
+use settee_json::outline;
 
 use crate::error::{HttpError, HttpResult};
 use crate::server::State;
@@ -33,12 +35,12 @@ pub type BulkBody = (Vec<NewDoc>, bool, bool);
 pub async fn parse(state: &Arc<State>, bytes: Bytes) -> HttpResult<BulkBody> {
     let failed = || HttpError::new(500, "unknown_error", "parsing the request failed");
     if bytes.len() >= SPLIT_FROM {
-        let b = bytes.clone();
-        let split = settee_node::run_in_background(move || split(&b))
+        let (st, b) = (state.clone(), bytes.clone());
+        let started = settee_node::run_in_background(move || in_parts(&st, &b))
             .await
             .ok_or_else(failed)?;
-        if let Some(split) = split {
-            if let Some(parsed) = in_parts(state, &bytes, split).await {
+        if let Some(parts) = started {
+            if let Some(parsed) = parts.finish().await {
                 return Ok(parsed);
             }
         }
@@ -56,84 +58,103 @@ struct Split {
     atomic: bool,
 }
 
-/// A member's value as given, `null` included (an absent member is `None`).
-#[derive(Default)]
-struct Given(Option<Value>);
-
-impl<'de> Deserialize<'de> for Given {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Given, D::Error> {
-        Value::deserialize(d).map(|v| Given(Some(v)))
-    }
-}
-
-/// The body's members, the documents left as text.
-#[derive(Deserialize)]
-struct Top<'a> {
-    #[serde(borrow)]
-    docs: &'a RawValue,
-    #[serde(default)]
-    new_edits: Given,
-    #[serde(default)]
-    all_or_nothing: Given,
-}
-
-/// Splits a well-formed, shallow body into its documents' texts; `None` for anything else
-/// (which [`parse_whole`] then reads, and refuses with the right reason).
+/// Splits a well-formed, shallow body into its documents' texts (see
+/// [`settee_json::outline`]); `None` for anything else, which [`parse_whole`] then reads
+/// and refuses with the right reason. Every range it gives, and every member it does not
+/// read itself, is parsed before the body is taken, so a body it splits is one a whole
+/// read would take too.
 fn split(bytes: &[u8]) -> Option<Split> {
-    if settee_json::deep::depth(bytes) > SHALLOW {
-        return None;
+    let members = outline::object(bytes, SHALLOW)?;
+    let (mut docs, mut new_edits, mut atomic) = (None, None, None);
+    for m in members {
+        let value = &bytes[m.value.clone()];
+        // A key written with escapes may name a member twice, which a whole read settles.
+        let key = &bytes[m.key.clone()];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        if m.is(bytes, "docs") {
+            let items = outline::array(bytes, m.value, SHALLOW - 1)?;
+            docs.replace(items).is_none().then_some(())?;
+        } else if m.is(bytes, "new_edits") {
+            let flag = match value {
+                b"true" => true,
+                b"false" => false,
+                _ => return None,
+            };
+            new_edits.replace(flag).is_none().then_some(())?;
+        } else if m.is(bytes, "all_or_nothing") {
+            let flag = serde_json::from_slice::<Value>(value).ok()? == Value::Bool(true);
+            atomic.replace(flag).is_none().then_some(())?;
+        } else {
+            serde_json::from_slice::<String>(key).ok()?;
+            serde_json::from_slice::<IgnoredAny>(value).ok()?;
+        }
     }
-    let top: Top = serde_json::from_slice(bytes).ok()?;
-    let docs: Vec<&RawValue> = serde_json::from_str(top.docs.get()).ok()?;
-    let new_edits = match top.new_edits.0 {
-        None => true,
-        Some(Value::Bool(b)) => b,
-        Some(_) => return None,
-    };
-    let base = bytes.as_ptr() as usize;
-    let docs = docs
-        .iter()
-        .map(|raw| {
-            let at = raw.get().as_ptr() as usize - base;
-            at..at + raw.get().len()
-        })
-        .collect();
     Some(Split {
-        docs,
-        new_edits,
-        atomic: top.all_or_nothing.0 == Some(Value::Bool(true)),
+        docs: docs?,
+        new_edits: new_edits.unwrap_or(true),
+        atomic: atomic.unwrap_or(false),
     })
 }
 
-/// Parses the documents in parts on the background threads, in order; `None` when a
-/// document is refused or has no id (the server's ids must be given out in the body's
-/// order), to be read whole instead.
-async fn in_parts(state: &Arc<State>, bytes: &Bytes, split: Split) -> Option<BulkBody> {
+/// A part's documents, parsed on another background thread.
+type PartParsed = Pin<Box<dyn Future<Output = Option<Option<Vec<NewDoc>>>> + Send>>;
+
+/// A split body being parsed: the first part's documents, the others still coming.
+struct Parts {
+    first: Option<Vec<NewDoc>>,
+    rest: Vec<PartParsed>,
+    split: Split,
+    needs_id: Arc<AtomicBool>,
+}
+
+/// Splits the body and parses it in parts on the background threads, in order: this thread
+/// hands the later parts to the others, then parses the first itself. `None` if the body
+/// does not split.
+fn in_parts(state: &Arc<State>, bytes: &Bytes) -> Option<Parts> {
+    let split = split(bytes)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let size = split.docs.len().div_ceil(threads).max(MIN_PART);
     let needs_id = Arc::new(AtomicBool::new(false));
-    let parts: Vec<_> = split
-        .docs
-        .chunks(size)
+    let mut chunks = split.docs.chunks(size);
+    let head = chunks.next().unwrap_or_default();
+    let rest = chunks
         .map(|ranges| {
             let (st, b, flag) = (state.clone(), bytes.clone(), needs_id.clone());
             let ranges = ranges.to_vec();
-            settee_node::start_in_background(move || {
+            Box::pin(settee_node::start_in_background(move || {
                 parse_part(&st, &b, &ranges, split.new_edits, &flag)
-            })
+            })) as PartParsed
         })
         .collect();
-    let mut docs = Vec::with_capacity(split.docs.len());
-    for part in parts {
-        docs.extend(part.await??);
+    let first = parse_part(state, bytes, head, split.new_edits, &needs_id);
+    Some(Parts {
+        first,
+        rest,
+        split,
+        needs_id,
+    })
+}
+
+impl Parts {
+    /// Every part's documents, in order; `None` when a document is refused or has no id
+    /// (the server's ids must be given out in the body's order), to be read whole instead.
+    async fn finish(self) -> Option<BulkBody> {
+        let mut docs = Vec::with_capacity(self.split.docs.len());
+        docs.extend(self.first?);
+        for part in self.rest {
+            docs.extend(part.await??);
+        }
+        if self.needs_id.load(Ordering::Relaxed) {
+            return None;
+        }
+        let new_edits = self.split.new_edits;
+        if !new_edits && docs.iter().any(|d| d.revs.is_empty()) {
+            return None;
+        }
+        Some((docs, new_edits, self.split.atomic))
     }
-    if needs_id.load(Ordering::Relaxed) {
-        return None;
-    }
-    if !split.new_edits && docs.iter().any(|d| d.revs.is_empty()) {
-        return None;
-    }
-    Some((docs, split.new_edits, split.atomic))
 }
 
 /// One part's documents; `None` at the first it refuses.
@@ -222,6 +243,78 @@ fn parse_whole(state: &State, bytes: &[u8]) -> HttpResult<BulkBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    /// A body as a whole read of it finds it: the documents' texts and the two flags.
+    #[derive(Deserialize)]
+    struct Whole<'a> {
+        #[serde(borrow)]
+        docs: Vec<&'a RawValue>,
+        new_edits: Option<bool>,
+        all_or_nothing: Option<Value>,
+    }
+
+    /// Members a body may have, some of them broken, in any order.
+    fn member() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(r#""new_edits":false"#.to_string()),
+            Just(r#""new_edits" : true"#.to_string()),
+            Just(r#""new_edits":"no""#.to_string()),
+            Just(r#""all_or_nothing":true"#.to_string()),
+            Just(r#""all_or_nothing":[1,{"a":"}"}]"#.to_string()),
+            Just(r#""d\u006fcs":[]"#.to_string()),
+            Just(r#""x":{"docs":[1]}"#.to_string()),
+            Just(r#""y":[tru]"#.to_string()),
+            Just("\"z\n\":1".to_string()),
+            prop::collection::vec(doc(), 0..4)
+                .prop_map(|d| format!(r#""docs": [{}]"#, d.join(" , "))),
+        ]
+    }
+
+    fn doc() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z]{1,4}".prop_map(|id| format!(r#"{{"_id":"{id}","n":[1,{{"s":"]\\"}}]}}"#)),
+            Just(r#"{"_id":"q","_rev":"1-abc"}"#.to_string()),
+            Just("{}".to_string()),
+            Just("{\"a\":1}}".to_string()),
+            Just("nul".to_string()),
+            Just("[]".to_string()),
+        ]
+    }
+
+    proptest! {
+        /// A body split in parts reads as a whole read finds it: the same documents' texts
+        /// and flags; a body the whole read refuses is either not split or has a document
+        /// text that does not parse (and is then read whole, with its error).
+        #[test]
+        fn a_split_body_is_what_a_whole_read_finds(
+            members in prop::collection::vec(member(), 0..4),
+            cut in prop::option::of(any::<prop::sample::Index>()),
+        ) {
+            let mut body = format!("{{{}}}", members.join(",")).into_bytes();
+            if let Some(cut) = cut {
+                body.truncate(cut.index(body.len()));
+            }
+            let whole = serde_json::from_slice::<Whole>(&body);
+            let Some(split) = split(&body) else { return Ok(()) };
+            let texts: Vec<&[u8]> = split.docs.iter().map(|r| &body[r.clone()]).collect();
+            match whole {
+                Ok(w) => {
+                    let want: Vec<&[u8]> = w.docs.iter().map(|r| r.get().as_bytes()).collect();
+                    prop_assert_eq!(texts, want);
+                    prop_assert_eq!(split.new_edits, w.new_edits.unwrap_or(true));
+                    prop_assert_eq!(split.atomic, w.all_or_nothing == Some(Value::Bool(true)));
+                }
+                Err(_) => prop_assert!(
+                    texts.iter().any(|t| serde_json::from_slice::<Value>(t).is_err()),
+                    "split a body a whole read refuses: {}",
+                    String::from_utf8_lossy(&body)
+                ),
+            }
+        }
+    }
 
     #[test]
     fn a_body_splits_into_its_documents_texts() {

@@ -10,6 +10,8 @@
 //! * [`deep`]: parsing JSON that nests deeply (documents may) without overflowing a stack.
 //! * [`transcode`]: a document's text read in one pass into its stored body and revision
 //!   term, for the plain documents bulk writes bring by the thousand.
+//! * [`outline`]: where an object's members and an array's items are in a text, found
+//!   without building values (a bulk body split into its documents' texts).
 //! * [`collate`]: CouchDB's collation of JSON values (view keys, Mango comparisons).
 //! * [`viewkey`]: view keys encoded so that byte order is that collation.
 //!
@@ -21,6 +23,7 @@ pub mod body;
 pub mod collate;
 pub mod deep;
 mod error;
+pub mod outline;
 mod rev;
 mod term;
 pub mod transcode;
