@@ -36,6 +36,9 @@ pub struct FoldLimits {
     pub bytes: u64,
     /// Log records chained back from the header, which opening replays.
     pub records: u64,
+    /// How many times `changes` and `bytes` a large tree may gather (see
+    /// [`FoldLimits::scale`]); 1 keeps them fixed.
+    pub grow: u64,
 }
 
 impl Default for FoldLimits {
@@ -44,7 +47,20 @@ impl Default for FoldLimits {
             changes: 8192,
             bytes: 8 << 20,
             records: 1024,
+            grow: 4,
         }
+    }
+}
+
+impl FoldLimits {
+    /// How many times the limits a tree of `entries` entries gathers before a fold: one
+    /// change for every two entries, from the limits up to `grow` times them. Changes to
+    /// keys spread over a large tree (random ids) land on as many leaves as there are
+    /// changes, and a fold rewrites every leaf it touches: gathered longer, each leaf is
+    /// rewritten once for more of them, while a fold's work stays bounded.
+    pub fn scale(&self, entries: u64) -> u64 {
+        let per = (self.changes as u64).saturating_mul(2).max(1);
+        (entries / per).clamp(1, self.grow.max(1))
     }
 }
 

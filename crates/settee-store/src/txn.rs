@@ -576,8 +576,7 @@ impl WriterState {
         let fold = !self.fold_blocked
             && (self.fold_asked
                 || self.log_records >= limits.records
-                || bytes >= limits.bytes
-                || self.overlays.iter().any(|o| o.len() >= limits.changes)
+                || self.gathered_enough(bytes)
                 || self.charge.as_ref().is_some_and(Charge::over));
         if fold {
             // A fold that meets a damaged node is undone and the changes stay logged: the
@@ -605,6 +604,25 @@ impl WriterState {
         let records = self.log_records + 1;
         let payload = self.log.take_record(self.header.log, records);
         Ok((Some(self.app.append(RecordKind::Log, &payload)?), records))
+    }
+
+    /// Whether the logged changes, `bytes` of them, have reached the fold limits, each
+    /// tree's scaled to its size in the nodes ([`FoldLimits::scale`]).
+    fn gathered_enough(&self, bytes: u64) -> bool {
+        let limits = self.fold;
+        let scales: Vec<u64> = (0..self.overlays.len())
+            .map(|t| {
+                let root = self.roots.get(t).and_then(Option::as_ref);
+                limits.scale(root.map_or(0, |r| r.count))
+            })
+            .collect();
+        let widest = scales.iter().copied().max().unwrap_or(1);
+        bytes >= limits.bytes.saturating_mul(widest)
+            || self
+                .overlays
+                .iter()
+                .zip(scales)
+                .any(|(o, s)| o.len() as u64 >= (limits.changes as u64).saturating_mul(s))
     }
 
     /// Applies every logged change to its tree's nodes, in one pass per tree.

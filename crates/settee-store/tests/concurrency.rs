@@ -28,6 +28,7 @@ fn logged_options(cache: u64) -> StoreOptions {
         changes: 400,
         bytes: 1 << 20,
         records: 5,
+        grow: 4,
     };
     StoreOptions {
         trees: vec![TreeSpec::logged(SizeReduce)],

@@ -270,6 +270,7 @@ fn options(order: Order, node_size: usize, cache: &NodeCache) -> StoreOptions {
             changes: 150,
             bytes: 4096,
             records: 4,
+            grow: 4,
         },
         ..StoreOptions::default()
     }
