@@ -76,52 +76,49 @@ impl Scan<'_> {
 
     /// An object's members, from its `{` to past its `}`.
     fn members(&mut self, max_depth: usize) -> Option<Vec<Member>> {
-        self.eat(b'{')?;
-        let mut members = Vec::new();
-        self.space();
-        if self.eat(b'}').is_some() {
-            return Some(members);
-        }
-        loop {
-            self.space();
-            let start = self.at;
-            self.eat(b'"')?;
-            self.string()?;
-            let key = start..self.at;
-            self.space();
-            self.eat(b':')?;
-            self.space();
-            let value = self.value(max_depth.checked_sub(1)?)?;
-            members.push(Member { key, value });
-            self.space();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(members);
-                }
-                _ => return None,
-            }
-        }
+        let inner = max_depth.checked_sub(1)?;
+        self.listed(b'{', b'}', |s| {
+            let start = s.at;
+            s.eat(b'"')?;
+            s.string()?;
+            let key = start..s.at;
+            s.space();
+            s.eat(b':')?;
+            s.space();
+            let value = s.value(inner)?;
+            Some(Member { key, value })
+        })
     }
 
     /// An array's items, from its `[` to past its `]`.
     fn items(&mut self, max_depth: usize) -> Option<Vec<Range<usize>>> {
-        self.eat(b'[')?;
-        let mut items = Vec::new();
+        let inner = max_depth.checked_sub(1)?;
+        self.listed(b'[', b']', |s| s.value(inner))
+    }
+
+    /// What `each` reads of every element between `open` and `close`, the elements
+    /// separated by commas, whitespace allowed around each.
+    fn listed<T>(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        self.eat(open)?;
+        let mut found = Vec::new();
         self.space();
-        if self.eat(b']').is_some() {
-            return Some(items);
+        if self.eat(close).is_some() {
+            return Some(found);
         }
         loop {
             self.space();
-            items.push(self.value(max_depth.checked_sub(1)?)?);
+            found.push(each(self)?);
             self.space();
             match self.peek()? {
                 b',' => self.at += 1,
-                b']' => {
+                b if b == close => {
                     self.at += 1;
-                    return Some(items);
+                    return Some(found);
                 }
                 _ => return None,
             }
