@@ -74,18 +74,17 @@ fn split(bytes: &[u8]) -> Option<Split> {
             return None;
         }
         if m.is(bytes, "docs") {
-            let items = outline::array(bytes, m.value, SHALLOW - 1)?;
-            docs.replace(items).is_none().then_some(())?;
+            first(&mut docs, m.items?)?;
         } else if m.is(bytes, "new_edits") {
             let flag = match value {
                 b"true" => true,
                 b"false" => false,
                 _ => return None,
             };
-            new_edits.replace(flag).is_none().then_some(())?;
+            first(&mut new_edits, flag)?;
         } else if m.is(bytes, "all_or_nothing") {
             let flag = serde_json::from_slice::<Value>(value).ok()? == Value::Bool(true);
-            atomic.replace(flag).is_none().then_some(())?;
+            first(&mut atomic, flag)?;
         } else {
             serde_json::from_slice::<String>(key).ok()?;
             serde_json::from_slice::<IgnoredAny>(value).ok()?;
@@ -96,6 +95,12 @@ fn split(bytes: &[u8]) -> Option<Split> {
         new_edits: new_edits.unwrap_or(true),
         atomic: atomic.unwrap_or(false),
     })
+}
+
+/// Fills `slot` with a member's value; `None` if the member came before (a body that names
+/// one twice is read whole, which settles it).
+fn first<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    slot.is_none().then(|| *slot = Some(value))
 }
 
 /// A part's documents, parsed on another background thread.

@@ -13,13 +13,17 @@
 
 use std::ops::Range;
 
-/// One member of an object: its key's text (quotes included) and its value's.
+/// One member of an object: its key's text (quotes included) and its value's, and when
+/// the value is an array, its items'.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// The key, quotes included, as written (escapes not decoded).
     pub key: Range<usize>,
     /// The value.
     pub value: Range<usize>,
+    /// The items of the value, when it is an array: found in the same pass, not by reading
+    /// it again.
+    pub items: Option<Vec<Range<usize>>>,
 }
 
 impl Member {
@@ -39,18 +43,6 @@ pub fn object(text: &[u8], max_depth: usize) -> Option<Vec<Member>> {
     let members = s.members(max_depth)?;
     s.space();
     (s.at == text.len()).then_some(members)
-}
-
-/// The items of the array at `range` of `text` (as [`object`] gives a member's value), in
-/// order; `None` if it is not outlined as one array or nests deeper than `max_depth` (the
-/// array itself is the first level).
-pub fn array(text: &[u8], range: Range<usize>, max_depth: usize) -> Option<Vec<Range<usize>>> {
-    let mut s = Scan {
-        text: &text[..range.end],
-        at: range.start,
-    };
-    let items = s.items(max_depth)?;
-    (s.at == range.end).then_some(items)
 }
 
 /// A position in a text being outlined.
@@ -85,8 +77,16 @@ impl Scan<'_> {
             s.space();
             s.eat(b':')?;
             s.space();
-            let value = s.value(inner)?;
-            Some(Member { key, value })
+            let start = s.at;
+            let items = match s.peek()? {
+                b'[' => Some(s.items(inner)?),
+                _ => {
+                    s.value(inner)?;
+                    None
+                }
+            };
+            let value = start..s.at;
+            Some(Member { key, value, items })
         })
     }
 
@@ -217,13 +217,14 @@ mod tests {
         assert!(members[0].is(text, "a") && !members[1].is(text, "cd"));
         assert_eq!(&text[members[1].key.clone()], br#""c\"d""#);
         assert_eq!(&text[members[1].value.clone()], br#"{"e":"}"}"#);
-        let items = array(text, members[0].value.clone(), 8).unwrap();
+        let items = members[0].items.as_ref().unwrap();
         assert_eq!(
-            texts(text, &items),
+            texts(text, items),
             ["1", r#""]\"""#, r#"{"b":[{}]}"#, "true"]
         );
+        assert_eq!(members[1].items, None);
         assert_eq!(object(b"{}", 1), Some(vec![]));
-        assert_eq!(array(b"[ ]", 0..3, 1), Some(vec![]));
+        assert_eq!(object(b"{\"a\":[ ]}", 2).unwrap()[0].items, Some(vec![]));
     }
 
     #[test]
@@ -246,7 +247,8 @@ mod tests {
             assert_eq!(object(bad, 8), None, "{}", String::from_utf8_lossy(bad));
         }
         for bad in [&b"[1,]"[..], b"[,1]", b"[1 2]", b"[1", b"[[1]"] {
-            assert_eq!(array(bad, 0..bad.len(), 8), None);
+            let text = [&b"{\"a\":"[..], bad, b"}"].concat();
+            assert_eq!(object(&text, 8), None, "{}", String::from_utf8_lossy(bad));
         }
     }
 
@@ -255,9 +257,9 @@ mod tests {
         let text = br#"{"a":[[1]]}"#;
         assert!(object(text, 3).is_some());
         assert_eq!(object(text, 2), None);
-        let items = br#"[{"a":[1]}]"#;
-        assert!(array(items, 0..items.len(), 3).is_some());
-        assert_eq!(array(items, 0..items.len(), 2), None);
+        let items = br#"{"a":[{"a":[1]}]}"#;
+        assert!(object(items, 4).is_some());
+        assert_eq!(object(items, 3), None);
     }
 
     fn json() -> impl Strategy<Value = Value> {
@@ -304,11 +306,11 @@ mod tests {
             for m in &found {
                 let key: String = serde_json::from_slice(&text.as_bytes()[m.key.clone()]).unwrap();
                 prop_assert_eq!(&text[m.value.clone()], raw[&key].get());
-                if raw[&key].get().starts_with('[') {
-                    let items = array(text.as_bytes(), m.value.clone(), 64).unwrap();
+                prop_assert_eq!(m.items.is_some(), raw[&key].get().starts_with('['));
+                if let Some(items) = &m.items {
                     let raw_items: Vec<&RawValue> = serde_json::from_str(raw[&key].get()).unwrap();
                     let want: Vec<&str> = raw_items.iter().map(|r| r.get()).collect();
-                    prop_assert_eq!(texts(text.as_bytes(), &items), want);
+                    prop_assert_eq!(texts(text.as_bytes(), items), want);
                 }
             }
         }
@@ -338,12 +340,14 @@ mod tests {
             let valid = serde_json::from_slice::<Value>(&text).is_ok();
             let Some(members) = object(&text, 64) else { return Ok(()) };
             let parses = |r: &Range<usize>| serde_json::from_slice::<Value>(&text[r.clone()]).is_ok();
-            let mut all_parse = members.iter().all(|m| parses(&m.key) && parses(&m.value));
-            for m in &members {
-                if let Some(items) = array(&text, m.value.clone(), 64) {
-                    all_parse &= items.iter().all(parses);
-                }
-            }
+            // A caller parses an array's items, every other value whole.
+            let all_parse = members.iter().all(|m| {
+                parses(&m.key)
+                    && match &m.items {
+                        Some(items) => items.iter().all(parses),
+                        None => parses(&m.value),
+                    }
+            });
             if !valid {
                 prop_assert!(!all_parse, "{}", String::from_utf8_lossy(&text));
             }

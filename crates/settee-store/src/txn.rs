@@ -610,19 +610,16 @@ impl WriterState {
     /// tree's scaled to its size in the nodes ([`FoldLimits::scale`]).
     fn gathered_enough(&self, bytes: u64) -> bool {
         let limits = self.fold;
-        let scales: Vec<u64> = (0..self.overlays.len())
-            .map(|t| {
-                let root = self.roots.get(t).and_then(Option::as_ref);
-                limits.scale(root.map_or(0, |r| r.count))
-            })
-            .collect();
-        let widest = scales.iter().copied().max().unwrap_or(1);
+        let mut widest = 1;
+        for (t, overlay) in self.overlays.iter().enumerate() {
+            let root = self.roots.get(t).and_then(Option::as_ref);
+            let scale = limits.scale(root.map_or(0, |r| r.count));
+            if overlay.len() as u64 >= (limits.changes as u64).saturating_mul(scale) {
+                return true;
+            }
+            widest = widest.max(scale);
+        }
         bytes >= limits.bytes.saturating_mul(widest)
-            || self
-                .overlays
-                .iter()
-                .zip(scales)
-                .any(|(o, s)| o.len() as u64 >= (limits.changes as u64).saturating_mul(s))
     }
 
     /// Applies every logged change to its tree's nodes, in one pass per tree.
