@@ -237,7 +237,7 @@ fn tree_changes(
     if old_changes.is_empty() && new_changes.is_empty() {
         return Ok(actions);
     }
-    let settle: BTreeSet<&[u8]> = old_changes.keys().chain(new_changes.keys()).collect();
+    let settle: BTreeSet<Arc<[u8]>> = old_changes.keys().chain(new_changes.keys()).collect();
     actions.retain(|a| !settle.contains(a.key()));
     let node = |r: &Option<crate::format::Root>| r.as_ref().map(|r| from.node(r.ptr)).transpose();
     let (old_node, new_node) = (node(&old_root)?, node(&new_root)?);
@@ -253,8 +253,8 @@ fn tree_changes(
         Ok(entry.map(|e| e.value().to_vec()))
     };
     for key in settle {
-        let now = shown(new_changes, &new_node, key)?;
-        if now == shown(old_changes, &old_node, key)? {
+        let now = shown(new_changes, &new_node, &key)?;
+        if now == shown(old_changes, &old_node, &key)? {
             continue;
         }
         actions.push(match now {

@@ -63,6 +63,7 @@ pub mod format;
 mod held;
 mod node;
 mod overlay;
+mod runs;
 mod scan;
 mod snapshot;
 mod store;

@@ -17,11 +17,10 @@ use std::ops::Bound as StdBound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use imbl::OrdMap;
-
 use crate::error::{Error, Result};
 use crate::format::{put_bytes, put_varint, Ptr, Reader};
 use crate::node::Node;
+use crate::runs::{RunMap, RunWalk};
 use crate::tree::cursor::Entry;
 use crate::tree::{Action, Bound, Direction, Reduction, TreeSpec};
 
@@ -176,10 +175,11 @@ impl Change {
 /// The smallest and largest of some keys.
 type KeySpan = (Arc<[u8]>, Arc<[u8]>);
 
-/// One tree's changes since the last fold. Cheap to clone: snapshots share it.
+/// One tree's changes since the last fold. Cheap to clone: snapshots share it, once the
+/// changes since the last clone kept are sealed ([`Overlay::seal`]).
 #[derive(Clone, Default)]
 pub(crate) struct Overlay {
-    changes: OrdMap<Arc<[u8]>, Change>,
+    changes: RunMap<Change>,
     /// The smallest and largest key whose changes netted to nothing (a key put and removed
     /// again, or removed while absent) and were dropped. The log still holds their
     /// actions, which opening replays over the nodes, so the nodes must not change under
@@ -213,8 +213,14 @@ impl Overlay {
     }
 
     /// The keys with a change, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        self.changes.keys().map(|k| &k[..])
+    pub fn keys(&self) -> impl Iterator<Item = Arc<[u8]>> {
+        self.changes.keys()
+    }
+
+    /// Freezes the changes made since the last seal, so that clones share them: call
+    /// before a clone that is kept (a commit's snapshot).
+    pub fn seal(&mut self) {
+        self.changes.seal();
     }
 
     /// The change of `key`, if it has one.
@@ -285,13 +291,13 @@ impl Overlay {
         {
             return true;
         }
-        !self.changes.is_empty() && actions.iter().any(|a| self.changes.contains_key(a.key()))
+        !self.changes.is_empty() && actions.iter().any(|a| self.changes.get(a.key()).is_some())
     }
 
     /// The actions that make the nodes hold what the changes show, in key order.
     pub fn actions(&self) -> Vec<Action> {
         self.changes
-            .iter()
+            .range(StdBound::Unbounded, StdBound::Unbounded, true)
             .map(|(k, c)| match &c.now {
                 Some(leaf) => Action::Put(k.to_vec(), leaf.value(0).to_vec()),
                 None => Action::Delete(k.to_vec()),
@@ -311,11 +317,12 @@ impl Overlay {
         if self.is_empty() {
             return Ok(nodes);
         }
-        let (mut now, mut was) = (Vec::new(), Vec::new());
-        for (k, c) in self
+        let changes: Vec<(Arc<[u8]>, Change)> = self
             .changes
-            .range::<_, [u8]>((std_bound(lo), std_bound(hi)))
-        {
+            .range(std_bound(lo), std_bound(hi), true)
+            .collect();
+        let (mut now, mut was) = (Vec::new(), Vec::new());
+        for (k, c) in &changes {
             if let Some(leaf) = &c.now {
                 now.push((&k[..], leaf.value(0)));
             }
@@ -345,12 +352,10 @@ impl Overlay {
             Direction::Forward => (start.clone(), end.clone()),
             Direction::Backward => (end.clone(), start.clone()),
         };
-        OverlayWalk {
-            changes: self.changes.clone(),
-            lo,
-            hi,
-            dir,
-        }
+        OverlayWalk(
+            self.changes
+                .range(std_bound(&lo), std_bound(&hi), dir == Direction::Forward),
+        )
     }
 }
 
@@ -363,30 +368,13 @@ fn std_bound(b: &Bound) -> StdBound<&[u8]> {
 }
 
 /// The changes of a range in walk order, taken one at a time without borrowing the map.
-pub(crate) struct OverlayWalk {
-    changes: OrdMap<Arc<[u8]>, Change>,
-    lo: Bound,
-    hi: Bound,
-    dir: Direction,
-}
+pub(crate) struct OverlayWalk(RunWalk<Change>);
 
 impl Iterator for OverlayWalk {
     type Item = (Arc<[u8]>, Change);
 
     fn next(&mut self) -> Option<(Arc<[u8]>, Change)> {
-        let mut range = self
-            .changes
-            .range::<_, [u8]>((std_bound(&self.lo), std_bound(&self.hi)));
-        let (k, c) = match self.dir {
-            Direction::Forward => range.next(),
-            Direction::Backward => range.next_back(),
-        }
-        .map(|(k, c)| (k.clone(), c.clone()))?;
-        match self.dir {
-            Direction::Forward => self.lo = Bound::Excluded(k.to_vec()),
-            Direction::Backward => self.hi = Bound::Excluded(k.to_vec()),
-        }
-        Some((k, c))
+        self.0.next()
     }
 }
 

@@ -435,7 +435,7 @@ impl WriterState {
                 self.record_replayed(*tree, action)?;
             }
         }
-        self.committed_overlays = self.overlays.clone();
+        self.keep_overlays();
         Ok(())
     }
 
@@ -507,7 +507,7 @@ impl WriterState {
                 self.clear_virtual();
                 self.dirty = false;
                 self.log_records = log_records;
-                self.committed_overlays = self.overlays.clone();
+                self.keep_overlays();
                 self.fold_asked = false;
                 self.charge_overlays();
                 Ok(header)
@@ -518,6 +518,13 @@ impl WriterState {
                 Err(e)
             }
         }
+    }
+
+    /// Makes the overlays as they are now the ones snapshots show, their recent changes
+    /// sealed so that the two share them.
+    fn keep_overlays(&mut self) {
+        self.overlays.iter_mut().for_each(Overlay::seal);
+        self.committed_overlays = self.overlays.clone();
     }
 
     /// Charges the overlays' memory to the budget.

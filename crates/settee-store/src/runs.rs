@@ -1,0 +1,571 @@
+//! A sorted map of byte keys that snapshots share: a small persistent map of the changes
+//! since the last [`RunMap::seal`], over frozen sorted runs.
+//!
+//! A persistent B-tree shared with snapshots copies a whole node path for the first change
+//! to each of its leaves after every snapshot, so a writer that takes a snapshot per commit
+//! of a few keys spread over a large map copies and later drops most of the map again and
+//! again. Here a commit seals its changes into a run, a sorted array, and runs of similar
+//! size merge, as a binary counter carries: each entry is copied about once for every time
+//! the map doubles, and a snapshot is a handful of shared runs. A run's Bloom filter lets a
+//! lookup pass over the runs that cannot hold its key.
+//!
+//! A removed key that an older run holds stays as a tombstone (`None`) that hides it, until
+//! a merge into the oldest run drops it.
+
+use std::hash::Hasher;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+
+/// A key of the map.
+pub(crate) type Key = Arc<[u8]>;
+
+/// Bits a run's filter keeps per entry, and how many it sets per key: about one lookup in
+/// sixty of a key a run lacks searches it anyway.
+const BLOOM_BITS_PER_KEY: usize = 10;
+const BLOOM_PROBES: u64 = 3;
+
+/// A frozen run: its entries sorted by key, each key once; a `None` value hides the key in
+/// older runs.
+struct Run<V> {
+    entries: Vec<(Key, Option<V>)>,
+    /// Each entry's key hashed, kept for the filters of the runs it is merged into.
+    hashes: Vec<u64>,
+    bloom: Bloom,
+}
+
+/// A Bloom filter over key hashes; one without bits may hold anything.
+#[derive(Default)]
+struct Bloom {
+    words: Vec<u64>,
+}
+
+impl Bloom {
+    fn new(hashes: &[u64]) -> Bloom {
+        let bits = (hashes.len() * BLOOM_BITS_PER_KEY)
+            .next_power_of_two()
+            .max(64);
+        let mut bloom = Bloom {
+            words: vec![0; bits / 64],
+        };
+        for &h in hashes {
+            for bit in bloom.probes(h) {
+                bloom.words[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        bloom
+    }
+
+    fn probes(&self, hash: u64) -> impl Iterator<Item = usize> {
+        let mask = (self.words.len() * 64 - 1) as u64;
+        let step = hash.rotate_left(32) | 1;
+        (0..BLOOM_PROBES).map(move |i| (hash.wrapping_add(i.wrapping_mul(step)) & mask) as usize)
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        self.words.is_empty()
+            || self
+                .probes(hash)
+                .all(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
+    }
+}
+
+fn hash(key: &[u8]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(key);
+    h.finish()
+}
+
+impl<V: Clone> Run<V> {
+    fn new(entries: Vec<(Key, Option<V>)>, hashes: Vec<u64>) -> Run<V> {
+        let bloom = Bloom::new(&hashes);
+        Run {
+            entries,
+            hashes,
+            bloom,
+        }
+    }
+
+    /// A run without a filter, for a walk over the unsealed changes.
+    fn unfiltered(entries: Vec<(Key, Option<V>)>) -> Run<V> {
+        Run {
+            entries,
+            hashes: Vec::new(),
+            bloom: Bloom::default(),
+        }
+    }
+
+    fn find(&self, key: &[u8], hash: u64) -> Option<&Option<V>> {
+        if !self.bloom.may_hold(hash) {
+            return None;
+        }
+        let i = self
+            .entries
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()?;
+        Some(&self.entries[i].1)
+    }
+
+    /// The indexes of the entries between `lo` and `hi`.
+    fn span(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (usize, usize) {
+        let start = self.entries.partition_point(|(k, _)| match lo {
+            Bound::Included(l) => **k < *l,
+            Bound::Excluded(l) => **k <= *l,
+            Bound::Unbounded => false,
+        });
+        let end = self.entries.partition_point(|(k, _)| match hi {
+            Bound::Included(h) => **k <= *h,
+            Bound::Excluded(h) => **k < *h,
+            Bound::Unbounded => true,
+        });
+        (start, end.max(start))
+    }
+
+    /// The entries and their hashes, moved out if no one else holds the run.
+    fn into_parts(run: Arc<Run<V>>) -> (Vec<(Key, Option<V>)>, Vec<u64>) {
+        match Arc::try_unwrap(run) {
+            Ok(run) => (run.entries, run.hashes),
+            Err(shared) => (shared.entries.clone(), shared.hashes.clone()),
+        }
+    }
+
+    /// `older` and `newer` as one run, `newer`'s entry winning for a key in both; with
+    /// `oldest` (nothing older remains to hide), tombstones go.
+    fn merge(older: Arc<Run<V>>, newer: Arc<Run<V>>, oldest: bool) -> Run<V> {
+        let len = older.entries.len() + newer.entries.len();
+        let (mut entries, mut hashes) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        let (old, old_h) = Run::into_parts(older);
+        let (new, new_h) = Run::into_parts(newer);
+        let mut old = old.into_iter().zip(old_h).peekable();
+        let mut new = new.into_iter().zip(new_h).peekable();
+        loop {
+            let order = match (old.peek(), new.peek()) {
+                (Some(((a, _), _)), Some(((b, _), _))) => a.cmp(b),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => break,
+            };
+            let taken = match order {
+                std::cmp::Ordering::Less => old.next(),
+                std::cmp::Ordering::Greater => new.next(),
+                std::cmp::Ordering::Equal => {
+                    old.next();
+                    new.next()
+                }
+            };
+            if let Some((entry, h)) = taken.filter(|((_, v), _)| !oldest || v.is_some()) {
+                entries.push(entry);
+                hashes.push(h);
+            }
+        }
+        Run::new(entries, hashes)
+    }
+}
+
+/// A sorted map from byte keys to `V` whose clones share everything: cheap to clone for a
+/// snapshot after every commit however large it grows (see the module's comment).
+pub(crate) struct RunMap<V> {
+    /// Changes since the last seal.
+    head: OrdMap<Key, Option<V>>,
+    /// Sealed runs, oldest first, each less than half the size of the one before.
+    runs: Vec<Arc<Run<V>>>,
+    /// Keys with a value.
+    len: usize,
+}
+
+impl<V> Default for RunMap<V> {
+    fn default() -> RunMap<V> {
+        RunMap {
+            head: OrdMap::new(),
+            runs: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V: Clone> Clone for RunMap<V> {
+    fn clone(&self) -> RunMap<V> {
+        RunMap {
+            head: self.head.clone(),
+            runs: self.runs.clone(),
+            len: self.len,
+        }
+    }
+}
+
+impl<V: Clone> RunMap<V> {
+    /// How many keys have a value.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no key has a value.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        if let Some(v) = self.head.get(key) {
+            return v.as_ref();
+        }
+        if self.runs.is_empty() {
+            return None;
+        }
+        let h = hash(key);
+        self.runs
+            .iter()
+            .rev()
+            .find_map(|run| run.find(key, h))
+            .and_then(Option::as_ref)
+    }
+
+    /// Sets the value of `key`; returns the one it had.
+    pub fn insert(&mut self, key: Key, value: V) -> Option<V> {
+        let in_head = self.head.insert(key.clone(), Some(value));
+        let old = self.previous(in_head, &key);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    /// Removes `key`; returns the value it had.
+    pub fn remove(&mut self, key: &[u8]) -> Option<V> {
+        let in_head = if self.runs.is_empty() {
+            self.head.remove(key)
+        } else {
+            self.head.insert(Arc::from(key), None)
+        };
+        let old = self.previous(in_head, key);
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+
+    /// The value `key` had, given what the head held for it before a change.
+    fn previous(&self, in_head: Option<Option<V>>, key: &[u8]) -> Option<V> {
+        match in_head {
+            Some(v) => v,
+            None if self.runs.is_empty() => None,
+            None => {
+                let h = hash(key);
+                self.runs
+                    .iter()
+                    .rev()
+                    .find_map(|run| run.find(key, h))
+                    .cloned()
+                    .flatten()
+            }
+        }
+    }
+
+    /// Freezes the changes since the last seal into a run, and merges runs of similar size:
+    /// call before taking a clone that will be kept (a commit's snapshot).
+    pub fn seal(&mut self) {
+        if self.head.is_empty() {
+            return;
+        }
+        let oldest = self.runs.is_empty();
+        let entries: Vec<(Key, Option<V>)> = std::mem::take(&mut self.head)
+            .into_iter()
+            .filter(|(_, v)| !oldest || v.is_some())
+            .collect();
+        let hashes = entries.iter().map(|(k, _)| hash(k)).collect();
+        self.runs.push(Arc::new(Run::new(entries, hashes)));
+        while let [.., before, last] = &self.runs[..] {
+            if before.entries.len() > 2 * last.entries.len() {
+                break;
+            }
+            let newer = self.runs.pop().expect("two runs");
+            let older = self.runs.pop().expect("two runs");
+            let oldest = self.runs.is_empty();
+            self.runs.push(Arc::new(Run::merge(older, newer, oldest)));
+        }
+    }
+
+    /// The entries between `lo` and `hi` with a value, in key order either way, cloned as
+    /// they are taken (the walk holds the map's runs, not a borrow).
+    pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, forward: bool) -> RunWalk<V> {
+        let mut sources = Vec::with_capacity(self.runs.len() + 1);
+        if !self.head.is_empty() {
+            // Filtered rather than ranged: the head is small, and bounds that cross are
+            // an empty walk rather than a panic.
+            let entries = self
+                .head
+                .iter()
+                .filter(|(k, _)| within(k, lo, hi))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            sources.push(Source::new(Arc::new(Run::unfiltered(entries)), lo, hi));
+        }
+        sources.extend(
+            self.runs
+                .iter()
+                .rev()
+                .map(|r| Source::new(r.clone(), lo, hi)),
+        );
+        sources.retain(|s| s.start < s.end);
+        RunWalk { sources, forward }
+    }
+
+    /// Every key with a value, in order.
+    pub fn keys(&self) -> impl Iterator<Item = Key> {
+        self.range(Bound::Unbounded, Bound::Unbounded, true)
+            .map(|(k, _)| k)
+    }
+}
+
+fn within(key: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    let above = match lo {
+        Bound::Included(l) => key >= l,
+        Bound::Excluded(l) => key > l,
+        Bound::Unbounded => true,
+    };
+    let below = match hi {
+        Bound::Included(h) => key <= h,
+        Bound::Excluded(h) => key < h,
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+/// What is left of one run in a walk: the entries from `start` up to `end`.
+struct Source<V> {
+    run: Arc<Run<V>>,
+    start: usize,
+    end: usize,
+}
+
+impl<V: Clone> Source<V> {
+    fn new(run: Arc<Run<V>>, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Source<V> {
+        let (start, end) = run.span(lo, hi);
+        Source { run, start, end }
+    }
+
+    /// The index of the entry next in the walk's direction.
+    fn next_index(&self, forward: bool) -> usize {
+        if forward {
+            self.start
+        } else {
+            self.end - 1
+        }
+    }
+
+    /// The key next in the walk's direction.
+    fn next_key(&self, forward: bool) -> &Key {
+        &self.run.entries[self.next_index(forward)].0
+    }
+
+    /// Passes the next entry.
+    fn advance(&mut self, forward: bool) {
+        if forward {
+            self.start += 1;
+        } else {
+            self.end -= 1;
+        }
+    }
+}
+
+/// A walk over a [`RunMap`]'s entries in a range: the runs merged, the newest entry of a key
+/// winning, tombstones passed over.
+pub(crate) struct RunWalk<V> {
+    /// Newest first.
+    sources: Vec<Source<V>>,
+    forward: bool,
+}
+
+impl<V: Clone> RunWalk<V> {
+    /// The source whose next key comes first in the walk; of sources with the same key,
+    /// the newest.
+    fn first(&self) -> Option<usize> {
+        let forward = self.forward;
+        let comes_before = |a: &Key, b: &Key| if forward { a < b } else { a > b };
+        (0..self.sources.len()).reduce(|best, i| {
+            let (k, bk) = (
+                self.sources[i].next_key(forward),
+                self.sources[best].next_key(forward),
+            );
+            if comes_before(k, bk) {
+                i
+            } else {
+                best
+            }
+        })
+    }
+}
+
+impl<V: Clone> Iterator for RunWalk<V> {
+    type Item = (Key, V);
+
+    fn next(&mut self) -> Option<(Key, V)> {
+        let forward = self.forward;
+        loop {
+            let first = &self.sources[self.first()?];
+            let (key, value) = first.run.entries[first.next_index(forward)].clone();
+            for s in &mut self.sources {
+                if *s.next_key(forward) == key {
+                    s.advance(forward);
+                }
+            }
+            self.sources.retain(|s| s.start < s.end);
+            if let Some(value) = value {
+                return Some((key, value));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u8, u32),
+        Remove(u8),
+        Seal,
+        /// Keep a clone, which must not change as the map goes on.
+        Keep,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u8..48, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            3 => (0u8..48).prop_map(Op::Remove),
+            2 => Just(Op::Seal),
+            1 => Just(Op::Keep),
+        ]
+    }
+
+    fn key(k: u8) -> Vec<u8> {
+        // Keys of different lengths, some the prefix of others.
+        vec![b'k'; usize::from(k % 3) + 1]
+            .into_iter()
+            .chain([k])
+            .collect()
+    }
+
+    /// A range's two bounds, each a kind (unbounded, included, excluded) and a key.
+    type RangeOf = ((u8, u8), (u8, u8));
+
+    fn bound(b: &(u8, u8)) -> Bound<Vec<u8>> {
+        match b.0 % 3 {
+            0 => Bound::Unbounded,
+            1 => Bound::Included(key(b.1)),
+            _ => Bound::Excluded(key(b.1)),
+        }
+    }
+
+    fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+        match b {
+            Bound::Included(k) => Bound::Included(k),
+            Bound::Excluded(k) => Bound::Excluded(k),
+            Bound::Unbounded => Bound::Unbounded,
+        }
+    }
+
+    /// Checks every lookup, the length and walks over `ranges` both ways.
+    fn check(
+        map: &RunMap<u32>,
+        model: &BTreeMap<Vec<u8>, u32>,
+        ranges: &[RangeOf],
+    ) -> Result<(), TestCaseError> {
+        prop_assert_eq!(map.len(), model.len());
+        for k in 0..48 {
+            prop_assert_eq!(map.get(&key(k)), model.get(&key(k)));
+        }
+        for (lo, hi) in ranges {
+            let (lo, hi) = (bound(lo), bound(hi));
+            let want: Vec<(Vec<u8>, u32)> = if range_is_empty(&lo, &hi) {
+                Vec::new()
+            } else {
+                model
+                    .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect()
+            };
+            let got: Vec<(Vec<u8>, u32)> = map
+                .range(as_ref(&lo), as_ref(&hi), true)
+                .map(|(k, v)| (k.to_vec(), v))
+                .collect();
+            prop_assert_eq!(&got, &want);
+            let mut back: Vec<(Vec<u8>, u32)> = map
+                .range(as_ref(&lo), as_ref(&hi), false)
+                .map(|(k, v)| (k.to_vec(), v))
+                .collect();
+            back.reverse();
+            prop_assert_eq!(&back, &want);
+        }
+        Ok(())
+    }
+
+    /// Bounds that `BTreeMap::range` refuses (it panics on them); the walk gives nothing.
+    fn range_is_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+        match (lo, hi) {
+            (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) => {
+                l > h || (l == h && !matches!((lo, hi), (Bound::Included(_), Bound::Included(_))))
+            }
+            _ => false,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The map reads as a `BTreeMap` given the same changes, whatever the seals
+        /// between them, and a clone kept reads as the model did when it was taken.
+        #[test]
+        fn reads_as_a_sorted_map(
+            ops in prop::collection::vec(op(), 1..300),
+            ranges in prop::collection::vec(((0u8..6, 0u8..48), (0u8..6, 0u8..48)), 4),
+        ) {
+            let (mut map, mut model) = (RunMap::default(), BTreeMap::new());
+            let mut kept = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let old = map.insert(Arc::from(key(k)), v);
+                        prop_assert_eq!(old, model.insert(key(k), v));
+                    }
+                    Op::Remove(k) => prop_assert_eq!(map.remove(&key(k)), model.remove(&key(k))),
+                    Op::Seal => map.seal(),
+                    Op::Keep => kept.push((map.clone(), model.clone())),
+                }
+            }
+            check(&map, &model, &ranges)?;
+            for (map, model) in &kept {
+                check(map, model, &ranges)?;
+            }
+        }
+    }
+
+    #[test]
+    fn runs_stay_few_and_tombstones_leave_with_the_oldest_run() {
+        let mut map = RunMap::default();
+        for i in 0u32..4096 {
+            map.insert(Arc::from(i.to_be_bytes().as_slice()), i);
+            if i % 16 == 15 {
+                map.seal();
+            }
+        }
+        assert!(map.runs.len() <= 9, "{} runs", map.runs.len());
+        for i in 0u32..4096 {
+            map.remove(&i.to_be_bytes());
+            if i % 16 == 15 {
+                map.seal();
+            }
+        }
+        assert!(map.is_empty());
+        assert!(
+            map.runs.iter().map(|r| r.entries.len()).sum::<usize>() < 4096,
+            "tombstones merged into the oldest run are gone"
+        );
+    }
+}
