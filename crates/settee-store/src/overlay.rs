@@ -46,7 +46,7 @@ impl Default for FoldLimits {
             changes: 8192,
             bytes: 8 << 20,
             records: 1024,
-            grow: 4,
+            grow: 16,
         }
     }
 }
