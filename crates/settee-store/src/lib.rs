@@ -18,15 +18,16 @@
 //! ([`Store::run_or_submit_with`]). Nodes a commit replaces leave the node cache.
 //!
 //! A tree may be *logged* ([`TreeSpec::logged`]): its commits append their changes as one
-//! log record and keep them in memory, where reads merge them with the nodes, and fold them
-//! into the nodes in one pass once enough have gathered ([`FoldLimits`]; a large tree
-//! gathers more, up to [`FoldLimits::grow`] times the limits, since its changes spread over
-//! more leaves). A commit of a few keys, or of keys spread over a large tree, then writes a
-//! record instead of a leaf and a path per key. Opening replays the records since the last
-//! fold. Two things bound the memory that unfolded changes take in a process with many
-//! stores open: stores opened with clones of one [`OverlayBudget`] fold at their next
-//! commit while together they hold more than it allows, and a store that has not committed
-//! for [`StoreOptions::quiet_after`] folds on its writer thread, gives back the room its
+//! log record and keep them in memory (sorted runs that later commits merge, which every
+//! snapshot shares), where reads merge them with the nodes, and fold them into the nodes in
+//! one pass once enough have gathered ([`FoldLimits`]; a large tree gathers more, up to
+//! [`FoldLimits::grow`] times the limits, since its changes spread over more leaves). A
+//! commit of a few keys, or of keys spread over a large tree, then writes a record instead
+//! of a leaf and a path per key. Opening replays the records since the last fold. Two
+//! things bound the memory that unfolded changes take in a process with many stores open:
+//! stores opened with clones of one [`OverlayBudget`] fold at their next commit while
+//! together they hold more than it allows, and a store that has not committed for
+//! [`StoreOptions::quiet_after`] folds on its writer thread, gives back the room its
 //! buffers kept, and runs [`StoreOptions::on_writer_quiet`], once per quiet spell.
 //!
 //! # FORMAT
