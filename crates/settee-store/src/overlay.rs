@@ -242,26 +242,36 @@ impl Overlay {
         in_nodes: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>,
     ) -> Result<Option<Vec<u8>>> {
         let key = action.key();
-        let (was, before) = match self.changes.get(key) {
-            Some(c) => (c.was.clone(), c.now.as_ref().map(|n| n.value(0).to_vec())),
-            None => {
-                let v = in_nodes(key)?;
-                (v.as_deref().map(Arc::from), v)
-            }
-        };
         let now = match action {
             Action::Put(k, v) => Some(Arc::new(Node::build_leaf(&[(k, v)]))),
             Action::Delete(_) => None,
         };
-        let old = if now.is_none() && was.is_none() {
-            self.widen_netted(key);
-            self.changes.remove(key)
-        } else {
+        let (mut before, mut added) = (None, None);
+        let old = self.changes.update(key, |current| {
+            let was = match current {
+                Some(c) => {
+                    before = c.now.as_ref().map(|n| n.value(0).to_vec());
+                    c.was.clone()
+                }
+                None => {
+                    before = in_nodes(key)?;
+                    before.as_deref().map(Arc::from)
+                }
+            };
+            if now.is_none() && was.is_none() {
+                return Ok(None);
+            }
             let change = Change { now, was };
-            self.bytes += Change::bytes(key, change.now.as_ref());
-            self.memory += change.memory(key);
-            self.changes.insert(Arc::from(key), change)
-        };
+            added = Some((Change::bytes(key, change.now.as_ref()), change.memory(key)));
+            Ok(Some(change))
+        })?;
+        match added {
+            Some((bytes, memory)) => {
+                self.bytes += bytes;
+                self.memory += memory;
+            }
+            None => self.widen_netted(key),
+        }
         if let Some(old) = old {
             self.bytes -= Change::bytes(key, old.now.as_ref());
             self.memory -= old.memory(key);
@@ -349,13 +359,11 @@ impl Overlay {
     /// A walk over the changes in a range, for merging with the nodes' entries.
     pub fn walk(&self, start: &Bound, end: &Bound, dir: Direction) -> OverlayWalk {
         let (lo, hi) = match dir {
-            Direction::Forward => (start.clone(), end.clone()),
-            Direction::Backward => (end.clone(), start.clone()),
+            Direction::Forward => (start, end),
+            Direction::Backward => (end, start),
         };
-        OverlayWalk(
-            self.changes
-                .range(std_bound(&lo), std_bound(&hi), dir == Direction::Forward),
-        )
+        self.changes
+            .range(std_bound(lo), std_bound(hi), dir == Direction::Forward)
     }
 }
 
@@ -368,15 +376,7 @@ fn std_bound(b: &Bound) -> StdBound<&[u8]> {
 }
 
 /// The changes of a range in walk order, taken one at a time without borrowing the map.
-pub(crate) struct OverlayWalk(RunWalk<Change>);
-
-impl Iterator for OverlayWalk {
-    type Item = (Arc<[u8]>, Change);
-
-    fn next(&mut self) -> Option<(Arc<[u8]>, Change)> {
-        self.0.next()
-    }
-}
+pub(crate) type OverlayWalk = RunWalk<Change>;
 
 /// The changes of one commit to logged trees, as a log record's payload is built.
 #[derive(Default)]

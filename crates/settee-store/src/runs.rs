@@ -221,45 +221,23 @@ impl<V: Clone> RunMap<V> {
             .and_then(Option::as_ref)
     }
 
-    /// Sets the value of `key`; returns the one it had.
-    pub fn insert(&mut self, key: Key, value: V) -> Option<V> {
-        let in_head = self.head.insert(key.clone(), Some(value));
-        let old = self.previous(in_head, &key);
-        if old.is_none() {
-            self.len += 1;
-        }
-        old
-    }
-
-    /// Removes `key`; returns the value it had.
-    pub fn remove(&mut self, key: &[u8]) -> Option<V> {
-        let in_head = if self.runs.is_empty() {
-            self.head.remove(key)
+    /// Gives `key` the value `f` makes of its current one, or removes it if `f` makes
+    /// none; returns the value it had. The key is searched for once.
+    pub fn update<E>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(Option<&V>) -> Result<Option<V>, E>,
+    ) -> Result<Option<V>, E> {
+        let old = self.get(key).cloned();
+        let new = f(old.as_ref())?;
+        self.len = self.len + usize::from(new.is_some()) - usize::from(old.is_some());
+        if new.is_none() && self.runs.is_empty() {
+            self.head.remove(key);
         } else {
-            self.head.insert(Arc::from(key), None)
-        };
-        let old = self.previous(in_head, key);
-        if old.is_some() {
-            self.len -= 1;
+            // A removal leaves a tombstone over the older runs.
+            self.head.insert(Arc::from(key), new);
         }
-        old
-    }
-
-    /// The value `key` had, given what the head held for it before a change.
-    fn previous(&self, in_head: Option<Option<V>>, key: &[u8]) -> Option<V> {
-        match in_head {
-            Some(v) => v,
-            None if self.runs.is_empty() => None,
-            None => {
-                let h = hash(key);
-                self.runs
-                    .iter()
-                    .rev()
-                    .find_map(|run| run.find(key, h))
-                    .cloned()
-                    .flatten()
-            }
-        }
+        Ok(old)
     }
 
     /// Freezes the changes since the last seal into a run, and merges runs of similar size:
@@ -426,6 +404,14 @@ mod tests {
 
     use super::*;
 
+    fn insert(map: &mut RunMap<u32>, key: &[u8], value: u32) -> Option<u32> {
+        map.update(key, |_| Ok::<_, ()>(Some(value))).unwrap()
+    }
+
+    fn remove(map: &mut RunMap<u32>, key: &[u8]) -> Option<u32> {
+        map.update(key, |_| Ok::<_, ()>(None)).unwrap()
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Insert(u8, u32),
@@ -531,10 +517,11 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(k, v) => {
-                        let old = map.insert(Arc::from(key(k)), v);
-                        prop_assert_eq!(old, model.insert(key(k), v));
+                        prop_assert_eq!(insert(&mut map, &key(k), v), model.insert(key(k), v));
                     }
-                    Op::Remove(k) => prop_assert_eq!(map.remove(&key(k)), model.remove(&key(k))),
+                    Op::Remove(k) => {
+                        prop_assert_eq!(remove(&mut map, &key(k)), model.remove(&key(k)))
+                    }
                     Op::Seal => map.seal(),
                     Op::Keep => kept.push((map.clone(), model.clone())),
                 }
@@ -550,14 +537,14 @@ mod tests {
     fn runs_stay_few_and_tombstones_leave_with_the_oldest_run() {
         let mut map = RunMap::default();
         for i in 0u32..4096 {
-            map.insert(Arc::from(i.to_be_bytes().as_slice()), i);
+            insert(&mut map, &i.to_be_bytes(), i);
             if i % 16 == 15 {
                 map.seal();
             }
         }
         assert!(map.runs.len() <= 9, "{} runs", map.runs.len());
         for i in 0u32..4096 {
-            map.remove(&i.to_be_bytes());
+            remove(&mut map, &i.to_be_bytes());
             if i % 16 == 15 {
                 map.seal();
             }
