@@ -122,41 +122,36 @@ impl<V: Clone> Run<V> {
         (start, end.max(start))
     }
 
-    /// The entries and their hashes, moved out if no one else holds the run.
-    fn into_parts(run: Arc<Run<V>>) -> (Vec<(Key, Option<V>)>, Vec<u64>) {
-        match Arc::try_unwrap(run) {
-            Ok(run) => (run.entries, run.hashes),
-            Err(shared) => (shared.entries.clone(), shared.hashes.clone()),
-        }
-    }
-
     /// `older` and `newer` as one run, `newer`'s entry winning for a key in both; with
-    /// `oldest` (nothing older remains to hide), tombstones go.
-    fn merge(older: Arc<Run<V>>, newer: Arc<Run<V>>, oldest: bool) -> Run<V> {
-        let len = older.entries.len() + newer.entries.len();
+    /// `oldest` (nothing older remains to hide), tombstones go. Entries are cloned as they
+    /// are taken: the runs merged are still shared with the snapshots that hold them.
+    fn merge(older: &Run<V>, newer: &Run<V>, oldest: bool) -> Run<V> {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let (old, new) = (&older.entries, &newer.entries);
+        let len = old.len() + new.len();
         let (mut entries, mut hashes) = (Vec::with_capacity(len), Vec::with_capacity(len));
-        let (old, old_h) = Run::into_parts(older);
-        let (new, new_h) = Run::into_parts(newer);
-        let mut old = old.into_iter().zip(old_h).peekable();
-        let mut new = new.into_iter().zip(new_h).peekable();
-        loop {
-            let order = match (old.peek(), new.peek()) {
-                (Some(((a, _), _)), Some(((b, _), _))) => a.cmp(b),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => break,
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < new.len() {
+            let order = match (old.get(i), new.get(j)) {
+                (Some((a, _)), Some((b, _))) => a.cmp(b),
+                (Some(_), None) => Less,
+                (None, _) => Greater,
             };
-            let taken = match order {
-                std::cmp::Ordering::Less => old.next(),
-                std::cmp::Ordering::Greater => new.next(),
-                std::cmp::Ordering::Equal => {
-                    old.next();
-                    new.next()
+            let (entry, hash) = match order {
+                Less => (&old[i], older.hashes[i]),
+                Greater => (&new[j], newer.hashes[j]),
+                Equal => {
+                    i += 1;
+                    (&new[j], newer.hashes[j])
                 }
             };
-            if let Some((entry, h)) = taken.filter(|((_, v), _)| !oldest || v.is_some()) {
-                entries.push(entry);
-                hashes.push(h);
+            match order {
+                Less => i += 1,
+                _ => j += 1,
+            }
+            if !oldest || entry.1.is_some() {
+                entries.push(entry.clone());
+                hashes.push(hash);
             }
         }
         Run::new(entries, hashes)
@@ -260,7 +255,7 @@ impl<V: Clone> RunMap<V> {
             let newer = self.runs.pop().expect("two runs");
             let older = self.runs.pop().expect("two runs");
             let oldest = self.runs.is_empty();
-            self.runs.push(Arc::new(Run::merge(older, newer, oldest)));
+            self.runs.push(Arc::new(Run::merge(&older, &newer, oldest)));
         }
     }
 
