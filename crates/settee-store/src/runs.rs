@@ -109,16 +109,8 @@ impl<V: Clone> Run<V> {
 
     /// The indexes of the entries between `lo` and `hi`.
     fn span(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (usize, usize) {
-        let start = self.entries.partition_point(|(k, _)| match lo {
-            Bound::Included(l) => **k < *l,
-            Bound::Excluded(l) => **k <= *l,
-            Bound::Unbounded => false,
-        });
-        let end = self.entries.partition_point(|(k, _)| match hi {
-            Bound::Included(h) => **k <= *h,
-            Bound::Excluded(h) => **k < *h,
-            Bound::Unbounded => true,
-        });
+        let start = self.entries.partition_point(|(k, _)| !from(k, lo));
+        let end = self.entries.partition_point(|(k, _)| up_to(k, hi));
         (start, end.max(start))
     }
 
@@ -137,18 +129,13 @@ impl<V: Clone> Run<V> {
                 (Some(_), None) => Less,
                 (None, _) => Greater,
             };
-            let (entry, hash) = match order {
-                Less => (&old[i], older.hashes[i]),
-                Greater => (&new[j], newer.hashes[j]),
-                Equal => {
-                    i += 1;
-                    (&new[j], newer.hashes[j])
-                }
+            let (run, at) = match order {
+                Less => (older, i),
+                Equal | Greater => (newer, j),
             };
-            match order {
-                Less => i += 1,
-                _ => j += 1,
-            }
+            i += usize::from(order != Greater);
+            j += usize::from(order != Less);
+            let (entry, hash) = (&run.entries[at], run.hashes[at]);
             if !oldest || entry.1.is_some() {
                 entries.push(entry.clone());
                 hashes.push(hash);
@@ -226,11 +213,16 @@ impl<V: Clone> RunMap<V> {
         let old = self.get(key).cloned();
         let new = f(old.as_ref())?;
         self.len = self.len + usize::from(new.is_some()) - usize::from(old.is_some());
-        if new.is_none() && self.runs.is_empty() {
-            self.head.remove(key);
-        } else {
+        match (&old, &new) {
+            // Nothing to hide or show (a tombstone the head may hold stays).
+            (None, None) => {}
+            (Some(_), None) if self.runs.is_empty() => {
+                self.head.remove(key);
+            }
             // A removal leaves a tombstone over the older runs.
-            self.head.insert(Arc::from(key), new);
+            _ => {
+                self.head.insert(Arc::from(key), new);
+            }
         }
         Ok(old)
     }
@@ -292,17 +284,25 @@ impl<V: Clone> RunMap<V> {
 }
 
 fn within(key: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    let above = match lo {
+    from(key, lo) && up_to(key, hi)
+}
+
+/// Whether `key` is at or past the lower bound `lo`.
+fn from(key: &[u8], lo: Bound<&[u8]>) -> bool {
+    match lo {
         Bound::Included(l) => key >= l,
         Bound::Excluded(l) => key > l,
         Bound::Unbounded => true,
-    };
-    let below = match hi {
+    }
+}
+
+/// Whether `key` is at or before the upper bound `hi`.
+fn up_to(key: &[u8], hi: Bound<&[u8]>) -> bool {
+    match hi {
         Bound::Included(h) => key <= h,
         Bound::Excluded(h) => key < h,
         Bound::Unbounded => true,
-    };
-    above && below
+    }
 }
 
 /// What is left of one run in a walk: the entries from `start` up to `end`.
