@@ -248,6 +248,28 @@ impl Shard {
     }
 }
 
+/// The record of each id that `docs` edit, as the batch starts (none: no such document),
+/// looked up together so that the descents into a large by-id tree overlap.
+fn current_records<'a>(txn: &Txn, docs: &'a [Arc<NewDoc>]) -> Result<HashMap<&'a str, Slot<'a>>> {
+    let mut ids: Vec<&str> = Vec::with_capacity(docs.len());
+    let mut records: HashMap<&str, Slot> = HashMap::with_capacity(docs.len());
+    for doc in docs {
+        if let Entry::Vacant(e) = records.entry(doc.id.as_str()) {
+            e.insert(Slot::Record(None, false));
+            ids.push(&doc.id);
+        }
+    }
+    for (id, entry) in ids.iter().zip(txn.get_many(BY_ID, &ids)?) {
+        if let Some(entry) = entry {
+            records.insert(
+                id,
+                Slot::Record(Some(DocRecord::decode(entry.value())?), false),
+            );
+        }
+    }
+    Ok(records)
+}
+
 /// What a batch knows of one id.
 enum Slot<'a> {
     /// Its record (none: no such document), and whether the batch changed it.
@@ -275,20 +297,13 @@ impl Slot<'_> {
 /// the same id sees the earlier one), then writes both trees in one modification each.
 fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
     let mut meta = ShardMeta::decode(txn.meta())?;
-    let mut records: HashMap<&str, Slot> = HashMap::with_capacity(docs.len());
+    let mut records = current_records(txn, docs)?;
     let mut seq_changes: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
     let mut results = Vec::with_capacity(docs.len());
     for doc in docs {
-        let slot = match records.entry(doc.id.as_str()) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let old = txn
-                    .get(BY_ID, doc.id.as_bytes())?
-                    .map(|e| DocRecord::decode(e.value()))
-                    .transpose()?;
-                e.insert(Slot::Record(old, false))
-            }
-        };
+        let slot = records
+            .get_mut(doc.id.as_str())
+            .ok_or(Error::Corrupted("an edited id was not looked up"))?;
         let next_seq = meta.update_seq + 1;
         let fits = |f: &&FreshRecord| {
             f.deleted == doc.deleted && doc.revs.is_empty() && doc.atts.is_empty()

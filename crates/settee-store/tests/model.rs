@@ -456,6 +456,94 @@ fn create_mem(backend: &MemBackend, order: Order, node_size: usize, cache: &Node
     .unwrap()
 }
 
+/// Keys with their new values (none: removed), in the order they change.
+type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Changes as actions of the test's tree.
+fn actions_of(changes: &Changes) -> Vec<Action> {
+    changes
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => Action::Put(k.clone(), v.clone()),
+            None => Action::Delete(k.clone()),
+        })
+        .collect()
+}
+
+/// The writer's many lookups at once, inside an update that has changes of its own (held
+/// for a plain tree, logged for a logged one), against one lookup after another and the
+/// model: committed batches first, then the update's own changes, then the probes.
+fn writer_lookups(
+    order: Order,
+    committed: Vec<Changes>,
+    pending: Changes,
+    probes: Vec<Vec<u8>>,
+) -> Result<(), TestCaseError> {
+    let cache = NodeCache::new(1 << 20);
+    let store = create_mem(&MemBackend::new(), order, 96, &cache);
+    let mut model = BTreeMap::new();
+    for batch in committed {
+        let actions = actions_of(&batch);
+        store
+            .update(settee_store::Durability::Durable, move |txn| {
+                txn.apply(0, &actions)?;
+                Ok::<_, settee_store::Error>(())
+            })
+            .unwrap();
+        for (k, v) in batch {
+            match v {
+                Some(v) => model.insert(k, v),
+                None => model.remove(&k),
+            };
+        }
+    }
+    for (k, v) in &pending {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+    let (actions, keys) = (actions_of(&pending), probes.clone());
+    let value = |e: Option<settee_store::Entry>| e.map(|e| e.value().to_vec());
+    let (many, singles) = store
+        .update(settee_store::Durability::Durable, move |txn| {
+            txn.apply(0, &actions)?;
+            let many: Vec<_> = txn.get_many(0, &keys)?.into_iter().map(value).collect();
+            let singles = keys
+                .iter()
+                .map(|k| txn.get(0, k).map(value))
+                .collect::<settee_store::Result<Vec<_>>>()?;
+            Ok::<_, settee_store::Error>((many, singles))
+        })
+        .unwrap();
+    let want: Vec<Option<Vec<u8>>> = probes.iter().map(|k| model.get(k).cloned()).collect();
+    prop_assert_eq!(&many, &want);
+    prop_assert_eq!(&singles, &want);
+    Ok(())
+}
+
+fn changes() -> impl Strategy<Value = Changes> {
+    let change = (
+        key(),
+        prop::option::weighted(0.8, prop::collection::vec(any::<u8>(), 0..24)),
+    );
+    prop::collection::vec(change, 0..80)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_plain_writers_many_lookups_match_model(committed in prop::collection::vec(changes(), 0..6), pending in changes(), probes in prop::collection::vec(key(), 0..60)) {
+        writer_lookups(Order::Native, committed, pending, probes)?;
+    }
+
+    #[test]
+    fn a_logged_writers_many_lookups_match_model(committed in prop::collection::vec(changes(), 0..6), pending in changes(), probes in prop::collection::vec(key(), 0..60)) {
+        writer_lookups(Order::Logged, committed, pending, probes)?;
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
 
