@@ -934,12 +934,21 @@ impl WriterState {
     }
 
     /// The entries for many keys of `tree` as applied, in the order asked, the descents
-    /// taking turns (see [`lookup_many`]).
+    /// taking turns (see [`lookup_many`]) when there are enough of them to gain from it.
     fn lookup_applied_many(&self, tree: usize, keys: &[&[u8]]) -> Result<Vec<Option<Entry>>> {
+        /// Fewer keys are looked up one after another: a few descents in turn cost more
+        /// than they overlap.
+        const IN_TURNS_FROM: usize = 32;
         let spec = self.spec(tree)?;
         match &self.roots[tree] {
-            Some(root) if !keys.is_empty() => lookup_many(self, spec, &self.node(root.ptr)?, keys),
-            _ => Ok(keys.iter().map(|_| None).collect()),
+            Some(root) if keys.len() >= IN_TURNS_FROM => {
+                lookup_many(self, spec, &self.node(root.ptr)?, keys)
+            }
+            Some(root) => {
+                let root = self.node(root.ptr)?;
+                keys.iter().map(|k| lookup(self, spec, &root, k)).collect()
+            }
+            None => Ok(keys.iter().map(|_| None).collect()),
         }
     }
 
