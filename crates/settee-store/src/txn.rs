@@ -1005,7 +1005,10 @@ impl WriterState {
             let entry = match known {
                 Some(entry) => entry,
                 None => {
-                    let entry = applied.next().flatten();
+                    // One answer per key asked: a missing one must not pass for an absent key.
+                    let entry = applied
+                        .next()
+                        .ok_or_else(|| Error::corrupted(0, "a lookup without answer"))?;
                     if let Some(reads) = reads.as_mut() {
                         reads[tree].insert(key.as_ref().into(), entry.clone());
                     }
