@@ -1,21 +1,22 @@
 //! Reading a `_bulk_docs` body into document edits. A large body is split into its
 //! documents' texts first and the parts are parsed side by side on the background threads,
-//! so a thousand-document request does not wait for one core to parse it all. Each plain
+//! each taking the next part left until none is, so a thousand-document request does not wait
+//! for one core to parse it all, nor for a thread that starts late. Each plain
 //! document is read straight from its text ([`NewDoc::from_text`]), the others through a
 //! `Value`. Bodies that are small, nest deeply, are malformed or leave ids to the server are
 //! read whole on one thread, which also gives every error exactly.
 
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 use settee_db::NewDoc;
 use settee_json::outline;
+use tokio::sync::oneshot::{self, error::RecvError};
 
 use crate::error::{HttpError, HttpResult};
 use crate::server::State;
@@ -27,28 +28,23 @@ const SPLIT_FROM: usize = 32 << 10;
 const SHALLOW: usize = 64;
 /// Fewest documents in a part.
 const MIN_PART: usize = 64;
+/// Parts of a body per background thread, so that threads that start late take fewer.
+const PARTS_A_THREAD: usize = 4;
 
 /// The documents, `new_edits` and `all_or_nothing` of a `_bulk_docs` body.
 pub type BulkBody = (Vec<NewDoc>, bool, bool);
 
 /// Reads a `_bulk_docs` body off the event loop.
 pub async fn parse(state: &Arc<State>, bytes: Bytes) -> HttpResult<BulkBody> {
-    let failed = || HttpError::new(500, "unknown_error", "parsing the request failed");
     if bytes.len() >= SPLIT_FROM {
-        let (st, b) = (state.clone(), bytes.clone());
-        let started = settee_node::run_in_background(move || in_parts(&st, &b))
-            .await
-            .ok_or_else(failed)?;
-        if let Some(parts) = started {
-            if let Some(parsed) = parts.finish().await {
-                return Ok(parsed);
-            }
+        if let Ok(Some(parsed)) = in_parts(state, &bytes).await {
+            return Ok(parsed);
         }
     }
     let st = state.clone();
     settee_node::run_in_background(move || parse_whole(&st, &bytes))
         .await
-        .ok_or_else(failed)?
+        .ok_or_else(|| HttpError::new(500, "unknown_error", "parsing the request failed"))?
 }
 
 /// Where each document's text is, and the body's flags.
@@ -103,62 +99,136 @@ fn first<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     slot.is_none().then(|| *slot = Some(value))
 }
 
-/// A part's documents, parsed on another background thread.
-type PartParsed = Pin<Box<dyn Future<Output = Option<Option<Vec<NewDoc>>>> + Send>>;
-
-/// A split body being parsed: the first part's documents, the others still coming.
+/// A body being parsed in parts on the background threads. The parts are more than the
+/// threads, and each thread takes the next part not yet taken until none is left, so a
+/// thread that starts late (its CPU was busy) takes fewer parts rather than holding the
+/// body up.
 struct Parts {
-    first: Option<Vec<NewDoc>>,
-    rest: Vec<PartParsed>,
+    state: Arc<State>,
+    bytes: Bytes,
+    /// The body's split, by whichever thread comes first; `None` if it does not split.
+    plan: OnceLock<Option<Plan>>,
+    /// Where the documents go once the last part is parsed: `None` when the body is to be
+    /// read whole instead.
+    answer: Mutex<Option<oneshot::Sender<Option<BulkBody>>>>,
+}
+
+/// How a split body's parts are shared out, and what they hold so far.
+struct Plan {
     split: Split,
-    needs_id: Arc<AtomicBool>,
+    /// Documents in each part but perhaps the last.
+    size: usize,
+    /// The next part no thread has taken.
+    next: AtomicUsize,
+    /// Each part's documents once parsed; `None` until then, or if one was refused (or
+    /// parsing panicked).
+    parsed: Vec<Mutex<Option<Vec<NewDoc>>>>,
+    /// How many parts are parsed; whoever parses the last answers.
+    finished: AtomicUsize,
+    /// A document has no id: the body is read whole, which gives out ids in order.
+    needs_id: AtomicBool,
 }
 
-/// Splits the body and parses it in parts on the background threads, in order: this thread
-/// hands the later parts to the others, then parses the first itself. `None` if the body
-/// does not split.
-fn in_parts(state: &Arc<State>, bytes: &Bytes) -> Option<Parts> {
-    let split = split(bytes)?;
+/// Parses a body in parts on the background threads. Every thread is woken here, on the
+/// event loop, which then waits: a thread woken by another background thread would be queued
+/// behind it on its CPU (which the system counts as idle) and start only once it is done.
+/// `Err` if the parsing failed (a panic); `None` if the body is to be read whole.
+async fn in_parts(state: &Arc<State>, bytes: &Bytes) -> Result<Option<BulkBody>, RecvError> {
+    let (tx, rx) = oneshot::channel();
+    let parts = Arc::new(Parts {
+        state: state.clone(),
+        bytes: bytes.clone(),
+        plan: OnceLock::new(),
+        answer: Mutex::new(Some(tx)),
+    });
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let size = split.docs.len().div_ceil(threads).max(MIN_PART);
-    let needs_id = Arc::new(AtomicBool::new(false));
-    let mut chunks = split.docs.chunks(size);
-    let head = chunks.next().unwrap_or_default();
-    let rest = chunks
-        .map(|ranges| {
-            let (st, b, flag) = (state.clone(), bytes.clone(), needs_id.clone());
-            let ranges = ranges.to_vec();
-            Box::pin(settee_node::start_in_background(move || {
-                parse_part(&st, &b, &ranges, split.new_edits, &flag)
-            })) as PartParsed
-        })
-        .collect();
-    let first = parse_part(state, bytes, head, split.new_edits, &needs_id);
-    Some(Parts {
-        first,
-        rest,
-        split,
-        needs_id,
-    })
+    for _ in 0..threads.min(bytes.len().div_ceil(SPLIT_FROM)) {
+        let parts = parts.clone();
+        // Not awaited: the request waits for its documents, not for every thread.
+        drop(settee_node::start_in_background(move || parts.take_parts()));
+    }
+    drop(parts);
+    rx.await
 }
 
-impl Parts {
+impl Plan {
+    fn new(split: Split, threads: usize) -> Plan {
+        let size = split
+            .docs
+            .len()
+            .div_ceil(threads * PARTS_A_THREAD)
+            .max(MIN_PART);
+        let count = split.docs.len().div_ceil(size);
+        Plan {
+            split,
+            size,
+            next: AtomicUsize::new(0),
+            parsed: (0..count).map(|_| Mutex::new(None)).collect(),
+            finished: AtomicUsize::new(0),
+            needs_id: AtomicBool::new(false),
+        }
+    }
+
     /// Every part's documents, in order; `None` when a document is refused or has no id
     /// (the server's ids must be given out in the body's order), to be read whole instead.
-    async fn finish(self) -> Option<BulkBody> {
-        let mut docs = Vec::with_capacity(self.split.docs.len());
-        docs.extend(self.first?);
-        for part in self.rest {
-            docs.extend(part.await??);
-        }
+    fn documents(&self) -> Option<BulkBody> {
         if self.needs_id.load(Ordering::Relaxed) {
             return None;
+        }
+        let mut docs = Vec::with_capacity(self.split.docs.len());
+        for slot in &self.parsed {
+            docs.extend(slot.lock().expect("part lock").take()?);
         }
         let new_edits = self.split.new_edits;
         if !new_edits && docs.iter().any(|d| d.revs.is_empty()) {
             return None;
         }
         Some((docs, new_edits, self.split.atomic))
+    }
+}
+
+impl Parts {
+    /// Splits the body if no thread has yet, then parses parts not yet taken until none is
+    /// left.
+    fn take_parts(&self) {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let plan = self
+            .plan
+            .get_or_init(|| split(&self.bytes).map(|s| Plan::new(s, threads)));
+        let Some(plan) = plan else {
+            return self.answer(None);
+        };
+        if plan.parsed.is_empty() {
+            return self.answer(plan.documents());
+        }
+        loop {
+            let k = plan.next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = plan.parsed.get(k) else {
+                return;
+            };
+            let docs = &plan.split.docs;
+            let ranges = &docs[k * plan.size..((k + 1) * plan.size).min(docs.len())];
+            let parsed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let new_edits = plan.split.new_edits;
+                parse_part(&self.state, &self.bytes, ranges, new_edits, &plan.needs_id)
+            }));
+            let Some(parsed) = parsed.ok().flatten() else {
+                // The body is read whole instead: the parts not yet taken are not needed.
+                plan.next.fetch_max(plan.parsed.len(), Ordering::Relaxed);
+                return self.answer(None);
+            };
+            *slot.lock().expect("part lock") = Some(parsed);
+            if plan.finished.fetch_add(1, Ordering::AcqRel) + 1 == plan.parsed.len() {
+                return self.answer(plan.documents());
+            }
+        }
+    }
+
+    /// Hands the request its documents (the first answer counts).
+    fn answer(&self, docs: Option<BulkBody>) {
+        if let Some(tx) = self.answer.lock().expect("parts lock").take() {
+            let _ = tx.send(docs);
+        }
     }
 }
 
