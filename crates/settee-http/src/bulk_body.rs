@@ -141,7 +141,7 @@ async fn in_parts(state: &Arc<State>, bytes: &Bytes) -> Result<Option<BulkBody>,
         plan: OnceLock::new(),
         answer: Mutex::new(Some(tx)),
     });
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = settee_node::background_threads();
     for _ in 0..threads.min(bytes.len().div_ceil(SPLIT_FROM)) {
         let parts = parts.clone();
         // Not awaited: the request waits for its documents, not for every thread.
@@ -152,6 +152,7 @@ async fn in_parts(state: &Arc<State>, bytes: &Bytes) -> Result<Option<BulkBody>,
 }
 
 impl Plan {
+    /// Cuts a split body into `PARTS_A_THREAD` parts for each of `threads` threads.
     fn new(split: Split, threads: usize) -> Plan {
         let size = split
             .docs
@@ -191,10 +192,9 @@ impl Parts {
     /// Splits the body if no thread has yet, then parses parts not yet taken until none is
     /// left.
     fn take_parts(&self) {
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let plan = self
-            .plan
-            .get_or_init(|| split(&self.bytes).map(|s| Plan::new(s, threads)));
+        let plan = self.plan.get_or_init(|| {
+            split(&self.bytes).map(|s| Plan::new(s, settee_node::background_threads()))
+        });
         let Some(plan) = plan else {
             return self.answer(None);
         };

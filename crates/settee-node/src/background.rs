@@ -13,12 +13,19 @@ type Work = Box<dyn FnOnce() + Send>;
 /// small write that finds its writer idle commits on the request's own thread instead.
 const WRITER_NICENESS: i32 = 10;
 
+/// How many threads the pool has: one per processor this process may use. Worked out once,
+/// since asking the system reads its control-group files each time (about 10 µs).
+pub fn threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
 fn pool() -> &'static Mutex<mpsc::Sender<Work>> {
     static POOL: OnceLock<Mutex<mpsc::Sender<Work>>> = OnceLock::new();
     POOL.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Work>();
         let rx = std::sync::Arc::new(Mutex::new(rx));
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = threads();
         let cpus = allowed_cpus();
         for i in 0..threads {
             let rx = rx.clone();

@@ -39,6 +39,7 @@ use settee_views::Views;
 
 pub use background::run as run_in_background;
 pub use background::start as start_in_background;
+pub use background::threads as background_threads;
 pub use config::check_config_key;
 pub use error::{Error, Result};
 pub use peruser::db_name as peruser_db_name;
