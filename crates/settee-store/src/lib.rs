@@ -23,7 +23,10 @@
 //! one pass once enough have gathered ([`FoldLimits`]; a large tree gathers more, up to
 //! [`FoldLimits::grow`] times the limits, since its changes spread over more leaves). A
 //! commit of a few keys, or of keys spread over a large tree, then writes a record instead
-//! of a leaf and a path per key. Opening replays the records since the last fold. Two
+//! of a leaf and a path per key. Opening replays the records since the last fold. A fold of
+//! more than [`FoldLimits::slice`] changes goes in slices, in key order, that the writer
+//! thread folds and commits between requests; the log is then written again as one record
+//! of the changes left. Two
 //! things bound the memory that unfolded changes take in a process with many stores open:
 //! stores opened with clones of one [`OverlayBudget`] fold at their next commit while
 //! together they hold more than it allows, and a store that has not committed for

@@ -6,7 +6,8 @@
 //! changes as one log record, chained to the previous one from the header, and keep them in
 //! memory (an [`Overlay`]) where every read finds them. Once enough have gathered, a commit
 //! folds them into the nodes in one pass that rewrites each leaf they touch once for all of
-//! them. Opening a file replays the chain of log records written since the last fold.
+//! them; a large fold goes in slices between requests instead ([`FoldLimits::slice`]).
+//! Opening a file replays the chain of log records written since the last fold.
 //!
 //! Reads merge the overlay with the tree, a change shadowing the nodes' entry for its key.
 //! Each change remembers the value its key has in the nodes, so a count or a reduction is
@@ -38,6 +39,11 @@ pub struct FoldLimits {
     /// How many times `changes` and `bytes` a large tree may gather (see
     /// [`FoldLimits::scale`]); 1 keeps them fixed.
     pub grow: u64,
+    /// A fold of more changes than this goes in slices of this many, in key order, on the
+    /// writer thread between requests, each slice committed on its own: no request waits
+    /// for the whole fold, which takes a large tree of random keys a tenth of a second and
+    /// more. Their log is then written again from the changes left, as one record.
+    pub slice: usize,
 }
 
 impl Default for FoldLimits {
@@ -47,6 +53,7 @@ impl Default for FoldLimits {
             bytes: 8 << 20,
             records: 1024,
             grow: 16,
+            slice: 256,
         }
     }
 }
@@ -306,13 +313,45 @@ impl Overlay {
 
     /// The actions that make the nodes hold what the changes show, in key order.
     pub fn actions(&self) -> Vec<Action> {
+        self.slice(None, usize::MAX)
+    }
+
+    /// [`Overlay::actions`] for at most `max` changes, from the first key after `after`
+    /// (from the first key when `None`): the next slice of a fold made in slices.
+    pub fn slice(&self, after: Option<&[u8]>, max: usize) -> Vec<Action> {
+        let from = after.map_or(StdBound::Unbounded, StdBound::Excluded);
         self.changes
-            .range(StdBound::Unbounded, StdBound::Unbounded, true)
+            .range(from, StdBound::Unbounded, true)
+            .take(max)
             .map(|(k, c)| match &c.now {
                 Some(leaf) => Action::Put(k.to_vec(), leaf.value(0).to_vec()),
                 None => Action::Delete(k.to_vec()),
             })
             .collect()
+    }
+
+    /// Forgets the changes that `actions` (a [`Overlay::slice`]) folded into the nodes.
+    /// The log still names their keys until it is written again without them, so their
+    /// span joins the keys the nodes must not change under otherwise ([`Overlay::shadows`]).
+    pub fn folded(&mut self, actions: &[Action]) {
+        for action in actions {
+            let key = action.key();
+            let removed = self.changes.update(key, |_| Ok::<_, ()>(None));
+            if let Ok(Some(old)) = removed {
+                self.bytes -= Change::bytes(key, old.now.as_ref());
+                self.memory -= old.memory(key);
+            }
+        }
+        if let (Some(first), Some(last)) = (actions.first(), actions.last()) {
+            self.widen_netted(first.key());
+            self.widen_netted(last.key());
+        }
+    }
+
+    /// Forgets which keys the log names without a change here: the log is written again
+    /// from the changes alone (see [`Overlay::shadows`]).
+    pub fn relogged(&mut self) {
+        self.netted = None;
     }
 
     /// `nodes`, the count and reduction of the tree's nodes between `lo` and `hi`, with

@@ -518,6 +518,8 @@ impl Store {
         match apply(&mut state, job_answering(f, done)) {
             Applied::Done(completion) => {
                 let failed = commit(&mut state, &self.shared);
+                // A fold in slices goes on on the writer thread.
+                let rearm = rearm || state.sweeping();
                 drop((state, turn));
                 if rearm {
                     let _ = self.send(Request::Wake);
@@ -685,6 +687,42 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
         // Answered once idle, so that a caller answered can run its next update itself.
         drop(state);
         answer(waiting, failed.as_ref());
+        fold_slices(core, shared);
+    }
+}
+
+/// How long the writer folds slices before it commits them and looks for requests again.
+const SLICES_FOR: Duration = Duration::from_millis(2);
+
+/// While a fold goes in slices ([`crate::FoldLimits::slice`]), folds the next ones and
+/// commits them, for [`SLICES_FOR`] at a time until a request waits (one slice at least,
+/// so that a busy store's fold still ends). Slices folded when a request comes are
+/// committed with it.
+fn fold_slices(core: &Core, shared: &Shared) {
+    loop {
+        let Ok(mut state) = core.state.lock() else {
+            return;
+        };
+        if !state.sweeping() {
+            return;
+        }
+        let started = Instant::now();
+        while state.sweeping() {
+            if state.fold_slice().is_err()
+                || started.elapsed() >= SLICES_FOR
+                || core.queued.load(Ordering::Acquire) > 0
+            {
+                break;
+            }
+        }
+        if core.queued.load(Ordering::Acquire) > 0 {
+            // The request's commit writes these slices too: one sync, not two in a row.
+            return;
+        }
+        let failed = commit(&mut state, shared);
+        if failed.is_some() || !state.sweeping() {
+            return;
+        }
     }
 }
 

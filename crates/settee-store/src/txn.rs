@@ -238,6 +238,14 @@ impl Appender {
     }
 }
 
+/// Where a fold made in slices has got to: the logged tree it is in, and the last key of
+/// that tree folded.
+#[derive(Clone, Debug, Default)]
+struct Sweep {
+    tree: usize,
+    after: Option<Vec<u8>>,
+}
+
 /// A store whose fold meets damage logs its changes until they take this many times the
 /// bytes a fold would begin at; then it refuses writes until salvaged.
 const BLOCKED_LOG_FACTOR: u64 = 8;
@@ -293,6 +301,11 @@ pub(crate) struct WriterState {
     /// A fold met a damaged node: changes stay logged from then on (until the file is
     /// salvaged), since every fold would meet it again.
     fold_blocked: bool,
+    /// Where a fold made in slices has got to (see [`FoldLimits::slice`]).
+    sweep: Option<Sweep>,
+    /// A fold in slices went through every tree: the next commit writes the log again
+    /// from the changes left.
+    relog: bool,
     /// A sync failed and the file has not yet been read again (see `Store`'s commit).
     pub reopen_needed: bool,
     /// This store's share of the process's budget for logged changes, if it has one.
@@ -348,6 +361,8 @@ impl WriterState {
             fold: FoldLimits::default(),
             fold_asked: false,
             fold_blocked: false,
+            sweep: None,
+            relog: false,
             reopen_needed: false,
             charge: None,
             quiet_since: std::time::Instant::now(),
@@ -463,6 +478,7 @@ impl WriterState {
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
         (self.quiet_since, self.tidy) = (std::time::Instant::now(), false);
+        let relog = self.relog;
         let mut written = Vec::new();
         self.node_reads().iter_mut().for_each(HashMap::clear);
         // Held modifications run the reducer here rather than in their updates: a panic
@@ -515,6 +531,8 @@ impl WriterState {
             Err(e) => {
                 self.fold_asked = false;
                 self.abandon();
+                // The log was not written again: the next commit does it.
+                self.relog = relog;
                 Err(e)
             }
         }
@@ -575,17 +593,26 @@ impl WriterState {
     /// this commit's log record; returns the header's log pointer and the records chained
     /// from it.
     fn log_or_fold(&mut self) -> Result<(Option<Ptr>, u64)> {
-        if self.log.is_empty() && !self.fold_asked {
+        if self.log.is_empty() && !self.fold_asked && !self.relog {
             return Ok((self.header.log, self.log_records));
         }
         let bytes: u64 = self.overlays.iter().map(Overlay::bytes).sum();
+        let changes: usize = self.overlays.iter().map(Overlay::len).sum();
         let limits = self.fold;
+        let due = self.log_records >= limits.records || self.gathered(bytes, 1);
+        // Slices that fall behind the changes coming in give way to a whole fold.
+        let behind = self.sweep.is_some()
+            && (self.log_records >= limits.records.saturating_mul(4) || self.gathered(bytes, 2));
         let fold = !self.fold_blocked
             && (self.fold_asked
-                || self.log_records >= limits.records
-                || self.gathered_enough(bytes)
+                || (due && changes <= limits.slice)
+                || behind
                 || self.charge.as_ref().is_some_and(Charge::over));
+        if !fold && due && !self.fold_blocked && self.sweep.is_none() && !self.relog {
+            self.sweep = Some(Sweep::default());
+        }
         if fold {
+            (self.sweep, self.relog) = (None, false);
             // A fold that meets a damaged node is undone and the changes stay logged: the
             // store keeps taking writes (its log grows until the damage is salvaged).
             let saved = self.savepoint();
@@ -608,19 +635,91 @@ impl WriterState {
         if self.fold_blocked && bytes >= limits.bytes.saturating_mul(BLOCKED_LOG_FACTOR) {
             return Err(Error::corrupted(self.header.log.map_or(0, |p| p.offset), "the file is damaged where its logged changes must be folded, and its log is full: salvage it"));
         }
+        if self.relog {
+            return self.relog_changes();
+        }
         let records = self.log_records + 1;
         let payload = self.log.take_record(self.header.log, records);
         Ok((Some(self.app.append(RecordKind::Log, &payload)?), records))
     }
 
-    /// Whether the logged changes, `bytes` of them, have reached the fold limits, each
-    /// tree's scaled to its size in the nodes ([`FoldLimits::scale`]).
-    fn gathered_enough(&self, bytes: u64) -> bool {
+    /// Writes the log again as one record of the changes left, once a fold in slices has
+    /// gone through every tree: the records before named changes now in the nodes (and
+    /// kept the nodes from changing under them otherwise). None left, no log at all.
+    fn relog_changes(&mut self) -> Result<(Option<Ptr>, u64)> {
+        self.relog = false;
+        self.log.truncate(0);
+        self.overlays.iter_mut().for_each(Overlay::relogged);
+        if self.overlays.iter().all(Overlay::is_empty) {
+            return Ok((None, 0));
+        }
+        let mut log = LogBuf::default();
+        for (tree, overlay) in self.overlays.iter().enumerate() {
+            for action in overlay.actions() {
+                log.push(tree, &action);
+            }
+        }
+        let payload = log.take_record(None, 1);
+        Ok((Some(self.app.append(RecordKind::Log, &payload)?), 1))
+    }
+
+    /// Whether a fold in slices is under way ([`WriterState::fold_slice`]).
+    pub fn sweeping(&self) -> bool {
+        self.sweep.is_some()
+    }
+
+    /// Folds the next slice of a fold made in slices (at most [`FoldLimits::slice`]
+    /// changes, in key order from where the last one stopped) into the nodes, for the next
+    /// commit. Once every tree is done, that commit writes the log again.
+    pub fn fold_slice(&mut self) -> Result<()> {
+        let Some(mut sweep) = self.sweep.take() else {
+            return Ok(());
+        };
+        let mut left = self.fold.slice.max(1);
+        while left > 0 && sweep.tree < self.overlays.len() {
+            let actions = self.overlays[sweep.tree].slice(sweep.after.as_deref(), left);
+            let Some(last) = actions.last() else {
+                sweep = Sweep {
+                    tree: sweep.tree + 1,
+                    after: None,
+                };
+                continue;
+            };
+            let saved = self.savepoint();
+            if let Err(e) = self.modify_now(sweep.tree, &actions) {
+                self.rollback_to(saved);
+                if matches!(e, Error::Corrupted { .. }) {
+                    // As a whole fold that meets damage: the changes stay logged.
+                    self.app.file.note_damage(&e);
+                    (self.fold_blocked, self.charge) = (true, None);
+                    return Ok(());
+                }
+                return Err(e);
+            }
+            sweep.after = Some(last.key().to_vec());
+            self.overlays[sweep.tree].folded(&actions);
+            left = left.saturating_sub(actions.len());
+        }
+        if sweep.tree < self.overlays.len() {
+            self.sweep = Some(sweep);
+        } else {
+            // Even with nothing folded by this call, a commit must write the log again.
+            (self.relog, self.dirty) = (true, true);
+        }
+        self.charge_overlays();
+        Ok(())
+    }
+
+    /// Whether the logged changes, `bytes` of them, have reached `times` the fold limits,
+    /// each tree's scaled to its size in the nodes ([`FoldLimits::scale`]).
+    fn gathered(&self, bytes: u64, times: u64) -> bool {
         let limits = self.fold;
         let mut widest = 1;
         for (t, overlay) in self.overlays.iter().enumerate() {
             let root = self.roots.get(t).and_then(Option::as_ref);
-            let scale = limits.scale(root.map_or(0, |r| r.count));
+            let scale = limits
+                .scale(root.map_or(0, |r| r.count))
+                .saturating_mul(times);
             if overlay.len() as u64 >= (limits.changes as u64).saturating_mul(scale) {
                 return true;
             }
@@ -724,6 +823,8 @@ impl WriterState {
     /// Drops every change since the last commit.
     pub fn abandon(&mut self) {
         self.app.rollback();
+        // Slices folded since the last commit are back in the overlays: start again.
+        self.sweep = None;
         self.clear_virtual();
         self.held.clear();
         self.overlays = self.committed_overlays.clone();

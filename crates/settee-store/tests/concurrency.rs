@@ -29,6 +29,8 @@ fn logged_options(cache: u64) -> StoreOptions {
         bytes: 1 << 20,
         records: 5,
         grow: 4,
+        // Most folds go in slices, while the readers read.
+        slice: 50,
     };
     StoreOptions {
         trees: vec![TreeSpec::logged(SizeReduce)],

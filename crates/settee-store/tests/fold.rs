@@ -1,8 +1,12 @@
 //! When a logged tree folds its changes into its nodes: after `changes` of them in a small
 //! tree, and after up to `grow` times as many in a large one, whose changes spread over more
 //! leaves. Whatever the tree's size, every change reads back, before and after a reopen.
+//! A fold of more changes than a slice goes in slices on the writer thread, after the
+//! commit that reached the limit.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use settee_store::{
     Action, Durability, FoldLimits, NodeCache, OverlayBudget, SizeReduce, Store, StoreOptions,
@@ -19,6 +23,7 @@ fn options(budget: &OverlayBudget, grow: u64) -> StoreOptions {
             bytes: 1 << 30,
             records: 1 << 20,
             grow,
+            slice: usize::MAX,
         },
         ..StoreOptions::default()
     }
@@ -86,4 +91,64 @@ fn a_large_tree_gathers_more_changes_before_it_folds() {
     assert_eq!(commits_until_a_fold(&at("fixed"), 2000, 1), 100);
     // 600 entries: three times the limit.
     assert_eq!(commits_until_a_fold(&at("between"), 600, 4), 300);
+}
+
+/// The overlay memory each commit left, in order, as the commit hook sees it.
+type Seen = Arc<Mutex<Vec<u64>>>;
+
+fn watched(budget: &OverlayBudget, seen: &Seen) -> StoreOptions {
+    let (counted, seen) = (budget.clone(), seen.clone());
+    StoreOptions {
+        fold: FoldLimits {
+            changes: 4000,
+            bytes: 1 << 30,
+            records: 1 << 20,
+            grow: 1,
+            slice: 10,
+        },
+        on_commit: Some(Arc::new(move || seen.lock().unwrap().push(counted.used()))),
+        ..options(budget, 1)
+    }
+}
+
+/// The commit that brings the changes to the limit folds none of them; the writer then
+/// folds them a slice at a time over several commits of its own, every key reading back,
+/// and writes the log again without them, so that reopening replays nothing.
+#[test]
+fn a_large_fold_goes_in_slices_after_the_commit_that_reached_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slices");
+    let (budget, seen) = (OverlayBudget::new(1 << 30), Seen::default());
+    let opts = watched(&budget, &seen);
+    let store = Store::create(&path, opts.clone()).unwrap();
+    // Written straight to the nodes (an empty tree), then 4,000 changes logged 50 a commit.
+    put(&store, 0..2000);
+    for start in (2000..6000).step_by(50) {
+        put(&store, start..start + 50);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().last() != Some(&0) {
+        assert!(
+            Instant::now() < deadline,
+            "the fold never ended: {:?}",
+            seen.lock()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let seen = seen.lock().unwrap().clone();
+    // The direct commit holds nothing logged; each of the 80 logged commits holds more,
+    // the one that reached the limit included.
+    assert_eq!(seen[0], 0);
+    let logged = &seen[1..81];
+    assert!(logged.windows(2).all(|w| w[0] < w[1]), "{logged:?}");
+    // Then the slices: each commit of them holds less, down to nothing, over several.
+    let slices = &seen[80..];
+    assert!(slices.windows(2).all(|w| w[0] > w[1]), "{slices:?}");
+    assert!(slices.len() > 2, "folded in one go: {slices:?}");
+    check(&store, 6000);
+    drop(store);
+    // Nothing left to replay: the log went with the last slice.
+    let reopened = Store::open(&path, opts).unwrap();
+    assert_eq!(budget.used(), 0);
+    check(&reopened, 6000);
 }

@@ -271,6 +271,8 @@ fn options(order: Order, node_size: usize, cache: &NodeCache) -> StoreOptions {
             bytes: 4096,
             records: 4,
             grow: 4,
+            // Folds go in slices of a few keys, reopened and read in between.
+            slice: 16,
         },
         ..StoreOptions::default()
     }
