@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use settee_store::{
-    Action, Durability, Error, MemBackend, NodeCache, RangeOptions, SizeReduce, Store,
+    Action, Durability, Error, FoldLimits, MemBackend, NodeCache, RangeOptions, SizeReduce, Store,
     StoreOptions, TreeSpec,
 };
 
@@ -35,6 +37,21 @@ fn options() -> StoreOptions {
     }
 }
 
+/// The options with tree 0 logged, folding often and in slices of a few keys.
+fn logged_options() -> StoreOptions {
+    StoreOptions {
+        trees: vec![TreeSpec::logged(SizeReduce), TreeSpec::bytewise(SizeReduce)],
+        fold: FoldLimits {
+            changes: 40,
+            bytes: 1 << 20,
+            records: 6,
+            grow: 1,
+            slice: 8,
+        },
+        ..options()
+    }
+}
+
 fn path() -> &'static Path {
     Path::new("crash.settee")
 }
@@ -42,9 +59,20 @@ fn path() -> &'static Path {
 /// Runs `commits` random durable updates (puts, deletes, blobs, metadata) and returns the
 /// file's bytes and every commit's state, the creating header first.
 fn workload(seed: u64, commits: usize, big_values: bool) -> (Vec<u8>, Vec<Commit>) {
+    workload_with(options(), seed, commits, big_values, Duration::ZERO)
+}
+
+/// [`workload`] with `opts`, pausing for `pause` after every third update.
+fn workload_with(
+    opts: StoreOptions,
+    seed: u64,
+    commits: usize,
+    big_values: bool,
+    pause: Duration,
+) -> (Vec<u8>, Vec<Commit>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let backend = MemBackend::new();
-    let store = Store::create_backend(Arc::new(backend.clone()), path(), options()).unwrap();
+    let store = Store::create_backend(Arc::new(backend.clone()), path(), opts).unwrap();
     let mut model = Model::new();
     let mut history = vec![Commit {
         end: store.committed_len(),
@@ -86,6 +114,10 @@ fn workload(seed: u64, commits: usize, big_values: bool) -> (Vec<u8>, Vec<Commit
             tree: model.clone(),
             meta,
         });
+        // Every third update waits: the writer folds slices alone, then with updates.
+        if c % 3 == 2 {
+            std::thread::sleep(pause);
+        }
     }
     drop(store);
     (backend.durable_bytes(), history)
@@ -121,15 +153,26 @@ fn expected_at(history: &[Commit], len: u64) -> &Commit {
 
 /// Opens `bytes`, checks it shows `want`, writes once more and checks that survives.
 fn check_opens_at(bytes: Vec<u8>, want: &Commit, what: &str) {
+    check_opens_within(options(), bytes, &[want], what);
+}
+
+/// Opens `bytes` with `opts`, checks it shows one of `wants`, writes once more and checks
+/// that survives.
+fn check_opens_within(opts: StoreOptions, bytes: Vec<u8>, wants: &[&Commit], what: &str) {
     let backend = MemBackend::from_bytes(bytes);
-    let store = Store::open_backend(Arc::new(backend.clone()), path(), options())
+    let store = Store::open_backend(Arc::new(backend.clone()), path(), opts.clone())
         .unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
     let (tree, meta) = contents(&store);
+    let want = wants.iter().find(|w| w.meta == meta).unwrap_or_else(|| {
+        panic!(
+            "{what}: opened at the wrong commit (meta {:?})",
+            String::from_utf8_lossy(&meta)
+        )
+    });
     assert!(
-        tree == want.tree && meta == want.meta,
-        "{what}: opened at the wrong commit (meta {:?}, want {:?})",
-        String::from_utf8_lossy(&meta),
-        String::from_utf8_lossy(&want.meta)
+        tree == want.tree,
+        "{what}: the tree of {:?} is not what that commit left",
+        String::from_utf8_lossy(&meta)
     );
     store
         .update(Durability::Durable, |txn| {
@@ -140,7 +183,7 @@ fn check_opens_at(bytes: Vec<u8>, want: &Commit, what: &str) {
     let store = Store::open_backend(
         Arc::new(MemBackend::from_bytes(backend.durable_bytes())),
         path(),
-        options(),
+        opts,
     )
     .unwrap();
     let (tree, _) = contents(&store);
@@ -177,6 +220,50 @@ fn cut_at_every_offset_opens_at_last_complete_commit() {
         check_opens_at(
             bytes[..cut].to_vec(),
             expected_at(&history, cut as u64),
+            &format!("cut at {cut}"),
+        );
+    }
+}
+
+/// A logged tree whose folds go in slices, committed by the writer between updates: a cut
+/// anywhere opens at the last update wholly before it, or at the update just after it when
+/// the cut falls between that update's own commit and the later slice commit whose end
+/// the workload saw. Either way with exactly that update's contents.
+#[test]
+fn logged_tree_folded_in_slices_cut_at_every_offset_opens_at_a_complete_commit() {
+    let commits = Arc::new(AtomicUsize::new(0));
+    let counted = commits.clone();
+    let opts = StoreOptions {
+        on_commit: Some(Arc::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        })),
+        ..logged_options()
+    };
+    let (bytes, history) = workload_with(opts, 8, 24, false, Duration::from_millis(5));
+    // The writer committed slices of its own besides the 24 updates.
+    assert!(
+        commits.load(Ordering::Relaxed) > 24,
+        "no slice was committed"
+    );
+    let (first, last) = (history[0].end as usize, history[24].end as usize);
+    // Every eleventh offset, and every offset near the ends the workload saw.
+    let near_ends = history.iter().flat_map(|c| {
+        (c.end as usize).saturating_sub(64).max(first)..=(c.end as usize + 64).min(last)
+    });
+    for cut in (first..=last)
+        .step_by(11)
+        .chain(near_ends)
+        .chain([bytes.len()])
+    {
+        let k = history
+            .iter()
+            .rposition(|c| c.end <= cut as u64)
+            .expect("the creating header is first");
+        let wants: Vec<&Commit> = history[k..].iter().take(2).collect();
+        check_opens_within(
+            logged_options(),
+            bytes[..cut].to_vec(),
+            &wants,
             &format!("cut at {cut}"),
         );
     }
