@@ -619,12 +619,7 @@ impl WriterState {
             match self.fold() {
                 Ok(()) => return Ok((None, 0)),
                 Err(e @ Error::Corrupted { .. }) => {
-                    self.app.file.note_damage(&e);
-                    self.rollback_to(saved);
-                    (self.fold_asked, self.fold_blocked) = (false, true);
-                    // Its changes no longer count against the budget other stores share:
-                    // they would make every other store fold at each commit.
-                    self.charge = None;
+                    self.fold_met_damage(&e, saved);
                     if self.log.is_empty() {
                         return Ok((self.header.log, self.log_records));
                     }
@@ -663,6 +658,15 @@ impl WriterState {
         Ok((Some(self.app.append(RecordKind::Log, &payload)?), 1))
     }
 
+    /// Undoes a fold (whole or a slice) that met a damaged node, back to `saved`: the
+    /// changes stay logged from then on, and no longer count against the budget other
+    /// stores share (they would make every other store fold at each commit).
+    fn fold_met_damage(&mut self, e: &Error, saved: Savepoint) {
+        self.app.file.note_damage(e);
+        self.rollback_to(saved);
+        (self.fold_asked, self.fold_blocked, self.charge) = (false, true, None);
+    }
+
     /// Whether a fold in slices is under way ([`WriterState::fold_slice`]).
     pub fn sweeping(&self) -> bool {
         self.sweep.is_some()
@@ -686,15 +690,16 @@ impl WriterState {
                 continue;
             };
             let saved = self.savepoint();
-            if let Err(e) = self.modify_now(sweep.tree, &actions) {
-                self.rollback_to(saved);
-                if matches!(e, Error::Corrupted { .. }) {
-                    // As a whole fold that meets damage: the changes stay logged.
-                    self.app.file.note_damage(&e);
-                    (self.fold_blocked, self.charge) = (true, None);
+            match self.modify_now(sweep.tree, &actions) {
+                Ok(_) => {}
+                Err(e @ Error::Corrupted { .. }) => {
+                    self.fold_met_damage(&e, saved);
                     return Ok(());
                 }
-                return Err(e);
+                Err(e) => {
+                    self.rollback_to(saved);
+                    return Err(e);
+                }
             }
             sweep.after = Some(last.key().to_vec());
             self.overlays[sweep.tree].folded(&actions);
