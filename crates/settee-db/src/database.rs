@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::catalog::{DbEvent, DbEvents};
 use crate::doc::{is_local, partition_of, NewDoc};
+use crate::edit_queue::Edits;
 use crate::error::{Error, Result};
 use crate::read::DbSnapshot;
 use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
@@ -23,7 +24,7 @@ const FREE_APART_FROM: usize = 64;
 /// Frees a large request's edits on a blocking thread once they are applied, so that
 /// neither the shard's writer (which would otherwise hold the last reference) nor the
 /// request's answer waits for thousands of small frees.
-fn free_apart(edits: Vec<Arc<NewDoc>>) {
+fn free_apart(edits: Vec<Edits>) {
     if edits.is_empty() {
         return;
     }
@@ -278,7 +279,6 @@ impl Database {
         self.writable()?;
         let q = self.shards.len();
         let alone = matches!(&docs[..], [doc] if doc.is_small());
-        let mut groups: Vec<(Vec<usize>, Vec<Arc<NewDoc>>)> = vec![(Vec::new(), Vec::new()); q * 2];
         // What each edit is, for the node's statistics: 0 an edit, 1 a creation, 2 local.
         let kinds: Vec<u8> = docs
             .iter()
@@ -288,28 +288,20 @@ impl Database {
                 (false, false) => 0,
             })
             .collect();
-        for (i, doc) in docs.into_iter().enumerate() {
-            let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
-            groups[g].0.push(i);
-            groups[g].1.push(Arc::new(doc));
-        }
-        let total: usize = groups.iter().map(|g| g.0.len()).sum();
-        let kept: Vec<Arc<NewDoc>> = if total >= FREE_APART_FROM {
-            groups.iter().flat_map(|g| g.1.iter().cloned()).collect()
+        let groups = self.group(docs);
+        let total: usize = groups.iter().map(|(_, slots, _)| slots.len()).sum();
+        let kept: Vec<Edits> = if total >= FREE_APART_FROM {
+            groups.iter().map(|(_, _, edits)| edits.clone()).collect()
         } else {
             Vec::new()
         };
         let mut pending = Vec::new();
-        for (g, (slots, docs)) in groups
-            .into_iter()
-            .enumerate()
-            .filter(|(_, g)| !g.0.is_empty())
-        {
+        for (g, slots, edits) in groups {
             let shard = &self.shards[g % q];
             let p = if g < q {
-                shard.update_docs(docs, mode, durability, alone)
+                shard.update_docs(edits, mode, durability, alone)
             } else {
-                shard.update_local(docs, durability, alone)
+                shard.update_local(edits, durability, alone)
             };
             pending.push((slots, p));
         }
@@ -336,6 +328,31 @@ impl Database {
             self.tell_updated();
         }
         Ok(results)
+    }
+
+    /// Splits a write's edits by shard, local documents apart: for each group with edits,
+    /// its index (the shards', then their local documents'), the positions of its edits in
+    /// the write, and the edits, in one vector (each shard's sized for an even share when
+    /// its first edit comes).
+    fn group(&self, docs: Vec<NewDoc>) -> Vec<(usize, Vec<usize>, Edits)> {
+        let q = self.shards.len();
+        let share = docs.len().div_ceil(q);
+        let mut groups: Vec<(Vec<usize>, Vec<NewDoc>)> = vec![(Vec::new(), Vec::new()); q * 2];
+        for (i, doc) in docs.into_iter().enumerate() {
+            let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
+            let (slots, edits) = &mut groups[g];
+            if g < q && edits.capacity() == 0 {
+                edits.reserve(share);
+            }
+            slots.push(i);
+            edits.push(doc);
+        }
+        groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (slots, _))| !slots.is_empty())
+            .map(|(g, (slots, edits))| (g, slots, Arc::new(edits)))
+            .collect()
     }
 
     /// Purges leaf revisions of documents (`_purge`); answers with what was purged per id.

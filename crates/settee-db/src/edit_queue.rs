@@ -52,7 +52,7 @@ struct Queue {
 
 /// A request's edits and where its answer goes.
 struct Waiting {
-    docs: Vec<Arc<NewDoc>>,
+    docs: Edits,
     answer: oneshot::Sender<Result<Vec<EditResult>>>,
 }
 
@@ -62,8 +62,12 @@ type Answers = Vec<oneshot::Sender<Result<Vec<EditResult>>>>;
 /// The requests a running job took.
 type Taken = Arc<Mutex<Option<Answers>>>;
 
+/// One request's edits for one shard, shared with the request so that it, not the writer,
+/// frees them (see `Database::update`): one allocation however many edits it holds.
+pub(crate) type Edits = Arc<Vec<NewDoc>>;
+
 /// The type of the function that applies a batch of edits in the writer's place.
-pub(crate) type Apply = fn(&mut Txn, &[Arc<NewDoc>], EditMode) -> Result<Vec<EditResult>>;
+pub(crate) type Apply = fn(&mut Txn, &[&NewDoc], EditMode) -> Result<Vec<EditResult>>;
 
 impl EditQueues {
     fn index(mode: EditMode, durability: Durability) -> usize {
@@ -76,7 +80,7 @@ impl EditQueues {
     pub fn push(
         self: &Arc<Self>,
         store: &Store,
-        docs: Vec<Arc<NewDoc>>,
+        docs: Edits,
         mode: EditMode,
         durability: Durability,
         apply: Apply,
@@ -161,11 +165,11 @@ fn answers_of(waiting: Vec<Waiting>) -> Answers {
 /// it is undone and each request is applied alone, so that the panic fails only its own.
 fn apply_apart(
     txn: &mut Txn,
-    requests: &[Vec<Arc<NewDoc>>],
+    requests: &[Edits],
     mode: EditMode,
     apply: Apply,
 ) -> Result<Vec<Result<Vec<EditResult>>>> {
-    let all: Vec<Arc<NewDoc>> = requests.iter().flatten().cloned().collect();
+    let all: Vec<&NewDoc> = requests.iter().flat_map(|docs| docs.iter()).collect();
     match txn.attempt(|t| apply(t, &all, mode)) {
         Ok(Ok(results)) => {
             let mut results = results.into_iter();
@@ -177,12 +181,14 @@ fn apply_apart(
         Ok(Err(e)) => Err(e),
         Err(_) => Ok(requests
             .iter()
-            .map(|docs| match txn.attempt(|t| apply(t, docs, mode)) {
-                Ok(answer) => answer,
-                Err(message) => Err(Error::Store(settee_store::Error::Panicked(format!(
-                    "applying the edits panicked ({message}); they were rolled back"
-                )))),
-            })
+            .map(
+                |docs| match txn.attempt(|t| apply(t, &docs.iter().collect::<Vec<_>>(), mode)) {
+                    Ok(answer) => answer,
+                    Err(message) => Err(Error::Store(settee_store::Error::Panicked(format!(
+                        "applying the edits panicked ({message}); they were rolled back"
+                    )))),
+                },
+            )
             .collect()),
     }
 }
@@ -234,7 +240,7 @@ mod tests {
     use crate::doc::DocLimits;
 
     /// Writes each document's id, and panics on the id `boom`.
-    fn write_ids(txn: &mut Txn, docs: &[Arc<NewDoc>], _: EditMode) -> Result<Vec<EditResult>> {
+    fn write_ids(txn: &mut Txn, docs: &[&NewDoc], _: EditMode) -> Result<Vec<EditResult>> {
         docs.iter()
             .map(|d| {
                 assert_ne!(d.id, "boom", "a planned panic");
@@ -244,20 +250,20 @@ mod tests {
             .collect()
     }
 
-    fn docs(ids: &[&str]) -> Vec<Arc<NewDoc>> {
-        ids.iter()
-            .map(|id| {
-                Arc::new(
+    fn docs(ids: &[&str]) -> Edits {
+        Arc::new(
+            ids.iter()
+                .map(|id| {
                     NewDoc::from_json(
                         serde_json::json!({"_id": id}),
                         None,
                         String::new,
                         &DocLimits::default(),
                     )
-                    .expect("a valid document"),
-                )
-            })
-            .collect()
+                    .expect("a valid document")
+                })
+                .collect(),
+        )
     }
 
     /// Holds the store's writer in a job until the returned barrier is waited on, so that
@@ -343,7 +349,7 @@ mod tests {
 
     fn write_ids_noting_thread(
         txn: &mut Txn,
-        docs: &[Arc<NewDoc>],
+        docs: &[&NewDoc],
         mode: EditMode,
     ) -> Result<Vec<EditResult>> {
         let thread = std::thread::current().name().map(str::to_owned);

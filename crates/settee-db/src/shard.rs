@@ -19,7 +19,7 @@ use settee_store::{
 use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::doc::{NewDoc, DESIGN_PREFIX};
-use crate::edit_queue::{EditQueues, EditsPending};
+use crate::edit_queue::{EditQueues, Edits, EditsPending};
 use crate::error::{Error, Result};
 use crate::record::{Body, DocCounts, DocRecord, FreshRecord, RevInfo, SeqEntry};
 use crate::revtree::{Merged, RevTree};
@@ -202,7 +202,7 @@ impl Shard {
     /// document, which may be committed on this thread if the writer is idle.
     pub fn update_docs(
         &self,
-        docs: Vec<Arc<NewDoc>>,
+        docs: Edits,
         mode: EditMode,
         durability: Durability,
         alone: bool,
@@ -212,12 +212,7 @@ impl Shard {
     }
 
     /// Writes local documents, gathered as [`Shard::update_docs`] gathers edits.
-    pub fn update_local(
-        &self,
-        docs: Vec<Arc<NewDoc>>,
-        durability: Durability,
-        alone: bool,
-    ) -> EditsPending {
+    pub fn update_local(&self, docs: Edits, durability: Durability, alone: bool) -> EditsPending {
         self.local_edits.push(
             &self.store,
             docs,
@@ -250,10 +245,10 @@ impl Shard {
 
 /// The record of each id that `docs` edit, as the batch starts (none: no such document),
 /// looked up together so that the descents into a large by-id tree overlap.
-fn current_records<'a>(txn: &Txn, docs: &'a [Arc<NewDoc>]) -> Result<HashMap<&'a str, Slot<'a>>> {
+fn current_records<'a>(txn: &Txn, docs: &[&'a NewDoc]) -> Result<HashMap<&'a str, Slot<'a>>> {
     let mut ids: Vec<&str> = Vec::with_capacity(docs.len());
     let mut records: HashMap<&str, Slot> = HashMap::with_capacity(docs.len());
-    for doc in docs {
+    for &doc in docs {
         if let Entry::Vacant(e) = records.entry(doc.id.as_str()) {
             e.insert(Slot::Record(None, false));
             ids.push(&doc.id);
@@ -295,12 +290,12 @@ impl Slot<'_> {
 
 /// Applies a batch of edits: reads each record once, applies edits in order (a later edit of
 /// the same id sees the earlier one), then writes both trees in one modification each.
-fn apply_docs(txn: &mut Txn, docs: &[Arc<NewDoc>], mode: EditMode) -> Result<Vec<EditResult>> {
+fn apply_docs(txn: &mut Txn, docs: &[&NewDoc], mode: EditMode) -> Result<Vec<EditResult>> {
     let mut meta = ShardMeta::decode(txn.meta())?;
     let mut records = current_records(txn, docs)?;
     let mut seq_changes: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
     let mut results = Vec::with_capacity(docs.len());
-    for doc in docs {
+    for &doc in docs {
         let slot = records
             .get_mut(doc.id.as_str())
             .ok_or(Error::Corrupted("an edited id was not looked up"))?;
@@ -578,10 +573,10 @@ fn apply_purge(txn: &mut Txn, docs: &[(String, Vec<Rev>)]) -> Result<Vec<Vec<Rev
 }
 
 /// Local documents: revisions `0-N` counting writes, no history, no sequence.
-fn apply_local(txn: &mut Txn, docs: &[Arc<NewDoc>]) -> Result<Vec<EditResult>> {
+fn apply_local(txn: &mut Txn, docs: &[&NewDoc]) -> Result<Vec<EditResult>> {
     let mut current: HashMap<&str, Option<(u64, Vec<u8>)>> = HashMap::new();
     let mut results = Vec::with_capacity(docs.len());
-    for doc in docs {
+    for &doc in docs {
         if !current.contains_key(doc.id.as_str()) {
             let old = txn
                 .get(LOCAL, doc.id.as_bytes())?

@@ -968,3 +968,46 @@ async fn design_documents_are_listed_and_counted_in_id_order() {
     assert_eq!(ids, ["_design/a", "_design/b"]);
     assert_eq!(snap.design_doc_count().unwrap(), 2);
 }
+
+/// A write of many edits across every shard, local documents among them, answers each
+/// edit in its own place: its conflict, its local revision or its new revision, whichever
+/// shard or group applied it, and every edit applied as answered.
+#[tokio::test]
+async fn a_large_mixed_write_answers_each_edit_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path(), CatalogOptions::default()).unwrap();
+    let db = catalog.create("mixed", Some(4)).unwrap();
+    let taken = put(&db, json!({"_id": "d0050", "v": "before"}))
+        .await
+        .unwrap();
+    let docs: Vec<NewDoc> = (0..200)
+        .map(|i| match i % 7 {
+            3 => doc(json!({"_id": format!("_local/l{i:04}"), "v": i})),
+            _ => doc(json!({"_id": format!("d{i:04}"), "v": i})),
+        })
+        .collect();
+    let results = db
+        .update(docs, EditMode::Interactive, Durability::Durable)
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 200);
+    for (i, result) in results.into_iter().enumerate() {
+        match (i, i % 7, result) {
+            (50, _, Err(Error::Conflict)) => {}
+            (50, _, other) => panic!("d0050 exists: {other:?}"),
+            (_, 3, Ok(rev)) => assert_eq!(rev.to_string(), "0-1", "_local/l{i:04}"),
+            (_, _, Ok(rev)) => {
+                assert_eq!(rev.pos, 1, "d{i:04}");
+                let body = get(&db, &format!("d{i:04}")).unwrap();
+                assert_eq!(body["v"], i, "d{i:04}");
+                assert_eq!(body["_rev"], rev.to_string(), "d{i:04}");
+            }
+            (_, _, Err(e)) => panic!("edit {i}: {e:?}"),
+        }
+    }
+    assert_eq!(get(&db, "d0050").unwrap()["_rev"], taken.to_string());
+    assert_eq!(
+        db.snapshot().local("_local/l0010").unwrap().unwrap(),
+        (1, br#"{"v":10}"#.to_vec())
+    );
+}
