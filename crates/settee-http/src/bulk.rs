@@ -1,6 +1,5 @@
 //! Many documents per request: `_bulk_docs`, `_bulk_get`, `_revs_diff`, `_missing_revs`.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use hyper::Method;
@@ -107,7 +106,9 @@ fn push_row(out: &mut Vec<u8>, id: &str, rev: Option<&str>, row: Result<Rev, Htt
         Ok(rev) => {
             out.extend_from_slice(br#"{"ok":true,"id":"#);
             string(out, id);
-            let _ = write!(out, r#","rev":"{rev}"}}"#);
+            out.extend_from_slice(br#","rev":""#);
+            rev.push_bytes_to(out);
+            out.extend_from_slice(br#""}"#);
         }
         Err(h) => {
             out.extend_from_slice(br#"{"id":"#);

@@ -106,6 +106,16 @@ impl Rev {
     /// Appends the revision's text, as `Display` writes it, without the formatting
     /// machinery: every document read writes its revision into an `ETag`.
     pub fn push_to(&self, out: &mut String) {
+        self.write_parts(|part| out.push_str(part));
+    }
+
+    /// [`Rev::push_to`] for a byte buffer: a `_bulk_docs` answer writes a revision a row.
+    pub fn push_bytes_to(&self, out: &mut Vec<u8>) {
+        self.write_parts(|part| out.extend_from_slice(part.as_bytes()));
+    }
+
+    /// Hands the revision's text to `put` in pieces: the position, `-`, the id.
+    fn write_parts(&self, mut put: impl FnMut(&str)) {
         let mut digits = [0u8; 20];
         let (mut n, mut at) = (self.pos, digits.len());
         loop {
@@ -116,13 +126,11 @@ impl Rev {
                 break;
             }
         }
-        out.push_str(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
-        out.push('-');
+        put(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
+        put("-");
         match &self.id {
-            RevId::Hash(h) => {
-                out.push_str(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII"))
-            }
-            RevId::Text(t) => out.push_str(t),
+            RevId::Hash(h) => put(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII")),
+            RevId::Text(t) => put(t),
         }
     }
 }
@@ -151,6 +159,9 @@ mod tests {
             rev.push_to(&mut out);
             assert_eq!(out, format!("\"{rev}"));
             assert_eq!(&out[1..], text);
+            let mut bytes = b"\"".to_vec();
+            rev.push_bytes_to(&mut bytes);
+            assert_eq!(bytes, out.as_bytes());
         }
     }
 
