@@ -62,8 +62,9 @@ type Answers = Vec<oneshot::Sender<Result<Vec<EditResult>>>>;
 /// The requests a running job took.
 type Taken = Arc<Mutex<Option<Answers>>>;
 
-/// One request's edits for one shard, shared with the request so that it, not the writer,
-/// frees them (see `Database::update`): one allocation however many edits it holds.
+/// One request's edits for one shard, in one allocation however many there are. The
+/// request keeps a share of a large one, so that it, not the writer, frees them (see
+/// `Database::update`).
 pub(crate) type Edits = Arc<Vec<NewDoc>>;
 
 /// The type of the function that applies a batch of edits in the writer's place.
@@ -181,14 +182,15 @@ fn apply_apart(
         Ok(Err(e)) => Err(e),
         Err(_) => Ok(requests
             .iter()
-            .map(
-                |docs| match txn.attempt(|t| apply(t, &docs.iter().collect::<Vec<_>>(), mode)) {
+            .map(|docs| {
+                let docs: Vec<&NewDoc> = docs.iter().collect();
+                match txn.attempt(|t| apply(t, &docs, mode)) {
                     Ok(answer) => answer,
                     Err(message) => Err(Error::Store(settee_store::Error::Panicked(format!(
                         "applying the edits panicked ({message}); they were rolled back"
                     )))),
-                },
-            )
+                }
+            })
             .collect()),
     }
 }
