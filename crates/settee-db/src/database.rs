@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use settee_store::{Durability, StoreOptions};
+use settee_store::{Durability, Store, StoreOptions};
 use tokio::sync::watch;
 
 use crate::catalog::{DbEvent, DbEvents};
@@ -295,6 +295,12 @@ impl Database {
         } else {
             Vec::new()
         };
+        let stores: Vec<&Store> = groups
+            .iter()
+            .map(|(g, _, _)| self.shards[g % q].store())
+            .collect();
+        // Each shard's writer on a processor of its own, rather than queued behind another.
+        settee_store::place_fan_out(&stores);
         let mut pending = Vec::new();
         for (g, slots, edits) in groups {
             let shard = &self.shards[g % q];

@@ -15,7 +15,9 @@
 //! closures queued during a commit's sync are committed together (group commit); their small
 //! modifications are held and applied to each tree in one pass at the commit. A caller that
 //! finds the writer idle may run its durable closure and commit it on its own thread
-//! ([`Store::run_or_submit_with`]). Nodes a commit replaces leave the node cache.
+//! ([`Store::run_or_submit_with`]). Nodes a commit replaces leave the node cache. A caller
+//! about to wait on several stores' writers at once steers where each wakes
+//! ([`place_fan_out`]), so that they run side by side.
 //!
 //! A tree may be *logged* ([`TreeSpec::logged`]): its commits append their changes as one
 //! log record and keep them in memory (sorted runs that later commits merge, which every
@@ -67,6 +69,7 @@ pub mod format;
 mod held;
 mod node;
 mod overlay;
+mod placement;
 mod runs;
 mod scan;
 mod snapshot;
@@ -80,6 +83,7 @@ pub use compact::{BlobCopier, CompactStats, NoBlobs, ValueRewriter};
 pub use error::{Error, Result};
 pub use file::{BlobRef, Damaged};
 pub use overlay::{FoldLimits, OverlayBudget};
+pub use placement::{place_fan_out, Place};
 pub use scan::{scan, scan_file, FileScan, ScannedHeader, ScannedRecord};
 pub use snapshot::{Lost, Snapshot};
 pub use store::{CallerTurn, Durability, Pending, Store, StoreOptions, DEFAULT_NODE_SIZE};

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::file::{recover, StoreFile};
 use crate::format::{Header, BLOCK};
 use crate::overlay::{Charge, FoldLimits, OverlayBudget};
+use crate::placement::{Place, WriterPlace};
 use crate::snapshot::{SnapState, Snapshot};
 use crate::tree::TreeSpec;
 use crate::txn::{Appender, LooseBlob, Savepoint, Txn, WriterState};
@@ -183,6 +184,8 @@ struct Core {
     /// Requests sent to the writer thread and not yet applied. A caller may run its own
     /// update only while this is zero, so that it never overtakes an earlier one.
     queued: AtomicUsize,
+    /// The writer thread, for callers that steer its next wake-up.
+    place: WriterPlace,
 }
 
 impl Core {
@@ -379,6 +382,7 @@ impl Store {
         let core = Arc::new(Core {
             state: Mutex::new(state),
             queued: AtomicUsize::new(0),
+            place: WriterPlace::default(),
         });
         let (thread_shared, thread_core) = (shared.clone(), core.clone());
         let on_start = thread_shared.options.on_writer_start.clone();
@@ -388,7 +392,9 @@ impl Store {
                 if let Some(f) = on_start {
                     f();
                 }
-                run_writer(&thread_core, rx, &thread_shared)
+                thread_core.place.started();
+                run_writer(&thread_core, rx, &thread_shared);
+                thread_core.place.stopped();
             })
             .map_err(Error::io("start writer thread"))?;
         Ok(Store {
@@ -428,6 +434,14 @@ impl Store {
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// Steers the processor that the writer thread wakes on for its next job (see
+    /// [`crate::place_fan_out`]); false if it could not be steered (one processor, or a
+    /// writer at work, which is left where it is). The next job must be submitted right
+    /// after.
+    pub fn place_next_job(&self, place: Place) -> bool {
+        self.core.place.steer(place)
     }
 
     /// The newest committed state. Never waits for the writer.
@@ -630,10 +644,12 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
     // When the store, quiet since its last commit, should tidy up.
     let mut tidy_at = core.state.lock().ok().and_then(|state| state.tidy_at());
     loop {
+        core.place.wait();
         let first = match deadline.or(tidy_at) {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
         };
+        core.place.settle();
         let Ok(mut state) = core.state.lock() else {
             return;
         };
