@@ -305,12 +305,34 @@ impl NewDoc {
     /// when a deleted document is made again, an edit of the record when one exists.
     /// Change the body afterwards only with [`NewDoc::set_body`].
     pub fn presume_rev(&mut self) {
-        if !self.atts.is_empty() || is_local(&self.id) {
-            return;
+        NewDoc::presume_revs(std::slice::from_mut(self));
+    }
+
+    /// [`NewDoc::presume_rev`] for many edits at once, their revision ids hashed side by
+    /// side (see [`settee_json::presume_many`]).
+    pub fn presume_revs(docs: &mut [NewDoc]) {
+        let mut ahead: Vec<&mut NewDoc> = docs
+            .iter_mut()
+            .filter(|d| d.atts.is_empty() && !is_local(&d.id))
+            .collect();
+        let mut edits: Vec<_> = ahead
+            .iter_mut()
+            .map(|d| {
+                let NewDoc {
+                    edit,
+                    deleted,
+                    revs,
+                    ..
+                } = &mut **d;
+                (edit, *deleted, revs.first())
+            })
+            .collect();
+        let ids = settee_json::presume_many(&mut edits);
+        drop(edits);
+        for (doc, id) in ahead.into_iter().zip(ids) {
+            doc.fresh = (doc.revs.is_empty() && doc.body.len() <= crate::shard::INLINE_MAX)
+                .then(|| FreshRecord::new(&doc.id, id, doc.deleted, &doc.body));
         }
-        let id = self.edit.presume(self.deleted, self.revs.first());
-        self.fresh = (self.revs.is_empty() && self.body.len() <= crate::shard::INLINE_MAX)
-            .then(|| FreshRecord::new(&self.id, id, self.deleted, &self.body));
     }
 
     /// Whether the values of a new document were worked out ahead (see

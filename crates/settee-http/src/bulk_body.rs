@@ -244,30 +244,30 @@ fn parse_part(
         needs_id.store(true, Ordering::Relaxed);
         String::from("0")
     };
-    ranges
+    let docs = ranges
         .iter()
         .map(|r| {
             let text = &bytes[r.clone()];
-            let doc = match NewDoc::from_text(text, &state.node.limits) {
-                Some(doc) => doc,
+            match NewDoc::from_text(text, &state.node.limits) {
+                Some(doc) => Some(doc),
                 None => {
                     let value: Value = serde_json::from_slice(text).ok()?;
-                    NewDoc::from_json(value, None, new_id, &state.node.limits).ok()?
+                    NewDoc::from_json(value, None, new_id, &state.node.limits).ok()
                 }
-            };
-            Some(presumed(doc, new_edits))
+            }
         })
-        .collect()
+        .collect::<Option<Vec<NewDoc>>>()?;
+    Some(presumed(docs, new_edits))
 }
 
-/// A document of a body ready for the writer: a new edit's revision and record are worked
-/// out here, on a parsing thread, rather than on the database's writer (`presume_rev`
-/// leaves local documents alone).
-fn presumed(mut doc: NewDoc, new_edits: bool) -> NewDoc {
+/// Documents of a body ready for the writer: new edits' revisions and records are worked
+/// out here, on a parsing thread, rather than on the database's writer, all at once
+/// (`presume_revs` leaves local documents alone).
+fn presumed(mut docs: Vec<NewDoc>, new_edits: bool) -> Vec<NewDoc> {
     if new_edits {
-        doc.presume_rev();
+        NewDoc::presume_revs(&mut docs);
     }
-    doc
+    docs
 }
 
 /// Reads a `_bulk_docs` body: the documents, `new_edits` and `all_or_nothing`.
@@ -298,11 +298,9 @@ fn parse_whole(state: &State, bytes: &[u8]) -> HttpResult<BulkBody> {
     };
     let parsed = docs
         .into_iter()
-        .map(|d| {
-            NewDoc::from_json(d, None, || state.node.new_uuid(), &state.node.limits)
-                .map(|doc| presumed(doc, new_edits))
-        })
+        .map(|d| NewDoc::from_json(d, None, || state.node.new_uuid(), &state.node.limits))
         .collect::<Result<Vec<_>, _>>()?;
+    let parsed = presumed(parsed, new_edits);
     if !new_edits && parsed.iter().any(|d| d.revs.is_empty()) {
         return Err(HttpError::bad_request(
             "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",

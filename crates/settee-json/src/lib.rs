@@ -31,7 +31,7 @@ pub mod viewkey;
 
 pub use error::Error;
 pub use rev::{Rev, RevId};
-pub use term::{new_rev_id, AttDigest, EditTerm, Term};
+pub use term::{new_rev_id, presume_many, AttDigest, EditTerm, Term};
 
 /// Re-exported so dependants name one JSON value type.
 pub use serde_json::{Map, Value};

@@ -85,14 +85,7 @@ impl EditTerm {
     /// the bodies of a whole batch while it holds everyone else's edits. [`new_rev_id`]
     /// answers the same whether or not this was called. Returns the id.
     pub fn presume(&mut self, deleted: bool, parent: Option<&Rev>) -> RevId {
-        self.presumed = None;
-        let id = new_rev_id(deleted, parent, self, &[]);
-        self.presumed = Some(Presumed {
-            deleted,
-            parent: parent.cloned(),
-            id: id.clone(),
-        });
-        id
+        presume_many(&mut [(self, deleted, parent)]).remove(0)
     }
 
     /// The id worked out ahead, if it was worked out for these arguments.
@@ -114,35 +107,86 @@ pub fn new_rev_id(
         return id.clone();
     }
     let mut head = Vec::with_capacity(48);
-    head.extend_from_slice(&[131, 108, 0, 0, 0, 5]);
-    atom(&mut head, if deleted { "true" } else { "false" });
-    match parent {
-        Some(rev) => {
-            integer(&mut head, i128::from(rev.pos));
-            binary(&mut head, rev.id.bytes());
-        }
-        None => {
-            integer(&mut head, 0);
-            integer(&mut head, 0);
-        }
-    }
+    message_head(&mut head, deleted, parent);
     let mut tail = Vec::with_capacity(8 + atts.len() * 64);
-    list_header(&mut tail, atts.len());
-    for att in atts.iter().rev() {
-        tail.extend_from_slice(&[104, 3]);
-        binary(&mut tail, att.name.as_bytes());
-        binary(&mut tail, att.content_type.as_bytes());
-        binary(&mut tail, &att.md5);
-    }
-    if !atts.is_empty() {
-        tail.push(106);
-    }
-    tail.push(106); // tail of the outer five-element list
+    message_tail(&mut tail, atts);
     let mut md5 = Md5::new();
     md5.update(&head);
     md5.update(&edit.body);
     md5.update(&tail);
     RevId::Hash(md5.finalize().into())
+}
+
+/// Works out the revision ids of many edits without attachments at once, each as
+/// [`EditTerm::presume`] does, with their hashes computed side by side in the processor's
+/// vector lanes: for small documents, one at a time takes about ten times as long. Each
+/// edit is `(term, deleted, parent)`; the ids come back in their order.
+pub fn presume_many(edits: &mut [(&mut EditTerm, bool, Option<&Rev>)]) -> Vec<RevId> {
+    let size = edits.iter().map(|(e, _, _)| e.body.len() + 48).sum();
+    let mut text = Vec::with_capacity(size);
+    let mut ends = Vec::with_capacity(edits.len());
+    for (edit, deleted, parent) in edits.iter() {
+        message_head(&mut text, *deleted, *parent);
+        text.extend_from_slice(&edit.body);
+        message_tail(&mut text, &[]);
+        ends.push(text.len());
+    }
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    let messages: Vec<&[u8]> = starts.zip(&ends).map(|(a, &b)| &text[a..b]).collect();
+    let mut digests = vec![[0u8; 16]; messages.len()];
+    hasher().hash_many(&messages, &mut digests);
+    edits
+        .iter_mut()
+        .zip(digests)
+        .map(|((edit, deleted, parent), digest)| {
+            let id = RevId::Hash(digest);
+            edit.presumed = Some(Presumed {
+                deleted: *deleted,
+                parent: parent.cloned(),
+                id: id.clone(),
+            });
+            id
+        })
+        .collect()
+}
+
+/// The hasher of many messages at once, for the vector instructions this processor has
+/// (found once).
+fn hasher() -> md5_many::Md5Many {
+    static HASHER: std::sync::OnceLock<md5_many::Md5Many> = std::sync::OnceLock::new();
+    *HASHER.get_or_init(md5_many::Md5Many::new)
+}
+
+/// The revision-id term up to the body: the outer list's header, `Deleted`, `OldPos` and
+/// `OldRevId`.
+fn message_head(out: &mut Vec<u8>, deleted: bool, parent: Option<&Rev>) {
+    out.extend_from_slice(&[131, 108, 0, 0, 0, 5]);
+    atom(out, if deleted { "true" } else { "false" });
+    match parent {
+        Some(rev) => {
+            integer(out, i128::from(rev.pos));
+            binary(out, rev.id.bytes());
+        }
+        None => {
+            integer(out, 0);
+            integer(out, 0);
+        }
+    }
+}
+
+/// The revision-id term after the body: `Atts` (in reverse order) and the list's tail.
+fn message_tail(out: &mut Vec<u8>, atts: &[AttDigest]) {
+    list_header(out, atts.len());
+    for att in atts.iter().rev() {
+        out.extend_from_slice(&[104, 3]);
+        binary(out, att.name.as_bytes());
+        binary(out, att.content_type.as_bytes());
+        binary(out, &att.md5);
+    }
+    if !atts.is_empty() {
+        out.push(106);
+    }
+    out.push(106); // tail of the outer five-element list
 }
 
 /// An Erlang term, for the identifiers CouchDB derives as the MD5 of `term_to_binary` of a
@@ -527,5 +571,49 @@ mod tests {
             encoded(r#"{"a":"b"}"#),
             [104, 1, 108, 0, 0, 0, 1, 104, 2, 109, 0, 0, 0, 1, b'a', 109, 0, 0, 0, 1, b'b', 106]
         );
+    }
+
+    proptest::proptest! {
+        /// Ids worked out many at once, side by side, are each the id worked out alone, for
+        /// batches of bodies of many lengths (messages of one to a dozen blocks, so lanes
+        /// end at different blocks), new and edited, live and deleted.
+        #[test]
+        fn ids_worked_out_together_are_each_the_id_worked_out_alone(
+            docs in proptest::collection::vec(
+                (
+                    proptest::collection::vec(("[a-z]{1,8}", "[ -~]{0,120}"), 0..6),
+                    proptest::bool::ANY,
+                    proptest::option::of((1u64..1_000_000, "[0-9a-f]{32}")),
+                ),
+                0..40,
+            )
+        ) {
+            let docs: Vec<(EditTerm, bool, Option<Rev>)> = docs
+                .into_iter()
+                .map(|(members, deleted, parent)| {
+                    let body: Map<String, Value> = members
+                        .into_iter()
+                        .map(|(k, v)| (k, Value::String(v)))
+                        .collect();
+                    let parent = parent.map(|(pos, id)| Rev::parse(&format!("{pos}-{id}")).unwrap());
+                    (EditTerm::new(&body), deleted, parent)
+                })
+                .collect();
+            let alone: Vec<RevId> = docs
+                .iter()
+                .map(|(term, deleted, parent)| new_rev_id(*deleted, parent.as_ref(), term, &[]))
+                .collect();
+            let mut together = docs.clone();
+            let mut edits: Vec<_> = together
+                .iter_mut()
+                .map(|(term, deleted, parent)| (term, *deleted, parent.as_ref()))
+                .collect();
+            let ids = presume_many(&mut edits);
+            proptest::prop_assert_eq!(&ids, &alone);
+            // Each term keeps its id for what it was worked out for.
+            for ((term, deleted, parent), id) in together.iter().zip(&alone) {
+                proptest::prop_assert_eq!(term.presumed(*deleted, parent.as_ref(), &[]), Some(id));
+            }
+        }
     }
 }
