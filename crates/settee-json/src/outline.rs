@@ -169,29 +169,58 @@ impl Scan<'_> {
     /// Skips an object or array and all it holds, checking only that each bracket closes
     /// what it opened and that no more than `max_depth` are open at once.
     fn nested(&mut self, max_depth: usize) -> Option<()> {
-        let mut open: Vec<u8> = Vec::new();
+        // The open brackets, innermost last, one bit each (set for `{`): no allocation for
+        // the thousands of small documents of a bulk body.
+        let mut open = Brackets::default();
         loop {
             let b = self.peek()?;
             self.at += 1;
             match b {
                 b'"' => self.string()?,
                 b'{' | b'[' => {
-                    if open.len() == max_depth {
+                    if open.depth == max_depth {
                         return None;
                     }
-                    open.push(if b == b'{' { b'}' } else { b']' });
+                    open.push(b == b'{')?;
                 }
                 b'}' | b']' => {
-                    if open.pop()? != b {
+                    if open.pop()? != (b == b'}') {
                         return None;
                     }
-                    if open.is_empty() {
+                    if open.depth == 0 {
                         return Some(());
                     }
                 }
                 _ => {}
             }
         }
+    }
+}
+
+/// A stack of open brackets, up to 128 deep (deeper texts are not outlined).
+#[derive(Default)]
+struct Brackets {
+    /// Bit `i` is set when the `i`th open bracket is `{`.
+    kinds: u128,
+    depth: usize,
+}
+
+impl Brackets {
+    fn push(&mut self, brace: bool) -> Option<()> {
+        let bit = 1u128.checked_shl(u32::try_from(self.depth).ok()?)?;
+        if brace {
+            self.kinds |= bit;
+        } else {
+            self.kinds &= !bit;
+        }
+        self.depth += 1;
+        Some(())
+    }
+
+    /// Whether the innermost open bracket, now closed, was `{`; `None` if none was open.
+    fn pop(&mut self) -> Option<bool> {
+        self.depth = self.depth.checked_sub(1)?;
+        Some(self.kinds >> self.depth & 1 == 1)
     }
 }
 
@@ -225,6 +254,30 @@ mod tests {
         assert_eq!(members[1].items, None);
         assert_eq!(object(b"{}", 1), Some(vec![]));
         assert_eq!(object(b"{\"a\":[ ]}", 2).unwrap()[0].items, Some(vec![]));
+    }
+
+    /// Brackets are matched by kind at every depth the bracket stack holds (128), and a
+    /// text nesting deeper is not outlined whatever the limit asked.
+    #[test]
+    fn brackets_match_by_kind_up_to_the_stacks_depth() {
+        let nest = |depth: usize, inner: &str| {
+            let (mut open, mut close) = (String::new(), String::new());
+            for k in 0..depth {
+                let (o, c) = if k % 3 == 0 {
+                    ("{\"k\":", "}")
+                } else {
+                    ("[", "]")
+                };
+                open.push_str(o);
+                close.insert_str(0, c);
+            }
+            format!("{{\"a\":{open}{inner}{close}}}")
+        };
+        assert!(object(nest(128, "1").as_bytes(), 200).is_some());
+        assert!(object(nest(129, "1").as_bytes(), 200).is_none());
+        let crossed = nest(60, "1").replacen("]}", "}]", 1);
+        assert!(serde_json::from_str::<Value>(&crossed).is_err());
+        assert!(object(crossed.as_bytes(), 200).is_none());
     }
 
     #[test]
