@@ -24,10 +24,10 @@ const FREE_APART_FROM: usize = 64;
 /// Frees a large request's edits on a blocking thread once they are applied, so that
 /// neither the shard's writer (which would otherwise hold the last reference) nor the
 /// request's answer waits for thousands of small frees.
-fn free_apart(edits: Vec<Edits>) {
-    if edits.is_empty() {
+fn free_apart(edits: Option<Arc<Vec<NewDoc>>>) {
+    let Some(edits) = edits else {
         return;
-    }
+    };
     match tokio::runtime::Handle::try_current() {
         Ok(rt) => drop(rt.spawn_blocking(move || drop(edits))),
         Err(_) => drop(edits),
@@ -288,22 +288,20 @@ impl Database {
                 (false, false) => 0,
             })
             .collect();
-        let groups = self.group(docs);
-        let total: usize = groups.iter().map(|(_, slots, _)| slots.len()).sum();
-        let kept: Vec<Edits> = if total >= FREE_APART_FROM {
-            groups.iter().map(|(_, _, edits)| edits.clone()).collect()
-        } else {
-            Vec::new()
-        };
+        let total = docs.len();
+        let groups = self.group(&docs);
+        let all = Arc::new(docs);
+        let kept = (total >= FREE_APART_FROM).then(|| all.clone());
         let stores: Vec<&Store> = groups
             .iter()
-            .map(|(g, _, _)| self.shards[g % q].store())
+            .map(|(g, _)| self.shards[g % q].store())
             .collect();
         // Each shard's writer on a processor of its own, rather than queued behind another.
         settee_store::place_fan_out(&stores);
         let mut pending = Vec::new();
-        for (g, slots, edits) in groups {
+        for (g, slots) in groups {
             let shard = &self.shards[g % q];
+            let edits = Edits::picked(all.clone(), slots.clone());
             let p = if g < q {
                 shard.update_docs(edits, mode, durability, alone)
             } else {
@@ -337,27 +335,24 @@ impl Database {
     }
 
     /// Splits a write's edits by shard, local documents apart: for each group with edits,
-    /// its index (the shards', then their local documents'), the positions of its edits in
-    /// the write, and the edits, in one vector (each shard's sized for an even share when
-    /// its first edit comes).
-    fn group(&self, docs: Vec<NewDoc>) -> Vec<(usize, Vec<usize>, Edits)> {
+    /// its index (the shards', then their local documents'), and the positions of its
+    /// edits in the write.
+    fn group(&self, docs: &[NewDoc]) -> Vec<(usize, Vec<usize>)> {
         let q = self.shards.len();
         let share = docs.len().div_ceil(q);
-        let mut groups: Vec<(Vec<usize>, Vec<NewDoc>)> = vec![(Vec::new(), Vec::new()); q * 2];
-        for (i, doc) in docs.into_iter().enumerate() {
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); q * 2];
+        for (i, doc) in docs.iter().enumerate() {
             let g = self.shard_for(&doc.id) + if is_local(&doc.id) { q } else { 0 };
-            let (slots, edits) = &mut groups[g];
-            if g < q && edits.capacity() == 0 {
-                edits.reserve(share);
+            let slots = &mut groups[g];
+            if g < q && slots.capacity() == 0 {
+                slots.reserve(share);
             }
             slots.push(i);
-            edits.push(doc);
         }
         groups
             .into_iter()
             .enumerate()
-            .filter(|(_, (slots, _))| !slots.is_empty())
-            .map(|(g, (slots, edits))| (g, slots, Arc::new(edits)))
+            .filter(|(_, slots)| !slots.is_empty())
             .collect()
     }
 

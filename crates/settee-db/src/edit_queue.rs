@@ -62,10 +62,37 @@ type Answers = Vec<oneshot::Sender<Result<Vec<EditResult>>>>;
 /// The requests a running job took.
 type Taken = Arc<Mutex<Option<Answers>>>;
 
-/// One request's edits for one shard, in one allocation however many there are. The
-/// request keeps a share of a large one, so that it, not the writer, frees them (see
+/// One request's edits for one shard: the request's edits, shared by all its shards (so
+/// that grouping them by shard moves none), and which of them are this shard's. The request
+/// keeps a share of a large one, so that it, not a writer, frees them (see
 /// `Database::update`).
-pub(crate) type Edits = Arc<Vec<NewDoc>>;
+pub(crate) struct Edits {
+    all: Arc<Vec<NewDoc>>,
+    /// Positions in `all`, in order.
+    picks: Vec<usize>,
+}
+
+impl Edits {
+    /// The edits of `all` at `picks`.
+    pub fn picked(all: Arc<Vec<NewDoc>>, picks: Vec<usize>) -> Edits {
+        Edits { all, picks }
+    }
+
+    /// Every edit of `all`.
+    #[cfg(test)]
+    pub fn every(all: Vec<NewDoc>) -> Edits {
+        let picks = (0..all.len()).collect();
+        Edits::picked(Arc::new(all), picks)
+    }
+
+    fn len(&self) -> usize {
+        self.picks.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &NewDoc> {
+        self.picks.iter().map(|&i| &self.all[i])
+    }
+}
 
 /// The type of the function that applies a batch of edits in the writer's place.
 pub(crate) type Apply = fn(&mut Txn, &[&NewDoc], EditMode) -> Result<Vec<EditResult>>;
@@ -253,7 +280,7 @@ mod tests {
     }
 
     fn docs(ids: &[&str]) -> Edits {
-        Arc::new(
+        Edits::every(
             ids.iter()
                 .map(|id| {
                     NewDoc::from_json(

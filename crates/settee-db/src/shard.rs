@@ -200,7 +200,7 @@ impl Shard {
     /// Applies document edits, together with those of other requests queued meanwhile (see
     /// [`crate::edit_queue`]); answers in the order given. `alone`: the request is one small
     /// document, which may be committed on this thread if the writer is idle.
-    pub fn update_docs(
+    pub(crate) fn update_docs(
         &self,
         docs: Edits,
         mode: EditMode,
@@ -212,7 +212,12 @@ impl Shard {
     }
 
     /// Writes local documents, gathered as [`Shard::update_docs`] gathers edits.
-    pub fn update_local(&self, docs: Edits, durability: Durability, alone: bool) -> EditsPending {
+    pub(crate) fn update_local(
+        &self,
+        docs: Edits,
+        durability: Durability,
+        alone: bool,
+    ) -> EditsPending {
         self.local_edits.push(
             &self.store,
             docs,

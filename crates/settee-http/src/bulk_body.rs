@@ -244,19 +244,19 @@ fn parse_part(
         needs_id.store(true, Ordering::Relaxed);
         String::from("0")
     };
-    let docs = ranges
-        .iter()
-        .map(|r| {
-            let text = &bytes[r.clone()];
-            match NewDoc::from_text(text, &state.node.limits) {
-                Some(doc) => Some(doc),
-                None => {
-                    let value: Value = serde_json::from_slice(text).ok()?;
-                    NewDoc::from_json(value, None, new_id, &state.node.limits).ok()
-                }
+    // Sized once: a document is a few hundred bytes, and a growing vector would copy
+    // them all again at each doubling.
+    let mut docs = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let text = &bytes[r.clone()];
+        docs.push(match NewDoc::from_text(text, &state.node.limits) {
+            Some(doc) => doc,
+            None => {
+                let value: Value = serde_json::from_slice(text).ok()?;
+                NewDoc::from_json(value, None, new_id, &state.node.limits).ok()?
             }
-        })
-        .collect::<Option<Vec<NewDoc>>>()?;
+        });
+    }
     Some(presumed(docs, new_edits))
 }
 
