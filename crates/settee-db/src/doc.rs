@@ -305,16 +305,16 @@ impl NewDoc {
     /// when a deleted document is made again, an edit of the record when one exists.
     /// Change the body afterwards only with [`NewDoc::set_body`].
     pub fn presume_rev(&mut self) {
-        NewDoc::presume_revs(std::slice::from_mut(self));
+        if self.takes_presumed() {
+            let id = self.edit.presume(self.deleted, self.revs.first());
+            self.keep_fresh(id);
+        }
     }
 
     /// [`NewDoc::presume_rev`] for many edits at once, their revision ids hashed side by
     /// side (see [`settee_json::presume_many`]).
     pub fn presume_revs(docs: &mut [NewDoc]) {
-        let mut ahead: Vec<&mut NewDoc> = docs
-            .iter_mut()
-            .filter(|d| d.atts.is_empty() && !is_local(&d.id))
-            .collect();
+        let mut ahead: Vec<&mut NewDoc> = docs.iter_mut().filter(|d| d.takes_presumed()).collect();
         let mut edits: Vec<_> = ahead
             .iter_mut()
             .map(|d| {
@@ -330,9 +330,20 @@ impl NewDoc {
         let ids = settee_json::presume_many(&mut edits);
         drop(edits);
         for (doc, id) in ahead.into_iter().zip(ids) {
-            doc.fresh = (doc.revs.is_empty() && doc.body.len() <= crate::shard::INLINE_MAX)
-                .then(|| FreshRecord::new(&doc.id, id, doc.deleted, &doc.body));
+            doc.keep_fresh(id);
         }
+    }
+
+    /// Whether this edit's revision may be worked out ahead: no attachments, not local.
+    fn takes_presumed(&self) -> bool {
+        self.atts.is_empty() && !is_local(&self.id)
+    }
+
+    /// Keeps the values a new document with revision id `id` stores, if it names no parent
+    /// and its body is kept inline.
+    fn keep_fresh(&mut self, id: RevId) {
+        self.fresh = (self.revs.is_empty() && self.body.len() <= crate::shard::INLINE_MAX)
+            .then(|| FreshRecord::new(&self.id, id, self.deleted, &self.body));
     }
 
     /// Whether the values of a new document were worked out ahead (see

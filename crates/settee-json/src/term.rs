@@ -85,7 +85,19 @@ impl EditTerm {
     /// the bodies of a whole batch while it holds everyone else's edits. [`new_rev_id`]
     /// answers the same whether or not this was called. Returns the id.
     pub fn presume(&mut self, deleted: bool, parent: Option<&Rev>) -> RevId {
-        presume_many(&mut [(self, deleted, parent)]).remove(0)
+        self.presumed = None;
+        let id = new_rev_id(deleted, parent, self, &[]);
+        self.note_presumed(deleted, parent, id)
+    }
+
+    /// Keeps `id` as this edit's id on top of `parent`; returns it.
+    fn note_presumed(&mut self, deleted: bool, parent: Option<&Rev>, id: RevId) -> RevId {
+        self.presumed = Some(Presumed {
+            deleted,
+            parent: parent.cloned(),
+            id: id.clone(),
+        });
+        id
     }
 
     /// The id worked out ahead, if it was worked out for these arguments.
@@ -124,28 +136,22 @@ pub fn new_rev_id(
 pub fn presume_many(edits: &mut [(&mut EditTerm, bool, Option<&Rev>)]) -> Vec<RevId> {
     let size = edits.iter().map(|(e, _, _)| e.body.len() + 48).sum();
     let mut text = Vec::with_capacity(size);
-    let mut ends = Vec::with_capacity(edits.len());
+    let mut spans = Vec::with_capacity(edits.len());
     for (edit, deleted, parent) in edits.iter() {
+        let start = text.len();
         message_head(&mut text, *deleted, *parent);
         text.extend_from_slice(&edit.body);
         message_tail(&mut text, &[]);
-        ends.push(text.len());
+        spans.push(start..text.len());
     }
-    let starts = std::iter::once(0).chain(ends.iter().copied());
-    let messages: Vec<&[u8]> = starts.zip(&ends).map(|(a, &b)| &text[a..b]).collect();
+    let messages: Vec<&[u8]> = spans.into_iter().map(|span| &text[span]).collect();
     let mut digests = vec![[0u8; 16]; messages.len()];
     hasher().hash_many(&messages, &mut digests);
     edits
         .iter_mut()
         .zip(digests)
         .map(|((edit, deleted, parent), digest)| {
-            let id = RevId::Hash(digest);
-            edit.presumed = Some(Presumed {
-                deleted: *deleted,
-                parent: parent.cloned(),
-                id: id.clone(),
-            });
-            id
+            edit.note_presumed(*deleted, *parent, RevId::Hash(digest))
         })
         .collect()
 }

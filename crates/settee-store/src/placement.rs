@@ -35,11 +35,14 @@ pub fn place_fan_out(stores: &[&Store]) {
     let Some((last, others)) = stores.split_last() else {
         return;
     };
-    let distinct = |a: &&&Store| !std::ptr::eq(**a, *last);
-    if !others.iter().any(|a| distinct(&a)) {
+    let others: Vec<&&Store> = others
+        .iter()
+        .filter(|s| !std::ptr::eq(**s, *last))
+        .collect();
+    if others.is_empty() {
         return;
     }
-    for store in others.iter().filter(distinct) {
+    for store in others {
         store.place_next_job(Place::Elsewhere);
     }
     last.place_next_job(Place::Here);
