@@ -19,10 +19,25 @@ fn options() -> StoreOptions {
 }
 
 fn put(store: &Store, i: u32) {
-    let a = vec![Action::Put(
-        format!("k{i:05}").into_bytes(),
-        vec![b'v'; 300],
-    )];
+    put_many(store, i, 1);
+}
+
+/// Puts `n` keys from `from` on in one commit, each with 300 bytes that do not compress.
+fn put_many(store: &Store, from: u32, n: u32) {
+    let a: Vec<Action> = (from..from + n)
+        .map(|i| {
+            let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let value = (0..300)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            Action::Put(format!("k{i:05}").into_bytes(), value)
+        })
+        .collect();
     store
         .update(Durability::Durable, move |t| t.modify(0, &a).map(drop))
         .unwrap();
@@ -46,13 +61,22 @@ fn commits_land_in_zeros_reserved_ahead_and_reopening_keeps_them() {
     let path = dir.path().join("r.settee");
     let store = Store::create(&path, options()).unwrap();
     put(&store, 0);
+    let (reserved, committed) = (file_len(&path), store.committed_len());
+    assert!(
+        reserved > committed && reserved - committed <= committed + 4096,
+        "a small file reserves no more than it holds, to the next block: \
+         {reserved} vs {committed}"
+    );
+    // Past half a megabyte, the reserve is an eighth of the file and at least 64 KiB.
+    put_many(&store, 1, 2000);
     let reserved = file_len(&path);
     let committed = store.committed_len();
+    assert!(committed > 512 << 10, "{committed}");
     assert!(
         reserved >= committed + (64 << 10),
         "{reserved} vs {committed}"
     );
-    let mut n = 1;
+    let mut n = 2001;
     while store.committed_len() + (16 << 10) < reserved {
         put(&store, n);
         n += 1;

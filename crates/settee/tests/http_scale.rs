@@ -31,6 +31,22 @@ fn open_fds(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// The bytes in the files under `dir`, however deep.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                bytes_under(&e.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}
+
 #[test]
 fn ten_thousand_keep_alive_connections() {
     let limit = raise_nofile(12_000);
@@ -95,6 +111,9 @@ fn ten_thousand_databases_with_bounded_open_files() {
         "ours and the two system databases, _replicator and _users"
     );
     assert!(open_fds(pid) < 600, "{} files open", open_fds(pid));
+    // An empty database's file stays small: a few blocks, with room for as many again.
+    let bytes = bytes_under(s.dir.path());
+    assert!(bytes < 10_000 * (24 << 10), "{bytes} bytes on disk");
     // Every database still answers, reopened on demand.
     for i in (0..10_000).step_by(1000) {
         assert_eq!(c.get(&format!("/user-{i:05}/doc")).json()["i"], 1);
