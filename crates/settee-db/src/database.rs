@@ -11,15 +11,16 @@ use tokio::sync::watch;
 
 use crate::catalog::{DbEvent, DbEvents};
 use crate::doc::{is_local, partition_of, NewDoc};
-use crate::edit_queue::Edits;
+use crate::edit_queue::{Answering, Edits, EditsPending};
 use crate::error::{Error, Result};
 use crate::read::DbSnapshot;
 use crate::shard::{EditMode, EditResult, Shard, ShardMeta};
 use crate::tasks::Tasks;
 
-/// Requests of at least this many edits free them on a thread of their own (see
-/// [`free_apart`]).
-const FREE_APART_FROM: usize = 64;
+/// Requests of at least this many edits are large: they free their edits on a thread of
+/// their own (see [`free_apart`]), and a durable one learns its results before its commits
+/// are synced (see [`Database::update_then`]).
+const LARGE_FROM: usize = 64;
 
 /// Frees a large request's edits on a blocking thread once they are applied, so that
 /// neither the shard's writer (which would otherwise hold the last reference) nor the
@@ -276,42 +277,32 @@ impl Database {
         mode: EditMode,
         durability: Durability,
     ) -> Result<Vec<EditResult>> {
+        self.update_then(docs, mode, durability, |results| results)
+            .await
+    }
+
+    /// [`Database::update`], giving the results to `then` as soon as every edit is
+    /// applied: for a large durable write, while its commits are still being synced, so
+    /// that the caller prepares its answer meanwhile. What `then` returns is the answer
+    /// once the edits are durable; if a commit fails, its error is.
+    pub async fn update_then<T>(
+        &self,
+        docs: Vec<NewDoc>,
+        mode: EditMode,
+        durability: Durability,
+        then: impl FnOnce(Vec<EditResult>) -> T,
+    ) -> Result<T> {
         self.writable()?;
-        let q = self.shards.len();
-        let alone = matches!(&docs[..], [doc] if doc.is_small());
-        // What each edit is, for the node's statistics: 0 an edit, 1 a creation, 2 local.
-        let kinds: Vec<u8> = docs
-            .iter()
-            .map(|d| match (is_local(&d.id), d.revs.is_empty()) {
-                (true, _) => 2,
-                (false, true) => 1,
-                (false, false) => 0,
-            })
-            .collect();
-        let total = docs.len();
-        let groups = self.group(&docs);
-        let all = Arc::new(docs);
-        let kept = (total >= FREE_APART_FROM).then(|| all.clone());
-        let stores: Vec<&Store> = groups
-            .iter()
-            .map(|(g, _)| self.shards[g % q].store())
-            .collect();
-        // Each shard's writer on a processor of its own, rather than queued behind another.
-        settee_store::place_fan_out(&stores);
-        let mut pending = Vec::new();
-        for (g, slots) in groups {
-            let shard = &self.shards[g % q];
-            let edits = Edits::picked(all.clone(), slots.clone());
-            let p = if g < q {
-                shard.update_docs(edits, mode, durability, alone)
-            } else {
-                shard.update_local(edits, durability, alone)
-            };
-            pending.push((slots, p));
-        }
+        let kinds = edit_kinds(&docs);
+        let Submitted {
+            total,
+            kept,
+            pending,
+        } = self.submit(docs, mode, durability);
         let mut results: Vec<Option<EditResult>> = (0..total).map(|_| None).collect();
-        let mut failure = None;
-        for (slots, p) in pending {
+        let (mut failure, mut durable) = (None, Vec::with_capacity(pending.len()));
+        for (slots, mut p) in pending {
+            durable.push(p.durable());
             match p.await {
                 Ok(answers) => slots
                     .into_iter()
@@ -320,18 +311,69 @@ impl Database {
                 Err(e) => failure = Some(e),
             }
         }
-        free_apart(kept);
-        if let Some(e) = failure {
-            return Err(e);
+        // Prepared while the commits are synced, kept only if they all are.
+        let prepared = match failure {
+            Some(e) => Err(e),
+            None => {
+                let results: Vec<EditResult> = results
+                    .into_iter()
+                    .map(|r| r.expect("every slot answered"))
+                    .collect();
+                let counts = count_writes(&kinds, &results);
+                Ok((then(results), counts))
+            }
+        };
+        let mut synced = Ok(());
+        for d in durable {
+            if let Err(e) = d.wait().await {
+                synced = Err(e);
+            }
         }
-        let results: Vec<EditResult> = results
-            .into_iter()
-            .map(|r| r.expect("every slot answered"))
-            .collect();
-        if count_writes(&kinds, &results) {
+        free_apart(kept);
+        let (answer, counts) = prepared?;
+        synced?;
+        if record_writes(counts) {
             self.tell_updated();
         }
-        Ok(results)
+        Ok(answer)
+    }
+
+    /// Hands each shard (and each shard's local documents) its share of `docs`.
+    fn submit(&self, docs: Vec<NewDoc>, mode: EditMode, durability: Durability) -> Submitted {
+        let q = self.shards.len();
+        let total = docs.len();
+        let answering = if matches!(&docs[..], [doc] if doc.is_small()) {
+            Answering::Alone
+        } else if total >= LARGE_FROM && durability == Durability::Durable {
+            Answering::Staged
+        } else {
+            Answering::Committed
+        };
+        let groups = self.group(&docs);
+        let all = Arc::new(docs);
+        let kept = (total >= LARGE_FROM).then(|| all.clone());
+        let stores: Vec<&Store> = groups
+            .iter()
+            .map(|(g, _)| self.shards[g % q].store())
+            .collect();
+        // Each shard's writer on a processor of its own, rather than queued behind another.
+        settee_store::place_fan_out(&stores);
+        let mut pending = Vec::with_capacity(groups.len());
+        for (g, slots) in groups {
+            let shard = &self.shards[g % q];
+            let edits = Edits::picked(all.clone(), slots.clone());
+            let p = if g < q {
+                shard.update_docs(edits, mode, durability, answering)
+            } else {
+                shard.update_local(edits, durability, answering)
+            };
+            pending.push((slots, p));
+        }
+        Submitted {
+            total,
+            kept,
+            pending,
+        }
     }
 
     /// Splits a write's edits by shard, local documents apart: for each group with edits,
@@ -469,16 +511,42 @@ impl Database {
     }
 }
 
-/// Counts the successful edits of one update in the node's statistics; whether there were
-/// any.
-fn count_writes(kinds: &[u8], results: &[EditResult]) -> bool {
-    use settee_metrics::{add, inc, Metric};
+/// A write handed to its shards' writers.
+struct Submitted {
+    /// How many edits the write has.
+    total: usize,
+    /// The request's share of a large write's edits (see [`free_apart`]).
+    kept: Option<Arc<Vec<NewDoc>>>,
+    /// For each shard's share: the positions of its edits in the write, and their answer.
+    pending: Vec<(Vec<usize>, EditsPending)>,
+}
+
+/// What each edit is, for the node's statistics: 0 an edit, 1 a creation, 2 local.
+fn edit_kinds(docs: &[NewDoc]) -> Vec<u8> {
+    docs.iter()
+        .map(|d| match (is_local(&d.id), d.revs.is_empty()) {
+            (true, _) => 2,
+            (false, true) => 1,
+            (false, false) => 0,
+        })
+        .collect()
+}
+
+/// The successful edits of one update, by kind (see [`edit_kinds`]).
+fn count_writes(kinds: &[u8], results: &[EditResult]) -> [u64; 3] {
     let mut counts = [0u64; 3];
     for (k, r) in kinds.iter().zip(results) {
         if r.is_ok() {
             counts[*k as usize] += 1;
         }
     }
+    counts
+}
+
+/// Counts one update's successful edits in the node's statistics, once they are durable;
+/// whether there were any.
+fn record_writes(counts: [u64; 3]) -> bool {
+    use settee_metrics::{add, inc, Metric};
     if counts.iter().all(|&c| c == 0) {
         return false;
     }

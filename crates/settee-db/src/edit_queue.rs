@@ -14,6 +14,11 @@
 //! requests are not arriving together, is applied and committed on its own thread instead,
 //! which then waits for the sync (see [`Store::run_or_submit_with`]): one client writing one
 //! document after another is answered without two thread hand-offs per write.
+//!
+//! A large request may instead be answered in two stages ([`Answering::Staged`]): its
+//! results as soon as its edits are applied, then whether their commit is durable. Its
+//! caller can then prepare its answer while the commit is being synced, and send it only
+//! once the second stage says the edits are on disk.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -53,11 +58,62 @@ struct Queue {
 /// A request's edits and where its answer goes.
 struct Waiting {
     docs: Edits,
-    answer: oneshot::Sender<Result<Vec<EditResult>>>,
+    answer: Answer,
+}
+
+/// When and where a request is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answering {
+    /// With its results once their commit is durable, by the writer.
+    Committed,
+    /// As `Committed`, but a request of one small document that finds the writer idle may
+    /// be applied and committed on the caller's thread.
+    Alone,
+    /// Twice: with its results as soon as they are applied (before their commit), then
+    /// with whether the commit is durable.
+    Staged,
+}
+
+/// Where a request's answers go: its results, unless already sent, and for a staged
+/// request, its commit's outcome.
+struct Answer {
+    results: Option<oneshot::Sender<Result<Vec<EditResult>>>>,
+    durable: Option<oneshot::Sender<Result<()>>>,
+}
+
+impl Answer {
+    /// Its results, as soon as they are applied, if the request is staged.
+    fn applied(&mut self, results: &mut Result<Vec<EditResult>>) {
+        if self.durable.is_some() {
+            if let Some(tx) = self.results.take() {
+                let _ = tx.send(std::mem::replace(results, Ok(Vec::new())));
+            }
+        }
+    }
+
+    /// The request's results (unless sent already) once the commit is durable.
+    fn committed(self, results: Result<Vec<EditResult>>) {
+        if let Some(tx) = self.results {
+            let _ = tx.send(results);
+        }
+        if let Some(tx) = self.durable {
+            let _ = tx.send(Ok(()));
+        }
+    }
+
+    /// The job's failure, to whichever answer is still owed.
+    fn failed(self, e: &Error) {
+        if let Some(tx) = self.results {
+            let _ = tx.send(Err(e.duplicate()));
+        }
+        if let Some(tx) = self.durable {
+            let _ = tx.send(Err(e.duplicate()));
+        }
+    }
 }
 
 /// Where the answer of each request a job took goes.
-type Answers = Vec<oneshot::Sender<Result<Vec<EditResult>>>>;
+type Answers = Vec<Answer>;
 
 /// The requests a running job took.
 type Taken = Arc<Mutex<Option<Answers>>>;
@@ -103,8 +159,7 @@ impl EditQueues {
     }
 
     /// Queues `docs` and makes sure a job will apply them; answers when they are applied
-    /// (and durable, for durable edits). With `alone` (one small document), the job may run
-    /// on this thread, blocking it until the commit is durable.
+    /// (and durable, for durable edits), as `answering` says.
     pub fn push(
         self: &Arc<Self>,
         store: &Store,
@@ -112,11 +167,22 @@ impl EditQueues {
         mode: EditMode,
         durability: Durability,
         apply: Apply,
-        alone: bool,
+        answering: Answering,
     ) -> EditsPending {
-        let (answer, rx) = oneshot::channel();
+        let (results, rx) = oneshot::channel();
+        let (durable, durable_rx) = match answering {
+            Answering::Staged => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            _ => (None, None),
+        };
+        let answer = Answer {
+            results: Some(results),
+            durable,
+        };
         let i = Self::index(mode, durability);
-        let alone = alone && self.crowded.load(Ordering::Relaxed) == 0;
+        let alone = answering == Answering::Alone && self.crowded.load(Ordering::Relaxed) == 0;
         let first = {
             let mut q = self.queues[i].lock().expect("edit queue lock");
             q.waiting.push(Waiting { docs, answer });
@@ -125,7 +191,10 @@ impl EditQueues {
         if first {
             self.submit(store, i, mode, durability, apply, alone);
         }
-        EditsPending { rx }
+        EditsPending {
+            rx,
+            durable: durable_rx,
+        }
     }
 
     /// Schedules a job for queue `i`; `alone` lets it run on this thread if the writer is idle.
@@ -148,7 +217,16 @@ impl EditQueues {
                 .unzip();
             queues.note_taken(requests.len());
             *in_job.lock().expect("taken lock") = Some(answers);
-            apply_apart(txn, &requests, mode, apply)
+            let mut results = apply_apart(txn, &requests, mode, apply);
+            // Staged requests learn their results now, while the commit is still to come.
+            if let (Ok(results), Some(answers)) =
+                (&mut results, in_job.lock().expect("taken lock").as_mut())
+            {
+                for (answer, result) in answers.iter_mut().zip(results) {
+                    answer.applied(result);
+                }
+            }
+            results
         };
         let queues = self.clone();
         let done = move |results: Result<Vec<Result<Vec<EditResult>>>>| {
@@ -226,25 +304,53 @@ fn apply_apart(
 fn answer(taken: Answers, results: Result<Vec<Result<Vec<EditResult>>>>) {
     match results {
         Ok(results) => {
-            for (tx, result) in taken.into_iter().zip(results) {
-                let _ = tx.send(result);
+            for (answer, result) in taken.into_iter().zip(results) {
+                answer.committed(result);
             }
         }
         Err(e) => {
-            for tx in taken {
-                let _ = tx.send(Err(e.duplicate()));
+            for answer in taken {
+                answer.failed(&e);
             }
         }
     }
+}
+
+/// A staged request's commit that never answered: the writer stopped before it.
+fn unfinished() -> settee_store::Error {
+    settee_store::Error::Panicked("the commit of the applied edits did not finish".into())
 }
 
 fn rolled_back() -> settee_store::Error {
     settee_store::Error::Panicked("applying the edits panicked; they were rolled back".into())
 }
 
-/// The answer to queued edits: each edit's result, in the order given.
+/// The answer to queued edits: each edit's result, in the order given. For a staged
+/// request, the results come once applied, and [`EditsPending::durable`] tells whether
+/// their commit is on disk.
 pub struct EditsPending {
     rx: oneshot::Receiver<Result<Vec<EditResult>>>,
+    durable: Option<oneshot::Receiver<Result<()>>>,
+}
+
+impl EditsPending {
+    /// The second stage of a staged request's answer (already settled for any other).
+    pub(crate) fn durable(&mut self) -> Durable {
+        Durable(self.durable.take())
+    }
+}
+
+/// Whether a staged request's commit is durable.
+pub(crate) struct Durable(Option<oneshot::Receiver<Result<()>>>);
+
+impl Durable {
+    /// Waits for the commit: `Ok` once the edits are on disk.
+    pub async fn wait(self) -> Result<()> {
+        match self.0 {
+            None => Ok(()),
+            Some(rx) => rx.await.unwrap_or_else(|_| Err(Error::Store(unfinished()))),
+        }
+    }
 }
 
 impl Future for EditsPending {
@@ -295,6 +401,72 @@ mod tests {
         )
     }
 
+    fn alone_if(alone: bool) -> Answering {
+        if alone {
+            Answering::Alone
+        } else {
+            Answering::Committed
+        }
+    }
+
+    /// A staged request learns its results before its commit is synced, and then whether
+    /// that commit is durable: a sync that fails fails the second stage, and nothing was
+    /// kept.
+    #[tokio::test]
+    async fn a_staged_request_is_answered_once_applied_then_once_durable() {
+        let backend = settee_store::MemBackend::new();
+        let options = || StoreOptions {
+            trees: vec![TreeSpec::bytewise(SizeReduce)],
+            ..StoreOptions::default()
+        };
+        let path = std::path::Path::new("s");
+        let store = Store::create_backend(Arc::new(backend.clone()), path, options()).unwrap();
+        let queues = Arc::new(EditQueues::default());
+        let push = |ids: &[&str]| {
+            let (mode, durability) = (EditMode::Interactive, Durability::Durable);
+            queues.push(
+                &store,
+                docs(ids),
+                mode,
+                durability,
+                write_ids,
+                Answering::Staged,
+            )
+        };
+        let mut pending = push(&["a", "b"]);
+        let durable = pending.durable();
+        assert_eq!(pending.await.unwrap().len(), 2);
+        durable.wait().await.unwrap();
+
+        // The next sync fails: the results still come once applied, the second stage fails.
+        backend.fail_syncs(1);
+        let mut pending = push(&["c"]);
+        let durable = pending.durable();
+        let results = pending.await.unwrap();
+        assert!(results[0].is_ok(), "applied");
+        assert!(durable.wait().await.is_err(), "but not durable");
+        drop(store);
+        let reopened = Store::open_backend(
+            Arc::new(settee_store::MemBackend::from_bytes(
+                backend.durable_bytes(),
+            )),
+            path,
+            options(),
+        )
+        .unwrap();
+        let keys: Vec<Vec<u8>> = reopened
+            .snapshot()
+            .range(0, settee_store::RangeOptions::default())
+            .unwrap()
+            .map(|e| e.unwrap().key().to_vec())
+            .collect();
+        assert_eq!(
+            keys,
+            [b"a".to_vec(), b"b".to_vec()],
+            "c never reached the disk"
+        );
+    }
+
     /// Holds the store's writer in a job until the returned barrier is waited on, so that
     /// whatever is pushed meanwhile queues.
     fn hold_writer(
@@ -334,7 +506,7 @@ mod tests {
                     EditMode::Interactive,
                     Durability::Durable,
                     write_ids,
-                    ids.len() == 1,
+                    alone_if(ids.len() == 1),
                 )
             })
             .collect();
@@ -419,7 +591,7 @@ mod tests {
                 EditMode::Interactive,
                 Durability::Durable,
                 write_ids_noting_thread,
-                ids.len() == 1,
+                alone_if(ids.len() == 1),
             )
         };
         let here = std::thread::current().name().map(str::to_owned);

@@ -19,7 +19,7 @@ use settee_store::{
 use crate::att::{AttInfo, AttSource};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::doc::{NewDoc, DESIGN_PREFIX};
-use crate::edit_queue::{EditQueues, Edits, EditsPending};
+use crate::edit_queue::{Answering, EditQueues, Edits, EditsPending};
 use crate::error::{Error, Result};
 use crate::record::{Body, DocCounts, DocRecord, FreshRecord, RevInfo, SeqEntry};
 use crate::revtree::{Merged, RevTree};
@@ -198,17 +198,16 @@ impl Shard {
     }
 
     /// Applies document edits, together with those of other requests queued meanwhile (see
-    /// [`crate::edit_queue`]); answers in the order given. `alone`: the request is one small
-    /// document, which may be committed on this thread if the writer is idle.
+    /// [`crate::edit_queue`]); answers in the order given, when `answering` says.
     pub(crate) fn update_docs(
         &self,
         docs: Edits,
         mode: EditMode,
         durability: Durability,
-        alone: bool,
+        answering: Answering,
     ) -> EditsPending {
         self.edits
-            .push(&self.store, docs, mode, durability, apply_docs, alone)
+            .push(&self.store, docs, mode, durability, apply_docs, answering)
     }
 
     /// Writes local documents, gathered as [`Shard::update_docs`] gathers edits.
@@ -216,7 +215,7 @@ impl Shard {
         &self,
         docs: Edits,
         durability: Durability,
-        alone: bool,
+        answering: Answering,
     ) -> EditsPending {
         self.local_edits.push(
             &self.store,
@@ -224,7 +223,7 @@ impl Shard {
             EditMode::Interactive,
             durability,
             |txn, docs, _| apply_local(txn, docs),
-            alone,
+            answering,
         )
     }
 

@@ -53,11 +53,23 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     } else {
         Durability::Durable
     };
-    let results = (state.node)
-        .update_docs(req.user.as_ref(), &db, parsed, mode, durability)
+    // The answer is rendered as soon as the edits are applied, while a large write's
+    // commits are synced, and sent once they are.
+    let render = |results| bulk_answer(ids, results, new_edits);
+    let out = (state.node)
+        .update_docs_then(req.user.as_ref(), &db, parsed, (mode, durability), render)
         .await?;
-    // The rows are written straight into the reply: a JSON value per row costs more than
-    // the write itself for small documents.
+    Ok(reply::json_bytes(201, out))
+}
+
+/// The rows of a `_bulk_docs` answer, written straight into the reply (a JSON value per
+/// row costs more than the write itself for small documents): one per document, but for a
+/// replicated write, only those that failed.
+fn bulk_answer(
+    ids: Vec<(String, Option<String>)>,
+    results: Vec<settee_node::Result<Rev>>,
+    new_edits: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(ids.len() * 80 + 2);
     out.push(b'[');
     for ((id, rev), row) in ids.into_iter().zip(results) {
@@ -70,7 +82,7 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
         push_row(&mut out, &id, rev.as_deref(), row.map_err(HttpError::from));
     }
     out.push(b']');
-    Ok(reply::json_bytes(201, out))
+    out
 }
 
 /// CouchDB's answer to `"all_or_nothing": true`, which it does not support: 417, nothing

@@ -25,10 +25,26 @@ impl Node {
         self: &Arc<Self>,
         user: Option<&User>,
         db: &Arc<Database>,
-        mut docs: Vec<NewDoc>,
+        docs: Vec<NewDoc>,
         mode: EditMode,
         durability: Durability,
     ) -> Result<Vec<Result<Rev>>> {
+        self.update_docs_then(user, db, docs, (mode, durability), |answers| answers)
+            .await
+    }
+
+    /// [`Node::update_docs`], handing the answers to `then` as soon as every edit is
+    /// applied, which for a large write is before its commits are synced (see
+    /// [`Database::update_then`]): what `then` makes of them (an HTTP answer) is ready when
+    /// the edits are durable, and returned only then.
+    pub async fn update_docs_then<T>(
+        self: &Arc<Self>,
+        user: Option<&User>,
+        db: &Arc<Database>,
+        mut docs: Vec<NewDoc>,
+        (mode, durability): (EditMode, Durability),
+        then: impl FnOnce(Vec<Result<Rev>>) -> T,
+    ) -> Result<T> {
         // As CouchDB: one id that breaks a partitioned database's rules refuses the write.
         if db.partitioned() {
             for doc in &docs {
@@ -47,29 +63,23 @@ impl Node {
         } else {
             Vec::new()
         };
-        let results = db.update(accepted, mode, durability).await?;
+        let (answer, written) = db
+            .update_then(accepted, mode, durability, |results| {
+                let written: Vec<(String, bool)> = edits
+                    .into_iter()
+                    .zip(&results)
+                    .filter(|(_, r)| r.is_ok())
+                    .map(|(e, _)| e)
+                    .collect();
+                (then(merge_answers(refused, results)), written)
+            })
+            .await?;
         self.views.kick(db);
         self.search.kick(db);
-        if !edits.is_empty() {
-            let written: Vec<(String, bool)> = edits
-                .into_iter()
-                .zip(&results)
-                .filter(|(_, r)| r.is_ok())
-                .map(|(e, _)| e)
-                .collect();
+        if !written.is_empty() {
             self.after_user_writes(db, &written).await?;
         }
-        let mut results = results.into_iter();
-        Ok(refused
-            .into_iter()
-            .map(|refusal| match refusal {
-                Some(e) => Err(e),
-                None => results
-                    .next()
-                    .unwrap_or(Err(settee_db::Error::Corrupted("a write without answer")))
-                    .map_err(Error::from),
-            })
-            .collect())
+        Ok(answer)
     }
 
     /// [`Node::update_docs`] for one document: its new revision, or why it was not written.
@@ -131,6 +141,25 @@ impl Node {
         }
         out
     }
+}
+
+/// Each document's answer, in order: its refusal, or the database's result for it
+/// (`results` hold those of the documents not refused, in order).
+fn merge_answers(
+    refused: Vec<Option<Error>>,
+    results: Vec<settee_db::EditResult>,
+) -> Vec<Result<Rev>> {
+    let mut results = results.into_iter();
+    refused
+        .into_iter()
+        .map(|refusal| match refusal {
+            Some(e) => Err(e),
+            None => results
+                .next()
+                .unwrap_or(Err(settee_db::Error::Corrupted("a write without answer")))
+                .map_err(Error::from),
+        })
+        .collect()
 }
 
 /// For a caller who does not administer `db`: every design document of `docs` refused.

@@ -591,6 +591,15 @@ fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
             507
         );
     }
+    // A large `_bulk_docs`, whose results are known before its commit fails: 507 all the
+    // same, and none of it written.
+    let docs: Vec<Value> = (0..100)
+        .map(|k| json!({"_id": format!("bulk{k:03}"), "pad": noise(2000 + k, 700)}))
+        .collect();
+    let bulk = c.post("/full/_bulk_docs", &json!({ "docs": docs }).to_string());
+    bulk.error(507, "insufficent_storage");
+    assert_eq!(c.get("/full/bulk000").status, 404);
+    assert_eq!(c.get("/full/bulk099").status, 404);
     let check = |c: &common::Client| {
         for &i in &acknowledged {
             let r = c.get(&format!("/full/d{i:03}"));
