@@ -210,22 +210,20 @@ impl EditQueues {
         let taken: Taken = Arc::default();
         let (queues, in_job) = (self.clone(), taken.clone());
         let job = move |txn: &mut Txn| {
-            let (requests, answers): (Vec<_>, Answers) = queues
+            let (requests, mut answers): (Vec<_>, Answers) = queues
                 .take(i)
                 .into_iter()
                 .map(|w| (w.docs, w.answer))
                 .unzip();
             queues.note_taken(requests.len());
-            *in_job.lock().expect("taken lock") = Some(answers);
             let mut results = apply_apart(txn, &requests, mode, apply);
             // Staged requests learn their results now, while the commit is still to come.
-            if let (Ok(results), Some(answers)) =
-                (&mut results, in_job.lock().expect("taken lock").as_mut())
-            {
+            if let Ok(results) = &mut results {
                 for (answer, result) in answers.iter_mut().zip(results) {
                     answer.applied(result);
                 }
             }
+            *in_job.lock().expect("taken lock") = Some(answers);
             results
         };
         let queues = self.clone();

@@ -57,7 +57,7 @@ pub async fn bulk_docs(state: &Arc<State>, req: &mut Req, name: &str) -> HttpRes
     // commits are synced, and sent once they are.
     let render = |results| bulk_answer(ids, results, new_edits);
     let out = (state.node)
-        .update_docs_then(req.user.as_ref(), &db, parsed, (mode, durability), render)
+        .update_docs_then(req.user.as_ref(), &db, parsed, mode, durability, render)
         .await?;
     Ok(reply::json_bytes(201, out))
 }

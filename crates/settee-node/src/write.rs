@@ -29,7 +29,7 @@ impl Node {
         mode: EditMode,
         durability: Durability,
     ) -> Result<Vec<Result<Rev>>> {
-        self.update_docs_then(user, db, docs, (mode, durability), |answers| answers)
+        self.update_docs_then(user, db, docs, mode, durability, |answers| answers)
             .await
     }
 
@@ -42,7 +42,8 @@ impl Node {
         user: Option<&User>,
         db: &Arc<Database>,
         mut docs: Vec<NewDoc>,
-        (mode, durability): (EditMode, Durability),
+        mode: EditMode,
+        durability: Durability,
         then: impl FnOnce(Vec<Result<Rev>>) -> T,
     ) -> Result<T> {
         // As CouchDB: one id that breaks a partitioned database's rules refuses the write.

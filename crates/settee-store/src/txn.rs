@@ -60,7 +60,7 @@ static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
 
 /// Bounds of the zeros written ahead of the appends: an eighth of the file, so that a busy
 /// database extends its file rarely, but never more than the file already holds, so that
-/// a small one stays small (ten thousand empty databases take 16 KiB a file, not 72).
+/// a small one stays small (an empty database takes 12 KiB a file, not 72).
 const MIN_RESERVE: u64 = 64 << 10;
 pub(crate) const MAX_RESERVE: u64 = 8 << 20;
 
