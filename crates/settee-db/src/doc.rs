@@ -267,8 +267,21 @@ impl NewDoc {
     /// reads (and refuses with the right error where it must); what both read, they read
     /// alike.
     pub fn from_text(text: &[u8], limits: &DocLimits) -> Option<NewDoc> {
+        NewDoc::from_text_at(text, None, limits)
+    }
+
+    /// [`NewDoc::from_text`] for a document the request's path names, as a `PUT` does:
+    /// `url_id` wins over the text's `_id`, which must still be valid, as
+    /// [`NewDoc::from_json`] reads them; with `url_id`, the text need not name an `_id`.
+    pub fn from_text_at(text: &[u8], url_id: Option<&str>, limits: &DocLimits) -> Option<NewDoc> {
         let doc = settee_json::transcode::transcode(text)?;
-        let id = doc.id?;
+        if let Some(body_id) = &doc.id {
+            limits.check_id(body_id).ok()?;
+        }
+        let id = match url_id {
+            Some(u) => u.to_string(),
+            None => doc.id?,
+        };
         limits.check_id(&id).ok()?;
         if doc.body.len() > limits.max_document_size {
             return None;
@@ -552,5 +565,46 @@ mod tests {
             &DocLimits::default()
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_text_read_for_a_path_id_reads_as_its_json_does() {
+        let limits = DocLimits::default();
+        let texts = [
+            r#"{"x":1,"y":[true,null,"s"]}"#,
+            r#"{"_id":"b","x":{"z":2.5}}"#,
+            r#"{"x":1,"_rev":"1-abc","_deleted":true}"#,
+            r#"{"_id":"a","n":-3}"#,
+        ];
+        for text in texts {
+            for url_id in ["a", "_design/d", "_local/l"] {
+                let fast = NewDoc::from_text_at(text.as_bytes(), Some(url_id), &limits)
+                    .unwrap_or_else(|| panic!("declined {text}"));
+                let value = serde_json::from_str(text).unwrap();
+                let general = NewDoc::from_json(value, Some(url_id), String::new, &limits);
+                assert_eq!(
+                    format!("{fast:?}"),
+                    format!("{:?}", general.unwrap()),
+                    "{text}"
+                );
+            }
+        }
+        // What the general path refuses is declined here, and left to it.
+        for text in [
+            r#"{"_id":"_x"}"#,
+            r#"{"_rev":"bad"}"#,
+            r#"{"_id":1}"#,
+            "[1]",
+        ] {
+            assert!(NewDoc::from_text_at(text.as_bytes(), Some("a"), &limits).is_none());
+        }
+        // Without a path id, the text must name one.
+        assert!(NewDoc::from_text_at(br#"{"x":1}"#, None, &limits).is_none());
+        assert_eq!(
+            NewDoc::from_text_at(br#"{"_id":"b"}"#, None, &limits)
+                .unwrap()
+                .id,
+            "b"
+        );
     }
 }

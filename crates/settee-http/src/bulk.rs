@@ -115,13 +115,7 @@ fn push_row(out: &mut Vec<u8>, id: &str, rev: Option<&str>, row: Result<Rev, Htt
     let string =
         |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
     match row {
-        Ok(rev) => {
-            out.extend_from_slice(br#"{"ok":true,"id":"#);
-            string(out, id);
-            out.extend_from_slice(br#","rev":""#);
-            rev.push_bytes_to(out);
-            out.extend_from_slice(br#""}"#);
-        }
+        Ok(rev) => reply::push_saved(out, id, &rev),
         Err(h) => {
             out.extend_from_slice(br#"{"id":"#);
             string(out, id);

@@ -318,7 +318,7 @@ async fn read_doc(
                     .saturating_mul(2)
                     .max(1 << 20),
             );
-            match req.json(limit).await {
+            let bytes = match req.json_bytes(limit).await {
                 Err(e) if e.status == 413 => {
                     return Err(HttpError::new(
                         413,
@@ -326,8 +326,15 @@ async fn read_doc(
                         id.unwrap_or("").to_string(),
                     ))
                 }
-                other => (other?, Vec::new()),
+                other => other?,
+            };
+            if bytes.is_empty() {
+                return Err(HttpError::bad_request("invalid UTF-8 JSON"));
             }
+            if let Some(doc) = plain_doc(state, req, &bytes, id) {
+                return Ok(doc);
+            }
+            (crate::request::parse_json(&bytes)?, Vec::new())
         }
     };
     if let Value::Object(map) = &mut value {
@@ -359,6 +366,16 @@ async fn read_doc(
         &state.node.limits,
         parts,
     )?)
+}
+
+/// A plain document's text read in one pass ([`NewDoc::from_text_at`]), when nothing but
+/// the text names its revision: `None` leaves every other body, and every error, to the
+/// general path, which reads what both read alike.
+fn plain_doc(state: &State, req: &Req, text: &[u8], id: Option<&str>) -> Option<NewDoc> {
+    if req.query.get("rev").is_some() || if_match(req).is_some() {
+        return None;
+    }
+    NewDoc::from_text_at(text, id, &state.node.limits)
 }
 
 /// A `multipart/related` upload, streamed: the JSON document first, then each part named by
@@ -504,19 +521,24 @@ pub(crate) async fn write_one(
         return Ok(reply::json(202, &json!({"ok": true, "id": id})));
     }
     let (rev, deleted) = saved?;
-    let mut resp = reply::json(
-        answer.status(deleted),
-        &json!({"ok": true, "id": id, "rev": rev.to_string()}),
-    );
+    let mut body = Vec::with_capacity(id.len() + 80);
+    reply::push_saved(&mut body, &id, &rev);
+    let mut resp = reply::json_bytes(answer.status(deleted), body);
     if answer != Answer::Post {
         let etag = match &local_body {
             Some(body) => local_etag(&rev.to_string(), body),
-            None => format!("\"{rev}\""),
+            None => {
+                let mut tag = String::with_capacity(48);
+                tag.push('"');
+                rev.push_to(&mut tag);
+                tag.push('"');
+                tag
+            }
         };
         resp = reply::with_header(resp, ETAG, &etag);
     }
     if !matches!(answer, Answer::Delete | Answer::Form) {
-        let path = format!("/{}/{}", url_encode(db.name()), url_encode(&id));
+        let path = ["/", &url_encode(db.name()), "/", &url_encode(&id)].concat();
         resp = reply::with_header(
             resp,
             LOCATION,

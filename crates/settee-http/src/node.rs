@@ -236,11 +236,14 @@ fn redirect(state: &State, req: &Req, mut resp: Response, param: &str) -> HttpRe
 
 /// The host (and port) the client asked for: the forwarded host or the `Host` header.
 pub(crate) fn client_host(state: &State, req: &Req) -> String {
-    let settings = state.settings.load();
-    req.header(settings.forwarded.host.as_str())
+    forwarded_host(&state.settings.load().forwarded, req).to_string()
+}
+
+/// The host the forwarding header named `named.host` gives, else the `Host` header.
+fn forwarded_host<'r>(named: &crate::settings::Forwarded, req: &'r Req) -> &'r str {
+    req.header(named.host.as_str())
         .or_else(|| req.header(hyper::header::HOST))
         .unwrap_or("127.0.0.1")
-        .to_string()
 }
 
 /// `path` on this server as the client reached it: the forwarded host or the `Host` header,
@@ -248,11 +251,11 @@ pub(crate) fn client_host(state: &State, req: &Req) -> String {
 pub(crate) fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
     let settings = state.settings.load();
     let named = &settings.forwarded;
-    let host = client_host(state, req);
     let https = req.tls
         || req.header(named.ssl.as_str()) == Some("on")
         || req.header(named.proto.as_str()) == Some("https");
-    format!("{}://{host}{path}", if https { "https" } else { "http" })
+    let scheme = if https { "https://" } else { "http://" };
+    [scheme, forwarded_host(named, req), path].concat()
 }
 
 /// Admin-only server endpoints.

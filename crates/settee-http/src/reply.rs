@@ -29,6 +29,16 @@ pub fn json_bytes(status: u16, mut bytes: Vec<u8>) -> Response {
     resp
 }
 
+/// A saved edit's answer, `{"ok":true,"id","rev"}`, appended to `out`: the body of a
+/// single-document write, and a row of `_bulk_docs`'.
+pub fn push_saved(out: &mut Vec<u8>, id: &str, rev: &settee_json::Rev) {
+    out.extend_from_slice(br#"{"ok":true,"id":"#);
+    serde_json::to_writer(&mut *out, id).expect("writing to a Vec");
+    out.extend_from_slice(br#","rev":""#);
+    rev.push_bytes_to(out);
+    out.extend_from_slice(br#""}"#);
+}
+
 /// A response with a JSON value.
 pub fn json(status: u16, value: &serde_json::Value) -> Response {
     json_bytes(

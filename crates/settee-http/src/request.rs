@@ -306,7 +306,7 @@ impl Req {
     pub async fn json(&mut self, limit: usize) -> HttpResult<Value> {
         let bytes = self.json_bytes(limit).await?;
         if bytes.is_empty() {
-            return Err(HttpError::bad_request("Missing request body"));
+            return Err(HttpError::bad_request("invalid UTF-8 JSON"));
         }
         crate::request::parse_json(&bytes)
     }

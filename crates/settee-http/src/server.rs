@@ -1,5 +1,6 @@
 //! The server: shared state, the accept loop, authentication and routing.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -639,14 +640,22 @@ fn log_access(
         .extensions()
         .get::<Requester>()
         .map_or("undefined", |r| r.0.as_str());
+    if !tracing::enabled!(target: ACCESS_LOG, tracing::Level::INFO) {
+        return;
+    }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    tracing::info!(
-        target: ACCESS_LOG,
-        "{} {host} {peer} {user} {method} {path} {} ok {}",
-        id.to_str().unwrap_or("-"),
-        resp.status().as_u16(),
-        started.elapsed().as_millis()
-    );
+    // Put together here, where most of it is already text: one argument for the line.
+    let mut line = String::with_capacity(80 + host.len() + user.len() + path.len());
+    for part in [id.to_str().unwrap_or("-"), " ", host, " "] {
+        line.push_str(part);
+    }
+    let _ = write!(line, "{peer}");
+    for part in [" ", user, " ", method.as_str(), " ", path, " "] {
+        line.push_str(part);
+    }
+    line.push_str(resp.status().as_str());
+    let _ = write!(line, " ok {}", started.elapsed().as_millis());
+    tracing::info!(target: ACCESS_LOG, "{line}");
 }
 
 /// Ten random lowercase hex digits, as CouchDB's `X-Couch-Request-ID`.

@@ -5,11 +5,14 @@
 //! level instead of the configuration. Each message logged is also counted by level
 //! (`couch_log/level/…` in `_stats`).
 
+use std::cell::RefCell;
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 
 use settee_http::Config;
+use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
@@ -212,14 +215,98 @@ where
             _ => "debug",
         };
         write!(writer, "[{level}] ")?;
-        SystemTime.format_time(&mut writer)?;
-        write!(writer, " {} <0.0.0> ", settee_http::NODE_NAME)?;
-        if !access {
-            write!(writer, "-------- ")?;
+        if access {
+            // An access line for every request: written without the general formatter's
+            // per-character pass, and with the time's date worked out once a second.
+            write_now(&mut writer)?;
+            write!(writer, " {} <0.0.0> ", settee_http::NODE_NAME)?;
+            let mut text = AccessText(&mut writer, Ok(()));
+            event.record(&mut text);
+            text.1?;
+        } else {
+            SystemTime.format_time(&mut writer)?;
+            write!(writer, " {} <0.0.0> -------- ", settee_http::NODE_NAME)?;
+            ctx.field_format().format_fields(writer.by_ref(), event)?;
         }
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
+}
+
+/// Writes an access event's message (its only field), escaped as [`escaped`] does.
+struct AccessText<'w, 'a>(&'w mut Writer<'a>, std::fmt::Result);
+
+impl Visit for AccessText<'_, '_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() != "message" {
+            return;
+        }
+        thread_local! {
+            static TEXT: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        self.1 = TEXT.with_borrow_mut(|text| {
+            text.clear();
+            write!(text, "{value:?}")?;
+            self.0.write_str(&escaped(text))
+        });
+    }
+}
+
+/// `text` with the characters a terminal could act on (C0 controls, DEL, C1 controls)
+/// written as escapes, so that no request can forge a line or drive the reader's terminal
+/// (a user name, for one, may hold any character).
+fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| c < ' ' || ('\u{7f}'..='\u{9f}').contains(&c);
+    if !text.contains(acts) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// The time as CouchDB's lines give it, `2026-11-30T03:09:10.679839Z` (UTC, microseconds).
+fn write_now(writer: &mut Writer<'_>) -> std::fmt::Result {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    thread_local! {
+        /// The second last written and its text up to the fraction's point.
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    SECOND.with_borrow_mut(|(second, text)| {
+        if *second != since.as_secs() {
+            *second = since.as_secs();
+            *text = utc_second(*second);
+        }
+        write!(writer, "{text}.{:06}Z", since.subsec_micros())
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` for seconds since 1970 (the proleptic Gregorian calendar, UTC).
+fn utc_second(secs: u64) -> String {
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days to a civil date, counting from 0000-03-01 so that leap days end each year.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        rest / 3_600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 /// Counts each message logged by its level, as CouchDB's `couch_log/level/…` statistics.
@@ -242,6 +329,43 @@ impl<S: Subscriber> Layer<S> for CountLevels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_time_of_a_line_is_the_utc_calendar_second() {
+        for (secs, text) in [
+            (0, "1970-01-01T00:00:00"),
+            (951_782_400, "2000-02-29T00:00:00"),
+            (1_709_164_800, "2024-02-29T00:00:00"),
+            (1_796_008_150, "2026-11-30T03:09:10"),
+            (4_102_444_799, "2099-12-31T23:59:59"),
+        ] {
+            assert_eq!(utc_second(secs), text);
+        }
+        // The same as the general formatter writes now, to the second (tried again if a
+        // second ended between the two).
+        let same_second = (0..3).any(|_| {
+            let (mut general, mut fast) = (String::new(), String::new());
+            SystemTime
+                .format_time(&mut Writer::new(&mut general))
+                .unwrap();
+            write_now(&mut Writer::new(&mut fast)).unwrap();
+            assert_eq!(fast.len(), general.len(), "{fast} {general}");
+            fast[..20] == general[..20]
+        });
+        assert!(same_second);
+    }
+
+    #[test]
+    fn characters_a_terminal_acts_on_are_escaped() {
+        assert!(matches!(
+            escaped("GET /db 200"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            escaped("a\nb\u{1b}[31m\u{7f}\u{85}é"),
+            "a\\x0ab\\x1b[31m\\x7f\\x85é"
+        );
+    }
 
     #[test]
     fn couchdb_levels_become_filters() {

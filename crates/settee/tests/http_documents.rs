@@ -284,6 +284,40 @@ fn ids_bodies_and_bad_input() {
     c.put("/db/big", &big).error(413, "document_too_large");
     c.get("/db/x").error(404, "not_found");
     c.get("/db/big").error(404, "not_found");
+    // An empty body, as CouchDB words it.
+    for (method, path) in [
+        ("PUT", "/db/x"),
+        ("POST", "/db"),
+        ("POST", "/db/_bulk_docs"),
+    ] {
+        let r = c.send(
+            method,
+            path,
+            Some(""),
+            &[("Content-Type", "application/json")],
+        );
+        assert_eq!(
+            r.error(400, "bad_request").json()["reason"],
+            "invalid UTF-8 JSON"
+        );
+    }
+    // The path's id wins over the body's, which must still be a valid id.
+    c.put("/db/x", r#"{"_id":"_x"}"#)
+        .error(400, "illegal_docid");
+    let r = c.put("/db/x", r#"{"_id":"other","v":1}"#);
+    assert_eq!(r.status, 201);
+    let rev = r.json()["rev"].as_str().unwrap().to_string();
+    assert_eq!(r.json()["id"], "x");
+    c.get("/db/other").error(404, "not_found");
+    // A revision named by the query alone, or in the body and the query alike.
+    let r = c.put(&format!("/db/x?rev={rev}"), r#"{"v":2}"#);
+    assert_eq!(r.status, 201, "{}", r.text);
+    let rev = r.json()["rev"].as_str().unwrap().to_string();
+    c.put(&format!("/db/x?rev={rev}"), r#"{"_rev":"2-0","v":3}"#)
+        .error(400, "bad_request");
+    c.put("/db/x", r#"{"v":3}"#).error(409, "conflict");
+    assert_eq!(c.get("/db/x").json()["v"], 2);
+    assert_eq!(c.delete(&format!("/db/x?rev={rev}")).status, 200);
     // POST creates with a generated id; the body's members keep their order and numbers.
     let r = c.post(
         "/db",
