@@ -491,8 +491,13 @@ pub async fn serve_connection<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // The peer as the access lines write it, worked out once for the connection's requests.
+    let peer = Peer {
+        ip: peer,
+        text: peer.to_string().into(),
+    };
     let service = service_fn(move |req| {
-        let (state, conn) = (state.clone(), conn.clone());
+        let (state, conn, peer) = (state.clone(), conn.clone(), peer.clone());
         async move {
             conn.begin_request();
             let resp = handle(state, req, peer, tls, conn.clone()).await;
@@ -522,11 +527,18 @@ const BODY_TIME: HeaderName = HeaderName::from_static("x-couchdb-body-time");
 /// `X-CouchDB-WWW-Authenticate`: the `WWW-Authenticate` a client asks for on a 401.
 const ASKED_WWW_AUTHENTICATE: HeaderName = HeaderName::from_static("x-couchdb-www-authenticate");
 
+/// A connection's peer: its address, and that address as text.
+#[derive(Clone)]
+struct Peer {
+    ip: std::net::IpAddr,
+    text: Arc<str>,
+}
+
 /// Answers one request. A handler that panics is answered with a logged 500.
 async fn handle(
     state: Arc<State>,
     req: hyper::Request<Incoming>,
-    peer: std::net::IpAddr,
+    peer: Peer,
     tls: bool,
     conn: Arc<Conn>,
 ) -> Response {
@@ -565,7 +577,7 @@ async fn handle(
             .to_string()
     });
     let mut resp = match (CatchPanic {
-        inner: Box::pin(dispatch(state, req, peer, tls, conn)),
+        inner: Box::pin(dispatch(state, req, peer.ip, tls, conn)),
     })
     .await
     {
@@ -595,7 +607,7 @@ async fn handle(
     resp.headers_mut().insert(SERVER, server_header);
     let id = request_id();
     if let Some(host) = access {
-        log_access(&resp, &id, &host, peer, &method, &uri, started);
+        log_access(&resp, &id, &host, &peer.text, &method, &uri, started);
     }
     resp.headers_mut().insert(REQUEST_ID, id);
     if let (Some(cors), Some(origin)) = (&cors, &origin) {
@@ -631,7 +643,7 @@ fn log_access(
     resp: &Response,
     id: &HeaderValue,
     host: &str,
-    peer: std::net::IpAddr,
+    peer: &str,
     method: &Method,
     uri: &hyper::Uri,
     started: std::time::Instant,
@@ -649,8 +661,7 @@ fn log_access(
     for part in [id.to_str().unwrap_or("-"), " ", host, " "] {
         line.push_str(part);
     }
-    let _ = write!(line, "{peer}");
-    for part in [" ", user, " ", method.as_str(), " ", path, " "] {
+    for part in [peer, " ", user, " ", method.as_str(), " ", path, " "] {
         line.push_str(part);
     }
     line.push_str(resp.status().as_str());

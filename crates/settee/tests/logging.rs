@@ -82,6 +82,20 @@ fn each_request_has_couchdbs_access_line_and_no_secret_is_logged() {
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words[0], "[notice]", "{line}");
     assert_eq!(words[2], "settee@127.0.0.1", "{line}");
+    // The time: `2026-11-30T03:09:10.679839Z`, UTC to the microsecond.
+    let time = words[1].as_bytes();
+    assert_eq!(time.len(), 27, "{line}");
+    for (at, c) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+    ] {
+        assert_eq!(time[at], c, "{line}");
+    }
+    assert_eq!(time[26], b'Z', "{line}");
     assert_eq!(words[4].len(), 10, "the request id: {line}");
     assert_eq!(
         &words[6..],
