@@ -272,9 +272,6 @@ fn presumed(mut docs: Vec<NewDoc>, new_edits: bool) -> Vec<NewDoc> {
 
 /// Reads a `_bulk_docs` body: the documents, `new_edits` and `all_or_nothing`.
 fn parse_whole(state: &State, bytes: &[u8]) -> HttpResult<BulkBody> {
-    if bytes.is_empty() {
-        return Err(HttpError::bad_request("invalid UTF-8 JSON"));
-    }
     let Value::Object(mut body) = crate::request::parse_json(bytes)? else {
         return Err(HttpError::bad_request("Request body must be a JSON object"));
     };

@@ -328,9 +328,6 @@ async fn read_doc(
                 }
                 other => other?,
             };
-            if bytes.is_empty() {
-                return Err(HttpError::bad_request("invalid UTF-8 JSON"));
-            }
             if let Some(doc) = plain_doc(state, req, &bytes, id) {
                 return Ok(doc);
             }

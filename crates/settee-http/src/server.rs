@@ -648,13 +648,13 @@ fn log_access(
     uri: &hyper::Uri,
     started: std::time::Instant,
 ) {
+    if !tracing::enabled!(target: ACCESS_LOG, tracing::Level::INFO) {
+        return;
+    }
     let user = resp
         .extensions()
         .get::<Requester>()
         .map_or("undefined", |r| r.0.as_str());
-    if !tracing::enabled!(target: ACCESS_LOG, tracing::Level::INFO) {
-        return;
-    }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     // Put together here, where most of it is already text: one argument for the line.
     let mut line = String::with_capacity(80 + host.len() + user.len() + path.len());

@@ -15,7 +15,6 @@ use settee_http::Config;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
@@ -215,17 +214,16 @@ where
             _ => "debug",
         };
         write!(writer, "[{level}] ")?;
+        write_now(&mut writer)?;
+        write!(writer, " {} <0.0.0> ", settee_http::NODE_NAME)?;
         if access {
             // An access line for every request: written without the general formatter's
-            // per-character pass, and with the time's date worked out once a second.
-            write_now(&mut writer)?;
-            write!(writer, " {} <0.0.0> ", settee_http::NODE_NAME)?;
+            // per-character pass.
             let mut text = AccessText(&mut writer, Ok(()));
             event.record(&mut text);
             text.1?;
         } else {
-            SystemTime.format_time(&mut writer)?;
-            write!(writer, " {} <0.0.0> -------- ", settee_http::NODE_NAME)?;
+            write!(writer, "-------- ")?;
             ctx.field_format().format_fields(writer.by_ref(), event)?;
         }
         writeln!(writer)
@@ -270,7 +268,8 @@ fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// The time as CouchDB's lines give it, `2026-11-30T03:09:10.679839Z` (UTC, microseconds).
+/// The time as CouchDB's lines give it, `2026-11-30T03:09:10.679839Z` (UTC, microseconds),
+/// with the date worked out once a second.
 fn write_now(writer: &mut Writer<'_>) -> std::fmt::Result {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -288,19 +287,10 @@ fn write_now(writer: &mut Writer<'_>) -> std::fmt::Result {
     })
 }
 
-/// `YYYY-MM-DDTHH:MM:SS` for seconds since 1970 (the proleptic Gregorian calendar, UTC).
+/// `YYYY-MM-DDTHH:MM:SS` for seconds since 1970 (UTC).
 fn utc_second(secs: u64) -> String {
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Days to a civil date, counting from 0000-03-01 so that leap days end each year.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    let (year, month, day) = settee_auth::cookie::civil_date((secs / 86_400) as i64);
+    let rest = secs % 86_400;
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
         rest / 3_600,
@@ -329,6 +319,7 @@ impl<S: Subscriber> Layer<S> for CountLevels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
     #[test]
     fn the_time_of_a_line_is_the_utc_calendar_second() {
