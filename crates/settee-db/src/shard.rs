@@ -5,7 +5,6 @@
 //! [`SeqEntry`]) and `local` (`_local/` id -> revision counter and body). The header
 //! metadata holds a [`ShardMeta`].
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -247,26 +246,35 @@ impl Shard {
     }
 }
 
-/// The record of each id that `docs` edit, as the batch starts (none: no such document),
-/// looked up together so that the descents into a large by-id tree overlap.
-fn current_records<'a>(txn: &Txn, docs: &[&'a NewDoc]) -> Result<HashMap<&'a str, Slot<'a>>> {
-    let mut ids: Vec<&str> = Vec::with_capacity(docs.len());
-    let mut records: HashMap<&str, Slot> = HashMap::with_capacity(docs.len());
-    for &doc in docs {
-        if let Entry::Vacant(e) = records.entry(doc.id.as_str()) {
-            e.insert(Slot::Record(None, false));
-            ids.push(&doc.id);
+/// The ids a batch edits (`edited`, one per document), each once and in id order, and for
+/// each document the index of its id among them. A batch's ids usually come in order already (sequential
+/// ids, or a writer that sorts), which the sort then only confirms; the by-id changes come
+/// out in the order the tree wants them, with no hashing and no sort of their own.
+fn distinct_ids<'a>(edited: &[&'a str]) -> (Vec<&'a str>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..edited.len()).collect();
+    order.sort_by_key(|&k| edited[k]);
+    let mut ids: Vec<&str> = Vec::with_capacity(edited.len());
+    let mut slot_of = vec![0; edited.len()];
+    for k in order {
+        let id = edited[k];
+        if ids.last() != Some(&id) {
+            ids.push(id);
         }
+        slot_of[k] = ids.len() - 1;
     }
-    for (id, entry) in ids.iter().zip(txn.get_many(BY_ID, &ids)?) {
-        if let Some(entry) = entry {
-            records.insert(
-                id,
-                Slot::Record(Some(DocRecord::decode(entry.value())?), false),
-            );
-        }
-    }
-    Ok(records)
+    (ids, slot_of)
+}
+
+/// The record of each of `ids` as the batch starts (none: no such document), looked up
+/// together so that the descents into a large by-id tree overlap.
+fn current_records<'a>(txn: &Txn, ids: &[&str]) -> Result<Vec<Slot<'a>>> {
+    txn.get_many(BY_ID, ids)?
+        .into_iter()
+        .map(|entry| {
+            let record = entry.map(|e| DocRecord::decode(e.value())).transpose()?;
+            Ok(Slot::Record(record, false))
+        })
+        .collect()
 }
 
 /// What a batch knows of one id.
@@ -296,13 +304,13 @@ impl Slot<'_> {
 /// the same id sees the earlier one), then writes both trees in one modification each.
 fn apply_docs(txn: &mut Txn, docs: &[&NewDoc], mode: EditMode) -> Result<Vec<EditResult>> {
     let mut meta = ShardMeta::decode(txn.meta())?;
-    let mut records = current_records(txn, docs)?;
+    let edited: Vec<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+    let (ids, slot_of) = distinct_ids(&edited);
+    let mut records = current_records(txn, &ids)?;
     let mut seq_changes: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
     let mut results = Vec::with_capacity(docs.len());
-    for &doc in docs {
-        let slot = records
-            .get_mut(doc.id.as_str())
-            .ok_or(Error::Corrupted("an edited id was not looked up"))?;
+    for (&doc, &k) in docs.iter().zip(&slot_of) {
+        let slot = &mut records[k];
         let next_seq = meta.update_seq + 1;
         let fits = |f: &&FreshRecord| {
             f.deleted == doc.deleted && doc.revs.is_empty() && doc.atts.is_empty()
@@ -349,8 +357,9 @@ fn apply_docs(txn: &mut Txn, docs: &[&NewDoc], mode: EditMode) -> Result<Vec<Edi
             Err(e) => results.push(Err(e)),
         }
     }
-    let mut by_id: Vec<Action> = records
+    let by_id: Vec<Action> = ids
         .into_iter()
+        .zip(records)
         .filter_map(|(id, slot)| match slot {
             Slot::Record(Some(record), true) => {
                 Some(Action::Put(id.as_bytes().to_vec(), record.encode()))
@@ -359,7 +368,6 @@ fn apply_docs(txn: &mut Txn, docs: &[&NewDoc], mode: EditMode) -> Result<Vec<Edi
             Slot::Fresh(fresh, seq) => Some(Action::Put(id.as_bytes().to_vec(), fresh.record(seq))),
         })
         .collect();
-    by_id.sort_by(|a, b| a.key().cmp(b.key()));
     txn.apply(BY_ID, &by_id)?;
     let by_seq: Vec<Action> = seq_changes
         .into_iter()
@@ -696,7 +704,28 @@ impl ValueRewriter for DocRewriter {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// Each id once, in byte order, and every document pointed at its own id.
+        #[test]
+        fn a_batch_edits_each_id_once_in_order(
+            edited in prop::collection::vec("[a-c]{0,2}|_design/[ab]|\\PC{0,3}", 0..40)
+        ) {
+            let edited: Vec<&str> = edited.iter().map(String::as_str).collect();
+            let (ids, slot_of) = distinct_ids(&edited);
+            let mut model: Vec<&str> = edited.clone();
+            model.sort_unstable();
+            model.dedup();
+            prop_assert_eq!(&ids, &model);
+            prop_assert_eq!(slot_of.len(), edited.len());
+            for (k, id) in edited.iter().enumerate() {
+                prop_assert_eq!(ids[slot_of[k]], *id);
+            }
+        }
+    }
 
     #[test]
     fn metadata_written_before_the_design_count_reads_as_none_changed() {
