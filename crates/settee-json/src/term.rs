@@ -360,7 +360,9 @@ fn number(out: &mut Vec<u8>, n: &Number) {
 
 /// [`number`] from the number's JSON text.
 pub(crate) fn number_text(out: &mut Vec<u8>, text: &str) {
-    if text.contains(['.', 'e', 'E']) {
+    if let Some(i) = short_integer(text.as_bytes()) {
+        integer(out, i.into());
+    } else if text.contains(['.', 'e', 'E']) {
         // As `Number::as_f64` reads it.
         let float = text.parse::<f64>().ok().filter(|f| f.is_finite());
         out.push(70);
@@ -370,6 +372,26 @@ pub(crate) fn number_text(out: &mut Vec<u8>, text: &str) {
     } else {
         bignum(out, text);
     }
+}
+
+/// An integer of at most 18 digits (so within `i64`), optionally negative, read without
+/// the general parser: most numbers in documents are such.
+fn short_integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() || digits.len() > 18 {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i64::from(d - b'0');
+    }
+    Some(if negative { -n } else { n })
 }
 
 fn integer(out: &mut Vec<u8>, i: i128) {
@@ -580,6 +602,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// An integer's term is the same whether the short reader takes it or the general
+        /// one does: signs, zeros, every length up to past `i64`, and texts it must decline.
+        #[test]
+        fn short_integers_encode_as_the_general_reader_encodes_them(
+            text in "-?[0-9]{1,20}|\\+[0-9]{1,3}|-|[0-9]{1,3}x"
+        ) {
+            let mut fast = Vec::new();
+            number_text(&mut fast, &text);
+            let mut general = Vec::new();
+            match text.parse::<i128>() {
+                Ok(i) => integer(&mut general, i),
+                Err(_) => bignum(&mut general, &text),
+            }
+            proptest::prop_assert_eq!(fast, general, "{}", text);
+            if text.len() > 19 || !text.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) {
+                proptest::prop_assert!(short_integer(text.as_bytes()).is_none());
+            }
+        }
+
         /// Ids worked out many at once, side by side, are each the id worked out alone, for
         /// batches of bodies of many lengths (messages of one to a dozen blocks, so lanes
         /// end at different blocks), new and edited, live and deleted.

@@ -162,7 +162,7 @@ impl<'a> Reader<'a> {
             crate::body::write_str(&mut self.body, &s);
             term::binary(&mut self.term, s.as_bytes());
         } else {
-            std::str::from_utf8(raw).ok()?;
+            utf8(raw).then_some(())?;
             self.body.push(b'"');
             self.body.extend_from_slice(raw);
             self.body.push(b'"');
@@ -320,6 +320,12 @@ fn plain_number(text: &[u8]) -> bool {
     };
     let all_digits = |d: &[u8]| !d.is_empty() && d.iter().all(u8::is_ascii_digit);
     all_digits(int) && (int == b"0" || int[0] != b'0') && frac.is_none_or(all_digits)
+}
+
+/// Whether `bytes` are UTF-8: the short ASCII texts that most of a document is are
+/// checked a word at a time first.
+fn utf8(bytes: &[u8]) -> bool {
+    bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
 }
 
 /// A string's value from its raw text.
