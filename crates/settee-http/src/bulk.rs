@@ -112,8 +112,7 @@ fn not_atomic(docs: &[NewDoc]) -> Response {
 
 /// One `_bulk_docs` result: `{"ok":true,"id","rev"}` or `{"id"[,"rev"],"error","reason"}`.
 fn push_row(out: &mut Vec<u8>, id: &str, rev: Option<&str>, row: Result<Rev, HttpError>) {
-    let string =
-        |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
+    let string = reply::push_string;
     match row {
         Ok(rev) => reply::push_saved(out, id, &rev),
         Err(h) => {

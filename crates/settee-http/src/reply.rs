@@ -33,10 +33,22 @@ pub fn json_bytes(status: u16, mut bytes: Vec<u8>) -> Response {
 /// single-document write, and a row of `_bulk_docs`'.
 pub fn push_saved(out: &mut Vec<u8>, id: &str, rev: &settee_json::Rev) {
     out.extend_from_slice(br#"{"ok":true,"id":"#);
-    serde_json::to_writer(&mut *out, id).expect("writing to a Vec");
+    push_string(out, id);
     out.extend_from_slice(br#","rev":""#);
     rev.push_bytes_to(out);
     out.extend_from_slice(br#""}"#);
+}
+
+/// Appends `s` as a JSON string. Most ids and revisions need no escape and are copied
+/// between quotes; any other is written as serde_json writes it.
+pub fn push_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec");
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
 }
 
 /// A response with a JSON value.
@@ -263,4 +275,25 @@ pub fn stream(
         }
     });
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// A string is written as serde_json writes it, whether it takes the copy or not:
+        /// quotes, backslashes, control characters, DEL, non-ASCII.
+        #[test]
+        fn strings_are_written_as_serde_json_writes_them(
+            s in "[a-z0-9_:/\"\\\\\\x00-\\x1f\\x7f\u{e9}\u{2028}\u{1F600}]{0,12}"
+        ) {
+            let mut out = b"x".to_vec();
+            push_string(&mut out, &s);
+            let want = serde_json::to_string(&s).unwrap();
+            prop_assert_eq!(&out[1..], want.as_bytes());
+        }
+    }
 }

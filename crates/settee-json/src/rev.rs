@@ -106,16 +106,18 @@ impl Rev {
     /// Appends the revision's text, as `Display` writes it, without the formatting
     /// machinery: every document read writes its revision into an `ETag`.
     pub fn push_to(&self, out: &mut String) {
-        self.write_parts(|part| out.push_str(part));
+        self.write_parts(|part| {
+            out.push_str(std::str::from_utf8(part).expect("digits, hex or the id's own text"))
+        });
     }
 
     /// [`Rev::push_to`] for a byte buffer: a `_bulk_docs` answer writes a revision a row.
     pub fn push_bytes_to(&self, out: &mut Vec<u8>) {
-        self.write_parts(|part| out.extend_from_slice(part.as_bytes()));
+        self.write_parts(|part| out.extend_from_slice(part));
     }
 
     /// Hands the revision's text to `put` in pieces: the position, `-`, the id.
-    fn write_parts(&self, mut put: impl FnMut(&str)) {
+    fn write_parts(&self, mut put: impl FnMut(&[u8])) {
         let mut digits = [0u8; 20];
         let (mut n, mut at) = (self.pos, digits.len());
         loop {
@@ -126,11 +128,11 @@ impl Rev {
                 break;
             }
         }
-        put(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
-        put("-");
+        put(&digits[at..]);
+        put(b"-");
         match &self.id {
-            RevId::Hash(h) => put(std::str::from_utf8(&hex(h)).expect("hex digits are ASCII")),
-            RevId::Text(t) => put(t),
+            RevId::Hash(h) => put(&hex(h)),
+            RevId::Text(t) => put(t.as_bytes()),
         }
     }
 }
