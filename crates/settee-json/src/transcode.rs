@@ -143,6 +143,8 @@ impl<'a> Reader<'a> {
         self.eat(b'"')?;
         let start = self.at;
         loop {
+            // (An escape at the very end steps past the text, which `peek` then ends.)
+            self.at += self.text.get(self.at..).map_or(0, plain_run);
             match self.peek()? {
                 b'"' => break,
                 b'\\' => self.at += 2,
@@ -322,6 +324,29 @@ fn plain_number(text: &[u8]) -> bool {
     all_digits(int) && (int == b"0" || int[0] != b'0') && frac.is_none_or(all_digits)
 }
 
+/// How many bytes `text` starts with that a string holds as they are: none a quote, a
+/// backslash or a control character. Read eight at a time; a tail shorter than that is left
+/// to the caller's byte-by-byte reading.
+fn plain_run(text: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte of `x` equal to zero, or below `n` (at most 0x80): exact
+    // for the lowest such byte, which is all that is read of it.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
+    let mut n = 0;
+    while let Some(chunk) = text.get(n..n + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let stops = below(x, 0x20)
+            | below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1);
+        if stops != 0 {
+            return n + (stops.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n
+}
+
 /// Whether `bytes` are UTF-8: the short ASCII texts that most of a document is are
 /// checked a word at a time first.
 fn utf8(bytes: &[u8]) -> bool {
@@ -393,6 +418,32 @@ mod tests {
             body,
             term: term.bytes().to_vec(),
         })
+    }
+
+    proptest! {
+        /// The run read eight bytes at a time is the run read byte by byte, up to the
+        /// tail it leaves: whatever bytes, high ones included, and wherever a stop falls.
+        #[test]
+        fn plain_runs_stop_where_a_byte_by_byte_reading_stops(
+            text in prop::collection::vec(
+                prop_oneof![
+                    4 => 0x20u8..0x7f,
+                    1 => Just(b'"'),
+                    1 => Just(b'\\'),
+                    1 => 0u8..0x20,
+                    2 => 0x80u8..=0xff,
+                ],
+                0..40,
+            )
+        ) {
+            let stop = text
+                .iter()
+                .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+                .unwrap_or(text.len());
+            let run = plain_run(&text);
+            prop_assert!(run <= stop);
+            prop_assert!(run == stop || text.len() - run < 8, "{} of {}", run, stop);
+        }
     }
 
     fn same(text: &str) {
