@@ -34,9 +34,17 @@ pub fn json_bytes(status: u16, mut bytes: Vec<u8>) -> Response {
 pub fn push_saved(out: &mut Vec<u8>, id: &str, rev: &settee_json::Rev) {
     out.extend_from_slice(br#"{"ok":true,"id":"#);
     push_string(out, id);
-    out.extend_from_slice(br#","rev":""#);
-    rev.push_bytes_to(out);
-    out.extend_from_slice(br#""}"#);
+    out.extend_from_slice(br#","rev":"#);
+    match rev.id {
+        settee_json::RevId::Hash(_) => {
+            out.push(b'"');
+            rev.push_bytes_to(out);
+            out.push(b'"');
+        }
+        // A revision replicated from elsewhere may name itself with any text.
+        settee_json::RevId::Text(_) => push_string(out, &rev.to_string()),
+    }
+    out.push(b'}');
 }
 
 /// Appends `s` as a JSON string. Most ids and revisions need no escape and are copied

@@ -586,6 +586,12 @@ fn replication_endpoints() {
         .to_string(),
     );
     assert_eq!((res.status, res.json()), (201, json!([])));
+    // A revision replicated with any text, quotes included, is answered as valid JSON.
+    let odd = c.put("/db/odd?new_edits=false", r#"{"_rev":"1-a\"b\\c"}"#);
+    assert_eq!(
+        (odd.status, odd.json()),
+        (201, json!({"ok": true, "id": "odd", "rev": "1-a\"b\\c"}))
+    );
     let doc = c.get("/db/d?conflicts=true").json();
     assert_eq!(doc["_rev"], "2-bbbb");
     assert_eq!(doc["_conflicts"], json!(["2-aaaa"]));
