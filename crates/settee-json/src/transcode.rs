@@ -95,8 +95,8 @@ impl<'a> Reader<'a> {
             b'{' => self.object(depth + 1, None).map(|()| Read::Other),
             b'[' => self.array(depth + 1).map(|()| Read::Other),
             b'"' => {
-                let raw = self.string()?;
-                self.string_out(raw)?;
+                let (raw, escaped) = self.string()?;
+                self.string_out(raw, escaped)?;
                 Some(Read::Other)
             }
             b't' => self.literal("true"),
@@ -138,28 +138,34 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A string's raw text between its quotes (escapes left as given).
-    fn string(&mut self) -> Option<&'a [u8]> {
+    /// A string's raw text between its quotes (escapes left as given), and whether it
+    /// holds an escape (so that neither the key check nor the writing searches it again).
+    #[inline]
+    fn string(&mut self) -> Option<(&'a [u8], bool)> {
         self.eat(b'"')?;
         let start = self.at;
+        let mut escaped = false;
         loop {
             // (An escape at the very end steps past the text, which `peek` then ends.)
             self.at += self.text.get(self.at..).map_or(0, plain_run);
             match self.peek()? {
                 b'"' => break,
-                b'\\' => self.at += 2,
+                b'\\' => {
+                    escaped = true;
+                    self.at += 2;
+                }
                 0..=0x1f => return None,
                 _ => self.at += 1,
             }
         }
         let raw = self.text.get(start..self.at)?;
         self.at += 1;
-        Some(raw)
+        Some((raw, escaped))
     }
 
-    /// Writes a string value, given its raw text.
-    fn string_out(&mut self, raw: &[u8]) -> Option<()> {
-        if raw.contains(&b'\\') {
+    /// Writes a string value, given its raw text and whether it holds an escape.
+    fn string_out(&mut self, raw: &[u8], escaped: bool) -> Option<()> {
+        if escaped {
             let s = decoded(raw)?;
             crate::body::write_str(&mut self.body, &s);
             term::binary(&mut self.term, s.as_bytes());
@@ -242,8 +248,8 @@ impl<'a> Reader<'a> {
         self.skip_ws();
         if self.peek()? != b'}' {
             loop {
-                let key = self.string()?;
-                if key.contains(&b'\\') || !keys.fresh(key) {
+                let (key, escaped) = self.string()?;
+                if escaped || !keys.fresh(key) {
                     return None;
                 }
                 self.eat(b':')?;
@@ -254,7 +260,7 @@ impl<'a> Reader<'a> {
                             self.body.push(b',');
                         }
                         self.term.extend_from_slice(&[104, 2]);
-                        self.string_out(key)?;
+                        self.string_out(key, false)?;
                         self.body.push(b':');
                         count += 1;
                         self.value(depth)?;
@@ -281,7 +287,7 @@ impl<'a> Reader<'a> {
         self.skip_ws();
         match key {
             b"_id" | b"_rev" => {
-                let s = decoded(self.string()?)?;
+                let s = decoded(self.string()?.0)?;
                 let slot = if key == b"_id" {
                     &mut doc.id
                 } else {
@@ -327,6 +333,7 @@ fn plain_number(text: &[u8]) -> bool {
 /// How many bytes `text` starts with that a string holds as they are: none a quote, a
 /// backslash or a control character. Read eight at a time; a tail shorter than that is left
 /// to the caller's byte-by-byte reading.
+#[inline]
 fn plain_run(text: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
