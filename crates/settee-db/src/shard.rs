@@ -247,9 +247,10 @@ impl Shard {
 }
 
 /// The ids a batch edits (`edited`, one per document), each once and in id order, and for
-/// each document the index of its id among them. A batch's ids usually come in order already (sequential
-/// ids, or a writer that sorts), which the sort then only confirms; the by-id changes come
-/// out in the order the tree wants them, with no hashing and no sort of their own.
+/// each document the index of its id among them. A batch's ids usually come in order
+/// already (sequential ids, or a writer that sorts), which the sort then only confirms; the
+/// by-id changes come out in the order the tree wants them, with no hashing and no sort of
+/// their own.
 fn distinct_ids<'a>(edited: &[&'a str]) -> (Vec<&'a str>, Vec<usize>) {
     let mut order: Vec<usize> = (0..edited.len()).collect();
     order.sort_by_key(|&k| edited[k]);

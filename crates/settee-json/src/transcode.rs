@@ -166,7 +166,7 @@ impl<'a> Reader<'a> {
     /// Writes a string value, given its raw text and whether it holds an escape.
     fn string_out(&mut self, raw: &[u8], escaped: bool) -> Option<()> {
         if escaped {
-            let s = decoded(raw)?;
+            let s = decoded(raw, true)?;
             crate::body::write_str(&mut self.body, &s);
             term::binary(&mut self.term, s.as_bytes());
         } else {
@@ -287,7 +287,8 @@ impl<'a> Reader<'a> {
         self.skip_ws();
         match key {
             b"_id" | b"_rev" => {
-                let s = decoded(self.string()?.0)?;
+                let (raw, escaped) = self.string()?;
+                let s = decoded(raw, escaped)?;
                 let slot = if key == b"_id" {
                     &mut doc.id
                 } else {
@@ -360,9 +361,9 @@ fn utf8(bytes: &[u8]) -> bool {
     bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
 }
 
-/// A string's value from its raw text.
-fn decoded(raw: &[u8]) -> Option<String> {
-    if !raw.contains(&b'\\') {
+/// A string's value from its raw text, which holds an escape if `escaped`.
+fn decoded(raw: &[u8], escaped: bool) -> Option<String> {
+    if !escaped {
         return std::str::from_utf8(raw).ok().map(str::to_string);
     }
     let mut quoted = Vec::with_capacity(raw.len() + 2);
