@@ -179,6 +179,14 @@ impl Change {
     }
 }
 
+/// The next changes of a fold made in slices ([`Overlay::slice`]).
+pub(crate) struct Slice {
+    /// What makes the nodes hold the changes, in key order.
+    pub actions: Vec<Action>,
+    /// The memory the changes take, by the estimate of [`OverlayBudget`].
+    memory: u64,
+}
+
 /// The smallest and largest of some keys.
 type KeySpan = (Arc<[u8]>, Arc<[u8]>);
 
@@ -313,35 +321,43 @@ impl Overlay {
 
     /// The actions that make the nodes hold what the changes show, in key order.
     pub fn actions(&self) -> Vec<Action> {
-        self.slice(None, usize::MAX)
+        self.slice(None, usize::MAX).actions
     }
 
     /// [`Overlay::actions`] for at most `max` changes, from the first key after `after`
     /// (from the first key when `None`): the next slice of a fold made in slices.
-    pub fn slice(&self, after: Option<&[u8]>, max: usize) -> Vec<Action> {
+    pub fn slice(&self, after: Option<&[u8]>, max: usize) -> Slice {
         let from = after.map_or(StdBound::Unbounded, StdBound::Excluded);
-        self.changes
+        let mut memory = 0;
+        let actions = self
+            .changes
             .range(from, StdBound::Unbounded, true)
             .take(max)
-            .map(|(k, c)| match &c.now {
-                Some(leaf) => Action::Put(k.to_vec(), leaf.value(0).to_vec()),
-                None => Action::Delete(k.to_vec()),
+            .map(|(k, c)| {
+                memory += c.memory(&k);
+                match &c.now {
+                    Some(leaf) => Action::Put(k.to_vec(), leaf.value(0).to_vec()),
+                    None => Action::Delete(k.to_vec()),
+                }
             })
-            .collect()
+            .collect();
+        Slice { actions, memory }
     }
 
     /// Forgets the changes that `actions` (a [`Overlay::slice`]) folded into the nodes.
     /// The log still names their keys until it is written again without them, so their
     /// span joins the keys the nodes must not change under otherwise ([`Overlay::shadows`]).
-    pub fn folded(&mut self, actions: &[Action]) {
+    /// Each key is known to have a change (the slice read it), so none is searched for.
+    pub fn folded(&mut self, slice: &Slice) {
+        let actions = &slice.actions;
         for action in actions {
-            let key = action.key();
-            let removed = self.changes.update(key, |_| Ok::<_, ()>(None));
-            if let Ok(Some(old)) = removed {
-                self.bytes -= Change::bytes(key, old.now.as_ref());
-                self.memory -= old.memory(key);
-            }
+            self.changes.hide(action.key());
+            self.bytes -= match action {
+                Action::Put(k, v) => (k.len() + v.len()) as u64,
+                Action::Delete(k) => k.len() as u64,
+            };
         }
+        self.memory -= slice.memory;
         if let (Some(first), Some(last)) = (actions.first(), actions.last()) {
             self.widen_netted(first.key());
             self.widen_netted(last.key());
@@ -608,11 +624,11 @@ mod tests {
             actions.iter().map(|a| a.key().to_vec()).collect()
         };
         let first = o.slice(None, 2);
-        assert_eq!(keys(&first), [b"a".to_vec(), b"b".to_vec()]);
-        assert!(matches!(&first[0], Action::Put(_, v) if v == b"vv"));
+        assert_eq!(keys(&first.actions), [b"a".to_vec(), b"b".to_vec()]);
+        assert!(matches!(&first.actions[0], Action::Put(_, v) if v == b"vv"));
         o.folded(&first);
         let next = o.slice(Some(b"b"), 2);
-        assert_eq!(keys(&next), [b"c".to_vec(), b"d".to_vec()]);
+        assert_eq!(keys(&next.actions), [b"c".to_vec(), b"d".to_vec()]);
         assert_eq!((o.len(), o.bytes()), (3, 3 * 3));
         assert!(o.get(b"a").is_none() && o.get(b"c").is_some());
         // The log still names "a" and "b": nothing may go straight to the nodes under them,

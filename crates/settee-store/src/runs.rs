@@ -230,6 +230,18 @@ impl<V: Clone> RunMap<V> {
         Ok(old)
     }
 
+    /// Removes `key`, which has a value, without searching for it (the caller has just read
+    /// it): what [`RunMap::update`] does when it makes no value of one.
+    pub fn hide(&mut self, key: &[u8]) {
+        debug_assert!(self.get(key).is_some(), "hiding a key without a value");
+        self.len -= 1;
+        if self.runs.is_empty() {
+            self.head.remove(key);
+        } else {
+            self.head.insert(Arc::from(key), None);
+        }
+    }
+
     /// Freezes the changes since the last seal into a run, and merges runs of similar size:
     /// call before taking a clone that will be kept (a commit's snapshot).
     pub fn seal(&mut self) {
@@ -414,6 +426,8 @@ mod tests {
     enum Op {
         Insert(u8, u32),
         Remove(u8),
+        /// Remove a key known to have a value, without searching ([`RunMap::hide`]).
+        Hide(u8),
         Seal,
         /// Keep a clone, which must not change as the map goes on.
         Keep,
@@ -423,6 +437,7 @@ mod tests {
         prop_oneof![
             6 => (0u8..48, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             3 => (0u8..48).prop_map(Op::Remove),
+            2 => (0u8..48).prop_map(Op::Hide),
             2 => Just(Op::Seal),
             1 => Just(Op::Keep),
         ]
@@ -519,6 +534,11 @@ mod tests {
                     }
                     Op::Remove(k) => {
                         prop_assert_eq!(remove(&mut map, &key(k)), model.remove(&key(k)))
+                    }
+                    Op::Hide(k) => {
+                        if model.remove(&key(k)).is_some() {
+                            map.hide(&key(k));
+                        }
                     }
                     Op::Seal => map.seal(),
                     Op::Keep => kept.push((map.clone(), model.clone())),

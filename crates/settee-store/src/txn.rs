@@ -689,7 +689,8 @@ impl WriterState {
         };
         let mut left = self.fold.slice.max(1);
         while left > 0 && sweep.tree < self.overlays.len() {
-            let actions = self.overlays[sweep.tree].slice(sweep.after.as_deref(), left);
+            let slice = self.overlays[sweep.tree].slice(sweep.after.as_deref(), left);
+            let actions = &slice.actions;
             let Some(last) = actions.last() else {
                 sweep = Sweep {
                     tree: sweep.tree + 1,
@@ -698,7 +699,7 @@ impl WriterState {
                 continue;
             };
             let saved = self.savepoint();
-            match self.modify_now(sweep.tree, &actions) {
+            match self.modify_now(sweep.tree, actions) {
                 Ok(_) => {}
                 Err(e @ Error::Corrupted { .. }) => {
                     self.fold_met_damage(&e, saved);
@@ -710,7 +711,7 @@ impl WriterState {
                 }
             }
             sweep.after = Some(last.key().to_vec());
-            self.overlays[sweep.tree].folded(&actions);
+            self.overlays[sweep.tree].folded(&slice);
             left = left.saturating_sub(actions.len());
         }
         if sweep.tree < self.overlays.len() {
