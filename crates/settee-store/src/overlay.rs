@@ -179,6 +179,14 @@ impl Change {
     }
 }
 
+/// The entry `action` leaves for its key, as a one-entry leaf; `None` for a removal.
+fn leaf_of(action: &Action) -> Option<Arc<Node>> {
+    match action {
+        Action::Put(k, v) => Some(Arc::new(Node::build_leaf(&[(k, v)]))),
+        Action::Delete(_) => None,
+    }
+}
+
 /// The next changes of a fold made in slices ([`Overlay::slice`]).
 pub(crate) struct Slice {
     /// What makes the nodes hold the changes, in key order.
@@ -256,11 +264,7 @@ impl Overlay {
         action: &Action,
         in_nodes: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>>,
     ) -> Result<Option<Vec<u8>>> {
-        let key = action.key();
-        let now = match action {
-            Action::Put(k, v) => Some(Arc::new(Node::build_leaf(&[(k, v)]))),
-            Action::Delete(_) => None,
-        };
+        let (key, now) = (action.key(), leaf_of(action));
         let (mut before, mut added) = (None, None);
         let old = self.changes.update(key, |current| {
             let was = match current {
@@ -292,6 +296,27 @@ impl Overlay {
             self.memory -= old.memory(key);
         }
         Ok(before)
+    }
+
+    /// [`Overlay::record`] for a key known to have no change, whose value in the tree's nodes
+    /// is `in_nodes` (read since the key last changed): the changes are not searched for it.
+    /// Returns that value.
+    pub fn record_unchanged(
+        &mut self,
+        action: &Action,
+        in_nodes: Option<Vec<u8>>,
+    ) -> Option<Vec<u8>> {
+        let (key, now) = (action.key(), leaf_of(action));
+        let was = in_nodes.as_deref().map(Arc::from);
+        if now.is_none() && was.is_none() {
+            self.widen_netted(key);
+            return in_nodes;
+        }
+        let change = Change { now, was };
+        self.bytes += Change::bytes(key, change.now.as_ref());
+        self.memory += change.memory(key);
+        self.changes.insert_absent(key, change);
+        in_nodes
     }
 
     fn widen_netted(&mut self, key: &[u8]) {

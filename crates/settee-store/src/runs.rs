@@ -230,6 +230,14 @@ impl<V: Clone> RunMap<V> {
         Ok(old)
     }
 
+    /// Gives `key`, which has no value, the value `value` without searching for it (the
+    /// caller knows it has none): what [`RunMap::update`] does then.
+    pub fn insert_absent(&mut self, key: &[u8], value: V) {
+        debug_assert!(self.get(key).is_none(), "inserting over a value");
+        self.len += 1;
+        self.head.insert(Arc::from(key), Some(value));
+    }
+
     /// Removes `key`, which has a value, without searching for it (the caller has just read
     /// it): what [`RunMap::update`] does when it makes no value of one.
     pub fn hide(&mut self, key: &[u8]) {
@@ -428,6 +436,9 @@ mod tests {
         Remove(u8),
         /// Remove a key known to have a value, without searching ([`RunMap::hide`]).
         Hide(u8),
+        /// Insert a key known to have no value, without searching
+        /// ([`RunMap::insert_absent`]).
+        InsertAbsent(u8, u32),
         Seal,
         /// Keep a clone, which must not change as the map goes on.
         Keep,
@@ -438,6 +449,7 @@ mod tests {
             6 => (0u8..48, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             3 => (0u8..48).prop_map(Op::Remove),
             2 => (0u8..48).prop_map(Op::Hide),
+            2 => (0u8..48, any::<u32>()).prop_map(|(k, v)| Op::InsertAbsent(k, v)),
             2 => Just(Op::Seal),
             1 => Just(Op::Keep),
         ]
@@ -538,6 +550,12 @@ mod tests {
                     Op::Hide(k) => {
                         if model.remove(&key(k)).is_some() {
                             map.hide(&key(k));
+                        }
+                    }
+                    Op::InsertAbsent(k, v) => {
+                        if !model.contains_key(&key(k)) {
+                            model.insert(key(k), v);
+                            map.insert_absent(&key(k), v);
                         }
                     }
                     Op::Seal => map.seal(),

@@ -326,9 +326,11 @@ pub(crate) struct WriterState {
     tidy: bool,
     /// What reads of logged trees found in their nodes since the last commit, per tree: a
     /// change of a key just read (an update reads a document before writing it) remembers
-    /// the nodes' value from here instead of descending again. Forgotten whenever a logged
-    /// tree's nodes change ([`WriterState::modify_now`]) or go back ([`WriterState::rollback_to`]),
-    /// and at each commit, which bounds it.
+    /// the nodes' value from here instead of descending again, and does not search the
+    /// overlay, which had no change of the key when it was read (a read is taken out here
+    /// as its key changes). Forgotten whenever a logged tree's nodes change
+    /// ([`WriterState::modify_now`]) or go back ([`WriterState::rollback_to`],
+    /// [`WriterState::abandon`]), and at each commit, which bounds it.
     node_reads: Mutex<Vec<NodeReads>>,
 }
 
@@ -842,6 +844,7 @@ impl WriterState {
         self.clear_virtual();
         self.held.clear();
         self.overlays = self.committed_overlays.clone();
+        self.node_reads().iter_mut().for_each(HashMap::clear);
         self.log.truncate(0);
         self.superseded.clear();
         self.roots = self.header.roots.clone();
@@ -977,14 +980,16 @@ impl WriterState {
 
     /// Records `action` in `tree`'s overlay.
     fn record(&mut self, tree: usize, action: &Action) -> Result<Option<Vec<u8>>> {
+        // A key read from the nodes since it last changed has no change (see
+        // `WriterState::get`): the overlay need not be searched for one.
+        let read = self.node_reads()[tree].remove(action.key());
+        if let Some(read) = read {
+            let before = read.map(|e| e.value().to_vec());
+            return Ok(self.overlays[tree].record_unchanged(action, before));
+        }
         let mut overlay = std::mem::take(&mut self.overlays[tree]);
         let before = overlay.record(action, |k| {
-            let read = self.node_reads()[tree].remove(k);
-            let entry = match read {
-                Some(entry) => entry,
-                None => self.lookup_applied(tree, k)?,
-            };
-            Ok(entry.map(|e| e.value().to_vec()))
+            Ok(self.lookup_applied(tree, k)?.map(|e| e.value().to_vec()))
         });
         self.overlays[tree] = overlay;
         before

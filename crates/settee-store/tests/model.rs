@@ -524,6 +524,59 @@ fn writer_lookups(
     Ok(())
 }
 
+/// Keys read within an update and then changed in it (a document update reads the document
+/// first): the changes remember the values read instead of searching the log's changes, and
+/// the tree must still end as the model does, its reductions included, and so again once
+/// reopened from its log.
+fn read_then_changed(
+    committed: Vec<Changes>,
+    pending: Changes,
+    extra: Vec<Vec<u8>>,
+    queries: Vec<Query>,
+) -> Result<(), TestCaseError> {
+    let cache = NodeCache::new(1 << 20);
+    let backend = MemBackend::new();
+    let store = create_mem(&backend, Order::Logged, 96, &cache);
+    let mut model = Model {
+        cmp: Order::Logged.cmp(),
+        map: BTreeMap::new(),
+    };
+    for batch in committed.into_iter().chain([pending.clone()]) {
+        for (k, v) in &batch {
+            match v {
+                Some(v) => model.map.insert(k.clone(), v.clone()),
+                None => model.map.remove(k),
+            };
+        }
+        // Each batch reads its own keys and some others, then changes its keys.
+        let reads: Vec<Vec<u8>> = batch
+            .iter()
+            .map(|(k, _)| k.clone())
+            .chain(extra.clone())
+            .collect();
+        let actions = actions_of(&batch);
+        store
+            .update(settee_store::Durability::Durable, move |txn| {
+                txn.get_many(0, &reads)?;
+                for k in reads.iter().step_by(3) {
+                    txn.get(0, k)?;
+                }
+                txn.apply(0, &actions)
+            })
+            .unwrap();
+        check_queries(&store, &model, &queries, true)?;
+    }
+    drop(store);
+    let b: Arc<dyn settee_store::Backend> = Arc::new(backend.clone());
+    let store = Store::open_backend(
+        b,
+        Path::new("model.settee"),
+        options(Order::Logged, 96, &cache),
+    )
+    .unwrap();
+    check_queries(&store, &model, &queries, true)
+}
+
 fn changes() -> impl Strategy<Value = Changes> {
     let change = (
         key(),
@@ -538,6 +591,11 @@ proptest! {
     #[test]
     fn a_plain_writers_many_lookups_match_model(committed in prop::collection::vec(changes(), 0..6), pending in changes(), probes in prop::collection::vec(key(), 0..60)) {
         writer_lookups(Order::Native, committed, pending, probes)?;
+    }
+
+    #[test]
+    fn a_logged_writer_changes_keys_it_read_as_the_model_does(committed in prop::collection::vec(changes(), 0..6), pending in changes(), extra in prop::collection::vec(key(), 0..20), queries in prop::collection::vec(query(), 1..6)) {
+        read_then_changed(committed, pending, extra, queries)?;
     }
 
     #[test]
