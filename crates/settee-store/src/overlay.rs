@@ -191,6 +191,8 @@ fn leaf_of(action: &Action) -> Option<Arc<Node>> {
 pub(crate) struct Slice {
     /// What makes the nodes hold the changes, in key order.
     pub actions: Vec<Action>,
+    /// Key and value bytes the changes hold.
+    bytes: u64,
     /// The memory the changes take, by the estimate of [`OverlayBudget`].
     memory: u64,
 }
@@ -353,12 +355,13 @@ impl Overlay {
     /// (from the first key when `None`): the next slice of a fold made in slices.
     pub fn slice(&self, after: Option<&[u8]>, max: usize) -> Slice {
         let from = after.map_or(StdBound::Unbounded, StdBound::Excluded);
-        let mut memory = 0;
+        let (mut bytes, mut memory) = (0, 0);
         let actions = self
             .changes
             .range(from, StdBound::Unbounded, true)
             .take(max)
             .map(|(k, c)| {
+                bytes += Change::bytes(&k, c.now.as_ref());
                 memory += c.memory(&k);
                 match &c.now {
                     Some(leaf) => Action::Put(k.to_vec(), leaf.value(0).to_vec()),
@@ -366,22 +369,24 @@ impl Overlay {
                 }
             })
             .collect();
-        Slice { actions, memory }
+        Slice {
+            actions,
+            bytes,
+            memory,
+        }
     }
 
     /// Forgets the changes that `actions` (a [`Overlay::slice`]) folded into the nodes.
     /// The log still names their keys until it is written again without them, so their
     /// span joins the keys the nodes must not change under otherwise ([`Overlay::shadows`]).
-    /// Each key is known to have a change (the slice read it), so none is searched for.
+    /// The slice must have been taken from the overlay as it still is: each of its keys
+    /// is then known to have a change, so none is searched for.
     pub fn folded(&mut self, slice: &Slice) {
         let actions = &slice.actions;
         for action in actions {
             self.changes.hide(action.key());
-            self.bytes -= match action {
-                Action::Put(k, v) => (k.len() + v.len()) as u64,
-                Action::Delete(k) => k.len() as u64,
-            };
         }
+        self.bytes -= slice.bytes;
         self.memory -= slice.memory;
         if let (Some(first), Some(last)) = (actions.first(), actions.last()) {
             self.widen_netted(first.key());

@@ -416,6 +416,7 @@ impl<V: Clone> Iterator for RunWalk<V> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::btree_map::Entry;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
@@ -553,8 +554,8 @@ mod tests {
                         }
                     }
                     Op::InsertAbsent(k, v) => {
-                        if !model.contains_key(&key(k)) {
-                            model.insert(key(k), v);
+                        if let Entry::Vacant(absent) = model.entry(key(k)) {
+                            absent.insert(v);
                             map.insert_absent(&key(k), v);
                         }
                     }

@@ -526,8 +526,8 @@ fn writer_lookups(
 
 /// Keys read within an update and then changed in it (a document update reads the document
 /// first): the changes remember the values read instead of searching the log's changes, and
-/// the tree must still end as the model does, its reductions included, and so again once
-/// reopened from its log.
+/// must still give back the values they replace and leave the tree as the model does, its
+/// reductions included, and so again once reopened from its log.
 fn read_then_changed(
     committed: Vec<Changes>,
     pending: Changes,
@@ -541,13 +541,16 @@ fn read_then_changed(
         cmp: Order::Logged.cmp(),
         map: BTreeMap::new(),
     };
-    for batch in committed.into_iter().chain([pending.clone()]) {
-        for (k, v) in &batch {
-            match v {
+    for (i, batch) in committed.into_iter().chain([pending]).enumerate() {
+        let want_old: Vec<Option<Vec<u8>>> = batch
+            .iter()
+            .map(|(k, v)| match v {
                 Some(v) => model.map.insert(k.clone(), v.clone()),
                 None => model.map.remove(k),
-            };
-        }
+            })
+            .collect();
+        // Every other batch asks for the values its changes replace.
+        let modify = i % 2 == 1;
         // Each batch reads its own keys and some others, then changes its keys.
         let reads: Vec<Vec<u8>> = batch
             .iter()
@@ -555,15 +558,22 @@ fn read_then_changed(
             .chain(extra.clone())
             .collect();
         let actions = actions_of(&batch);
-        store
+        let old = store
             .update(settee_store::Durability::Durable, move |txn| {
                 txn.get_many(0, &reads)?;
                 for k in reads.iter().step_by(3) {
                     txn.get(0, k)?;
                 }
-                txn.apply(0, &actions)
+                if modify {
+                    txn.modify(0, &actions)
+                } else {
+                    txn.apply(0, &actions).map(|()| Vec::new())
+                }
             })
             .unwrap();
+        if modify {
+            prop_assert_eq!(old, want_old);
+        }
         check_queries(&store, &model, &queries, true)?;
     }
     drop(store);
