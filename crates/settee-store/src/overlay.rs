@@ -376,7 +376,7 @@ impl Overlay {
         }
     }
 
-    /// Forgets the changes that `actions` (a [`Overlay::slice`]) folded into the nodes.
+    /// Forgets the changes of `slice` (an [`Overlay::slice`]), now folded into the nodes.
     /// The log still names their keys until it is written again without them, so their
     /// span joins the keys the nodes must not change under otherwise ([`Overlay::shadows`]).
     /// The slice must have been taken from the overlay as it still is: each of its keys

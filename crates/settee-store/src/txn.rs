@@ -490,7 +490,7 @@ impl WriterState {
         (self.quiet_since, self.tidy) = (std::time::Instant::now(), false);
         let relog = self.relog;
         let mut written = Vec::new();
-        self.node_reads().iter_mut().for_each(HashMap::clear);
+        self.forget_node_reads();
         // Held modifications run the reducer here rather than in their updates: a panic
         // in it must fail this commit, not end the writer.
         let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -844,7 +844,7 @@ impl WriterState {
         self.clear_virtual();
         self.held.clear();
         self.overlays = self.committed_overlays.clone();
-        self.node_reads().iter_mut().for_each(HashMap::clear);
+        self.forget_node_reads();
         self.log.truncate(0);
         self.superseded.clear();
         self.roots = self.header.roots.clone();
@@ -918,6 +918,12 @@ impl WriterState {
         }
         self.apply_held(tree)?;
         self.modify_now(tree, actions).map(drop)
+    }
+
+    /// Forgets what every logged tree's nodes were read to hold: they may hold something
+    /// else now, or their keys may have changed.
+    fn forget_node_reads(&self) {
+        self.node_reads().iter_mut().for_each(HashMap::clear);
     }
 
     /// What reads of logged trees found in their nodes since the last commit.
@@ -1163,7 +1169,7 @@ impl WriterState {
         self.overlays = saved.overlays;
         self.log.truncate(saved.logged);
         // The roots went back: node values read since may no longer be the nodes'.
-        self.node_reads().iter_mut().for_each(HashMap::clear);
+        self.forget_node_reads();
     }
 
     /// Applies what `tree` holds.
