@@ -175,12 +175,7 @@ impl Conn {
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .map(|i| start + (i + 4 - kept) as u64)
-            .or_else(|| {
-                bytes
-                    .windows(4)
-                    .position(|w| w == b"\r\n\r\n")
-                    .map(|i| start + i as u64 + 4)
-            });
+            .or_else(|| memchr::memmem::find(bytes, b"\r\n\r\n").map(|i| start + i as u64 + 4));
         match found {
             Some(end) => self.head_end.store(end, Ordering::Relaxed),
             None => {

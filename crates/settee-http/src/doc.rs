@@ -17,7 +17,7 @@ use crate::doc_query::DocQuery;
 use crate::error::{HttpError, HttpResult};
 use crate::multipart;
 use crate::reply::{self, Response};
-use crate::request::{url_encode, Req};
+use crate::request::{push_url_encoded, Req};
 use crate::server::State;
 
 /// Dispatches on the method.
@@ -535,7 +535,11 @@ pub(crate) async fn write_one(
         resp = reply::with_header(resp, ETAG, &etag);
     }
     if !matches!(answer, Answer::Delete | Answer::Form) {
-        let path = ["/", &url_encode(db.name()), "/", &url_encode(&id)].concat();
+        let mut path = String::with_capacity(db.name().len() + id.len() + 2);
+        for segment in [db.name(), &id] {
+            path.push('/');
+            push_url_encoded(&mut path, segment);
+        }
         resp = reply::with_header(
             resp,
             LOCATION,

@@ -46,5 +46,7 @@ pub use auth::{hash_password, verify_password};
 pub use config::Config;
 pub use error::HttpError;
 pub use node::NODE as NODE_NAME;
-pub use server::{serve, Prepared, ServerOptions, State, ACCESS_LOG, SERVER_HEADER, VERSION};
+pub use server::{
+    serve, set_access_writer, Prepared, ServerOptions, State, ACCESS_LOG, SERVER_HEADER, VERSION,
+};
 pub use tls::{acceptor as tls_acceptor, serve_tls};

@@ -241,9 +241,14 @@ pub(crate) fn client_host(state: &State, req: &Req) -> String {
 
 /// The host the forwarding header named `named.host` gives, else the `Host` header.
 fn forwarded_host<'r>(named: &crate::settings::Forwarded, req: &'r Req) -> &'r str {
-    req.header(named.host.as_str())
+    forwarded(req, &named.host)
         .or_else(|| req.header(hyper::header::HOST))
         .unwrap_or("127.0.0.1")
+}
+
+/// The value of the forwarding header `name`, if the configuration names one.
+fn forwarded<'r>(req: &'r Req, name: &Option<hyper::header::HeaderName>) -> Option<&'r str> {
+    name.as_ref().and_then(|name| req.header(name))
 }
 
 /// `path` on this server as the client reached it: the forwarded host or the `Host` header,
@@ -252,8 +257,8 @@ pub(crate) fn absolute_uri(state: &State, req: &Req, path: &str) -> String {
     let settings = state.settings.load();
     let named = &settings.forwarded;
     let https = req.tls
-        || req.header(named.ssl.as_str()) == Some("on")
-        || req.header(named.proto.as_str()) == Some("https");
+        || forwarded(req, &named.ssl) == Some("on")
+        || forwarded(req, &named.proto) == Some("https");
     let scheme = if https { "https://" } else { "http://" };
     [scheme, forwarded_host(named, req), path].concat()
 }

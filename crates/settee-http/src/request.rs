@@ -362,25 +362,40 @@ fn gunzip(gzipped: &[u8], limit: usize) -> HttpResult<Bytes> {
 
 /// Splits a raw path into decoded segments (empty segments dropped).
 pub fn segments(path: &str) -> Vec<String> {
-    path.split('/')
-        .filter(|s| !s.is_empty())
-        .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
-        .collect()
+    let mut out = Vec::with_capacity(path.bytes().filter(|&b| b == b'/').count().max(1));
+    for s in path.split('/').filter(|s| !s.is_empty()) {
+        out.push(if s.contains('%') {
+            percent_decode_str(s).decode_utf8_lossy().into_owned()
+        } else {
+            s.to_owned()
+        });
+    }
+    out
 }
 
 /// A path segment encoded as CouchDB encodes the ones it puts in `Location`: letters,
 /// digits and `_ . - :` kept, every other byte `%XX`.
 pub fn url_encode(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
+    push_url_encoded(&mut out, segment);
+    out
+}
+
+/// Appends `segment` to `out` encoded as [`url_encode`] encodes it.
+pub fn push_url_encoded(out: &mut String, segment: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for b in segment.bytes() {
         match b {
             b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b':' => {
                 out.push(b as char)
             }
-            _ => out.push_str(&format!("%{b:02X}")),
+            _ => {
+                out.push('%');
+                out.push(HEX[usize::from(b >> 4)] as char);
+                out.push(HEX[usize::from(b & 15)] as char);
+            }
         }
     }
-    out
 }
 
 /// [`Req::accepts`] for an `Accept` header's text: some range with a quality above 0 takes

@@ -1,6 +1,7 @@
 //! The configuration values every request consults, parsed once per configuration change
 //! instead of looked up (and parsed) in the configuration file's sections on each request.
 
+use hyper::header::HeaderName;
 use settee_config::registry as setting;
 use std::collections::HashMap;
 
@@ -29,15 +30,16 @@ pub struct Settings {
     pub conn: ConnLimits,
 }
 
-/// Header names a proxy uses for what the client asked for.
+/// Header names a proxy uses for what the client asked for, parsed once (a configured name
+/// that is no header name matches no header).
 #[derive(Debug)]
 pub struct Forwarded {
     /// The host the client used.
-    pub host: String,
+    pub host: Option<HeaderName>,
     /// `on` when the client used TLS.
-    pub ssl: String,
+    pub ssl: Option<HeaderName>,
     /// `https` when the client used TLS.
-    pub proto: String,
+    pub proto: Option<HeaderName>,
 }
 
 impl Settings {
@@ -56,21 +58,17 @@ impl Settings {
             admins,
             conn: conn_limits(config),
             forwarded: Forwarded {
-                host: config
-                    .get("chttpd", "x_forwarded_host")
-                    .unwrap_or("X-Forwarded-Host")
-                    .to_string(),
-                ssl: config
-                    .get("chttpd", "x_forwarded_ssl")
-                    .unwrap_or("X-Forwarded-Ssl")
-                    .to_string(),
-                proto: config
-                    .get("chttpd", "x_forwarded_proto")
-                    .unwrap_or("X-Forwarded-Proto")
-                    .to_string(),
+                host: header_name(config, "x_forwarded_host", "X-Forwarded-Host"),
+                ssl: header_name(config, "x_forwarded_ssl", "X-Forwarded-Ssl"),
+                proto: header_name(config, "x_forwarded_proto", "X-Forwarded-Proto"),
             },
         }
     }
+}
+
+/// The header `[chttpd] key` names, `default` if none.
+fn header_name(config: &Config, key: &str, default: &str) -> Option<HeaderName> {
+    HeaderName::try_from(config.get("chttpd", key).unwrap_or(default)).ok()
 }
 
 /// The connection limits the configuration sets, CouchDB's where it sets none.

@@ -1,7 +1,8 @@
 //! The server's log, as CouchDB's: `[log] level` (CouchDB's levels) and `[log] writer`
 //! (`stderr`, or `file` with `[log] file`), both changeable while running through
 //! `_config`; lines as CouchDB writes them (`[level] time node <pid> request-id text`); one
-//! access line per request at `notice`. `RUST_LOG` (or `SETTEE_LOG`), when set, decides the
+//! access line per request at `notice`, written by [`write_access`] without an event's
+//! dispatch. `RUST_LOG` (or `SETTEE_LOG`), when set, decides the
 //! level instead of the configuration. Each message logged is also counted by level
 //! (`couch_log/level/…` in `_stats`).
 
@@ -12,7 +13,6 @@ use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 
 use settee_http::Config;
-use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
@@ -85,6 +85,7 @@ pub fn init() {
     let level = from_env().unwrap_or_else(|| "info".into());
     let (filter, handle) = reload::Layer::new(EnvFilter::new(level));
     let _ = FILTER.set(handle);
+    settee_http::set_access_writer(write_access);
     let _ = std::thread::Builder::new()
         .name("settee-log".into())
         .spawn(|| loop {
@@ -189,8 +190,37 @@ impl Drop for Line {
     }
 }
 
-/// CouchDB's line: `[level] time node <pid> request-id text`. Access lines carry their
-/// request id in their text; other lines have CouchDB's `--------`.
+/// Writes one access line (its text as the server put it together, request id first) as
+/// CouchDB writes it, at `notice`, and counts it as [`CountLevels`] counts a message. The
+/// server has already asked the filter whether access lines are logged.
+fn write_access(text: &str) {
+    settee_metrics::inc(settee_metrics::Metric::CouchLogLevelNotice);
+    thread_local! {
+        static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+    LINE.with_borrow_mut(|line| {
+        line.clear();
+        line.push_str("[notice] ");
+        let _ = write_now(line);
+        for part in [
+            " ",
+            settee_http::NODE_NAME,
+            " <0.0.0> ",
+            &escaped(text),
+            "\n",
+        ] {
+            line.push_str(part);
+        }
+        let mut sink = SINK.lock().expect("log sink");
+        sink.pending.extend_from_slice(line.as_bytes());
+        if sink.pending.len() >= FLUSH_BYTES {
+            sink.flush();
+        }
+    });
+}
+
+/// CouchDB's line: `[level] time node <pid> -------- text` (access lines, which carry a
+/// request id, are [`write_access`]'s).
 struct CouchFormat;
 
 impl<S, N> FormatEvent<S, N> for CouchFormat
@@ -204,48 +234,17 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> std::fmt::Result {
-        let meta = event.metadata();
-        let access = meta.target() == settee_http::ACCESS_LOG;
-        let level = match *meta.level() {
+        let level = match *event.metadata().level() {
             Level::ERROR => "error",
             Level::WARN => "warning",
-            Level::INFO if access => "notice",
             Level::INFO => "info",
             _ => "debug",
         };
         write!(writer, "[{level}] ")?;
         write_now(&mut writer)?;
-        write!(writer, " {} <0.0.0> ", settee_http::NODE_NAME)?;
-        if access {
-            // An access line for every request: written without the general formatter's
-            // per-character pass.
-            let mut text = AccessText(&mut writer, Ok(()));
-            event.record(&mut text);
-            text.1?;
-        } else {
-            write!(writer, "-------- ")?;
-            ctx.field_format().format_fields(writer.by_ref(), event)?;
-        }
+        write!(writer, " {} <0.0.0> -------- ", settee_http::NODE_NAME)?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
-    }
-}
-
-/// Writes an access event's message (its only field), escaped as [`escaped`] does.
-struct AccessText<'w, 'a>(&'w mut Writer<'a>, std::fmt::Result);
-
-impl Visit for AccessText<'_, '_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() != "message" {
-            return;
-        }
-        thread_local! {
-            static TEXT: RefCell<String> = const { RefCell::new(String::new()) };
-        }
-        self.1 = TEXT.with_borrow_mut(|text| {
-            text.clear();
-            write!(text, "{value:?}")?;
-            self.0.write_str(&escaped(text))
-        });
     }
 }
 
@@ -254,7 +253,12 @@ impl Visit for AccessText<'_, '_> {
 /// (a user name, for one, may hold any character).
 fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
     let acts = |c: char| c < ' ' || ('\u{7f}'..='\u{9f}').contains(&c);
-    if !text.contains(acts) {
+    // Bytes first, every one (a loop without an early exit runs many at a time): C1
+    // controls are the characters whose UTF-8 starts with 0xC2 0x80-0x9F.
+    let may_act = text.bytes().fold(false, |seen, b| {
+        seen | (b < b' ') | (b == 0x7f) | (b == 0xc2)
+    });
+    if !may_act || !text.contains(acts) {
         return text.into();
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -270,7 +274,7 @@ fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// The time as CouchDB's lines give it, `2026-11-30T03:09:10.679839Z` (UTC, microseconds),
 /// with the date worked out once a second.
-fn write_now(writer: &mut Writer<'_>) -> std::fmt::Result {
+fn write_now(writer: &mut impl std::fmt::Write) -> std::fmt::Result {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -283,7 +287,14 @@ fn write_now(writer: &mut Writer<'_>) -> std::fmt::Result {
             *second = since.as_secs();
             *text = utc_second(*second);
         }
-        write!(writer, "{text}.{:06}Z", since.subsec_micros())
+        let mut fraction = *b".000000Z";
+        let mut micros = since.subsec_micros();
+        for digit in fraction[1..7].iter_mut().rev() {
+            *digit = b'0' + (micros % 10) as u8;
+            micros /= 10;
+        }
+        writer.write_str(text)?;
+        writer.write_str(std::str::from_utf8(&fraction).expect("ASCII digits"))
     })
 }
 
@@ -305,11 +316,9 @@ struct CountLevels;
 impl<S: Subscriber> Layer<S> for CountLevels {
     fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         use settee_metrics::Metric;
-        let access = event.metadata().target() == settee_http::ACCESS_LOG;
         settee_metrics::inc(match *event.metadata().level() {
             Level::ERROR => Metric::CouchLogLevelError,
             Level::WARN => Metric::CouchLogLevelWarning,
-            Level::INFO if access => Metric::CouchLogLevelNotice,
             Level::INFO => Metric::CouchLogLevelInfo,
             _ => Metric::CouchLogLevelDebug,
         });

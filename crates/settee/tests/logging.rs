@@ -119,6 +119,57 @@ fn each_request_has_couchdbs_access_line_and_no_secret_is_logged() {
 }
 
 #[test]
+fn access_lines_are_counted_at_notice_and_escaped() {
+    let s = server(None);
+    let c = s.admin();
+    let notices = || {
+        c.get("/_node/_local/_stats/couch_log/level/notice").json()["value"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = notices();
+    // A user name is the one part of a line a client may fill with any character.
+    let name = "tab\tbreak\ndel\u{7f}c1\u{85}é";
+    let user = serde_json::json!({
+        "_id": format!("org.couchdb.user:{name}"), "name": name, "type": "user",
+        "roles": [], "password": "pw-9e1d"
+    });
+    let id = format!("/_users/{}", encoded(&format!("org.couchdb.user:{name}")));
+    assert_eq!(c.put(&id, &user.to_string()).status, 201);
+    let basic = base64_bytes(format!("{name}:pw-9e1d").as_bytes());
+    let auth = format!("Basic {basic}");
+    let mine = s
+        .anon()
+        .send("GET", "/_session", None, &[("Authorization", &auth)]);
+    assert_eq!(mine.json()["userCtx"]["name"], name);
+    let log = until_logged(&s.log, "GET /_session 200");
+    let line = log
+        .lines()
+        .find(|l| l.contains(" GET /_session 200 "))
+        .unwrap();
+    assert!(
+        line.contains(" tab\\x09break\\x0adel\\x7fc1\\x85é GET "),
+        "{line}"
+    );
+    // Every line is counted: the stats request, the user's PUT and the `_session` since
+    // `before`, and all that the log holds (but this last request's own, written after).
+    let lines = log.lines().filter(|l| l.starts_with("[notice] ")).count() as u64;
+    let after = notices();
+    assert!(after >= before + 3, "{after} {before}");
+    assert!(after >= lines, "{after} counted, {lines} lines:\n{log}");
+}
+
+/// `text` with every byte but letters and digits percent-encoded.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
 fn level_and_writer_change_while_running() {
     let s = server(None);
     let c = s.admin();
