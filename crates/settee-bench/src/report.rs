@@ -49,6 +49,53 @@ pub struct Outcome {
     pub series: Vec<(f64, f64)>,
 }
 
+/// Several rounds' outcomes of one server as one: each metric the median of its rounds (the
+/// mean of the middle two for an even count), failures summed, the first round's series.
+/// Rounds run the same workloads in the same order; a metric missing from a round is left
+/// out of that metric's median.
+pub fn medians(rounds: &[Vec<Outcome>]) -> Vec<Outcome> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let same = || rounds.iter().filter_map(|r| r.get(i));
+            let metrics = o
+                .metrics
+                .iter()
+                .map(|m| {
+                    let mut values: Vec<f64> = same()
+                        .filter_map(|r| r.metrics.iter().find(|x| x.name == m.name))
+                        .map(|x| x.value)
+                        .collect();
+                    Metric {
+                        value: median(&mut values),
+                        ..m.clone()
+                    }
+                })
+                .collect();
+            Outcome {
+                workload: o.workload.clone(),
+                metrics,
+                failures: same().map(|r| r.failures).sum(),
+                series: o.series.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The median of `values` (sorted in place); 0 for none.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 /// The latency at quantile `q` (0..=1) of sorted latencies, in milliseconds.
 pub fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -163,6 +210,29 @@ pub fn json(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcom
     json!({"servers": servers, "results": results})
 }
 
+/// [`json`] of each server's [`medians`], with each round's own results under `rounds`
+/// (a list of `results` lists) when there was more than one.
+pub fn json_of_rounds(
+    names: (&str, Option<&str>),
+    a: &[Vec<Outcome>],
+    compare: Option<&[Vec<Outcome>]>,
+) -> Value {
+    let other = compare.map(medians);
+    let mut out = json(names, &medians(a), other.as_deref());
+    if a.len() > 1 {
+        let each: Vec<Value> = a
+            .iter()
+            .enumerate()
+            .map(|(i, round)| {
+                let other = compare.and_then(|b| b.get(i)).map(Vec::as_slice);
+                json(names, round, other)["results"].take()
+            })
+            .collect();
+        out["rounds"] = json!(each);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +273,59 @@ mod tests {
         let j = json(("A", Some("B")), &a, Some(&b));
         assert_eq!(j["results"][1]["failures"], 3);
         assert_eq!(j["results"][0]["requests/s"], 1000.0);
+    }
+
+    fn round(rate: f64, p99: f64, failures: u64) -> Vec<Outcome> {
+        vec![Outcome {
+            workload: "writes".into(),
+            metrics: vec![Metric::rate("docs/s", rate), Metric::cost("p99 ms", p99)],
+            failures,
+            series: vec![(0.0, rate)],
+        }]
+    }
+
+    #[test]
+    fn rounds_become_medians_with_failures_summed() {
+        let odd = medians(&[
+            round(300.0, 9.0, 0),
+            round(100.0, 1.0, 2),
+            round(200.0, 4.0, 1),
+        ]);
+        assert_eq!(odd[0].metrics[0].value, 200.0);
+        assert_eq!(odd[0].metrics[1].value, 4.0);
+        assert!(!odd[0].metrics[1].higher_is_better);
+        assert_eq!(odd[0].failures, 3);
+        assert_eq!(odd[0].series, vec![(0.0, 300.0)]);
+        let even = medians(&[round(400.0, 2.0, 0), round(100.0, 8.0, 0)]);
+        assert_eq!(even[0].metrics[0].value, 250.0);
+        assert_eq!(even[0].metrics[1].value, 5.0);
+        assert_eq!(medians(&[round(7.0, 1.0, 0)])[0].metrics[0].value, 7.0);
+        assert!(medians(&[]).is_empty());
+    }
+
+    #[test]
+    fn json_of_rounds_has_the_medians_and_each_round() {
+        let a = [
+            round(300.0, 9.0, 0),
+            round(100.0, 1.0, 2),
+            round(200.0, 4.0, 1),
+        ];
+        let b = [
+            round(10.0, 90.0, 0),
+            round(30.0, 10.0, 0),
+            round(20.0, 40.0, 0),
+        ];
+        let j = json_of_rounds(("A", Some("B")), &a, Some(&b));
+        assert_eq!(j["results"][0]["docs/s"], 200.0);
+        assert_eq!(j["results"][0]["failures"], 3);
+        assert_eq!(j["results"][1]["docs/s"], 20.0);
+        let rounds = j["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(rounds[1][0]["docs/s"], 100.0);
+        assert_eq!(rounds[1][1]["docs/s"], 30.0);
+        assert_eq!(rounds[1][1]["server"], "B");
+        let one = json_of_rounds(("A", None), &a[..1], None);
+        assert!(one.get("rounds").is_none(), "{one}");
+        assert_eq!(one["results"][0]["docs/s"], 300.0);
     }
 }

@@ -153,6 +153,11 @@ struct BenchArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Runs of the workloads, the servers taking turns in each (with `--compare`): each
+    /// result is the median of its runs, so that a busy spell of a shared machine falls
+    /// on both servers alike; failures are summed [default: 1].
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Use the published sizes instead of the smaller defaults.
     #[arg(long)]
     published: bool,
@@ -552,31 +557,36 @@ fn bench(args: BenchArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let mut outcomes = Vec::new();
+    // Each server's outcomes, round by round.
+    let mut rounds: Vec<Vec<Vec<report::Outcome>>> = vec![Vec::new(); targets.len()];
     let plan = std::sync::Arc::new(plan);
-    for target in &targets {
-        // Run on one of the runtime's threads, which wait on the sockets themselves: a
-        // connection's answer then wakes the task that asked without a hand-off.
-        let (t, p) = (target.clone(), plan.clone());
-        let run = runtime.spawn(async move { settee_bench::run(&t, &p).await });
-        outcomes.push(
-            runtime
-                .block_on(run)
-                .map_err(|e| e.to_string())?
-                .map_err(|e| format!("{}: {e}", target.display))?,
-        );
+    for _ in 0..args.rounds {
+        for (target, runs) in targets.iter().zip(&mut rounds) {
+            // Run on one of the runtime's threads, which wait on the sockets themselves: a
+            // connection's answer then wakes the task that asked without a hand-off.
+            let (t, p) = (target.clone(), plan.clone());
+            let run = runtime.spawn(async move { settee_bench::run(&t, &p).await });
+            runs.push(
+                runtime
+                    .block_on(run)
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("{}: {e}", target.display))?,
+            );
+        }
     }
     let names = (
         targets[0].display.as_str(),
         targets.get(1).map(|t| t.display.as_str()),
     );
-    let compare = outcomes.get(1).map(Vec::as_slice);
+    let compare = rounds.get(1).map(Vec::as_slice);
     if args.json {
-        println!("{}", report::json(names, &outcomes[0], compare));
+        println!("{}", report::json_of_rounds(names, &rounds[0], compare));
     } else {
-        println!("{}", report::table(names, &outcomes[0], compare));
+        let medians = report::medians(&rounds[0]);
+        let other = compare.map(report::medians);
+        println!("{}", report::table(names, &medians, other.as_deref()));
     }
-    let failures: u64 = outcomes.iter().flatten().map(|o| o.failures).sum();
+    let failures: u64 = rounds.iter().flatten().flatten().map(|o| o.failures).sum();
     if failures > 0 {
         return Err(format!("{failures} wrong or failed answers"));
     }

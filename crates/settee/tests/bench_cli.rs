@@ -205,6 +205,57 @@ fn every_workload_against_a_real_server() {
 }
 
 /// A server that accepts everything and always answers `{"_id":"cat","name":"tom"}`.
+#[test]
+fn rounds_take_turns_between_the_servers_and_report_medians() {
+    let (a, b) = (TestServer::start(), TestServer::start());
+    let (ok, stdout, stderr) = bench(&[
+        "--url",
+        &admin_url(&a),
+        "--compare",
+        &admin_url(&b),
+        "--workloads",
+        "writes",
+        "--writers",
+        "2",
+        "--seconds",
+        "0.1",
+        "--rounds",
+        "3",
+        "--json",
+    ]);
+    assert!(ok, "{stdout}\n{stderr}");
+    let report: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("not JSON: {stdout}"));
+    let rounds = report["rounds"].as_array().expect("each round's results");
+    assert_eq!(rounds.len(), 3, "{report}");
+    let results = report["results"].as_array().unwrap();
+    // Three workloads against each server: bulk loads of both kinds, then 2 writers.
+    assert_eq!(results.len(), 6, "{report}");
+    for (i, row) in results.iter().enumerate() {
+        let mut each: Vec<f64> = rounds
+            .iter()
+            .map(|r| {
+                assert_eq!(r[i]["workload"], row["workload"]);
+                assert_eq!(r[i]["server"], row["server"]);
+                r[i]["docs/s"].as_f64().unwrap()
+            })
+            .collect();
+        each.sort_by(f64::total_cmp);
+        assert!(each[0] > 0.0, "{report}");
+        assert_eq!(
+            row["docs/s"].as_f64().unwrap(),
+            each[1],
+            "the median: {report}"
+        );
+        assert_eq!(row["failures"], 0);
+    }
+    assert_eq!(results[0]["server"], a.url.trim_end_matches('/'));
+    assert_eq!(results[3]["server"], b.url.trim_end_matches('/'));
+    let (bad, _, stderr) = bench(&["--url", &admin_url(&a), "--rounds", "0"]);
+    assert!(!bad, "no rounds is refused");
+    assert!(stderr.contains("--rounds"), "{stderr}");
+}
+
 fn wrong_server() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
