@@ -62,6 +62,7 @@ pub fn medians(rounds: &[Vec<Outcome>]) -> Vec<Outcome> {
         .enumerate()
         .map(|(i, o)| {
             let same = || rounds.iter().filter_map(|r| r.get(i));
+            debug_assert!(same().all(|r| r.workload == o.workload), "rounds differ");
             let metrics = o
                 .metrics
                 .iter()
@@ -275,6 +276,7 @@ mod tests {
         assert_eq!(j["results"][0]["requests/s"], 1000.0);
     }
 
+    /// One round's outcome of one workload with these numbers.
     fn round(rate: f64, p99: f64, failures: u64) -> Vec<Outcome> {
         vec![Outcome {
             workload: "writes".into(),

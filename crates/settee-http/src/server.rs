@@ -668,6 +668,8 @@ fn log_access(
     let _ = write!(line, " ok {}", started.elapsed().as_millis());
     match ACCESS_WRITER.get() {
         Some(write) => write(&line),
+        // For a process that installed no writer (one embedding the server with its own
+        // subscriber): the line as an event, for that subscriber to format.
         None => tracing::info!(target: ACCESS_LOG, "{line}"),
     }
 }

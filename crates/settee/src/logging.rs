@@ -2,9 +2,9 @@
 //! (`stderr`, or `file` with `[log] file`), both changeable while running through
 //! `_config`; lines as CouchDB writes them (`[level] time node <pid> request-id text`); one
 //! access line per request at `notice`, written by [`write_access`] without an event's
-//! dispatch. `RUST_LOG` (or `SETTEE_LOG`), when set, decides the
-//! level instead of the configuration. Each message logged is also counted by level
-//! (`couch_log/level/…` in `_stats`).
+//! dispatch. `RUST_LOG` (or `SETTEE_LOG`), when set, decides the level instead of the
+//! configuration. Each message logged is also counted by level (`couch_log/level/…` in
+//! `_stats`).
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
@@ -365,6 +365,9 @@ mod tests {
             escaped("a\nb\u{1b}[31m\u{7f}\u{85}é"),
             "a\\x0ab\\x1b[31m\\x7f\\x85é"
         );
+        // Characters whose UTF-8 starts as a C1 control's does, but which are none.
+        assert_eq!(escaped("\u{9f}\u{a0}©"), "\\x9f\u{a0}©");
+        assert!(matches!(escaped("\u{a0}©"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

@@ -153,9 +153,10 @@ struct BenchArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Runs of the workloads, the servers taking turns in each (with `--compare`): each
-    /// result is the median of its runs, so that a busy spell of a shared machine falls
-    /// on both servers alike; failures are summed [default: 1].
+    /// Runs of the workloads, the servers taking turns (with `--compare`; the first server
+    /// first in odd rounds, second in even ones): each result is the median of its runs, so
+    /// that a busy spell of a shared machine falls on both servers alike; failures are
+    /// summed.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
     /// Use the published sizes instead of the smaller defaults.
@@ -560,8 +561,14 @@ fn bench(args: BenchArgs) -> Result<(), String> {
     // Each server's outcomes, round by round.
     let mut rounds: Vec<Vec<Vec<report::Outcome>>> = vec![Vec::new(); targets.len()];
     let plan = std::sync::Arc::new(plan);
-    for _ in 0..args.rounds {
-        for (target, runs) in targets.iter().zip(&mut rounds) {
+    for round in 0..args.rounds {
+        // Each server goes first in every other round: the one that follows the other's
+        // writes may pay for their write-back.
+        let mut turns: Vec<_> = targets.iter().zip(&mut rounds).collect();
+        if round % 2 == 1 {
+            turns.reverse();
+        }
+        for (target, runs) in turns {
             // Run on one of the runtime's threads, which wait on the sockets themselves: a
             // connection's answer then wakes the task that asked without a hand-off.
             let (t, p) = (target.clone(), plan.clone());
