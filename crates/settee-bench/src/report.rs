@@ -211,6 +211,16 @@ pub fn json(names: (&str, Option<&str>), a: &[Outcome], compare: Option<&[Outcom
     json!({"servers": servers, "results": results})
 }
 
+/// [`table`] of each server's [`medians`].
+pub fn table_of_rounds(
+    names: (&str, Option<&str>),
+    a: &[Vec<Outcome>],
+    compare: Option<&[Vec<Outcome>]>,
+) -> String {
+    let other = compare.map(medians);
+    table(names, &medians(a), other.as_deref())
+}
+
 /// [`json`] of each server's [`medians`], with each round's own results under `rounds`
 /// (a list of `results` lists) when there was more than one.
 pub fn json_of_rounds(

@@ -362,15 +362,17 @@ fn gunzip(gzipped: &[u8], limit: usize) -> HttpResult<Bytes> {
 
 /// Splits a raw path into decoded segments (empty segments dropped).
 pub fn segments(path: &str) -> Vec<String> {
-    let mut out = Vec::with_capacity(path.bytes().filter(|&b| b == b'/').count().max(1));
-    for s in path.split('/').filter(|s| !s.is_empty()) {
-        out.push(if s.contains('%') {
-            percent_decode_str(s).decode_utf8_lossy().into_owned()
-        } else {
-            s.to_owned()
-        });
-    }
-    out
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        // A segment without an escape is its own decoding.
+        .map(|s| {
+            if s.contains('%') {
+                percent_decode_str(s).decode_utf8_lossy().into_owned()
+            } else {
+                s.to_owned()
+            }
+        })
+        .collect()
 }
 
 /// A path segment encoded as CouchDB encodes the ones it puts in `Location`: letters,

@@ -589,9 +589,7 @@ fn bench(args: BenchArgs) -> Result<(), String> {
     if args.json {
         println!("{}", report::json_of_rounds(names, &rounds[0], compare));
     } else {
-        let medians = report::medians(&rounds[0]);
-        let other = compare.map(report::medians);
-        println!("{}", report::table(names, &medians, other.as_deref()));
+        println!("{}", report::table_of_rounds(names, &rounds[0], compare));
     }
     let failures: u64 = rounds.iter().flatten().flatten().map(|o| o.failures).sum();
     if failures > 0 {
