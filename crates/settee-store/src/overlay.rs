@@ -201,7 +201,7 @@ pub(crate) struct Slice {
 type KeySpan = (Arc<[u8]>, Arc<[u8]>);
 
 /// One tree's changes since the last fold. Cheap to clone: snapshots share it, once the
-/// changes since the last clone kept are sealed ([`Overlay::seal`]).
+/// changes since the last clone kept are frozen ([`Overlay::freeze`]).
 #[derive(Clone, Default)]
 pub(crate) struct Overlay {
     changes: RunMap<Change>,
@@ -242,10 +242,16 @@ impl Overlay {
         self.changes.keys()
     }
 
-    /// Freezes the changes made since the last seal, so that clones share them: call
+    /// Freezes the changes made since the last freeze, so that clones share them: call
     /// before a clone that is kept (a commit's snapshot).
-    pub fn seal(&mut self) {
-        self.changes.seal();
+    pub fn freeze(&mut self) {
+        self.changes.freeze();
+    }
+
+    /// Merges the frozen changes so that they stay few runs (see
+    /// [`crate::runs::RunMap::merge_runs`]); the overlay reads the same before and after.
+    pub fn merge_runs(&mut self) {
+        self.changes.merge_runs();
     }
 
     /// The change of `key`, if it has one.
@@ -649,7 +655,8 @@ mod tests {
         for k in ["a", "b", "c", "d", "e"] {
             o.record(&put(k, "vv"), |_| Ok(None)).unwrap();
         }
-        o.seal();
+        o.freeze();
+        o.merge_runs();
         let keys = |actions: &[Action]| -> Vec<Vec<u8>> {
             actions.iter().map(|a| a.key().to_vec()).collect()
         };

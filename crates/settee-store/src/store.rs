@@ -539,6 +539,7 @@ impl Store {
                     let _ = self.send(Request::Wake);
                 }
                 completion(failed.as_ref());
+                finish_after_answer(&self.core);
             }
             // Nothing of its own to commit: anything batched waits for the writer's delay.
             Applied::Failed(completion) => {
@@ -667,6 +668,7 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
                 // A quiet fold that failed is tried again after another quiet spell (the
                 // failed commit started one).
                 let tidied = commit(&mut state, shared).is_none() && quiet;
+                state.finish_commit();
                 deadline = None;
                 if tidied {
                     state.tidied();
@@ -703,7 +705,17 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
         // Answered once idle, so that a caller answered can run its next update itself.
         drop(state);
         answer(waiting, failed.as_ref());
+        finish_after_answer(core);
         fold_slices(core, shared);
+    }
+}
+
+/// Does what the commit just answered left for after its answer
+/// ([`WriterState::finish_commit`]), unless the state is taken: whoever holds it commits
+/// next, which does it first.
+fn finish_after_answer(core: &Core) {
+    if let Ok(mut state) = core.state.try_lock() {
+        state.finish_commit();
     }
 }
 
@@ -736,6 +748,7 @@ fn fold_slices(core: &Core, shared: &Shared) {
             return;
         }
         let failed = commit(&mut state, shared);
+        state.finish_commit();
         if failed.is_some() || !state.sweeping() {
             return;
         }
@@ -822,6 +835,7 @@ fn undo(state: &mut WriterState, saved: Savepoint) {
 fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Completion>) {
     let failed = commit(state, shared);
     answer(waiting, failed.as_ref());
+    state.finish_commit();
 }
 
 /// Commits and publishes whatever is applied, if anything; the error if that failed.

@@ -270,6 +270,20 @@ fn is_virtual(ptr: Ptr) -> bool {
 /// What reads of one logged tree found in its nodes, by key.
 type NodeReads = HashMap<Box<[u8]>, Option<Entry>>;
 
+/// The part of a commit that readers do not need, left until its callers are answered:
+/// readers find a node the cache lacks in the file, and runs not yet merged read the same.
+#[derive(Default)]
+struct AfterCommit {
+    /// The file the commit wrote, whose node cache entries these are.
+    file: Option<Arc<StoreFile>>,
+    /// Nodes the commit wrote, by offset, for the node cache.
+    written: Vec<(u64, Arc<Node>)>,
+    /// Offsets of nodes the commit superseded, to leave the node cache.
+    superseded: Vec<u64>,
+    /// The overlays' runs are to be merged.
+    merge: bool,
+}
+
 /// Everything the single writer of a file owns.
 pub(crate) struct WriterState {
     pub app: Appender,
@@ -291,6 +305,8 @@ pub(crate) struct WriterState {
     /// Offsets of written nodes that the pending changes replace: once they are committed,
     /// nothing reaches them from the newest roots, and they leave the node cache.
     superseded: Vec<u64>,
+    /// What the last commit left for after its answer ([`WriterState::finish_commit`]).
+    after: AfterCommit,
     /// Each tree's logged changes not yet folded into its nodes (see [`crate::overlay`]);
     /// empty for trees that are not logged.
     pub overlays: Vec<Overlay>,
@@ -363,6 +379,7 @@ impl WriterState {
             held: Held::default(),
             unsynced_rename: None,
             superseded: Vec::new(),
+            after: AfterCommit::default(),
             overlays: vec![Overlay::default(); schema_len],
             committed_overlays: vec![Overlay::default(); schema_len],
             log: LogBuf::default(),
@@ -488,6 +505,7 @@ impl WriterState {
     /// commit and the error is returned.
     pub fn commit(&mut self, flags: u32) -> Result<Header> {
         (self.quiet_since, self.tidy) = (std::time::Instant::now(), false);
+        self.finish_commit();
         let relog = self.relog;
         let mut written = Vec::new();
         self.forget_node_reads();
@@ -519,13 +537,10 @@ impl WriterState {
         });
         match result {
             Ok((header, log_records)) => {
-                let file = &self.app.file;
-                for offset in self.superseded.drain(..) {
-                    file.cache.remove(file.cache_id, offset);
-                }
-                for (offset, node) in written {
-                    file.cache.insert(file.cache_id, offset, node);
-                }
+                std::mem::swap(&mut self.superseded, &mut self.after.superseded);
+                self.after.written = written;
+                self.after.file = Some(self.app.file.clone());
+                self.after.merge = true;
                 self.header = header.clone();
                 self.roots = header.roots.clone();
                 self.roots
@@ -549,10 +564,29 @@ impl WriterState {
     }
 
     /// Makes the overlays as they are now the ones snapshots show, their recent changes
-    /// sealed so that the two share them.
+    /// frozen so that the two share them (merged after the answer).
     fn keep_overlays(&mut self) {
-        self.overlays.iter_mut().for_each(Overlay::seal);
+        self.overlays.iter_mut().for_each(Overlay::freeze);
         self.committed_overlays = self.overlays.clone();
+    }
+
+    /// Does what the last commit left for after its callers are answered, if anything: the
+    /// node cache learns the nodes it wrote and forgets those it superseded, and the
+    /// overlays' runs are merged. A writer calls this once it has answered, and every
+    /// commit calls it first, so at most one commit's share waits.
+    pub fn finish_commit(&mut self) {
+        let after = &mut self.after;
+        if let Some(file) = after.file.take() {
+            for offset in after.superseded.drain(..) {
+                file.cache.remove(file.cache_id, offset);
+            }
+            for (offset, node) in after.written.drain(..) {
+                file.cache.insert(file.cache_id, offset, node);
+            }
+        }
+        if std::mem::take(&mut after.merge) {
+            self.overlays.iter_mut().for_each(Overlay::merge_runs);
+        }
     }
 
     /// Charges the overlays' memory to the budget.

@@ -407,7 +407,9 @@ fn a_group_commit_writes_each_rewritten_node_once() {
 
 /// Each commit rewrites a root-to-leaf path; the nodes it replaces are unreachable from then
 /// on and leave the shared cache, which holds the live tree rather than every past version
-/// of its busiest path. An old snapshot still reads them (from the file).
+/// of its busiest path. An old snapshot still reads them (from the file). The cache learns
+/// of a commit once its callers are answered, before the writer takes its next request: a
+/// flush waits for that.
 #[test]
 fn nodes_a_commit_replaces_leave_the_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -423,14 +425,17 @@ fn nodes_a_commit_replaces_leave_the_cache() {
     store
         .update(Durability::Durable, move |t| t.modify(0, &a).map(drop))
         .unwrap();
+    store.flush().unwrap();
     let old = store.snapshot();
     let live = cache.weight();
+    assert!(live > 0, "the nodes of an answered commit are cached");
     for n in 0..500u64 {
         let put = [Action::Put(key(n * 7 % KEYS), n.to_string().into_bytes())];
         store
             .update(Durability::Durable, move |t| t.modify(0, &put).map(drop))
             .unwrap();
     }
+    store.flush().unwrap();
     let snap = store.snapshot();
     assert_eq!(snap.count(0).unwrap(), KEYS);
     assert_eq!(
