@@ -166,14 +166,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn publish(&self, state: &WriterState) {
+    /// Makes the writer's last commit the state new snapshots see; returns the state they
+    /// saw until now.
+    pub fn publish(&self, state: &WriterState) -> Arc<SnapState> {
         let overlays = state.committed_overlays.clone();
-        self.current.store(Arc::new(SnapState::new(
+        self.current.swap(Arc::new(SnapState::new(
             state.app.file.clone(),
             state.header.clone(),
             self.schema.clone(),
             overlays,
-        )));
+        )))
     }
 }
 
@@ -857,7 +859,13 @@ fn commit(state: &mut WriterState, shared: &Shared) -> Option<Error> {
         };
         return Some(reopen(state, shared).err().unwrap_or_else(refused));
     }
-    let failed = state.commit(0).map(|_| shared.publish(state)).err();
+    let failed = state
+        .commit(0)
+        .map(|_| {
+            let seen = shared.publish(state);
+            state.retire(seen);
+        })
+        .err();
     match &failed {
         None => {
             if let Some(f) = &shared.options.on_commit {

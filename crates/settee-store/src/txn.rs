@@ -14,6 +14,7 @@ use crate::format::{encode_record, Header, Ptr, RecordKind, Root, BLOCK, RECORD_
 use crate::held::{latest_in, Held, HeldMark, HOLD_MAX_ACTIONS, HOLD_MAX_PER_TREE};
 use crate::node::{ChildPiece, Node};
 use crate::overlay::{Charge, FoldLimits, LogBuf, LogRecord, Overlay};
+use crate::snapshot::SnapState;
 use crate::tree::cursor::{lookup, lookup_many, Entry, Range};
 use crate::tree::modify::{modify, NodeSink};
 use crate::tree::reduce::{reduce_range, KeyRange};
@@ -282,6 +283,10 @@ struct AfterCommit {
     superseded: Vec<u64>,
     /// The overlays' runs are to be merged.
     merge: bool,
+    /// The state snapshots saw before the commit, and the overlays it showed: they may
+    /// hold the last references to runs merged since, which take a while to free.
+    seen: Option<Arc<SnapState>>,
+    kept: Vec<Overlay>,
 }
 
 /// Everything the single writer of a file owns.
@@ -567,12 +572,19 @@ impl WriterState {
     /// frozen so that the two share them (merged after the answer).
     fn keep_overlays(&mut self) {
         self.overlays.iter_mut().for_each(Overlay::freeze);
-        self.committed_overlays = self.overlays.clone();
+        let kept = std::mem::replace(&mut self.committed_overlays, self.overlays.clone());
+        self.after.kept = kept;
+    }
+
+    /// Holds the state snapshots saw before the last commit until the commit is finished
+    /// ([`WriterState::finish_commit`]): letting it go may free large runs.
+    pub fn retire(&mut self, seen: Arc<SnapState>) {
+        self.after.seen = Some(seen);
     }
 
     /// Does what the last commit left for after its callers are answered, if anything: the
-    /// node cache learns the nodes it wrote and forgets those it superseded, and the
-    /// overlays' runs are merged. A writer calls this once it has answered, and every
+    /// node cache learns the nodes it wrote and forgets those it superseded, what snapshots
+    /// saw before it is let go, and the overlays' runs are merged. A writer calls this once it has answered, and every
     /// commit calls it first, so at most one commit's share waits.
     pub fn finish_commit(&mut self) {
         let after = &mut self.after;
@@ -584,6 +596,7 @@ impl WriterState {
                 file.cache.insert(file.cache_id, offset, node);
             }
         }
+        (after.seen, after.kept) = (None, Vec::new());
         if std::mem::take(&mut after.merge) {
             self.overlays.iter_mut().for_each(Overlay::merge_runs);
         }
