@@ -250,8 +250,9 @@ impl Overlay {
 
     /// Merges the frozen changes so that they stay few runs (see
     /// [`crate::runs::RunMap::merge_runs`]); the overlay reads the same before and after.
-    pub fn merge_runs(&mut self) {
-        self.changes.merge_runs();
+    /// Whether any were merged.
+    pub fn merge_runs(&mut self) -> bool {
+        self.changes.merge_runs()
     }
 
     /// The change of `key`, if it has one.

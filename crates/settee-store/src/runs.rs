@@ -74,7 +74,7 @@ impl Bloom {
 
 /// The hashing the filters use, seeded once a process: a filter needs a well-mixed hash
 /// (its probes are drawn from both halves), not one that resists chosen keys, and every key
-/// looked up or sealed is hashed, so its speed counts.
+/// looked up or frozen is hashed, so its speed counts.
 static HASHING: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
 
 fn hash(key: &[u8]) -> u64 {
@@ -91,7 +91,7 @@ impl<V: Clone> Run<V> {
         }
     }
 
-    /// A run without a filter, for a walk over the unsealed changes.
+    /// A run without a filter, for a walk over the changes not yet frozen.
     fn unfiltered(entries: Vec<(Key, Option<V>)>) -> Run<V> {
         Run {
             entries,
@@ -279,8 +279,9 @@ impl<V: Clone> RunMap<V> {
     /// Merges the newest runs while the one before is no more than twice the size of the
     /// last, as a binary counter carries, so that the runs stay few and each entry is
     /// copied about once for every time the map doubles. The map reads the same before and
-    /// after.
-    pub fn merge_runs(&mut self) {
+    /// after. Whether any runs were merged.
+    pub fn merge_runs(&mut self) -> bool {
+        let mut merged = false;
         while let [.., before, last] = &self.runs[..] {
             if before.entries.len() > 2 * last.entries.len() {
                 break;
@@ -289,7 +290,9 @@ impl<V: Clone> RunMap<V> {
             let older = self.runs.pop().expect("two runs");
             let oldest = self.runs.is_empty();
             self.runs.push(Arc::new(Run::merge(&older, &newer, oldest)));
+            merged = true;
         }
+        merged
     }
 
     /// The entries between `lo` and `hi` with a value, in key order either way, cloned as
@@ -585,7 +588,9 @@ mod tests {
                     }
                     Op::Seal => map.seal(),
                     Op::Freeze => map.freeze(),
-                    Op::MergeRuns => map.merge_runs(),
+                    Op::MergeRuns => {
+                        map.merge_runs();
+                    }
                     Op::Keep => kept.push((map.clone(), model.clone())),
                 }
             }

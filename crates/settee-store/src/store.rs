@@ -541,15 +541,17 @@ impl Store {
                     let _ = self.send(Request::Wake);
                 }
                 completion(failed.as_ref());
-                finish_after_answer(&self.core);
             }
             // Nothing of its own to commit: anything batched waits for the writer's delay.
             Applied::Failed(completion) => {
                 drop((state, turn));
                 completion(None);
             }
-            Applied::Panicked => {}
+            Applied::Panicked => drop((state, turn)),
         }
+        // What this commit, or the writer's last if this caller took the state first, left
+        // for after its answer.
+        finish_after_answer(&self.core, &self.shared);
     }
 
     /// Runs an update and waits for its answer.
@@ -670,7 +672,7 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
                 // A quiet fold that failed is tried again after another quiet spell (the
                 // failed commit started one).
                 let tidied = commit(&mut state, shared).is_none() && quiet;
-                state.finish_commit();
+                finish(&mut state, shared);
                 deadline = None;
                 if tidied {
                     state.tidied();
@@ -707,17 +709,25 @@ fn run_writer(core: &Core, rx: mpsc::Receiver<Request>, shared: &Shared) {
         // Answered once idle, so that a caller answered can run its next update itself.
         drop(state);
         answer(waiting, failed.as_ref());
-        finish_after_answer(core);
+        finish_after_answer(core, shared);
         fold_slices(core, shared);
     }
 }
 
-/// Does what the commit just answered left for after its answer
-/// ([`WriterState::finish_commit`]), unless the state is taken: whoever holds it commits
-/// next, which does it first.
-fn finish_after_answer(core: &Core) {
+/// Does what the commit just answered left for after its answer ([`finish`]), unless the
+/// state is taken: whoever holds it commits next, which does it first.
+fn finish_after_answer(core: &Core, shared: &Shared) {
     if let Ok(mut state) = core.state.try_lock() {
-        state.finish_commit();
+        finish(&mut state, shared);
+    }
+}
+
+/// Does what the last commit left for after its answer ([`WriterState::finish_commit`]),
+/// and publishes the overlays with their runs merged if they are still what it committed,
+/// so that the runs merged away are let go rather than kept beside the merged ones.
+fn finish(state: &mut WriterState, shared: &Shared) {
+    if state.finish_commit() {
+        shared.publish(state);
     }
 }
 
@@ -750,7 +760,7 @@ fn fold_slices(core: &Core, shared: &Shared) {
             return;
         }
         let failed = commit(&mut state, shared);
-        state.finish_commit();
+        finish(&mut state, shared);
         if failed.is_some() || !state.sweeping() {
             return;
         }
@@ -837,7 +847,7 @@ fn undo(state: &mut WriterState, saved: Savepoint) {
 fn commit_and_answer(state: &mut WriterState, shared: &Shared, waiting: Vec<Completion>) {
     let failed = commit(state, shared);
     answer(waiting, failed.as_ref());
-    state.finish_commit();
+    finish(state, shared);
 }
 
 /// Commits and publishes whatever is applied, if anything; the error if that failed.

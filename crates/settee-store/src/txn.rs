@@ -3,7 +3,8 @@
 //! Appended bytes collect in a buffer (flushed to the file, unsynced, past 1 MiB) with a
 //! running checksum of everything since the last commit. Tree nodes built since the last
 //! commit stay in memory under virtual offsets; a commit appends the ones its roots reach
-//! and moves them into the shared cache, so a freshly written node is never read back.
+//! and, once its callers are answered, moves them into the shared cache, so that a freshly
+//! written node is seldom read back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -583,23 +584,36 @@ impl WriterState {
     }
 
     /// Does what the last commit left for after its callers are answered, if anything: the
-    /// node cache learns the nodes it wrote and forgets those it superseded, what snapshots
-    /// saw before it is let go, and the overlays' runs are merged. A writer calls this once it has answered, and every
-    /// commit calls it first, so at most one commit's share waits.
-    pub fn finish_commit(&mut self) {
+    /// node cache learns the nodes it wrote and forgets those it superseded, what
+    /// snapshots saw before it is let go, and the overlays' runs are merged. A writer calls
+    /// this once it has answered, and every commit calls it first, so at most one commit's
+    /// share waits. True when runs were merged and nothing has changed since the commit:
+    /// the overlays snapshots show are then the merged ones, for the caller to publish, so
+    /// that the runs merged away are not kept beside them.
+    pub fn finish_commit(&mut self) -> bool {
         let after = &mut self.after;
         if let Some(file) = after.file.take() {
             for offset in after.superseded.drain(..) {
                 file.cache.remove(file.cache_id, offset);
             }
-            for (offset, node) in after.written.drain(..) {
+            for (offset, node) in std::mem::take(&mut after.written) {
                 file.cache.insert(file.cache_id, offset, node);
             }
         }
         (after.seen, after.kept) = (None, Vec::new());
-        if std::mem::take(&mut after.merge) {
-            self.overlays.iter_mut().for_each(Overlay::merge_runs);
+        if !std::mem::take(&mut after.merge) {
+            return false;
         }
+        let mut merged = false;
+        for overlay in &mut self.overlays {
+            merged |= overlay.merge_runs();
+        }
+        if !merged || self.dirty {
+            return false;
+        }
+        // Nothing applied since the commit: its overlays, merged, are still what it made.
+        self.committed_overlays = self.overlays.clone();
+        true
     }
 
     /// Charges the overlays' memory to the budget.
@@ -631,6 +645,7 @@ impl WriterState {
         self.app.shrink();
         self.virtual_nodes.shrink_to_fit();
         self.superseded.shrink_to_fit();
+        self.after.superseded.shrink_to_fit();
         self.log.shrink();
         self.held.shrink();
         self.node_reads()
