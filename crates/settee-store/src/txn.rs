@@ -284,9 +284,10 @@ struct AfterCommit {
     superseded: Vec<u64>,
     /// The overlays' runs are to be merged.
     merge: bool,
-    /// The state snapshots saw before the commit, and the overlays it showed: they may
-    /// hold the last references to runs merged since, which take a while to free.
+    /// The state snapshots saw before the commit: it may hold the last references to runs
+    /// merged since, which take a while to free.
     seen: Option<Arc<SnapState>>,
+    /// The overlays snapshots saw before the commit, for the same reason.
     kept: Vec<Overlay>,
 }
 
