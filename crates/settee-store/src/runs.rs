@@ -252,7 +252,8 @@ impl<V: Clone> RunMap<V> {
         }
     }
 
-    /// Freezes the changes since the last seal into a run, and merges runs of similar size.
+    /// Freezes the changes since the last freeze into a run, and merges runs of similar
+    /// size: both steps at once, for the tests.
     #[cfg(test)]
     pub fn seal(&mut self) {
         self.freeze();

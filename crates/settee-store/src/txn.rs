@@ -285,10 +285,9 @@ struct AfterCommit {
     /// The overlays' runs are to be merged.
     merge: bool,
     /// The state snapshots saw before the commit: it may hold the last references to runs
-    /// merged since, which take a while to free.
+    /// merged since (the writer's own overlays as of then share them), which take a while
+    /// to free.
     seen: Option<Arc<SnapState>>,
-    /// The overlays snapshots saw before the commit, for the same reason.
-    kept: Vec<Overlay>,
 }
 
 /// Everything the single writer of a file owns.
@@ -574,8 +573,7 @@ impl WriterState {
     /// frozen so that the two share them (merged after the answer).
     fn keep_overlays(&mut self) {
         self.overlays.iter_mut().for_each(Overlay::freeze);
-        let kept = std::mem::replace(&mut self.committed_overlays, self.overlays.clone());
-        self.after.kept = kept;
+        self.committed_overlays = self.overlays.clone();
     }
 
     /// Holds the state snapshots saw before the last commit until the commit is finished
@@ -601,7 +599,7 @@ impl WriterState {
                 file.cache.insert(file.cache_id, offset, node);
             }
         }
-        (after.seen, after.kept) = (None, Vec::new());
+        after.seen = None;
         if !std::mem::take(&mut after.merge) {
             return false;
         }
