@@ -13,6 +13,7 @@
 //! A removed key that an older run holds stays as a tombstone (`None`) that hides it, until
 //! a merge into the oldest run drops it.
 
+use std::cmp::Ordering;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::sync::{Arc, LazyLock};
@@ -31,9 +32,28 @@ const BLOOM_PROBES: u64 = 3;
 /// older runs.
 struct Run<V> {
     entries: Vec<(Key, Option<V>)>,
+    /// Each entry's key as its [`prefix`], side by side: searches and merges compare these
+    /// first and read a key itself only on a tie, so that they pass over the entries
+    /// without reaching into each key's own allocation.
+    prefixes: Vec<u64>,
     /// Each entry's key hashed, kept for the filters of the runs it is merged into.
     hashes: Vec<u64>,
     bloom: Bloom,
+}
+
+/// A key's first eight bytes as a big-endian number, zeros past the end of a shorter key.
+/// Keys whose prefixes differ are ordered as their prefixes are; keys with the same prefix
+/// must be compared whole.
+fn prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
+/// Orders two keys, given their prefixes.
+fn cmp_keys(a: (u64, &[u8]), b: (u64, &[u8])) -> std::cmp::Ordering {
+    a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1))
 }
 
 /// A Bloom filter over key hashes; one without bits may hold anything.
@@ -82,10 +102,21 @@ fn hash(key: &[u8]) -> u64 {
 }
 
 impl<V: Clone> Run<V> {
+    /// A run of `entries` (sorted, each key once) with their keys' `hashes`.
     fn new(entries: Vec<(Key, Option<V>)>, hashes: Vec<u64>) -> Run<V> {
+        let prefixes = entries.iter().map(|(k, _)| prefix(k)).collect();
+        Run::with_prefixes(entries, prefixes, hashes)
+    }
+
+    fn with_prefixes(
+        entries: Vec<(Key, Option<V>)>,
+        prefixes: Vec<u64>,
+        hashes: Vec<u64>,
+    ) -> Run<V> {
         let bloom = Bloom::new(&hashes);
         Run {
             entries,
+            prefixes,
             hashes,
             bloom,
         }
@@ -94,21 +125,30 @@ impl<V: Clone> Run<V> {
     /// A run without a filter, for a walk over the changes not yet frozen.
     fn unfiltered(entries: Vec<(Key, Option<V>)>) -> Run<V> {
         Run {
+            prefixes: entries.iter().map(|(k, _)| prefix(k)).collect(),
             entries,
             hashes: Vec::new(),
             bloom: Bloom::default(),
         }
     }
 
+    /// The key of entry `i` with its prefix.
+    fn key_at(&self, i: usize) -> (u64, &[u8]) {
+        (self.prefixes[i], &self.entries[i].0)
+    }
+
     fn find(&self, key: &[u8], hash: u64) -> Option<&Option<V>> {
         if !self.bloom.may_hold(hash) {
             return None;
         }
-        let i = self
-            .entries
+        // The entries with the key's prefix, then the key among them.
+        let p = prefix(key);
+        let start = self.prefixes.partition_point(|&q| q < p);
+        let ties = self.prefixes[start..].partition_point(|&q| q == p);
+        let i = self.entries[start..start + ties]
             .binary_search_by(|(k, _)| (**k).cmp(key))
             .ok()?;
-        Some(&self.entries[i].1)
+        Some(&self.entries[start + i].1)
     }
 
     /// The indexes of the entries between `lo` and `hi`.
@@ -122,16 +162,19 @@ impl<V: Clone> Run<V> {
     /// `oldest` (nothing older remains to hide), tombstones go. Entries are cloned as they
     /// are taken: the runs merged are still shared with the snapshots that hold them.
     fn merge(older: &Run<V>, newer: &Run<V>, oldest: bool) -> Run<V> {
-        use std::cmp::Ordering::{Equal, Greater, Less};
-        let (old, new) = (&older.entries, &newer.entries);
-        let len = old.len() + new.len();
-        let (mut entries, mut hashes) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        use Ordering::{Equal, Greater, Less};
+        let (old, new) = (older.entries.len(), newer.entries.len());
+        let len = old + new;
+        let mut entries = Vec::with_capacity(len);
+        let (mut prefixes, mut hashes) = (Vec::with_capacity(len), Vec::with_capacity(len));
         let (mut i, mut j) = (0, 0);
-        while i < old.len() || j < new.len() {
-            let order = match (old.get(i), new.get(j)) {
-                (Some((a, _)), Some((b, _))) => a.cmp(b),
-                (Some(_), None) => Less,
-                (None, _) => Greater,
+        while i < old || j < new {
+            let order = if i == old {
+                Greater
+            } else if j == new {
+                Less
+            } else {
+                cmp_keys(older.key_at(i), newer.key_at(j))
             };
             let (run, at) = match order {
                 Less => (older, i),
@@ -139,13 +182,14 @@ impl<V: Clone> Run<V> {
             };
             i += usize::from(order != Greater);
             j += usize::from(order != Less);
-            let (entry, hash) = (&run.entries[at], run.hashes[at]);
+            let entry = &run.entries[at];
             if !oldest || entry.1.is_some() {
                 entries.push(entry.clone());
-                hashes.push(hash);
+                prefixes.push(run.prefixes[at]);
+                hashes.push(run.hashes[at]);
             }
         }
-        Run::new(entries, hashes)
+        Run::with_prefixes(entries, prefixes, hashes)
     }
 }
 
@@ -372,9 +416,9 @@ impl<V: Clone> Source<V> {
         }
     }
 
-    /// The key next in the walk's direction.
-    fn next_key(&self, forward: bool) -> &Key {
-        &self.run.entries[self.next_index(forward)].0
+    /// The key next in the walk's direction, with its prefix.
+    fn next_key(&self, forward: bool) -> (u64, &[u8]) {
+        self.run.key_at(self.next_index(forward))
     }
 
     /// Passes the next entry.
@@ -400,13 +444,17 @@ impl<V: Clone> RunWalk<V> {
     /// the newest.
     fn first(&self) -> Option<usize> {
         let forward = self.forward;
-        let comes_before = |a: &Key, b: &Key| if forward { a < b } else { a > b };
+        let first = if forward {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
         (0..self.sources.len()).reduce(|best, i| {
             let (k, bk) = (
                 self.sources[i].next_key(forward),
                 self.sources[best].next_key(forward),
             );
-            if comes_before(k, bk) {
+            if cmp_keys(k, bk) == first {
                 i
             } else {
                 best
@@ -422,9 +470,11 @@ impl<V: Clone> Iterator for RunWalk<V> {
         let forward = self.forward;
         loop {
             let first = &self.sources[self.first()?];
-            let (key, value) = first.run.entries[first.next_index(forward)].clone();
+            let at = first.next_index(forward);
+            let p = first.run.prefixes[at];
+            let (key, value) = first.run.entries[at].clone();
             for s in &mut self.sources {
-                if *s.next_key(forward) == key {
+                if s.next_key(forward) == (p, &key[..]) {
                     s.advance(forward);
                 }
             }
@@ -485,9 +535,11 @@ mod tests {
     }
 
     fn key(k: u8) -> Vec<u8> {
-        // Keys of different lengths, some the prefix of others.
-        vec![b'k'; usize::from(k % 3) + 1]
+        // Keys of different lengths, some the prefix of others, some alike in their first
+        // eight bytes and different after.
+        [b'a' + k % 7]
             .into_iter()
+            .chain(vec![b'k'; usize::from(k % 5) * 3])
             .chain([k])
             .collect()
     }
@@ -598,6 +650,24 @@ mod tests {
             check(&map, &model, &ranges)?;
             for (map, model) in &kept {
                 check(map, model, &ranges)?;
+            }
+        }
+    }
+
+    proptest! {
+        /// Prefixes order keys as the keys order themselves, short keys, zero bytes and
+        /// keys alike in their first eight bytes included.
+        #[test]
+        fn prefixes_order_keys_as_bytes_do(
+            a in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..12),
+            b in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..12),
+            shared in 0usize..10,
+        ) {
+            // Often the same first bytes, so that the tie is reached.
+            let b: Vec<u8> = a.iter().take(shared).chain(&b).copied().collect();
+            prop_assert_eq!(cmp_keys((prefix(&a), &a), (prefix(&b), &b)), a.cmp(&b));
+            if prefix(&a) != prefix(&b) {
+                prop_assert_eq!(prefix(&a).cmp(&prefix(&b)), a.cmp(&b));
             }
         }
     }
