@@ -2,7 +2,7 @@
 //!
 //! Options: `--entries N` (default 1,000,000), `--seconds S` per timed phase (default 3),
 //! `--node-sizes A,B,..` to compare node sizes (default: the engine's default only),
-//! `--phases tree,commits,reads` (default: all), `--writers A,B,..` concurrent writers for the
+//! `--phases tree,commits,reads,logged` (default: all), `--writers A,B,..` concurrent writers for the
 //! commits phase (default 1,16,64; ratios are against the first), `--quick` (100,000
 //! entries, 1 s phases). Every phase checks its answers and aborts on a wrong one. Prints a
 //! Markdown table. Runs with the server's allocator and the server's writer-thread priority.
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use settee_store::{
-    Action, Bound, Durability, Error, NodeCache, RangeOptions, SizeReduce, Store, StoreOptions,
-    TreeSpec, DEFAULT_NODE_SIZE,
+    Action, Bound, Durability, Error, FoldLimits, NodeCache, OverlayBudget, RangeOptions,
+    SizeReduce, Store, StoreOptions, TreeSpec, DEFAULT_NODE_SIZE,
 };
 
 /// The allocator the server runs the engine with, so that allocation costs here are the
@@ -36,7 +36,12 @@ struct Args {
 
 fn args() -> Args {
     let mut a = Args {
-        phases: vec!["tree".into(), "commits".into(), "reads".into()],
+        phases: vec![
+            "tree".into(),
+            "commits".into(),
+            "reads".into(),
+            "logged".into(),
+        ],
         entries: 1_000_000,
         seconds: 3.0,
         node_sizes: vec![DEFAULT_NODE_SIZE],
@@ -66,7 +71,7 @@ fn args() -> Args {
             "--phases" => {
                 a.phases = it
                     .next()
-                    .expect("--phases tree,commits,reads")
+                    .expect("--phases tree,commits,reads,logged")
                     .split(',')
                     .map(String::from)
                     .collect()
@@ -613,6 +618,92 @@ fn bench_read_under_write(dir: &Path, a: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// Keys a commit of the logged phase carries: a random-id `_bulk_docs` batch of 1,000
+/// documents over a database's two shards.
+const LOGGED_BATCH: u64 = 500;
+
+/// A random-looking 32-hex key for entry `i`, as PouchDB makes document ids; distinct for
+/// every `i` (each half is a bijection of it).
+fn hex_key(i: u64) -> Vec<u8> {
+    let mix = |z: u64| {
+        let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    format!("{:016x}{:016x}", mix(i), mix(!i)).into_bytes()
+}
+
+/// Random 32-hex keys into a logged tree (as a random-id database's by-id tree), 500 to a
+/// durable commit, with folding held off so that every change stays among the logged
+/// changes' runs; then lookups of present and absent keys in a snapshot, each checked. On
+/// a file in memory where there is one, so that syncs do not hide the engine's own work.
+fn bench_logged(dir: &Path, a: &Args) -> Result<(), Error> {
+    println!("\n### logged changes (random 32-hex keys, folding held off)\n");
+    println!("| measure | result | notes |\n|---|---|---|");
+    let n = a.entries.min(500_000).next_multiple_of(LOGGED_BATCH);
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() { shm } else { dir };
+    let path = dir.join(format!("settee-bench-logged-{}.settee", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let opts = StoreOptions {
+        trees: vec![TreeSpec::logged(SizeReduce)],
+        fold: FoldLimits {
+            changes: n as usize + 1,
+            bytes: u64::MAX,
+            records: u64::MAX,
+            grow: 1,
+            ..FoldLimits::default()
+        },
+        overlay_budget: OverlayBudget::new(u64::MAX),
+        ..options(DEFAULT_NODE_SIZE)
+    };
+    let store = Store::create(&path, opts)?;
+    let started = Instant::now();
+    for first in (0..n).step_by(LOGGED_BATCH as usize) {
+        let actions: Vec<Action> = (first..first + LOGGED_BATCH)
+            .map(|i| Action::Put(hex_key(i), value(i)))
+            .collect();
+        store.update(Durability::Durable, move |t| t.apply(0, &actions))?;
+    }
+    let took = started.elapsed();
+    row(
+        &format!("{} keys, {LOGGED_BATCH} to a commit", fmt(n as f64)),
+        format!("{}/s", fmt(per_sec(n, took))),
+        &format!("{} commits", n / LOGGED_BATCH),
+    );
+    let snap = store.snapshot();
+    let rate = timed_threads(1, a.seconds, |t, stop| {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(60 + t as u64);
+        let mut done = 0;
+        while !stop.load(Ordering::Relaxed) {
+            for _ in 0..1000 {
+                let i = rng.gen_range(0..n);
+                let found = snap
+                    .get(0, &hex_key(i))
+                    .unwrap()
+                    .expect("every key is present");
+                check_value(i, found.value());
+                let absent = hex_key(n + rng.gen_range(0..n));
+                assert!(
+                    snap.get(0, &absent).unwrap().is_none(),
+                    "an absent key found"
+                );
+            }
+            done += 2000;
+        }
+        done
+    });
+    row(
+        "lookups in a snapshot, half of them of absent keys",
+        format!("{}/s", fmt(rate)),
+        "one thread",
+    );
+    drop((snap, store));
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
 /// 1,000 lookups on a fresh snapshot, so that readers follow a writer.
 fn lookups_batch(store: &Store, n: u64, seed: u64) -> u64 {
     checked_lookups(
@@ -669,6 +760,9 @@ fn main() -> Result<(), Error> {
     }
     if run("reads") {
         bench_read_under_write(dir.path(), &a)?;
+    }
+    if run("logged") {
+        bench_logged(dir.path(), &a)?;
     }
     Ok(())
 }

@@ -52,7 +52,7 @@ fn prefix(key: &[u8]) -> u64 {
 }
 
 /// Orders two keys, given their prefixes.
-fn cmp_keys(a: (u64, &[u8]), b: (u64, &[u8])) -> std::cmp::Ordering {
+fn cmp_keys(a: (u64, &[u8]), b: (u64, &[u8])) -> Ordering {
     a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1))
 }
 
@@ -108,6 +108,8 @@ impl<V: Clone> Run<V> {
         Run::with_prefixes(entries, prefixes, hashes)
     }
 
+    /// A run of `entries` whose keys' prefixes and hashes are known already (a merge
+    /// carries them over from the runs it merges).
     fn with_prefixes(
         entries: Vec<(Key, Option<V>)>,
         prefixes: Vec<u64>,
