@@ -51,6 +51,11 @@ fn prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(bytes)
 }
 
+/// The [`prefix`] of each entry's key.
+fn prefixes_of<V>(entries: &[(Key, V)]) -> Vec<u64> {
+    entries.iter().map(|(k, _)| prefix(k)).collect()
+}
+
 /// Orders two keys, given their prefixes.
 fn cmp_keys(a: (u64, &[u8]), b: (u64, &[u8])) -> Ordering {
     a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1))
@@ -104,7 +109,7 @@ fn hash(key: &[u8]) -> u64 {
 impl<V: Clone> Run<V> {
     /// A run of `entries` (sorted, each key once) with their keys' `hashes`.
     fn new(entries: Vec<(Key, Option<V>)>, hashes: Vec<u64>) -> Run<V> {
-        let prefixes = entries.iter().map(|(k, _)| prefix(k)).collect();
+        let prefixes = prefixes_of(&entries);
         Run::with_prefixes(entries, prefixes, hashes)
     }
 
@@ -127,7 +132,7 @@ impl<V: Clone> Run<V> {
     /// A run without a filter, for a walk over the changes not yet frozen.
     fn unfiltered(entries: Vec<(Key, Option<V>)>) -> Run<V> {
         Run {
-            prefixes: entries.iter().map(|(k, _)| prefix(k)).collect(),
+            prefixes: prefixes_of(&entries),
             entries,
             hashes: Vec::new(),
             bloom: Bloom::default(),
